@@ -1,0 +1,63 @@
+"""The `rag-monitor` command line.
+
+Each command lives in `monitor/commands/<name>.py` with a ``register(subparsers)``
+function that adds its parser and sets ``handler`` to a callable taking the
+parsed arguments and returning an exit code. Signal handling lives in the
+command modules that run long jobs (`run`, `demo`), never in constructors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from monitor.config import ConfigError
+
+#: command name -> module under monitor.commands
+COMMANDS = {
+    "run": "run",
+    "score": "score",
+    "migrate": "backlog",
+    "backlog": "backlog",
+    "offline": "offline",
+    "demo": "demo",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rag-monitor",
+        description="Production monitor for RAG services (see README.md).",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML settings file (environment variables win)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    registered: set[str] = set()
+    for module_name in dict.fromkeys(COMMANDS.values()):
+        module = importlib.import_module(f"monitor.commands.{module_name}")
+        register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
+        register = module.register
+        register(sub)
+        registered.add(module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rag-monitor: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

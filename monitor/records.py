@@ -1,0 +1,191 @@
+"""The shared vocabulary: interactions as they arrive, and scores as they leave.
+
+Pure types, no I/O. Everything else in the package speaks in these.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+#: Largest record value accepted from Kafka or a file, in bytes.
+DEFAULT_MAX_RECORD_BYTES = 1_000_000
+
+
+class Context(BaseModel):
+    """One retrieved chunk."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    text: str
+    id: str | None = None
+    score: float | None = None
+
+
+class Interaction(BaseModel):
+    """One question/contexts/answer triple from the RAG service (DESIGN §2)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    id: str = Field(min_length=1)
+    user_input: str = Field(validation_alias=AliasChoices("user_input", "question", "query"))
+    retrieved_contexts: tuple[Context, ...] = Field(
+        validation_alias=AliasChoices("retrieved_contexts", "contexts", "documents")
+    )
+    response: str = Field(validation_alias=AliasChoices("response", "answer"))
+    reference: str | None = Field(
+        default=None, validation_alias=AliasChoices("reference", "ground_truth")
+    )
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("retrieved_contexts", mode="before")
+    @classmethod
+    def _contexts(cls, value: object) -> object:
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be a list of strings or of {text, id?, score?} objects")
+        return tuple(Context(text=item) if isinstance(item, str) else item for item in value)
+
+    @property
+    def context_texts(self) -> list[str]:
+        return [c.text for c in self.retrieved_contexts]
+
+    @property
+    def route(self) -> str | None:
+        route = self.metadata.get("route")
+        return route if isinstance(route, str) else None
+
+
+class InvalidRecord(Exception):
+    """A record that cannot become an Interaction. `reason` is a short, bounded label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def parse_record(
+    value: bytes | None,
+    key: bytes | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    default_timestamp: datetime | None = None,
+) -> Interaction:
+    """Bytes from Kafka (or a file line) to an Interaction, or InvalidRecord.
+
+    Reasons: ``too_large``, ``not_utf8``, ``not_json``, ``not_object``, ``schema``.
+    The detail names the field but never quotes the record's text.
+    """
+    if value is None:
+        raise InvalidRecord("not_json", "empty value (tombstone)")
+    if len(value) > max_bytes:
+        raise InvalidRecord("too_large", f"{len(value)} bytes > limit {max_bytes}")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRecord("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRecord("not_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise InvalidRecord("not_object", f"top level is {type(data).__name__}, not an object")
+    if "id" not in data and key:
+        try:
+            data["id"] = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecord("not_utf8", "record key is not UTF-8 and no id field") from None
+    if data.get("timestamp") is None and default_timestamp is not None:
+        data["timestamp"] = default_timestamp
+    return validate_record(data)
+
+
+def validate_record(data: dict[str, Any]) -> Interaction:
+    try:
+        return Interaction.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRecord("schema", describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Field names and messages only: input values can carry user text."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "record"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNSCOREABLE = "unscoreable"
+
+
+class Usage(BaseModel):
+    """Judge spend for one record (or one metric)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class MetricResult(BaseModel):
+    """One metric's outcome for one record. ``score`` is NaN when unscoreable."""
+
+    metric: str
+    score: float
+    details: dict[str, Any] = Field(default_factory=dict)
+    judge: str = "llm"
+    error: str | None = None
+
+    @property
+    def scoreable(self) -> bool:
+        return not math.isnan(self.score)
+
+    def json_score(self) -> float | None:
+        return self.score if self.scoreable else None
+
+
+class ScoredRecord(BaseModel):
+    """Every metric's result for one interaction, plus what it cost."""
+
+    interaction: Interaction
+    results: dict[str, MetricResult] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    inclusion_probability: float = 1.0
+    error: str | None = None
+
+    def output_line(self) -> dict[str, Any]:
+        """The JSON line of `rag-monitor score` (DESIGN §5)."""
+        line: dict[str, Any] = {
+            "id": self.interaction.id,
+            "scores": {name: r.json_score() for name, r in self.results.items()},
+            "details": {name: r.details for name, r in self.results.items()},
+            "usage": self.usage.model_dump(),
+        }
+        if self.error is not None:
+            line["error"] = self.error
+        return line

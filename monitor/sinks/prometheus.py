@@ -1,0 +1,116 @@
+"""Every Prometheus metric of rag-monitor, declared once (DESIGN §5).
+
+Labels are bounded: ``metric`` and ``verdict`` come from fixed sets, ``route``
+is passed through `Settings.route_label` (allow-list, else ``other``),
+``reason`` and ``outcome`` are short labels chosen by the code. Never ids or text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "rag_monitor_"
+
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Exporter:
+    """The metric objects, on a registry of their own (so tests can run several)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        p = PREFIX
+        self.records_consumed = Counter(
+            p + "records_consumed_total", "Records read from Kafka.", ["topic"], registry=r
+        )
+        self.records_sampled = Counter(
+            p + "records_sampled_total", "Records kept by the sampler.", registry=r
+        )
+        self.records_invalid = Counter(
+            p + "records_invalid_total",
+            "Records that failed validation and went to the dead-letter topic.",
+            ["reason"],
+            registry=r,
+        )
+        self.records_skipped = Counter(
+            p + "records_skipped_total",
+            "Sampled records that were not scored (budget, judge failure, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.records_scored = Counter(
+            p + "records_scored_total", "Records scored and handed to every sink.", registry=r
+        )
+        self.metric_score = Histogram(
+            p + "metric_score",
+            "Scores per metric and route (LLM judge unless judge=local).",
+            ["metric", "route", "judge"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.verdicts = Counter(
+            p + "verdicts_total",
+            "Per-metric outcomes against the metric's threshold.",
+            ["metric", "verdict", "judge"],
+            registry=r,
+        )
+        self.hallucinations = Counter(
+            p + "hallucinations_total",
+            "Scored records whose faithfulness fell below the threshold.",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.scored_weight = Counter(
+            p + "scored_weight_total",
+            "Sum of 1/p over records with a faithfulness score (p = inclusion probability).",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.hallucination_weight = Counter(
+            p + "hallucination_weight_total",
+            "Sum of 1/p over hallucinated records; divide rates by scored_weight_total.",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.judge_requests = Counter(
+            p + "judge_requests_total",
+            "Judge HTTP requests by outcome (ok, timeout, rate_limited, server_error, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.judge_request_duration = Histogram(
+            p + "judge_request_duration_seconds",
+            "Judge request latency, retries included.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            p + "judge_tokens_total",
+            "Judge tokens spent, by metric and kind (prompt, completion).",
+            ["metric", "kind"],
+            registry=r,
+        )
+        self.token_budget_remaining = Gauge(
+            p + "token_budget_remaining", "Tokens left in the current budget window.", registry=r
+        )
+        self.sample_rate = Gauge(
+            p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
+        )
+        self.consumer_lag = Gauge(
+            p + "consumer_lag", "Records behind the partition's high watermark.", ["partition"],
+            registry=r,
+        )
+        self.backlog_enqueued = Counter(
+            p + "backlog_enqueued_total",
+            "Interactions queued into the golden-set backlog, by flag reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.backlog_write_errors = Counter(
+            p + "backlog_write_errors_total", "Failed backlog writes (retried).", registry=r
+        )
+        self.backlog_size = Gauge(
+            p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
+        )

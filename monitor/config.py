@@ -97,9 +97,7 @@ class Settings(BaseSettings):
     kafka_topic: str = "rag-interactions"
     kafka_group_id: str = "rag-monitor"
     kafka_dlq_topic: str = "rag-interactions-dlq"
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
@@ -122,7 +120,11 @@ class Settings(BaseSettings):
     judge_cache_size: int = Field(default=4096, ge=0)
 
     # --- which metrics, and when a score is a flag
-    online_metrics: Annotated[list[str], NoDecode] = ["faithfulness", "response_relevancy", "context_utility"]
+    online_metrics: Annotated[list[str], NoDecode] = [
+        "faithfulness",
+        "response_relevancy",
+        "context_utility",
+    ]
     thresholds: dict[str, float] = {
         "faithfulness": 0.5,
         "response_relevancy": 0.5,
@@ -132,7 +134,9 @@ class Settings(BaseSettings):
     # --- sampling and budget
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
     sample_rules: list[SampleRule] = []
-    token_budget: Annotated[TokenBudgetSpec, NoDecode] = TokenBudgetSpec(tokens=200_000, window_seconds=3600)
+    token_budget: Annotated[TokenBudgetSpec, NoDecode] = TokenBudgetSpec(
+        tokens=200_000, window_seconds=3600
+    )
     budget_fallback: Literal["skip", "local"] = "skip"
     risk_sampling: bool = False
 
@@ -142,7 +146,9 @@ class Settings(BaseSettings):
     control_share: float = Field(default=0.01, ge=0.0, le=1.0)
     redact_pii: bool = True
     redaction_patterns: list[RedactionPattern] = []
-    offline_token_budget: Annotated[TokenBudgetSpec, NoDecode] = TokenBudgetSpec(tokens=0, window_seconds=3600)
+    offline_token_budget: Annotated[TokenBudgetSpec, NoDecode] = TokenBudgetSpec(
+        tokens=0, window_seconds=3600
+    )
 
     # --- exporter and lifecycle
     metrics_port: int = Field(default=9108, ge=0, le=65535)
@@ -196,7 +202,9 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             if name.startswith(PREFIX.lower()):
                 name = name[len(PREFIX) :]
             env_name = PREFIX + name.upper()
-            if env_name in os.environ or (name == "judge_api_key" and "OPENAI_API_KEY" in os.environ):
+            if env_name in os.environ or (
+                name == "judge_api_key" and "OPENAI_API_KEY" in os.environ
+            ):
                 continue  # the environment wins over the file
             file_values[name] = value
     try:

@@ -100,7 +100,9 @@ def parse_record(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidRecord("not_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise InvalidRecord(
+            "not_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     if not isinstance(data, dict):
         raise InvalidRecord("not_object", f"top level is {type(data).__name__}, not an object")
     if "id" not in data and key:

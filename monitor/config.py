@@ -60,6 +60,9 @@ class TokenBudgetSpec(BaseModel):
         return "unlimited" if self.unlimited else f"{self.tokens}/{int(self.window_seconds)}s"
 
 
+_DEFAULT_THRESHOLDS = {"faithfulness": 0.5, "response_relevancy": 0.5, "context_utility": 0.5}
+
+
 class SampleRule(BaseModel):
     """Records whose metadata matches every key in ``match`` are sampled at ``rate``."""
 
@@ -125,11 +128,7 @@ class Settings(BaseSettings):
         "response_relevancy",
         "context_utility",
     ]
-    thresholds: dict[str, float] = {
-        "faithfulness": 0.5,
-        "response_relevancy": 0.5,
-        "context_utility": 0.5,
-    }
+    thresholds: dict[str, float] = _DEFAULT_THRESHOLDS
 
     # --- sampling and budget
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
@@ -163,6 +162,15 @@ class Settings(BaseSettings):
         if isinstance(value, str | int):
             return TokenBudgetSpec.parse(str(value))
         return value
+
+    @field_validator("thresholds", mode="after")
+    @classmethod
+    def _thresholds(cls, value: dict[str, float]) -> dict[str, float]:
+        """A partial mapping keeps the defaults of the metrics it does not name."""
+        for metric, limit in value.items():
+            if not 0.0 <= limit <= 1.0:
+                raise ValueError(f"threshold of {metric} must be within [0, 1]")
+        return {**_DEFAULT_THRESHOLDS, **value}
 
     @field_validator("online_metrics", "routes", mode="before")
     @classmethod

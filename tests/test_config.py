@@ -74,3 +74,13 @@ def test_invalid_values_and_unknown_keys(tmp_path: Path) -> None:
 def test_unreadable_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "missing.yaml")
+
+
+def test_partial_thresholds_keep_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_MONITOR_THRESHOLDS", '{"faithfulness": 0.8}')
+    settings = load_settings()
+    assert settings.thresholds["faithfulness"] == 0.8
+    assert settings.thresholds["context_utility"] == 0.5
+    monkeypatch.setenv("RAG_MONITOR_THRESHOLDS", '{"faithfulness": 8}')
+    with pytest.raises(ConfigError, match="RAG_MONITOR_THRESHOLDS"):
+        load_settings()

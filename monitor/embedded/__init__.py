@@ -1,0 +1,1 @@
+"""Embedded stand-ins for the demo and the tests: judge server, broker, Postgres."""

@@ -1,0 +1,489 @@
+"""The LLM judge: prompts over HTTP to any OpenAI-compatible endpoint. The only `openai` import.
+
+`OpenAIJudge` implements `monitor.prompt.Judge` with the AsyncOpenAI SDK:
+
+- **Structured output.** ``response_format`` ``json_schema`` (strict) named
+  after the step; an endpoint that rejects it with a 400-class error gets
+  ``json_object`` with the schema spelled out in the system message instead,
+  and keeps getting it once that worked. Every answer is validated with
+  pydantic; an invalid answer is re-asked once (the bad answer and a short
+  correction appended), then the step fails for good: ``invalid_output``.
+- **n choices.** ``n`` is sent as is; when the endpoint returns fewer choices
+  (llama.cpp beyond its slots, servers that ignore ``n``) the missing ones are
+  requested with ``n=1`` calls.
+- **One retry layer.** The SDK retries 429, 5xx, timeouts and connection
+  errors (``max_retries``); when it gives up, the exception *class* becomes a
+  `JudgeError` reason: ``timeout``, ``rate_limited``, ``server_error``,
+  ``connection`` (retryable) or ``bad_request`` (permanent).
+- **Budget.** With a `TokenGate`, every HTTP request reserves its estimated
+  prompt tokens (exact, `monitor.tokens`) plus the expected completion before
+  it is sent (`BudgetExhausted`: nothing is sent) and reconciles with the
+  response's ``usage`` after — with 0 when no response came back.
+- **Bounds.** A timeout per request attempt and a semaphore of
+  ``concurrency`` requests in flight.
+- **Observability** without a Prometheus import: a `JudgeObserver` hears every
+  request's outcome and duration and every response's tokens per metric.
+
+The API key lives in a `SecretStr`; it is handed to the SDK and never appears
+in a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Literal, Protocol, cast
+
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
+from openai.types.shared_params import ResponseFormatJSONObject, ResponseFormatJSONSchema
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from monitor.prompt import (
+    BudgetExhausted,
+    Embedded,
+    Judged,
+    JudgeError,
+    OutT,
+    Prompt,
+    TokenGate,
+    render_messages,
+)
+from monitor.records import Usage
+from monitor.tokens import count_tokens, estimate_prompt_tokens
+
+log = logging.getLogger(__name__)
+
+ResponseMode = Literal["json_schema", "json_object"]
+
+#: appended (as a user message, after the bad answer) when an answer fails validation
+CORRECTION = (
+    "Your previous answer was not valid: {error}. Answer again with only one JSON object "
+    "that matches the required schema exactly, and nothing else."
+)
+
+#: the placeholder key for endpoints that need none (llama.cpp, vLLM, Ollama)
+NO_KEY = "no-key"
+
+
+class JudgeObserver(Protocol):
+    """What the sidecar exports about the judge (see `monitor.sinks.prometheus`).
+
+    ``outcome`` is ``ok``, ``invalid_output``, ``fallback`` (json_schema
+    rejected, retried as json_object) or a `JudgeError` reason.
+    """
+
+    def on_request(self, outcome: str, seconds: float) -> None: ...
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None: ...
+
+
+class Embedder(Protocol):
+    """Something other than the endpoint that embeds text (the local ONNX model)."""
+
+    async def embed(self, texts: Sequence[str]) -> Embedded: ...
+
+
+class _SchemaRejected(Exception):
+    """The endpoint refused ``response_format`` json_schema (internal: triggers the fallback)."""
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema in the subset strict structured outputs accept.
+
+    Every object gets ``additionalProperties: false`` and lists all its
+    properties as required (optional fields stay nullable through their
+    ``anyOf``); ``default`` values are dropped, as strict mode rejects them.
+    """
+    schema = copy.deepcopy(model.model_json_schema())
+
+    def fix(node: object) -> None:
+        if not isinstance(node, dict):
+            return
+        node.pop("default", None)
+        props = node.get("properties")
+        if node.get("type") == "object" or isinstance(props, dict):
+            props = props if isinstance(props, dict) else {}
+            node["additionalProperties"] = False
+            node["required"] = list(props)
+            for sub in props.values():
+                fix(sub)
+        for key in ("$defs", "definitions"):
+            for sub in (node.get(key) or {}).values():
+                fix(sub)
+        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            for sub in node.get(key) or []:
+                fix(sub)
+        fix(node.get("items"))
+
+    fix(schema)
+    return schema
+
+
+def _classify(exc: openai.OpenAIError) -> JudgeError:
+    """The SDK gave up: exception class → bounded reason (never the message text)."""
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    detail = f"{name} (HTTP {status})" if status is not None else name
+    if isinstance(exc, openai.APITimeoutError):  # before APIConnectionError: a subclass
+        return JudgeError("timeout", detail, retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return JudgeError("connection", detail, retryable=True)
+    if isinstance(exc, openai.RateLimitError):
+        return JudgeError("rate_limited", detail, retryable=True)
+    if isinstance(exc, openai.InternalServerError):
+        return JudgeError("server_error", detail, retryable=True)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return JudgeError("invalid_output", detail)
+    return JudgeError("bad_request", detail)
+
+
+class OpenAIJudge:
+    """`monitor.prompt.Judge` over an OpenAI-compatible HTTP endpoint (see the module docstring).
+
+    Constructing one opens nothing: the SDK client is created on first use.
+    Close it with `aclose` (or ``async with``).
+    """
+
+    kind = "llm"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: SecretStr | None = None,
+        embedding_model: str = "text-embedding-3-small",
+        timeout_seconds: float = 60.0,
+        max_retries: int = 2,
+        concurrency: int = 16,
+        gate: TokenGate | None = None,
+        observer: JudgeObserver | None = None,
+        embedder: Embedder | None = None,
+        completion_reserve: int = 512,
+        temperature: float | None = 0.0,
+        sampling_temperature: float | None = 0.7,
+        embed_batch_size: int = 128,
+    ) -> None:
+        if concurrency < 1 or max_retries < 0 or timeout_seconds <= 0 or embed_batch_size < 1:
+            raise ValueError("concurrency and embed_batch_size >= 1, max_retries >= 0, timeout > 0")
+        self.base_url = base_url
+        self.model = model
+        self.embedding_model = embedding_model
+        self.timeout_seconds = timeout_seconds
+        self.max_retries = max_retries
+        self.concurrency = concurrency
+        #: completion tokens reserved per requested choice (reconciled with the real usage)
+        self.completion_reserve = completion_reserve
+        #: temperature for single answers (verdicts) and for n>1 sampling steps; None = omit
+        self.temperature = temperature
+        self.sampling_temperature = sampling_temperature
+        self.embed_batch_size = embed_batch_size
+        self.gate = gate
+        self.observer = observer
+        self.embedder = embedder
+        self._api_key = api_key if api_key is not None else SecretStr("")
+        self._client: openai.AsyncOpenAI | None = None
+        self._semaphore = asyncio.Semaphore(concurrency)
+        #: json_schema until the endpoint rejects it and json_object works
+        self.response_mode: ResponseMode = "json_schema"
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIJudge(base_url={self.base_url!r}, model={self.model!r}, "
+            f"embedding_model={self.embedding_model!r}, response_mode={self.response_mode!r})"
+        )
+
+    # --- lifecycle
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key.get_secret_value() or NO_KEY,
+                timeout=self.timeout_seconds,
+                max_retries=self.max_retries,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+        closer: Callable[[], Any] | None = getattr(self.embedder, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    async def __aenter__(self) -> OpenAIJudge:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- Judge: generate
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        usage = Usage()
+        temperature = self.temperature if n == 1 else self.sampling_temperature
+        values: list[OutT] = []
+        contents = await self._complete(prompt, None, n, temperature, usage)
+        # the endpoint may return fewer choices than asked: top up one at a time
+        while len(contents) < n:
+            more = await self._complete(prompt, None, 1, temperature, usage)
+            if not more:
+                raise JudgeError("invalid_output", "the endpoint returned no choices")
+            contents.extend(more)
+        for content in contents[:n]:
+            values.append(await self._validated(prompt, content, temperature, usage))
+        return Judged(values=values, usage=usage)
+
+    async def _validated(
+        self, prompt: Prompt[OutT], content: str | None, temperature: float | None, usage: Usage
+    ) -> OutT:
+        """Validate one answer; re-ask once if it does not validate."""
+        try:
+            return _parse(prompt.output, content)
+        except _Invalid as first:
+            log.info(
+                "judge answer invalid, re-asking once",
+                extra={"step": prompt.step, "metric": prompt.metric, "error": first.summary},
+            )
+            followup = [
+                {"role": "assistant", "content": content or ""},
+                {"role": "user", "content": CORRECTION.format(error=first.summary)},
+            ]
+            again = await self._complete(prompt, followup, 1, temperature, usage)
+            try:
+                return _parse(prompt.output, again[0] if again else None)
+            except _Invalid as second:
+                raise JudgeError(
+                    "invalid_output", f"step {prompt.step}: {second.summary} (after one re-ask)"
+                ) from None
+
+    async def _complete(
+        self,
+        prompt: Prompt[OutT],
+        followup: list[dict[str, str]] | None,
+        n: int,
+        temperature: float | None,
+        usage: Usage,
+    ) -> list[str | None]:
+        """One chat request (two when json_schema is rejected): the choices' contents."""
+        mode = self.response_mode
+        if mode == "json_schema":
+            try:
+                return await self._request(prompt, followup, n, temperature, usage, "json_schema")
+            except _SchemaRejected:
+                log.warning(
+                    "judge endpoint rejected response_format json_schema; "
+                    "falling back to json_object with the schema in the prompt",
+                    extra={"model": self.model},
+                )
+        contents = await self._request(prompt, followup, n, temperature, usage, "json_object")
+        self.response_mode = "json_object"  # it worked: stay with it
+        return contents
+
+    async def _request(
+        self,
+        prompt: Prompt[OutT],
+        followup: list[dict[str, str]] | None,
+        n: int,
+        temperature: float | None,
+        usage: Usage,
+        mode: ResponseMode,
+    ) -> list[str | None]:
+        messages: list[dict[str, str]] = render_messages(
+            prompt, schema_in_text=mode == "json_object"
+        )
+        if followup:
+            messages = messages + followup
+        response_format: ResponseFormat
+        if mode == "json_schema":
+            response_format = ResponseFormatJSONSchema(
+                type="json_schema",
+                json_schema={
+                    "name": prompt.step,
+                    "schema": strict_schema(prompt.output),
+                    "strict": True,
+                },
+            )
+        else:
+            response_format = ResponseFormatJSONObject(type="json_object")
+        estimate = estimate_prompt_tokens(messages, self.model)
+
+        async with self._semaphore:
+            reserved = estimate + self.completion_reserve * n
+            if self.gate is not None:
+                self.gate.reserve(reserved)  # BudgetExhausted: nothing is sent
+            used = 0
+            started = time.perf_counter()
+            outcome = "ok"
+            try:
+                response = await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
+                    response_format=response_format,
+                    n=n if n > 1 else openai.omit,
+                    temperature=temperature if temperature is not None else openai.omit,
+                )
+                contents = [choice.message.content for choice in response.choices]
+                prompt_tokens, completion_tokens = _usage(
+                    response.usage, estimate, contents, self.model
+                )
+                used = prompt_tokens + completion_tokens
+                usage.calls += 1
+                usage.prompt_tokens += prompt_tokens
+                usage.completion_tokens += completion_tokens
+                if self.observer is not None:
+                    self.observer.on_tokens(prompt.metric, prompt_tokens, completion_tokens)
+                if not all(_valid_quick(prompt.output, c) for c in contents):
+                    outcome = "invalid_output"
+                return contents
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if mode == "json_schema":
+                    outcome = "fallback"
+                    raise _SchemaRejected() from exc
+                outcome = "bad_request"
+                raise _classify(exc) from None
+            except openai.OpenAIError as exc:
+                error = _classify(exc)
+                outcome = error.reason
+                raise error from None
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+                raise
+            finally:
+                if self.gate is not None:
+                    self.gate.reconcile(reserved, used)
+                if self.observer is not None:
+                    self.observer.on_request(outcome, time.perf_counter() - started)
+
+    # --- Judge: embed
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        if self.embedder is not None:
+            return await self.embedder.embed(texts)
+        texts = list(texts)
+        result = Embedded(vectors=[])
+        for start in range(0, len(texts), self.embed_batch_size):
+            batch = texts[start : start + self.embed_batch_size]
+            result.vectors.extend(await self._embed_batch(batch, result.usage))
+        return result
+
+    async def _embed_batch(self, texts: list[str], usage: Usage) -> list[list[float]]:
+        # endpoints reject empty inputs: embed the others, give empty texts zero vectors
+        present = [i for i, t in enumerate(texts) if t.strip()]
+        send = [texts[i] for i in present] if present else [" "]
+        async with self._semaphore:
+            started = time.perf_counter()
+            outcome = "ok"
+            try:
+                response = await self.client.embeddings.create(
+                    model=self.embedding_model, input=send, encoding_format="float"
+                )
+            except openai.OpenAIError as exc:
+                error = _classify(exc)
+                outcome = error.reason
+                raise error from None
+            finally:
+                if self.observer is not None:
+                    self.observer.on_request(outcome, time.perf_counter() - started)
+        got = sorted(response.data, key=lambda d: d.index)
+        if len(got) != len(send):
+            raise JudgeError("invalid_output", f"{len(got)} embeddings for {len(send)} texts")
+        usage.calls += 1
+        reported = response.usage.prompt_tokens if response.usage is not None else None
+        usage.prompt_tokens += (
+            reported if reported else sum(count_tokens(t, self.embedding_model) for t in send)
+        )
+        dimension = len(got[0].embedding)
+        vectors = [[0.0] * dimension for _ in texts]
+        if present:
+            for i, item in zip(present, got, strict=True):
+                vectors[i] = list(item.embedding)
+        return vectors
+
+
+class _Invalid(Exception):
+    def __init__(self, summary: str) -> None:
+        super().__init__(summary)
+        self.summary = summary
+
+
+def _parse(model: type[OutT], content: str | None) -> OutT:
+    if content is None or not content.strip():
+        raise _Invalid("empty answer")
+    text = _strip_fences(content)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            raise _Invalid("not a JSON object") from None
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in errors[:5]
+        )
+        raise _Invalid(f"does not match the schema ({fields})") from None
+
+
+def _valid_quick(model: type[BaseModel], content: str | None) -> bool:
+    try:
+        _parse(model, content)
+    except _Invalid:
+        return False
+    return True
+
+
+def _strip_fences(text: str) -> str:
+    """Some json_object endpoints still wrap the object in a Markdown code fence."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped.strip()
+
+
+def _usage(
+    reported: openai.types.CompletionUsage | None,
+    estimate: int,
+    contents: list[str | None],
+    model: str,
+) -> tuple[int, int]:
+    """(prompt, completion) tokens: the response's ``usage``, our own count where it is missing.
+
+    llama.cpp's ``llama-server`` counts one choice only when ``n`` > 1; when
+    several choices came back and the reported completion tokens are fewer
+    than our own count of their text, our count wins.
+    """
+    counted = sum(count_tokens(c, model) for c in contents if c)
+    if reported is None:
+        return estimate, counted
+    prompt_tokens = reported.prompt_tokens or estimate
+    completion = reported.completion_tokens or 0
+    if len(contents) > 1 and completion < counted:
+        completion = counted
+    return prompt_tokens, completion
+
+
+__all__ = [
+    "BudgetExhausted",
+    "Embedder",
+    "JudgeError",
+    "JudgeObserver",
+    "OpenAIJudge",
+    "strict_schema",
+]

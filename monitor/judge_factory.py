@@ -1,0 +1,90 @@
+"""Which judge answers the prompts: the LLM endpoint, or the zero-token local judge.
+
+``auto`` picks the LLM judge when ``RAG_MONITOR_JUDGE_BASE_URL`` is set and
+the local judge otherwise. With ``RAG_MONITOR_EMBEDDING_MODEL=local`` the LLM
+judge embeds with the in-process MiniLM model instead of ``/v1/embeddings``.
+The local modules (onnxruntime, tokenizers) are imported only when used, and
+nothing is loaded or opened here: models load on first use, the HTTP client on
+the first request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from monitor.config import Settings
+from monitor.prompt import Embedded, Judge, TokenGate
+
+if TYPE_CHECKING:
+    from monitor.judge import JudgeObserver
+    from monitor.local.embedder import MiniLMEmbedder
+
+JudgeKind = Literal["auto", "llm", "local"]
+
+#: `Settings.embedding_model` value that selects the in-process embedder
+LOCAL_EMBEDDING = "local"
+
+
+class JudgeConfigError(ValueError):
+    """The requested judge cannot be built from these settings; the message names the setting."""
+
+
+def build_judge(
+    settings: Settings,
+    *,
+    kind: JudgeKind = "auto",
+    gate: TokenGate | None = None,
+    observer: JudgeObserver | None = None,
+) -> Judge:
+    """The judge for ``settings`` (see the module docstring). Opens nothing."""
+    if kind == "auto":
+        kind = "llm" if settings.judge_base_url else "local"
+    if kind == "local":
+        return _local_judge()
+    if kind != "llm":
+        raise JudgeConfigError(f"unknown judge kind {kind!r}: auto, llm or local")
+    if not settings.judge_base_url:
+        raise JudgeConfigError(
+            "the LLM judge needs an OpenAI-compatible endpoint: set RAG_MONITOR_JUDGE_BASE_URL "
+            "(e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1 for llama-server)"
+        )
+    from monitor.judge import OpenAIJudge
+
+    embedder = LocalEmbedding(_minilm()) if settings.embedding_model == LOCAL_EMBEDDING else None
+    return OpenAIJudge(
+        base_url=settings.judge_base_url,
+        model=settings.judge_model,
+        api_key=settings.judge_api_key,
+        embedding_model=settings.embedding_model,
+        timeout_seconds=settings.judge_timeout_seconds,
+        max_retries=settings.judge_max_retries,
+        concurrency=settings.judge_concurrency,
+        gate=gate,
+        observer=observer,
+        embedder=embedder,
+    )
+
+
+class LocalEmbedding:
+    """The MiniLM embedder behind the judge's async ``embed``: a worker thread, zero tokens."""
+
+    def __init__(self, model: MiniLMEmbedder) -> None:
+        self.model = model
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        vectors = await asyncio.to_thread(self.model.embed, list(texts))
+        return Embedded(vectors=[[float(x) for x in row] for row in vectors.tolist()])
+
+
+def _minilm() -> MiniLMEmbedder:
+    from monitor.local.embedder import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+def _local_judge() -> Judge:
+    from monitor.local.judge import LocalJudge
+
+    return LocalJudge()

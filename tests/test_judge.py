@@ -1,0 +1,438 @@
+"""OpenAIJudge against the real embedded judge server over HTTP; judge_factory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from monitor.config import Settings
+from monitor.embedded.judge_server import Fault, JudgeServer
+from monitor.judge import OpenAIJudge, strict_schema
+from monitor.judge_factory import JudgeConfigError, LocalEmbedding, build_judge
+from monitor.metrics.steps import (
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    Verdicts,
+)
+from monitor.prompt import BudgetExhausted, JudgeError, Prompt, render_messages
+from monitor.tokens import estimate_prompt_tokens
+
+MODEL = "gpt-4o-mini"
+SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
+
+
+def statements_prompt(
+    text: str = "Receipts are required over $100. Lodging always.",
+) -> Prompt[Statements]:
+    return Prompt(
+        step="statements",
+        metric="faithfulness",
+        instruction="Rewrite the text as a list of standalone statements.",
+        inputs=StatementsInput(text=text),
+        output=Statements,
+    )
+
+
+def questions_prompt() -> Prompt[GeneratedQuestion]:
+    return Prompt(
+        step="questions",
+        metric="response_relevancy",
+        instruction="Generate a question the response answers.",
+        inputs=QuestionsInput(response="Receipts are required over $100."),
+        output=GeneratedQuestion,
+    )
+
+
+@dataclass
+class Observer:
+    requests: list[tuple[str, float]] = field(default_factory=list)
+    tokens: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.requests.append((outcome, seconds))
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        self.tokens.append((metric, prompt_tokens, completion_tokens))
+
+    @property
+    def outcomes(self) -> list[str]:
+        return [o for o, _ in self.requests]
+
+
+@dataclass
+class Gate:
+    available: int
+    reserved: list[int] = field(default_factory=list)
+    reconciled: list[tuple[int, int]] = field(default_factory=list)
+
+    def reserve(self, tokens: int) -> None:
+        if tokens > self.available:
+            raise BudgetExhausted(tokens, self.available)
+        self.available -= tokens
+        self.reserved.append(tokens)
+
+    def reconcile(self, reserved: int, used: int) -> None:
+        self.available += reserved - used
+        self.reconciled.append((reserved, used))
+
+
+@pytest.fixture
+def server() -> Iterator[JudgeServer]:
+    with JudgeServer() as s:
+        yield s
+
+
+MakeJudge = Callable[..., OpenAIJudge]
+
+
+@pytest.fixture
+async def make_judge(server: JudgeServer) -> AsyncIterator[MakeJudge]:
+    judges: list[OpenAIJudge] = []
+
+    def make(**overrides: Any) -> OpenAIJudge:
+        options: dict[str, Any] = {
+            "base_url": server.base_url,
+            "model": MODEL,
+            "api_key": SecretStr(SECRET),
+            "embedding_model": "test-embedding",
+            "timeout_seconds": 5.0,
+            "max_retries": 2,
+            "concurrency": 4,
+        }
+        options.update(overrides)
+        judge = OpenAIJudge(**options)
+        judges.append(judge)
+        return judge
+
+    yield make
+    for judge in judges:
+        await judge.aclose()
+
+
+async def test_generate_validates_and_records_usage(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    judged = await judge.generate(statements_prompt())
+    assert judged.value == Statements(
+        statements=["Receipts are required over $100", "Lodging always"]
+    )
+    stats = server.stats.snapshot()
+    step = stats.steps["statements"]
+    assert judged.usage.calls == 1 == stats.chat_requests
+    assert judged.usage.prompt_tokens == step.prompt_tokens > 0
+    assert judged.usage.completion_tokens == step.completion_tokens > 0
+    assert stats.response_formats == ["json_schema"]
+    assert observer.outcomes == ["ok"]
+    assert observer.tokens == [("faithfulness", step.prompt_tokens, step.completion_tokens)]
+    assert judge.kind == "llm"
+
+
+async def test_usage_per_metric_and_kind(server: JudgeServer, make_judge: MakeJudge) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    first = await judge.generate(statements_prompt())
+    second = await judge.generate(questions_prompt(), n=3)
+    by_metric = {metric: (p, c) for metric, p, c in observer.tokens}
+    assert by_metric == {
+        "faithfulness": (first.usage.prompt_tokens, first.usage.completion_tokens),
+        "response_relevancy": (second.usage.prompt_tokens, second.usage.completion_tokens),
+    }
+    stats = server.stats.snapshot()
+    assert stats.steps["questions"].completion_tokens == second.usage.completion_tokens
+    assert stats.steps["questions"].choices == 3
+
+
+@pytest.mark.parametrize("fault", [Fault.RATE_LIMIT, Fault.SERVER_ERROR])
+async def test_sdk_retries_once_then_succeeds(
+    server: JudgeServer, make_judge: MakeJudge, fault: Fault
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, max_retries=2)
+    server.inject(fault)
+    judged = await judge.generate(statements_prompt())
+    assert judged.value.statements
+    stats = server.stats.snapshot()
+    assert stats.chat_requests == 2  # the SDK's retry, no second layer
+    assert stats.faults_applied == [fault.value]
+    assert judged.usage.calls == 1  # one answered request
+    assert observer.outcomes == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"), [(Fault.RATE_LIMIT, "rate_limited"), (Fault.SERVER_ERROR, "server_error")]
+)
+async def test_sdk_gives_up_and_the_class_becomes_the_reason(
+    server: JudgeServer, make_judge: MakeJudge, fault: Fault, reason: str
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, max_retries=1)
+    server.inject(fault, times=2)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == reason
+    assert caught.value.retryable is True
+    assert server.stats.snapshot().chat_requests == 2
+    assert observer.outcomes == [reason]
+
+
+async def test_invalid_output_twice_fails_for_good(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    server.inject(Fault.INVALID_JSON, times=2)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "invalid_output"
+    assert caught.value.retryable is False
+    stats = server.stats.snapshot()
+    assert stats.chat_requests == 2  # the request and one re-ask, never more
+    assert observer.outcomes == ["invalid_output", "invalid_output"]
+    assert len(observer.tokens) == 2  # the tokens were spent, and are counted
+
+
+@pytest.mark.parametrize("fault", [Fault.INVALID_JSON, Fault.SCHEMA_MISMATCH])
+async def test_invalid_output_once_is_re_asked(
+    server: JudgeServer, make_judge: MakeJudge, fault: Fault
+) -> None:
+    judge = make_judge()
+    server.inject(fault)
+    judged = await judge.generate(statements_prompt())
+    assert judged.value.statements == ["Receipts are required over $100", "Lodging always"]
+    assert judged.usage.calls == 2
+    stats = server.stats.snapshot()
+    assert stats.chat_requests == 2
+    assert stats.prompt_tokens == judged.usage.prompt_tokens
+
+
+async def test_timeout(server: JudgeServer, make_judge: MakeJudge) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, timeout_seconds=0.3, max_retries=0)
+    server.inject(Fault.SLOW, seconds=5)
+    with pytest.raises(JudgeError) as caught:
+        await asyncio.wait_for(judge.generate(statements_prompt()), timeout=4)
+    assert caught.value.reason == "timeout"
+    assert caught.value.retryable is True
+    assert observer.outcomes == ["timeout"]
+    assert observer.requests[0][1] < 2
+
+
+async def test_connection_refused(server: JudgeServer, make_judge: MakeJudge) -> None:
+    judge = make_judge(max_retries=0)
+    server.down("refuse")
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert (caught.value.reason, caught.value.retryable) == ("connection", True)
+
+
+async def test_bad_request_is_permanent_and_not_a_fallback(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    server.inject(Fault.BAD_REQUEST, times=2)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert (caught.value.reason, caught.value.retryable) == ("bad_request", False)
+    assert observer.outcomes == ["fallback", "bad_request"]
+    assert judge.response_mode == "json_schema"  # the fallback did not work: not remembered
+
+
+async def test_server_ignoring_n_is_topped_up(server: JudgeServer, make_judge: MakeJudge) -> None:
+    server.ignore_n = True
+    judge = make_judge()
+    judged = await judge.generate(questions_prompt(), n=3)
+    assert len(judged.values) == 3
+    assert all(v.question for v in judged.values)
+    stats = server.stats.snapshot()
+    assert stats.chat_requests == 3  # n=3 answered with one choice, then two n=1 calls
+    assert judged.usage.calls == 3
+
+
+async def test_n_choices_in_one_request(server: JudgeServer, make_judge: MakeJudge) -> None:
+    judge = make_judge()
+    judged = await judge.generate(questions_prompt(), n=3)
+    assert len(judged.values) == 3
+    assert server.stats.snapshot().chat_requests == 1
+
+
+async def test_json_schema_rejected_falls_back_to_json_object(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    server.reject_json_schema = True
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    first = await judge.generate(statements_prompt())
+    assert first.value.statements
+    assert judge.response_mode == "json_object"
+    second = await judge.generate(statements_prompt("Lodging only for 3+ nights."))
+    assert second.value.statements == ["Lodging only for 3+ nights"]
+    stats = server.stats.snapshot()
+    # rejected once, then json_object for this call and every later one
+    assert stats.response_formats == ["json_schema", "json_object", "json_object"]
+    assert observer.outcomes == ["fallback", "ok", "ok"]
+    # the fallback spells the schema out in the prompt
+    fallback = render_messages(statements_prompt(), schema_in_text=True)
+    assert first.usage.prompt_tokens == estimate_prompt_tokens(fallback, MODEL)
+
+
+async def test_budget_too_small_sends_nothing(server: JudgeServer, make_judge: MakeJudge) -> None:
+    gate = Gate(available=50)
+    judge = make_judge(gate=gate)
+    with pytest.raises(BudgetExhausted) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "budget"
+    assert server.stats.snapshot().chat_requests == 0
+    assert gate.reserved == [] and gate.available == 50
+
+
+async def test_budget_reserve_then_reconcile(server: JudgeServer, make_judge: MakeJudge) -> None:
+    gate = Gate(available=100_000)
+    judge = make_judge(gate=gate, completion_reserve=256)
+    judged = await judge.generate(statements_prompt())
+    messages = render_messages(statements_prompt(), schema_in_text=False)
+    expected_reserve = estimate_prompt_tokens(messages, MODEL) + 256
+    assert gate.reserved == [expected_reserve]
+    assert gate.reconciled == [(expected_reserve, judged.usage.total_tokens)]
+    assert gate.available == 100_000 - judged.usage.total_tokens
+
+
+async def test_budget_reconciled_with_zero_on_failure(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    gate = Gate(available=100_000)
+    judge = make_judge(gate=gate, max_retries=0)
+    server.inject(Fault.SERVER_ERROR)
+    with pytest.raises(JudgeError):
+        await judge.generate(statements_prompt())
+    assert len(gate.reconciled) == 1 and gate.reconciled[0][1] == 0
+    assert gate.available == 100_000
+
+
+async def test_concurrency_limit_holds(server: JudgeServer, make_judge: MakeJudge) -> None:
+    server.latency_seconds = 0.15
+    judge = make_judge(concurrency=2)
+    prompts = [statements_prompt(f"Fact number {i}.") for i in range(6)]
+    results = await asyncio.gather(*(judge.generate(p) for p in prompts))
+    assert [r.value.statements for r in results] == [[f"Fact number {i}"] for i in range(6)]
+    assert server.stats.snapshot().max_concurrent == 2
+
+
+async def test_api_key_never_in_repr_or_logs(
+    server: JudgeServer, make_judge: MakeJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = make_judge()
+    caplog.set_level(logging.DEBUG)
+    server.inject(Fault.RATE_LIMIT)
+    server.inject(Fault.INVALID_JSON)
+    await judge.generate(statements_prompt())
+    await judge.embed(["receipt"])
+    assert caplog.records  # the SDK and httpx did log at DEBUG
+    assert SECRET not in caplog.text
+    assert SECRET not in repr(judge) and SECRET not in str(judge.__dict__.get("_api_key"))
+
+
+async def test_embed_batches_in_order(server: JudgeServer, make_judge: MakeJudge) -> None:
+    from monitor.embedded import answers
+
+    judge = make_judge(embed_batch_size=2)
+    texts = ["receipt over $100", "lodging", "", "travel expenses", "hotel"]
+    embedded = await judge.embed(texts)
+    expected = answers.embed([t for t in texts])
+    assert len(embedded.vectors) == 5
+    for got, want in zip(embedded.vectors, expected, strict=True):
+        assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, want, strict=True))
+    assert embedded.vectors[2] == [0.0] * len(expected[0])  # empty text: zero vector, not sent
+    stats = server.stats.snapshot()
+    assert stats.embedding_requests == 3 == embedded.usage.calls
+    assert stats.embedded_texts == 4
+    assert embedded.usage.prompt_tokens == stats.embedding_tokens
+
+
+def test_strict_schema() -> None:
+    schema = strict_schema(Verdicts)
+    assert schema["additionalProperties"] is False
+    assert schema["required"] == ["verdicts"]
+    item = schema["$defs"]["StatementVerdict"]
+    assert item["additionalProperties"] is False
+    assert item["required"] == ["statement", "reason", "verdict"]
+    optional = strict_schema(StatementsInput)  # defaults and optional fields
+    assert optional["required"] == ["question", "text", "atomicity", "coverage"]
+    assert "default" not in str(optional)
+
+
+# --- judge_factory
+
+
+def test_factory_llm_without_url_names_the_setting() -> None:
+    with pytest.raises(JudgeConfigError, match="RAG_MONITOR_JUDGE_BASE_URL"):
+        build_judge(Settings(judge_base_url=None), kind="llm")
+
+
+async def test_factory_auto_with_url_is_the_llm_judge(server: JudgeServer) -> None:
+    settings = Settings(
+        judge_base_url=server.base_url,
+        judge_api_key=SecretStr(SECRET),
+        judge_timeout_seconds=7.5,
+        judge_max_retries=1,
+        judge_concurrency=3,
+    )
+    observer = Observer()
+    gate = Gate(available=1_000_000)
+    judge = build_judge(settings, gate=gate, observer=observer)
+    assert isinstance(judge, OpenAIJudge)
+    try:
+        assert (judge.timeout_seconds, judge.max_retries, judge.concurrency) == (7.5, 1, 3)
+        assert judge.embedder is None
+        judged = await judge.generate(statements_prompt())
+        assert judged.value.statements
+        assert gate.reconciled and observer.outcomes == ["ok"]
+    finally:
+        await judge.aclose()
+
+
+async def test_factory_local_embedding(server: JudgeServer) -> None:
+    settings = Settings(judge_base_url=server.base_url, embedding_model="local")
+    judge = build_judge(settings, kind="llm")
+    assert isinstance(judge, OpenAIJudge)
+    try:
+        assert isinstance(judge.embedder, LocalEmbedding)
+        embedded = await judge.embed(["Receipts are required over $100.", "lodging"])
+        assert [len(v) for v in embedded.vectors] == [384, 384]
+        assert embedded.usage.total_tokens == 0
+        assert server.stats.snapshot().embedding_requests == 0  # never the endpoint
+    finally:
+        await judge.aclose()
+
+
+def test_factory_auto_without_url_is_the_local_judge() -> None:
+    pytest.importorskip("monitor.local.judge")
+    judge = build_judge(Settings(judge_base_url=None))
+    assert judge.kind == "local"
+
+
+def test_usage_trusts_the_response_but_not_one_choice_counts() -> None:
+    from openai.types import CompletionUsage
+
+    from monitor.judge import _usage
+    from monitor.tokens import count_tokens
+
+    one = '{"question": "What is a receipt?", "noncommittal": 0}'
+    reported = CompletionUsage(prompt_tokens=40, completion_tokens=3, total_tokens=43)
+    assert _usage(reported, 99, [one], MODEL) == (40, 3)
+    # llama-server with n>1 reports one choice's completion tokens: count them all
+    counted = 3 * count_tokens(one, MODEL)
+    assert _usage(reported, 99, [one, one, one], MODEL) == (40, counted)
+    # no usage at all: our own estimate and count
+    assert _usage(None, 99, [one], MODEL) == (99, count_tokens(one, MODEL))

@@ -177,6 +177,9 @@ class ScoredRecord(BaseModel):
     interaction: Interaction
     results: dict[str, MetricResult] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+    #: the record's judge spend per metric (for ``judge_tokens_total{metric,kind}``);
+    #: a call shared between metrics is billed to the metric that made it
+    usage_by_metric: dict[str, Usage] = Field(default_factory=dict)
     inclusion_probability: float = 1.0
     error: str | None = None
 

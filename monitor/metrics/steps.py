@@ -11,6 +11,7 @@ The step name is the contract between metrics and judges: the LLM judge sends
 it as the JSON-schema name, the local judge dispatches on it.
 """
 
+# ruff: noqa: E501  (the table in the docstring)
 from __future__ import annotations
 
 from typing import Literal

@@ -1,0 +1,178 @@
+"""The deterministic judge behind the test judge server: simple lexical rules, no model.
+
+`answer(step, inputs, n)` returns ``n`` JSON outputs of the step's output model
+(`monitor.metrics.steps`); `embed(texts)` returns one vector per text. The
+rules are chosen so that a hand-written example has an obvious right score:
+
+- **content words**: lower-cased tokens (words, and numbers kept literally with
+  their ``$``, ``%`` or ``+``: ``$100``, ``3+``), English stopwords removed,
+  a plural ``s`` dropped from words longer than three letters (``receipts`` =
+  ``receipt``, but not ``class``). Negations (``not``, ``no``, ``never``) and
+  ``only`` are content words.
+- **statements**: the text split into sentences at ``.``, ``!``, ``?`` and
+  ``;`` followed by a space or the end; each stripped of its end mark; empty
+  ones dropped. Atomicity, coverage and the question are ignored.
+- **verify**: verdict 1 iff the statement has content words and every one of
+  them appears among the context's content words.
+- **usefulness**: verdict 1 iff some sentence of the answer has at least half
+  of its content words in the context (so a context the answer copies a
+  sentence from is useful; one it shares only a stray word with is not).
+- **questions**: ``"What is " + <first statement of the response> + "?"``
+  (an empty question when the response has no statement); noncommittal = 1
+  iff the response contains a phrase such as "I don't know", "not sure",
+  "cannot answer" (list `NONCOMMITTAL_PHRASES`). All ``n`` choices are equal.
+- **embed**: a bag of the text's content words hashed (blake2b) into 256
+  dimensions, L2-normalised; a text without content words is the zero vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from monitor.metrics.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdict,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    StatementVerdict,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+)
+
+EMBEDDING_DIM = 256
+
+STOPWORDS = frozenset(
+    """
+    a an the and or but if then else so than too very also just of to in on at by for with
+    from into onto over under about above below between through during before after up down
+    out off as is are was were be been being am do does did doing done have has had having
+    i me my mine myself you your yours yourself he him his himself she her hers herself it its
+    itself we us our ours ourselves they them their theirs themselves this that these those
+    what which who whom whose when where why how there here all any both each few more most
+    other some such own same can could will would shall should may might must need needs
+    i'm i've i'd i'll you're you've it's that's there's what's let's
+    """.split()
+)
+
+NONCOMMITTAL_PHRASES = (
+    "i don't know",
+    "i do not know",
+    "not sure",
+    "unsure",
+    "cannot answer",
+    "can't answer",
+    "unable to answer",
+    "no information",
+    "i have no idea",
+)
+
+_TOKEN = re.compile(r"\$?\d+(?:[.,:]\d+)*(?:\+|%)?|[a-z]+(?:'[a-z]+)*")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def content_words(text: str) -> list[str]:
+    """The text's content words, in order (see the module docstring)."""
+    words = []
+    for token in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+        if token in STOPWORDS:
+            continue
+        if token.isalpha() and len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+            token = token[:-1]
+        words.append(token)
+    return words
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences split at ``. ! ? ;`` + space/end, end marks stripped, empty ones dropped."""
+    pieces = _SENTENCE_END.split(text.strip())
+    out = []
+    for piece in pieces:
+        piece = piece.strip().rstrip(".!?;").strip()
+        if piece:
+            out.append(piece)
+    return out
+
+
+def supported(statement: str, context_words: set[str]) -> tuple[int, str]:
+    words = content_words(statement)
+    if not words:
+        return 0, "the statement has no content words to check"
+    missing = [w for w in dict.fromkeys(words) if w not in context_words]
+    if missing:
+        return 0, "not in the context: " + ", ".join(missing)
+    return 1, "every content word of the statement is in the context"
+
+
+def useful(answer_sentences: Sequence[str], context: str) -> tuple[int, str]:
+    context_words = set(content_words(context))
+    for sentence in answer_sentences:
+        words = set(content_words(sentence))
+        if words and 2 * len(words & context_words) >= len(words):
+            return 1, f"holds most of the answer sentence {sentence!r}"
+    return 0, "holds no answer sentence"
+
+
+def noncommittal(text: str) -> bool:
+    lowered = text.lower().replace("\u2019", "'")
+    return any(phrase in lowered for phrase in NONCOMMITTAL_PHRASES)
+
+
+def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """``n`` outputs of ``step`` for ``inputs`` as JSON-ready dicts; ValueError: unknown step."""
+    return [_answer_one(step, inputs) for _ in range(n)]
+
+
+def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    if step == STATEMENTS:
+        statements_in = StatementsInput.model_validate(inputs)
+        return Statements(statements=sentences(statements_in.text)).model_dump()
+    if step == VERIFY:
+        verify_in = VerifyInput.model_validate(inputs)
+        words = set(content_words(verify_in.context))
+        verdicts = []
+        for statement in verify_in.statements:
+            verdict, reason = supported(statement, words)
+            verdicts.append(StatementVerdict(statement=statement, reason=reason, verdict=verdict))
+        return Verdicts(verdicts=verdicts).model_dump()
+    if step == QUESTIONS:
+        questions_in = QuestionsInput.model_validate(inputs)
+        found = sentences(questions_in.response)
+        question = f"What is {found[0]}?" if found else ""
+        flag = int(noncommittal(questions_in.response))
+        return GeneratedQuestion(question=question, noncommittal=flag).model_dump()
+    if step == USEFULNESS:
+        usefulness_in = UsefulnessInput.model_validate(inputs)
+        answer_sentences = sentences(usefulness_in.answer)
+        context_verdicts = []
+        for context in usefulness_in.contexts:
+            verdict, reason = useful(answer_sentences, context)
+            context_verdicts.append(ContextVerdict(reason=reason, verdict=verdict))
+        return ContextVerdicts(verdicts=context_verdicts).model_dump()
+    raise ValueError(f"unknown step {step!r}")
+
+
+def embed(texts: Iterable[str]) -> list[list[float]]:
+    """Hashed bag of content words, 256 dimensions, L2-normalised (zero vector when empty)."""
+    return [_embed_one(text) for text in texts]
+
+
+def _embed_one(text: str) -> list[float]:
+    vector = [0.0] * EMBEDDING_DIM
+    for word in content_words(text):
+        digest = hashlib.blake2b(word.encode("utf-8"), digest_size=4).digest()
+        vector[int.from_bytes(digest, "big") % EMBEDDING_DIM] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0.0:
+        return vector
+    return [x / norm for x in vector]

@@ -1,0 +1,74 @@
+"""What every metric module shares: the step runner it talks to, and small pure helpers.
+
+A metric never calls the judge directly. It asks a `StepRunner` (implemented
+per record by `monitor.scoring`) to answer prompts; the runner decides whether
+the answer comes from the in-process cache, from a call already made for
+another metric of the same record, or from the judge, and bills the tokens to
+the prompt's metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from monitor.prompt import Prompt
+from monitor.records import Interaction, MetricResult
+
+OutT = TypeVar("OutT", bound=BaseModel)
+
+CallPattern = Literal["frugal", "per_call"]
+
+NAN = math.nan
+
+
+class StepRunner(Protocol):
+    """The judge as a metric sees it, for one record."""
+
+    @property
+    def call_pattern(self) -> CallPattern:
+        """``frugal``: batch and share; ``per_call``: one judge call per Ragas step."""
+        ...
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> list[OutT]:
+        """Exactly ``n`` answers to ``prompt`` (raises `monitor.prompt.JudgeError`)."""
+        ...
+
+    async def embed(self, texts: Sequence[str], metric: str) -> list[list[float]]:
+        """One vector per text, billed to ``metric``."""
+        ...
+
+
+class Metric(Protocol):
+    """One metric: its name, whether it needs a reference, and how it runs on a record."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs_reference(self) -> bool: ...
+
+    async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
+        """Run the metric's judge steps and score them. Judge failures propagate."""
+        ...
+
+
+def unscoreable(metric: str, reason: str, **details: Any) -> MetricResult:
+    """A result without a score (NaN) that is not an error: e.g. no statements, no contexts."""
+    return MetricResult(metric=metric, score=NAN, details={"reason": reason, **details})
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0.0 when either vector is all zeros (nothing to compare)."""
+    va = np.asarray(a, dtype=np.float64)
+    vb = np.asarray(b, dtype=np.float64)
+    if va.shape != vb.shape:
+        raise ValueError(f"vectors differ in dimension: {va.shape} vs {vb.shape}")
+    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    if norm == 0.0:
+        return 0.0
+    return float(np.dot(va, vb) / norm)

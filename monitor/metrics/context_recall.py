@@ -1,0 +1,46 @@
+"""context_recall: the share of the reference's statements attributable to the retrieved contexts.
+
+Steps: ``statements`` (reference, with the question), then ``verify`` of each
+against all contexts joined by newlines. score = attributed / total; no
+reference statements → unscoreable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from monitor.metrics import _statements as st
+from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.records import Interaction, MetricResult
+
+NAME = "context_recall"
+
+
+def score(verdicts: Sequence[int]) -> float:
+    """attributed / total; NaN with no reference statement."""
+    if not verdicts:
+        return NAN
+    return sum(verdicts) / len(verdicts)
+
+
+@dataclass(frozen=True)
+class ContextRecall:
+    name: ClassVar[str] = NAME
+    needs_reference: ClassVar[bool] = True
+
+    async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
+        assert interaction.reference is not None
+        statements = await st.decompose(
+            steps, NAME, interaction.reference, question=interaction.user_input
+        )
+        if not statements:
+            return unscoreable(NAME, "no statements in the reference")
+        context = "\n".join(interaction.context_texts)
+        verdicts = await st.verify_verbose(steps, NAME, context, statements)
+        return MetricResult(
+            metric=NAME,
+            score=score([v.verdict for v in verdicts]),
+            details={"statements": st.statement_details(statements, verdicts)},
+        )

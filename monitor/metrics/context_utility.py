@@ -1,0 +1,38 @@
+"""context_utility: context precision without a reference (DESIGN §3).
+
+Step: ``usefulness`` of each context (retrieval order) for arriving at the
+*response*. score = average precision (`context_precision.average_precision`);
+no contexts → unscoreable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from monitor.metrics import _statements as st
+from monitor.metrics._base import StepRunner, unscoreable
+from monitor.metrics.context_precision import average_precision, context_details
+from monitor.records import Interaction, MetricResult
+
+NAME = "context_utility"
+
+score = average_precision
+
+
+@dataclass(frozen=True)
+class ContextUtility:
+    name: ClassVar[str] = NAME
+    needs_reference: ClassVar[bool] = False
+
+    async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
+        if not interaction.retrieved_contexts:
+            return unscoreable(NAME, "no contexts")
+        verdicts = await st.usefulness(
+            steps, NAME, interaction.user_input, interaction.response, interaction.context_texts
+        )
+        return MetricResult(
+            metric=NAME,
+            score=average_precision([v.verdict for v in verdicts]),
+            details={"contexts": context_details(verdicts)},
+        )

@@ -1,0 +1,45 @@
+"""faithfulness: the share of the response's statements that the retrieved contexts support.
+
+Steps: ``statements`` (response, with the question for reference resolution),
+then ``verify`` of every statement against all contexts joined by newlines.
+score = supported / statements; no statements → unscoreable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from monitor.metrics import _statements as st
+from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.records import Interaction, MetricResult
+
+NAME = "faithfulness"
+
+
+def score(verdicts: Sequence[int]) -> float:
+    """supported / total; NaN when there is no statement."""
+    if not verdicts:
+        return NAN
+    return sum(verdicts) / len(verdicts)
+
+
+@dataclass(frozen=True)
+class Faithfulness:
+    name: ClassVar[str] = NAME
+    needs_reference: ClassVar[bool] = False
+
+    async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
+        statements = await st.decompose(
+            steps, NAME, interaction.response, question=interaction.user_input
+        )
+        if not statements:
+            return unscoreable(NAME, "no statements in the response")
+        context = "\n".join(interaction.context_texts)
+        verdicts = await st.verify_verbose(steps, NAME, context, statements)
+        return MetricResult(
+            metric=NAME,
+            score=score([v.verdict for v in verdicts]),
+            details={"statements": st.statement_details(statements, verdicts)},
+        )

@@ -1,0 +1,274 @@
+"""Runs metrics' judge steps for one interaction and collects scores, details and spend.
+
+`Scorer` is shared by the sidecar, `rag-monitor score` and the offline runner.
+It never raises for a judge failure: a metric whose step failed gets a NaN
+score with ``error`` set to the `JudgeError` reason, and the record's
+``error`` is the first failing metric's reason (the sidecar skips the record
+with that reason; a failure is never a 0).
+
+Call patterns, with identical definitions (same scores on a deterministic judge):
+
+- ``frugal`` (default): a step with the same prompt (step, instruction, inputs,
+  n) is asked once per record and shared between metrics — e.g. the
+  response's statements for faithfulness and noise_sensitivity; usefulness
+  verdicts for all contexts in one request; relevancy questions in one
+  request with ``n=N`` (missing choices are asked for again); an LRU cache of
+  identical judge calls across records.
+- ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from monitor.metrics._base import NAN, CallPattern, Metric
+from monitor.metrics.context_precision import ContextPrecision
+from monitor.metrics.context_recall import ContextRecall
+from monitor.metrics.context_utility import ContextUtility
+from monitor.metrics.factual_correctness import FactualCorrectness
+from monitor.metrics.faithfulness import Faithfulness
+from monitor.metrics.noise_sensitivity import NoiseSensitivity
+from monitor.metrics.precision_at_k import PrecisionAtK
+from monitor.metrics.response_relevancy import ResponseRelevancy
+from monitor.metrics.semantic_similarity import SemanticSimilarity
+from monitor.prompt import Judge, JudgeError, Prompt
+from monitor.records import Interaction, MetricResult, ScoredRecord, Usage
+
+OutT = TypeVar("OutT", bound=BaseModel)
+
+#: reference-free metrics, scored in production
+ONLINE_METRICS: tuple[str, ...] = ("faithfulness", "response_relevancy", "context_utility")
+#: reference-based metrics, scored on annotated backlog rows
+OFFLINE_METRICS: tuple[str, ...] = (
+    "context_precision",
+    "precision_at_k",
+    "context_recall",
+    "factual_correctness",
+    "noise_sensitivity",
+    "semantic_similarity",
+)
+ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
+
+NO_REFERENCE = "no reference"
+
+
+class UnknownMetric(ValueError):
+    """A metric name that is not one of `ALL_METRICS`."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__(
+            f"unknown metric{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}; "
+            f"known: {', '.join(ALL_METRICS)}"
+        )
+        self.names = list(names)
+
+
+def parse_metric_names(text: str) -> list[str]:
+    """``"a, b"`` → ``["a", "b"]`` (duplicates dropped); `UnknownMetric` for names not known."""
+    names = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    check_metric_names(names)
+    return names
+
+
+def check_metric_names(names: Sequence[str]) -> None:
+    unknown = [n for n in names if n not in ALL_METRICS]
+    if unknown:
+        raise UnknownMetric(unknown)
+    if not names:
+        raise ValueError("no metric to score")
+
+
+class _LRU:
+    """Judge answers by call key; ``size`` 0 keeps nothing."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, ...]) -> list[Any] | None:
+        value = self._items.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: tuple[str, ...], value: list[Any]) -> None:
+        if self.size <= 0:
+            return
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class _RecordSteps:
+    """The `StepRunner` of one record: sharing, caching, topping up choices, billing."""
+
+    def __init__(self, judge: Judge, pattern: CallPattern, cache: _LRU) -> None:
+        self._judge = judge
+        self._pattern = pattern
+        self._cache = cache
+        self._in_flight: dict[tuple[str, ...], asyncio.Future[list[Any]]] = {}
+        self.usage = Usage()
+        self.usage_by_metric: dict[str, Usage] = {}
+
+    @property
+    def call_pattern(self) -> CallPattern:
+        return self._pattern
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> list[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if self._pattern == "per_call":
+            return await self._ask(prompt, n)
+        key = ("generate", prompt.step, prompt.instruction, prompt.render_inputs(), str(n))
+        return await self._shared(key, lambda: self._ask(prompt, n))
+
+    async def embed(self, texts: Sequence[str], metric: str) -> list[list[float]]:
+        texts = list(texts)
+        if self._pattern == "per_call":
+            return await self._embed(texts, metric)
+        key = ("embed", json.dumps(texts, ensure_ascii=False))
+        return await self._shared(key, lambda: self._embed(texts, metric))
+
+    async def _shared(
+        self, key: tuple[str, ...], call: Callable[[], Awaitable[list[Any]]]
+    ) -> list[Any]:
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        # completed futures stay: within a record they are the memo, whatever the cache size
+        pending = self._in_flight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            value = await call()
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: no warning when no other metric waits
+            raise
+        future.set_result(value)
+        self._cache.put(key, value)
+        return value
+
+    async def _ask(self, prompt: Prompt[OutT], n: int) -> list[OutT]:
+        """``n`` choices; a server that returned fewer is asked again for the missing ones."""
+        values: list[OutT] = []
+        while len(values) < n:
+            judged = await self._judge.generate(prompt, n - len(values))
+            self._bill(prompt.metric, judged.usage)
+            if not judged.values:
+                raise JudgeError("invalid_output", f"step {prompt.step}: no choice returned")
+            values.extend(judged.values)
+        return values[:n]
+
+    async def _embed(self, texts: list[str], metric: str) -> list[list[float]]:
+        embedded = await self._judge.embed(texts)
+        self._bill(metric, embedded.usage)
+        if len(embedded.vectors) != len(texts):
+            raise JudgeError(
+                "invalid_output", f"{len(embedded.vectors)} embeddings for {len(texts)} texts"
+            )
+        return embedded.vectors
+
+    def _bill(self, metric: str, usage: Usage) -> None:
+        spent = Usage(
+            calls=max(usage.calls, 1),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+        self.usage.add(spent)
+        self.usage_by_metric.setdefault(metric, Usage()).add(spent)
+
+
+class Scorer:
+    """Scores interactions with the named metrics against ``judge``. No side effects on creation."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        metrics: Sequence[str],
+        *,
+        call_pattern: Literal["frugal", "per_call"] = "frugal",
+        relevancy_questions: int = 3,
+        cache_size: int = 4096,
+        factual_correctness: FactualCorrectness | None = None,
+        noise_sensitivity: NoiseSensitivity | None = None,
+        semantic_similarity: SemanticSimilarity | None = None,
+    ) -> None:
+        names = list(dict.fromkeys(metrics))
+        check_metric_names(names)
+        if call_pattern not in ("frugal", "per_call"):
+            raise ValueError("call_pattern must be frugal or per_call")
+        if relevancy_questions < 1:
+            raise ValueError("relevancy_questions must be >= 1")
+        configured: dict[str, Metric] = {
+            "faithfulness": Faithfulness(),
+            "response_relevancy": ResponseRelevancy(questions=relevancy_questions),
+            "context_utility": ContextUtility(),
+            "context_precision": ContextPrecision(),
+            "precision_at_k": PrecisionAtK(),
+            "context_recall": ContextRecall(),
+            "factual_correctness": factual_correctness or FactualCorrectness(),
+            "noise_sensitivity": noise_sensitivity or NoiseSensitivity(),
+            "semantic_similarity": semantic_similarity or SemanticSimilarity(),
+        }
+        self.judge = judge
+        self.metrics: tuple[str, ...] = tuple(names)
+        self.call_pattern: CallPattern = call_pattern
+        self._metrics = [configured[name] for name in names]
+        self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
+
+    @property
+    def cache_hits(self) -> int:
+        return self._cache.hits
+
+    async def score(self, interaction: Interaction) -> ScoredRecord:
+        steps = _RecordSteps(self.judge, self.call_pattern, self._cache)
+        results = await asyncio.gather(
+            *(self._one(metric, steps, interaction) for metric in self._metrics)
+        )
+        error = next((r.error for r in results if r.error is not None), None)
+        return ScoredRecord(
+            interaction=interaction,
+            results={r.metric: r for r in results},
+            usage=steps.usage,
+            usage_by_metric=steps.usage_by_metric,
+            error=error,
+        )
+
+    async def _one(
+        self, metric: Metric, steps: _RecordSteps, interaction: Interaction
+    ) -> MetricResult:
+        if metric.needs_reference and interaction.reference is None:
+            result = MetricResult(metric=metric.name, score=NAN, details={"reason": NO_REFERENCE})
+        else:
+            try:
+                result = await metric.evaluate(steps, interaction)
+            except JudgeError as exc:
+                result = MetricResult(
+                    metric=metric.name,
+                    score=NAN,
+                    details={"reason": "judge failed", "detail": exc.detail},
+                    error=exc.reason,
+                )
+        result.judge = self.judge.kind
+        return result

@@ -1,0 +1,148 @@
+"""`rag-monitor score` as a user runs it: a subprocess against the real judge server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.embedded.judge_server import JudgeServer
+
+pytest_plugins = ["scoring_fixtures"]
+
+GOOD = {
+    "id": "vacation",
+    "user_input": "How many vacation days do employees get?",
+    "retrieved_contexts": [
+        "Employees accrue 25 days of paid vacation per year.",
+        "Parking permits are issued by the facilities team.",
+    ],
+    "response": "Employees accrue 25 days of paid vacation per year. "
+    "Unused days can be sold back to the company.",
+    "reference": "Employees accrue 25 days of paid vacation per year.",
+}
+
+
+def run_score(
+    server: JudgeServer, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "RAG_MONITOR_JUDGE_BASE_URL": server.base_url,
+        "RAG_MONITOR_JUDGE_MAX_RETRIES": "0",
+        **(env or {}),
+    }
+    environment.pop("RAG_MONITOR_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "monitor", "score", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def write_lines(path: Path, lines: list[Any]) -> Path:
+    path.write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines),
+        encoding="utf-8",
+    )
+    return path
+
+
+def read_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path) -> None:
+    lines: list[Any] = [
+        GOOD,
+        "{not json",
+        {"id": "no-response", "user_input": "q", "retrieved_contexts": []},
+        "",
+        {**GOOD, "id": "second", "response": "I don't know."},
+    ]
+    result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", lines)))
+    assert result.returncode == 0, result.stderr
+    out = read_lines(result.stdout)
+    assert [line["id"] for line in out] == ["vacation", None, "no-response", "second"]
+    first = out[0]
+    assert set(first) == {"id", "scores", "details", "usage"}
+    assert first["scores"] == {
+        "faithfulness": 0.5,
+        "response_relevancy": pytest.approx(first["scores"]["response_relevancy"]),
+        "context_utility": 1 / (1 + 1e-10),
+    }
+    assert first["details"]["faithfulness"]["statements"][1]["verdict"] == 0
+    assert first["usage"]["calls"] == 5  # statements, verify, questions (n=3), usefulness, embed
+    assert first["usage"]["prompt_tokens"] > 0
+    assert out[1]["error"].startswith("invalid record on line 2: not_json")
+    assert "response: Field required" in out[2]["error"]
+    assert out[3]["scores"]["response_relevancy"] == 0.0
+    assert out[3]["details"]["response_relevancy"]["all_noncommittal"] is True
+    # the summary table on stderr
+    assert "faithfulness" in result.stderr and "unscoreable" in result.stderr
+    assert "4 read, 2 scored, 2 invalid" in result.stderr
+    assert "calls" in result.stderr and "tokens" in result.stderr
+
+
+def test_metrics_and_out_file(judge_server: JudgeServer, tmp_path: Path) -> None:
+    records = [
+        {**GOOD, "id": f"r{i}", "retrieved_contexts": GOOD["retrieved_contexts"][: 1 + i % 2]}
+        for i in range(12)
+    ]
+    records[5] = {k: v for k, v in records[5].items() if k != "reference"}
+    source = write_lines(tmp_path / "in.jsonl", records)
+    target = tmp_path / "out.jsonl"
+    result = run_score(
+        judge_server,
+        str(source),
+        "--metrics",
+        "context_recall,factual_correctness",
+        "--out",
+        str(target),
+        "--concurrency",
+        "4",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    out = read_lines(target.read_text(encoding="utf-8"))
+    assert [line["id"] for line in out] == [f"r{i}" for i in range(12)]
+    assert all(set(line["scores"]) == {"context_recall", "factual_correctness"} for line in out)
+    assert out[0]["scores"] == {"context_recall": 1.0, "factual_correctness": 0.67}
+    assert out[5]["scores"] == {"context_recall": None, "factual_correctness": None}
+    assert out[5]["details"]["context_recall"] == {"reason": "no reference"}
+    assert "error" not in out[5]
+
+
+def test_judge_failure_is_an_error_line_not_a_zero(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    judge_server.down("503")
+    result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", [GOOD])))
+    assert result.returncode == 0, result.stderr
+    [line] = read_lines(result.stdout)
+    assert line["error"] == "server_error"
+    online = ("faithfulness", "response_relevancy", "context_utility")
+    assert line["scores"] == {m: None for m in online}
+
+
+def test_unreadable_input_exits_2(judge_server: JudgeServer, tmp_path: Path) -> None:
+    result = run_score(judge_server, str(tmp_path / "missing.jsonl"))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr and "missing.jsonl" in result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_metric_exits_2(judge_server: JudgeServer, tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [GOOD])
+    result = run_score(judge_server, str(source), "--metrics", "faithfulness,answer_relevancy")
+    assert result.returncode == 2
+    assert "answer_relevancy" in result.stderr and "known:" in result.stderr
+    assert judge_server.stats.snapshot().chat_requests == 0

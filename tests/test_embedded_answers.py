@@ -1,0 +1,97 @@
+"""monitor.embedded.answers: the deterministic judge's documented rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from monitor.embedded.answers import answer, content_words, embed, sentences
+from monitor.metrics.steps import (
+    ContextVerdicts,
+    GeneratedQuestion,
+    Statements,
+    Verdicts,
+)
+
+
+def test_content_words() -> None:
+    assert content_words("Travel expenses over $100 must be submitted with a receipt.") == [
+        "travel",
+        "expense",
+        "$100",
+        "submitted",
+        "receipt",
+    ]
+    assert content_words("Stays of 3+ nights are NOT covered; 99.9% uptime") == [
+        "stay",
+        "3+",
+        "night",
+        "not",
+        "covered",
+        "99.9%",
+        "uptime",
+    ]
+    assert content_words("the class") == ["class"]
+
+
+def test_sentences() -> None:
+    assert sentences("One. Two! Three? Four; five.  ") == ["One", "Two", "Three", "Four", "five"]
+    assert sentences("Costs $1.50 each. Done") == ["Costs $1.50 each", "Done"]
+    assert sentences("   ") == []
+
+
+def test_statements_and_verify() -> None:
+    [out] = answer("statements", {"text": "A costs $100; B is free.", "question": "q"}, 1)
+    assert Statements.model_validate(out).statements == ["A costs $100", "B is free"]
+    [out] = answer(
+        "verify",
+        {"context": "Receipts are needed for expenses over $100.", "statements": [
+            "Expenses over $100 need receipts", "Expenses over $50 need receipts", "It is"]},
+        1,
+    )
+    verdicts = Verdicts.model_validate(out).verdicts
+    assert [v.verdict for v in verdicts] == [1, 0, 0]
+    assert "$50" in verdicts[1].reason
+
+
+def test_usefulness_needs_half_of_an_answer_sentence() -> None:
+    [out] = answer(
+        "usefulness",
+        {
+            "question": "q",
+            "answer": "Employees accrue 25 vacation days. Parking is free.",
+            "contexts": ["Employees accrue 25 days of vacation.", "Employees like parking.",
+                         "Nothing related."],
+        },
+        1,
+    )
+    assert [v.verdict for v in ContextVerdicts.model_validate(out).verdicts] == [1, 1, 0]
+
+
+def test_questions_n_choices_and_noncommittal() -> None:
+    outs = answer("questions", {"response": "Employees get 25 days. More text."}, 3)
+    assert len(outs) == 3
+    q = GeneratedQuestion.model_validate(outs[0])
+    assert q.question == "What is Employees get 25 days?" and q.noncommittal == 0
+    [evasive] = answer("questions", {"response": "I\u2019m not sure, sorry."}, 1)
+    assert evasive["noncommittal"] == 1
+    [empty] = answer("questions", {"response": ""}, 1)
+    assert empty["question"] == ""
+
+
+def test_unknown_step_and_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="unknown step"):
+        answer("summarise", {}, 1)
+    with pytest.raises(ValueError):
+        answer("verify", {"context": "x"}, 1)
+
+
+def test_embed_is_deterministic_and_normalised() -> None:
+    a, b, c, zero = embed(["Travel receipts", "receipt travel", "vacation days", "the of"])
+    assert len(a) == 256
+    assert math.isclose(sum(x * x for x in a), 1.0)
+    assert a == b  # same content words, order and plural ignored
+    assert a != c
+    assert zero == [0.0] * 256
+    assert embed(["Travel receipts"])[0] == a

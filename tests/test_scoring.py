@@ -1,0 +1,317 @@
+"""monitor.scoring: the Scorer against the real judge server over HTTP (and an in-process judge)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from monitor.embedded import answers
+from monitor.embedded.judge_server import Fault, JudgeServer
+from monitor.flags import NONCOMMITTAL, flag_reasons
+from monitor.judge import OpenAIJudge
+from monitor.metrics.steps import QUESTIONS, STATEMENTS, USEFULNESS
+from monitor.prompt import Embedded, Judged, OutT, Prompt
+from monitor.records import Interaction, Usage
+from monitor.scoring import (
+    ALL_METRICS,
+    OFFLINE_METRICS,
+    ONLINE_METRICS,
+    Scorer,
+    UnknownMetric,
+    parse_metric_names,
+)
+
+pytest_plugins = ["scoring_fixtures"]
+
+RECORDS = [
+    {
+        "id": "leave",
+        "user_input": "How many vacation days do employees get?",
+        "retrieved_contexts": [
+            "Employees accrue 25 days of paid vacation per year.",
+            "The office is closed on public holidays.",
+            "Unused vacation days expire on 31 March of the following year.",
+            "Parking permits are issued by the facilities team.",
+        ],
+        "response": "Employees accrue 25 days of paid vacation per year. "
+        "Unused days can be sold back to the company.",
+        "reference": "Employees get 25 days of paid vacation per year; "
+        "unused vacation days expire on 31 March.",
+    },
+    {
+        "id": "vpn",
+        "user_input": "How do I connect to the VPN from home?",
+        "retrieved_contexts": [
+            "Install the WireGuard client and import the profile from the IT portal.",
+            "The VPN requires multi-factor authentication with the company app.",
+            "Printers on floor 3 use the guest network.",
+        ],
+        "response": "Install the WireGuard client and import the profile from the IT portal. "
+        "Approve the login in the company app.",
+        "reference": "Install WireGuard, import the profile from the IT portal "
+        "and confirm multi-factor authentication in the company app.",
+    },
+    {
+        "id": "evasive",
+        "user_input": "What is the maximum hotel rate in Paris?",
+        "retrieved_contexts": ["Hotel rates are capped per city; see the travel annex."],
+        "response": "I don't know the exact rate; I'm not sure it is published.",
+    },
+    {
+        "id": "empty-contexts",
+        "user_input": "Who approves expense claims?",
+        "retrieved_contexts": [],
+        "response": "Your line manager approves expense claims.",
+        "reference": "The line manager approves expense claims.",
+    },
+]
+
+
+def interactions() -> list[Interaction]:
+    return [Interaction.model_validate(r) for r in RECORDS]
+
+
+def same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def test_metric_names() -> None:
+    assert set(ALL_METRICS) == set(ONLINE_METRICS) | set(OFFLINE_METRICS)
+    assert len(ALL_METRICS) == 9
+    assert parse_metric_names(" faithfulness,context_recall,faithfulness ") == [
+        "faithfulness",
+        "context_recall",
+    ]
+    with pytest.raises(UnknownMetric, match="'faithfullness'.*known: faithfulness"):
+        parse_metric_names("faithfullness,context_recall")
+
+
+async def test_unknown_metric_is_a_clear_error(http_judge: OpenAIJudge) -> None:
+    with pytest.raises(UnknownMetric, match="answer_relevancy"):
+        Scorer(http_judge, ["faithfulness", "answer_relevancy"])
+    with pytest.raises(ValueError, match="no metric"):
+        Scorer(http_judge, [])
+
+
+async def test_constructor_makes_no_call(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    Scorer(http_judge, ALL_METRICS)
+    stats = judge_server.stats.snapshot()
+    assert stats.chat_requests == 0 and stats.embedding_requests == 0
+
+
+async def test_frugal_and_per_call_agree_and_frugal_is_cheaper(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    usage = {}
+    scores = {}
+    for pattern in ("per_call", "frugal"):
+        judge_server.stats.reset()
+        scorer = Scorer(http_judge, ALL_METRICS, call_pattern=pattern)
+        records = [await scorer.score(i) for i in interactions()]
+        total = Usage()
+        for record in records:
+            total.add(record.usage)
+            assert record.error is None
+        stats = judge_server.stats.snapshot()
+        assert stats.calls + stats.embedding_requests == total.calls
+        assert stats.prompt_tokens + stats.embedding_tokens == total.prompt_tokens
+        assert stats.completion_tokens == total.completion_tokens
+        usage[pattern] = total
+        scores[pattern] = [{m: r.score for m, r in rec.results.items()} for rec in records]
+    for per_call, frugal in zip(scores["per_call"], scores["frugal"], strict=True):
+        assert per_call.keys() == frugal.keys()
+        assert all(same(per_call[m], frugal[m]) for m in per_call), (per_call, frugal)
+    assert usage["frugal"].calls < usage["per_call"].calls
+    assert usage["frugal"].prompt_tokens < usage["per_call"].prompt_tokens
+    assert usage["frugal"].total_tokens < usage["per_call"].total_tokens
+
+
+async def test_frugal_batches_contexts_and_questions(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    record = interactions()[0]  # four contexts
+    await Scorer(http_judge, ONLINE_METRICS, call_pattern="per_call").score(record)
+    per_call = judge_server.stats.snapshot()
+    assert per_call.steps[USEFULNESS].requests == 4
+    assert per_call.steps[QUESTIONS].requests == 3
+    judge_server.stats.reset()
+    await Scorer(http_judge, ONLINE_METRICS, call_pattern="frugal").score(record)
+    frugal = judge_server.stats.snapshot()
+    assert frugal.steps[USEFULNESS].requests == 1
+    assert frugal.steps[QUESTIONS].requests == 1
+    assert frugal.steps[QUESTIONS].choices == 3
+
+
+async def test_statements_shared_between_metrics(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    record = interactions()[0]
+    metrics = ["faithfulness", "noise_sensitivity", "context_recall", "context_precision",
+               "precision_at_k"]
+    await Scorer(http_judge, metrics, call_pattern="per_call").score(record)
+    per_call = judge_server.stats.snapshot()
+    judge_server.stats.reset()
+    scored = await Scorer(http_judge, metrics, call_pattern="frugal").score(record)
+    frugal = judge_server.stats.snapshot()
+    # response decomposed once for faithfulness + noise_sensitivity; reference once for
+    # context_recall + noise_sensitivity (per_call: four decompositions)
+    assert per_call.steps[STATEMENTS].requests == 4
+    assert frugal.steps[STATEMENTS].requests == 2
+    # context_precision and precision_at_k share one usefulness call
+    assert frugal.steps[USEFULNESS].requests == 1
+    assert per_call.steps[USEFULNESS].requests == 8
+    billed = Usage()
+    for usage in scored.usage_by_metric.values():
+        billed.add(usage)
+    assert billed == scored.usage
+    assert set(scored.usage_by_metric) <= set(metrics)
+
+
+async def test_lru_cache_across_records(judge_server: JudgeServer, http_judge: OpenAIJudge) -> None:
+    record = interactions()[1]
+    scorer = Scorer(http_judge, ONLINE_METRICS)
+    first = await scorer.score(record)
+    again = await scorer.score(record)
+    assert first.usage.calls > 0
+    assert again.usage == Usage()
+    assert scorer.cache_hits > 0
+    assert {m: r.score for m, r in again.results.items()} == {
+        m: r.score for m, r in first.results.items()
+    }
+    uncached = Scorer(http_judge, ONLINE_METRICS, cache_size=0)
+    await uncached.score(record)
+    assert (await uncached.score(record)).usage == first.usage
+    per_call = Scorer(http_judge, ONLINE_METRICS, call_pattern="per_call")
+    await per_call.score(record)
+    assert (await per_call.score(record)).usage.calls > first.usage.calls
+
+
+async def test_server_ignoring_n_still_gives_n_questions(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    judge_server.ignore_n = True
+    record = await Scorer(http_judge, ["response_relevancy"], relevancy_questions=4).score(
+        interactions()[0]
+    )
+    assert len(record.results["response_relevancy"].details["questions"]) == 4
+    assert judge_server.stats.snapshot().steps[QUESTIONS].requests == 4
+
+
+async def test_judge_failure_is_nan_with_reason_never_zero(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    # the first chat request (faithfulness' statements) answers garbage twice: the re-ask fails too
+    judge_server.inject(Fault.INVALID_JSON, times=2)
+    scorer = Scorer(http_judge, ["faithfulness"])
+    record = await scorer.score(interactions()[0])
+    result = record.results["faithfulness"]
+    assert math.isnan(result.score)
+    assert result.error == "invalid_output"
+    assert record.error == "invalid_output"
+    line = record.output_line()
+    assert line["scores"] == {"faithfulness": None}
+    assert line["error"] == "invalid_output"
+
+
+async def test_one_failing_metric_leaves_the_others(judge_server: JudgeServer) -> None:
+    from scoring_fixtures import http_judge_for
+
+    judge = http_judge_for(judge_server)
+    try:
+        judge_server.inject(Fault.SERVER_ERROR, times=1, endpoint="embeddings")
+        record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+    finally:
+        await judge.aclose()
+    assert record.results["response_relevancy"].error == "server_error"
+    assert math.isnan(record.results["response_relevancy"].score)
+    assert record.results["faithfulness"].score == 0.5
+    assert record.results["context_utility"].error is None
+    assert record.error == "server_error"
+
+
+async def test_judge_down_fails_every_metric(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    judge_server.down("503")
+    record = await Scorer(http_judge, ONLINE_METRICS).score(interactions()[0])
+    assert record.error == "server_error"
+    assert all(r.error == "server_error" and math.isnan(r.score) for r in record.results.values())
+
+
+async def test_missing_reference_is_unscoreable_not_an_error(http_judge: OpenAIJudge) -> None:
+    record = await Scorer(http_judge, ["faithfulness", *OFFLINE_METRICS]).score(interactions()[2])
+    for name in OFFLINE_METRICS:
+        result = record.results[name]
+        assert math.isnan(result.score)
+        assert result.error is None
+        assert result.details == {"reason": "no reference"}
+    assert record.error is None
+    assert record.output_line()["scores"]["context_recall"] is None
+
+
+async def test_unscoreable_cases(judge_server: JudgeServer, http_judge: OpenAIJudge) -> None:
+    no_contexts = interactions()[3]
+    scorer = Scorer(http_judge, ["context_utility", "context_precision", "faithfulness"])
+    record = await scorer.score(no_contexts)
+    assert math.isnan(record.results["context_utility"].score)
+    assert record.results["context_utility"].details == {"reason": "no contexts"}
+    assert math.isnan(record.results["context_precision"].score)
+    # faithfulness against no context: the statement is unsupported, a real 0
+    assert record.results["faithfulness"].score == 0.0
+    judge_server.stats.reset()
+    empty = no_contexts.model_copy(update={"response": "  "})
+    record = await Scorer(http_judge, ["faithfulness"]).score(empty)
+    assert math.isnan(record.results["faithfulness"].score)
+    assert record.results["faithfulness"].error is None
+    assert judge_server.stats.snapshot().chat_requests == 0
+
+
+async def test_all_noncommittal_relevancy(http_judge: OpenAIJudge) -> None:
+    record = await Scorer(http_judge, ["response_relevancy"]).score(interactions()[2])
+    result = record.results["response_relevancy"]
+    assert result.score == 0.0
+    assert result.details["all_noncommittal"] is True
+    assert all(q["noncommittal"] is True for q in result.details["questions"])
+    assert NONCOMMITTAL in flag_reasons(record, {})
+    committal = await Scorer(http_judge, ["response_relevancy"]).score(interactions()[0])
+    assert committal.results["response_relevancy"].details["all_noncommittal"] is False
+    assert committal.results["response_relevancy"].score > 0.3
+
+
+async def test_results_carry_judge_kind_and_metric_order(http_judge: OpenAIJudge) -> None:
+    record = await Scorer(http_judge, ["context_utility", "faithfulness"]).score(interactions()[1])
+    assert list(record.results) == ["context_utility", "faithfulness"]
+    assert {r.judge for r in record.results.values()} == {"llm"}
+    assert list(record.output_line()["scores"]) == ["context_utility", "faithfulness"]
+
+
+class OneChoiceJudge:
+    """An in-process judge (no HTTP) that answers one choice per request, whatever n."""
+
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        self.requests.append(n)
+        [value] = answers.answer(prompt.step, prompt.inputs.model_dump(), 1)
+        return Judged(values=[prompt.output.model_validate(value)], usage=Usage(calls=1))
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        return Embedded(vectors=answers.embed(texts), usage=Usage(calls=1))
+
+
+async def test_missing_choices_are_requested_again() -> None:
+    judge = OneChoiceJudge()
+    record = await Scorer(judge, ["response_relevancy"], relevancy_questions=3).score(
+        interactions()[0]
+    )
+    assert judge.requests == [3, 2, 1]
+    assert len(record.results["response_relevancy"].details["questions"]) == 3
+    assert record.results["response_relevancy"].judge == "local"
+    assert record.usage.calls == 4  # three generate requests and one embedding request

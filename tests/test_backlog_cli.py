@@ -1,0 +1,271 @@
+"""``rag-monitor migrate`` and ``backlog stats|export|import|discard`` against a real Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.commands.backlog import parse_csv, parse_jsonl
+from monitor.config import Settings
+from monitor.embedded.judge_server import JudgeServer
+from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+from monitor.sinks.backlog import BacklogSink
+
+pytest_plugins = ["conftest_postgres"]
+
+SettingsFactory = Callable[..., Settings]
+
+
+def run_cli(argv: list[str]) -> int:
+    return main(argv)
+
+
+def seed(dsn: str, settings: Settings, n: int) -> None:
+    async def go() -> None:
+        sink = BacklogSink(dsn, settings, stats_interval=0)
+        await sink.start()
+        try:
+            await sink.write(
+                [
+                    ScoredRecord(
+                        interaction=Interaction(
+                            id=f"id-{i}",
+                            user_input=f"question {i}, mail me: q{i}@example.com",
+                            retrieved_contexts=(Context(text=f"context {i}"),),
+                            response=f"answer {i}",
+                        ),
+                        results={
+                            "faithfulness": MetricResult(metric="faithfulness", score=0.1)
+                        },
+                    )
+                    for i in range(n)
+                ]
+            )
+        finally:
+            await sink.close()
+
+    asyncio.run(go())
+
+
+@pytest.fixture
+def cli_dsn(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", pg_dsn)
+    monkeypatch.setenv("RAG_MONITOR_CONTROL_SHARE", "0")
+    return pg_dsn
+
+
+# --- file parsing (pure)
+
+
+def test_parse_jsonl_reports_broken_lines_with_numbers() -> None:
+    rows = list(
+        parse_jsonl(
+            '{"id": "a", "reference": "r"}\n'
+            "\n"
+            '{"id": "b", "reference": \n'
+            "[1, 2]\n"
+            '{"reference": "no id"}\n'
+            '{"id": "c", "reference": 5}\n'
+            '{"id": "d", "reference": "ok", "user_input": "extra fields are fine"}\n'
+        )
+    )
+    assert [(r.line, r.id, r.error is None) for r in rows] == [
+        (1, "a", True),
+        (3, None, False),
+        (4, None, False),
+        (5, None, False),
+        (6, "c", False),
+        (7, "d", True),
+    ]
+    assert rows[1].error is not None and "broken JSON" in rows[1].error
+
+
+def test_parse_csv_handles_quotes_newlines_and_broken_rows() -> None:
+    text = (
+        "id,reference\n"
+        'a,"multi\nline, with comma"\n'
+        "b,plain\n"
+        "c,too,many\n"
+        '"d,"broken quote\n'
+        "e,last\n"
+    )
+    rows = list(parse_csv(text))
+    assert [(r.line, r.id) for r in rows if r.error is None] == [
+        (2, "a"),
+        (4, "b"),
+        (7, "e"),
+    ]
+    assert rows[0].reference == "multi\nline, with comma"
+    assert [r.line for r in rows if r.error is not None] == [5, 6]
+    assert list(parse_csv("name,text\nx,y\n"))[0].error == (
+        "CSV header must name the columns id and reference"
+    )
+
+
+# --- commands
+
+
+@pytest.mark.postgres
+def test_migrate_stats_export_import_round_trip(
+    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    assert "applied 0001_backlog" in capsys.readouterr().out
+    assert run_cli(["migrate"]) == 0
+    assert "up to date" in capsys.readouterr().out
+    seed(cli_dsn, make_settings(), 3)
+
+    assert run_cli(["backlog", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["counts"]["pending"] == 3 and stats["rows"] == 3
+
+    out = tmp_path / "todo.jsonl"
+    assert run_cli(["backlog", "export", "--status", "pending", "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["id"] for line in lines] == ["id-0", "id-1", "id-2"]
+    assert lines[0]["user_input"] == "question 0, mail me: [EMAIL]"
+    assert lines[0]["retrieved_contexts"] == ["context 0"]
+    assert lines[0]["reasons"] == ["hallucination"]
+    assert lines[0]["scores"] == {"faithfulness": 0.1}
+
+    # people fill in references on the exported lines themselves
+    lines[0]["reference"] = "reference 0"
+    lines[1]["reference"] = "reference 1"
+    out.write_text("\n".join(json.dumps(line) for line in lines[:2]) + "\n")
+    assert run_cli(["backlog", "import", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "line 1: id-0: pending -> annotated" in printed
+    assert "2 row(s) annotated, 0 line(s) rejected" in printed
+
+    assert run_cli(["backlog", "export", "--status", "annotated", "--format", "ragas"]) == 0
+    ragas = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert ragas[0] == {
+        "user_input": "question 0, mail me: [EMAIL]",
+        "retrieved_contexts": ["context 0"],
+        "response": "answer 0",
+        "reference": "reference 0",
+    }
+
+    assert run_cli(["backlog", "export", "--status", "pending", "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["id"] for r in table] == ["id-2"]
+    assert {"id", "user_input", "retrieved_contexts", "response", "reasons", "scores"} <= set(
+        table[0]
+    )
+
+    assert run_cli(["backlog", "discard", "id-2"]) == 0
+    assert run_cli(["backlog", "stats"]) == 0
+    table_out = capsys.readouterr().out
+    assert "discarded" in table_out and "annotated" in table_out
+
+
+@pytest.mark.postgres
+def test_import_rejects_bad_lines_one_by_one(
+    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 4)
+    assert run_cli(["backlog", "discard", "id-3"]) == 0
+    capsys.readouterr()
+
+    jsonl = tmp_path / "refs.jsonl"
+    jsonl.write_text(
+        '{"id": "id-0", "reference": "good"}\n'
+        '{"id": "nope", "reference": "unknown id"}\n'
+        '{"id": "id-1", "reference": \n'
+        '{"id": "id-3", "reference": "discarded row"}\n'
+        '{"id": "id-1", "reference": "good too"}\n'
+    )
+    assert run_cli(["backlog", "import", str(jsonl)]) == 1
+    captured = capsys.readouterr()
+    assert "line 1: id-0: pending -> annotated" in captured.out
+    assert "line 5: id-1: pending -> annotated" in captured.out
+    assert "line 2: rejected: nope: unknown id" in captured.err
+    assert "line 3: rejected: broken JSON" in captured.err
+    assert "line 4: rejected: id-3: status is discarded" in captured.err
+    assert "2 row(s) annotated, 3 line(s) rejected" in captured.out
+
+    # evaluated rows need --force
+    async def evaluate(row_id: str) -> None:
+        sink = BacklogSink(cli_dsn, make_settings(), stats_interval=0)
+        await sink.start()
+        try:
+            claimed = await sink.claim_annotated(10)
+            for row in claimed:
+                if row.id == row_id:
+                    assert await sink.store_offline(row.id, {"context_recall": 1.0}, {})
+                else:
+                    assert await sink.release(row.id)
+        finally:
+            await sink.close()
+
+    asyncio.run(evaluate("id-0"))
+    table = tmp_path / "refs.csv"
+    table.write_text(
+        "id,reference\n"
+        "id-0,replacement\n"
+        'id-2,"a, quoted\nreference"\n'
+        "id-1,broken,row\n"
+    )
+    assert run_cli(["backlog", "import", str(table)]) == 1
+    captured = capsys.readouterr()
+    assert "line 2: rejected: id-0: already evaluated (use --force" in captured.err
+    assert "line 3: id-2: pending -> annotated" in captured.out
+    assert "line 5: rejected: broken CSV row" in captured.err
+    assert run_cli(["backlog", "import", "--force", str(table)]) == 1
+    captured = capsys.readouterr()
+    assert "line 2: id-0: evaluated -> annotated" in captured.out
+    assert "line 3: id-2: annotated -> annotated" in captured.out
+
+    assert run_cli(["backlog", "import", str(tmp_path / "missing.jsonl")]) == 2
+
+
+@pytest.mark.postgres
+def test_commands_report_an_unreachable_database(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.embedded.postgres import free_port
+
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", f"postgresql://x@127.0.0.1:{free_port()}/x")
+    assert run_cli(["backlog", "stats"]) == 3
+    assert "unreachable" in capsys.readouterr().err
+    monkeypatch.delenv("RAG_MONITOR_PG_DSN")
+    assert run_cli(["migrate"]) == 2
+
+
+@pytest.mark.postgres
+def test_offline_command_reports_the_run(
+    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    judge_http: JudgeServer,
+) -> None:
+    monkeypatch.setenv("RAG_MONITOR_JUDGE_BASE_URL", judge_http.base_url)
+    monkeypatch.setenv("RAG_MONITOR_JUDGE_API_KEY", "test-key")
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 3)
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text("".join(
+        json.dumps({"id": f"id-{i}", "reference": f"answer {i}"}) + "\n" for i in range(2)
+    ))
+    assert run_cli(["backlog", "import", str(refs)]) == 0
+    capsys.readouterr()
+    assert run_cli(["offline", "--metrics", "context_recall,bogus"]) == 2
+    assert "bogus" in capsys.readouterr().err
+    assert run_cli(["offline", "--judge", "llm", "--batch", "1", "--metrics",
+                    "context_recall,noise_sensitivity"]) == 0
+    captured = capsys.readouterr()
+    assert "offline run: 2 row(s) evaluated" in captured.out
+    assert "noise_sensitivity_irrelevant" in captured.out
+    assert "reading the run" in captured.out
+    assert "2/2" in captured.err  # the progress bar
+    assert run_cli(["backlog", "stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["evaluated"] == 2

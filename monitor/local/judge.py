@@ -1,0 +1,379 @@
+"""`LocalJudge`: every judge step answered in-process, at zero tokens.
+
+The local judge speaks the same four steps as the LLM judge
+(`monitor.metrics.steps`), so every metric — online and reference-based —
+runs unchanged on it. Its answers are documented approximations, not an LLM's:
+
+``statements``
+    Sentence splitting (nupunkt; long compound sentences also at ``;``).
+    Pronouns are not resolved: the verify step looks at neighbouring
+    sentences instead.
+``verify``
+    A statement is supported (1) when it passes, in order:
+
+    1. every number in it (amounts, dates, years, percentages, counts) occurs
+       in the context with the same value;
+    2. every capitalised name in it occurs in the context;
+    3. it does not negate what the best-matching context passage says (or
+       the reverse);
+    4. its content words are said *together*: the share of them found in one
+       context window (a sentence or two neighbouring sentences) is at least
+       ``window_coverage``; below that, the MiniLM similarity of the statement
+       to its best windows must reach ``semantic_support`` — paraphrases pass,
+       words gathered from all over the context do not.
+
+    The reason names what was missing, e.g. ``amount '$500,000' not in context``.
+``questions``
+    The response itself is returned as the generated question, so
+    response_relevancy becomes cosine(embed(response), embed(user_input));
+    ``noncommittal`` is set by phrases ("I don't know", "no information",
+    "cannot answer", …).
+``usefulness``
+    A context is useful when it holds at least half of the answer's content
+    words (exactly, or as MiniLM synonyms within one passage) or one of the
+    answer's numbers.
+
+``embed`` is the local MiniLM (`monitor.local.embedder`). All answers are
+deterministic; usage is always zero. CPU work runs in a worker thread so the
+event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from monitor.local import lexical as lx
+from monitor.local.embedder import MiniLMEmbedder
+from monitor.metrics.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdict,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    StatementVerdict,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+)
+from monitor.prompt import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.records import Usage
+
+KIND = "local"
+
+_NAME_PARTS = re.compile(r"[\s.\-]+")
+
+#: Phrases that make a response noncommittal (matched on lower case, accents kept).
+NONCOMMITTAL = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don't|don’t)\s+know|i\s+(?:am|'m|’m)\s+not\s+(?:sure|certain|able)"
+    r"|not\s+sure|no\s+(?:information|data|details|answer|idea|mention|record)"
+    r"|(?:cannot|can't|can’t|unable\s+to|not\s+able\s+to)\s+"
+    r"(?:answer|say|tell|determine|find|provide|help|confirm|know)"
+    r"|(?:does|do)\s+not\s+(?:mention|say|specify|contain|provide|state)"
+    r"|doesn't\s+(?:mention|say|specify|contain|provide|state)"
+    r"|not\s+(?:mentioned|specified|stated|provided|available|enough\s+information)"
+    r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know|it\s+depends)\b"
+)
+
+
+@dataclass(frozen=True)
+class LocalThresholds:
+    """The few numbers the local judge decides with (see the module docstring)."""
+
+    #: share of a statement's content words that one context window must hold (7 of 8)
+    window_coverage: float = 0.875
+    #: below this share of its words anywhere in the context, a statement fails at once
+    min_coverage: float = 0.5
+    #: MiniLM cosine at which two words count as the same (synonyms, other forms)
+    word_similarity: float = 0.8
+    #: share of the answer's content words a useful context holds
+    useful_coverage: float = 0.5
+    #: windows compared word by word with MiniLM per statement (the lexically best ones)
+    semantic_windows: int = 3
+
+
+@dataclass(frozen=True)
+class Check:
+    """The local verdict on one statement, with the evidence."""
+
+    verdict: int
+    reason: str
+    #: continuous support in [0, 1] (1 = fully supported), for ranking and risk screens
+    support: float
+    window_coverage: float = 0.0
+    #: the context window that best supports the statement (index into the prepared context)
+    window: int | None = None
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The risk screen of one record (`LocalJudge.screen`)."""
+
+    #: hallucination risk in [0, 1]; feed it to `monitor.risk`
+    risk: float
+    #: local faithfulness (supported / statements), NaN without statements
+    faithfulness: float
+    #: the reason of the weakest statement
+    reason: str
+
+
+@dataclass
+class _Context:
+    """A context string prepared once: its vocabulary and its windows."""
+
+    text: str
+    vocabulary: lx.Vocabulary
+    windows: list[str]
+    window_vocabularies: list[lx.Vocabulary]
+    window_negated: list[bool]
+    window_content: list[list[str]]
+
+
+@dataclass
+class LocalJudge:
+    """The Judge protocol answered in-process (``kind = "local"``, zero tokens)."""
+
+    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
+    thresholds: LocalThresholds = field(default_factory=LocalThresholds)
+    #: prepared context chunks kept (chunks repeat across metrics and records)
+    context_cache_size: int = 4096
+    kind: str = KIND
+
+    def __post_init__(self) -> None:
+        self._contexts: OrderedDict[str, _Context] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # --- the Judge protocol
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        answer = await asyncio.to_thread(self.answer, prompt)
+        return Judged(values=[answer] * n, usage=Usage())
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        vectors = await asyncio.to_thread(self.embedder.embed, list(texts))
+        return Embedded(vectors=vectors.tolist(), usage=Usage())
+
+    # --- synchronous answers (also usable without an event loop)
+
+    def answer(self, prompt: Prompt[OutT]) -> OutT:
+        """The local answer to one prompt, validated as the prompt's output model."""
+        inputs = prompt.inputs
+        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
+        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
+            result = Statements(statements=self.statements(inputs.text))
+        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+            result = Verdicts(
+                verdicts=[
+                    StatementVerdict(statement=s, reason=c.reason, verdict=c.verdict)
+                    for s, c in zip(
+                        inputs.statements, self.verify(inputs.context, inputs.statements),
+                        strict=True,
+                    )
+                ]
+            )
+        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
+            result = self.question(inputs.response)
+        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
+            result = ContextVerdicts(verdicts=self.usefulness(inputs.answer, inputs.contexts))
+        else:
+            raise JudgeError(
+                "bad_request", f"local judge cannot answer step {prompt.step!r}"
+            )
+        return prompt.output.model_validate(result.model_dump())
+
+    # statements
+
+    def statements(self, text: str) -> list[str]:
+        return lx.sentences(text)
+
+    # verify
+
+    def verify(self, context: str, statements: Sequence[str]) -> list[Check]:
+        prepared = self._context(context)
+        return [self.check(statement, prepared) for statement in statements]
+
+    def check(self, statement: str, context: _Context | str, *, semantic: bool = True) -> Check:
+        """Is ``statement`` supported by ``context``? (see the module docstring for the rules)"""
+        ctx = context if isinstance(context, _Context) else self._context(context)
+        t = self.thresholds
+        known = ctx.vocabulary.numbers
+        missing_numbers = [n for n in lx.numbers(statement) if not n.values & known]
+        if missing_numbers:
+            first = missing_numbers[0]
+            more = f" (and {len(missing_numbers) - 1} more)" if len(missing_numbers) > 1 else ""
+            return Check(0, f"{first.kind} '{first.surface}' not in context{more}", 0.0)
+        missing_names = [
+            name
+            for name in lx.names(statement)
+            if not all(ctx.vocabulary.has_word(lx.fold(w)) for w in _NAME_PARTS.split(name) if w)
+        ]
+        if missing_names:
+            return Check(0, f"name {lx.quote(missing_names)} not in context", 0.0)
+
+        wanted = lx.content_words(statement)
+        if not wanted:
+            return Check(1, "no content words to check", 1.0, 1.0)
+        anywhere = lx.coverage(wanted, ctx.vocabulary)
+        if anywhere < t.min_coverage:
+            missing = [w for w in wanted if not ctx.vocabulary.has_word(w)]
+            return Check(0, f"words {lx.quote(missing)} not in context", anywhere / 2, anywhere)
+        best, window_cov, unmatched = self._best_window(wanted, ctx, semantic=semantic)
+        if best is not None and lx.has_negation(statement) and not ctx.window_negated[best]:
+            return Check(0, "negation not in the closest context passage", 0.0, window_cov)
+        if window_cov >= t.window_coverage:
+            how = "all" if not unmatched else f"{window_cov:.0%} of the"
+            return Check(
+                1, f"{how} content words in one context passage", window_cov, window_cov, best
+            )
+        return Check(
+            0,
+            f"{lx.quote(unmatched)} not said together with the rest in any context passage",
+            window_cov / 2,
+            window_cov,
+            best,
+        )
+
+    def _best_window(
+        self, wanted: list[str], ctx: _Context, *, semantic: bool = True
+    ) -> tuple[int | None, float, list[str]]:
+        """The window holding most of ``wanted``: (index, share matched, words not matched).
+
+        Words match by folded form or stem; the words still unmatched in the
+        lexically best windows may match a window's word by MiniLM similarity
+        (synonyms, other word forms: ``bought``/``purchased``, ``film``/``movie``).
+        """
+        if not ctx.windows:
+            return None, 0.0, list(wanted)
+        exact = [[w for w in wanted if not v.has_word(w)] for v in ctx.window_vocabularies]
+        order = sorted(range(len(exact)), key=lambda i: (len(exact[i]), len(ctx.windows[i]), i))
+        best = order[0]
+        if not exact[best] or not semantic:
+            return best, 1.0 - len(exact[best]) / len(wanted), exact[best]
+        top = order[: self.thresholds.semantic_windows]
+        unmatched_words = sorted({w for i in top for w in exact[i]})
+        window_words = {i: ctx.window_content[i] for i in top}
+        candidates = sorted({w for i in top for w in window_words[i]})
+        vectors = self.embedder.embed([*unmatched_words, *candidates])
+        index = {w: k for k, w in enumerate([*unmatched_words, *candidates])}
+        best_share, best_missing = -1.0, list(wanted)
+        for i in top:
+            missing = exact[i]
+            soft = [w for w in missing if w not in lx.COMPARISONS]
+            if window_words[i] and soft:
+                sims = vectors[[index[w] for w in soft]] @ vectors[
+                    [index[w] for w in window_words[i]]
+                ].T
+                matched = {
+                    w for w, row in zip(soft, sims, strict=True)
+                    if float(row.max()) >= self.thresholds.word_similarity
+                }
+                missing = [w for w in missing if w not in matched]
+            share = 1.0 - len(missing) / len(wanted)
+            if share > best_share:
+                best, best_share, best_missing = i, share, missing
+        return best, best_share, best_missing
+
+    # the risk screen (not a judge step: a record-level score for risk-based sampling)
+
+    def screen(self, contexts: Sequence[str], response: str, *, semantic: bool = True) -> Screen:
+        """A cheap hallucination risk for one record, in [0, 1] (1 = surely unsupported).
+
+        1 − the support of the response's weakest statement under the local
+        verify step: 1 for an invented number or name, 0.5–1 for words the
+        context lacks or does not say together, 0–0.125 for supported ones.
+        ``semantic=False`` skips the MiniLM word matching: lexical checks only,
+        no model call at all, a little stricter.
+        """
+        statements = self.statements(response) or ([response] if response.strip() else [])
+        if not statements:
+            return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
+        ctx = self._context("\n".join(contexts))
+        checks = [self.check(s, ctx, semantic=semantic) for s in statements]
+        worst = min(checks, key=lambda c: c.support)
+        return Screen(
+            risk=round(1.0 - worst.support, 6),
+            faithfulness=sum(c.verdict for c in checks) / len(checks),
+            reason=worst.reason,
+        )
+
+    # questions
+
+    def question(self, response: str) -> GeneratedQuestion:
+        noncommittal = bool(NONCOMMITTAL.search(response.lower())) or not response.strip()
+        return GeneratedQuestion(question=response, noncommittal=int(noncommittal))
+
+    # usefulness
+
+    def usefulness(self, answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
+        t = self.thresholds
+        wanted = lx.content_words(answer)
+        answer_numbers = lx.numbers(answer)
+        verdicts: list[ContextVerdict] = []
+        for text in contexts:
+            ctx = self._context(text)
+            shared_numbers = [n.surface for n in answer_numbers
+                              if n.values & ctx.vocabulary.numbers]
+            share = lx.coverage(wanted, ctx.vocabulary) if wanted else 0.0
+            if wanted and share < t.useful_coverage and share > 0:
+                # synonyms count too, within one passage of the context
+                _, share, _ = self._best_window(wanted, ctx)
+            useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
+            reason = f"holds {share:.0%} of the answer's content words"
+            if shared_numbers:
+                reason += f" and {lx.quote(shared_numbers)}"
+            verdicts.append(ContextVerdict(reason=reason, verdict=int(useful)))
+        return verdicts
+
+    # contexts
+
+    def _context(self, text: str) -> _Context:
+        """``text`` prepared for checks; chunks (lines) are prepared once and cached."""
+        chunks = [self._chunk(line) for line in text.splitlines() if line.strip()]
+        if len(chunks) == 1:
+            return chunks[0]
+        return _Context(
+            text=text,
+            vocabulary=lx.Vocabulary.union([c.vocabulary for c in chunks]),
+            windows=[w for c in chunks for w in c.windows],
+            window_vocabularies=[v for c in chunks for v in c.window_vocabularies],
+            window_negated=[n for c in chunks for n in c.window_negated],
+            window_content=[w for c in chunks for w in c.window_content],
+        )
+
+    def _chunk(self, text: str) -> _Context:
+        with self._lock:
+            cached = self._contexts.get(text)
+            if cached is not None:
+                self._contexts.move_to_end(text)
+                return cached
+        sentences = lx.sentences(text)
+        vocabularies = [lx.Vocabulary.of(s) for s in sentences]
+        negated = [lx.has_negation(s) for s in sentences]
+        content = [lx.content_words(s) for s in sentences]
+        pairs = range(len(sentences) - 1)
+        prepared = _Context(
+            text=text,
+            vocabulary=lx.Vocabulary.union(vocabularies),
+            windows=sentences + [f"{sentences[i]} {sentences[i + 1]}" for i in pairs],
+            window_vocabularies=vocabularies
+            + [lx.Vocabulary.union(vocabularies[i : i + 2]) for i in pairs],
+            window_negated=negated + [negated[i] or negated[i + 1] for i in pairs],
+            window_content=content
+            + [list(dict.fromkeys(content[i] + content[i + 1])) for i in pairs],
+        )
+        with self._lock:
+            self._contexts[text] = prepared
+            if len(self._contexts) > self.context_cache_size:
+                self._contexts.popitem(last=False)
+        return prepared

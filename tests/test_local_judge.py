@@ -1,0 +1,272 @@
+"""The zero-token local judge: each step, the risk screen, and scoring through the Scorer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from pydantic import BaseModel
+
+from monitor.local import lexical as lx
+from monitor.local.judge import LocalJudge
+from monitor.metrics.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+)
+from monitor.prompt import JudgeError, Prompt
+from monitor.records import Interaction, validate_record
+from monitor.scoring import Scorer
+
+BYRON = (
+    "Byron v. Rajneesh Foundation International was a 1985 lawsuit filed by Helen Byron in "
+    "Portland, Oregon. Byron provided over US$300,000 to the organization, and some of the "
+    "money was used to buy an armored Rolls Royce. She was born on March 2, 1942."
+)
+RECEIPTS = (
+    "Employees must attach a receipt for every travel expense over $100. "
+    "Lodging receipts are required for stays of three or more nights."
+)
+
+
+@pytest.fixture(scope="module")
+def judge() -> LocalJudge:
+    return LocalJudge()
+
+
+def _prompt(step: str, inputs: BaseModel, output: type[BaseModel]) -> Prompt[BaseModel]:
+    return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
+
+
+# --- verify: invented amounts, dates, names are caught, with a reason naming them
+
+
+def test_invented_amount_fails_and_reason_names_it(judge: LocalJudge) -> None:
+    [check] = judge.verify(BYRON, ["Helen Byron provided the organization $500,000."])
+    assert check.verdict == 0
+    assert "$500,000" in check.reason and "amount" in check.reason
+    [same] = judge.verify(BYRON, ["Helen Byron provided the organization $300,000."])
+    assert same.verdict == 1, same.reason
+
+
+@pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        ("Byron was born on March 2, 1950.", "1950"),
+        ("The lawsuit was filed in 1990.", "1990"),
+        ("Byron provided 45% of the money.", "45%"),
+        ("Byron provided over $0.5 million to the organization.", "$0.5 million"),
+        ("The lawsuit was filed by John Smith in Portland.", "John Smith"),
+        ("The money was used to buy a Ferrari.", "Ferrari"),
+        ("The lawsuit was filed in Seattle, Oregon.", "Seattle"),
+    ],
+)
+def test_invented_facts_fail(judge: LocalJudge, statement: str, named: str) -> None:
+    [check] = judge.verify(BYRON, [statement])
+    assert check.verdict == 0
+    assert named in check.reason
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "Helen Byron filed a lawsuit in 1985.",
+        "Byron provided over US$300,000 to the organization.",
+        "Some of the money was used to buy an armored Rolls Royce.",
+        "Byron was born on March 2, 1942.",
+        "The lawsuit was filed in Portland, Oregon.",
+        "Byron provided more than $300000.",  # the same amount written differently
+        "Some of the money was used to purchase an armored Rolls Royce.",  # a synonym
+    ],
+)
+def test_supported_statements_pass(judge: LocalJudge, statement: str) -> None:
+    [check] = judge.verify(BYRON, [statement])
+    assert check.verdict == 1, check.reason
+    assert check.support > 0.8
+
+
+def test_words_gathered_from_different_passages_fail(judge: LocalJudge) -> None:
+    context = (
+        "Beowulf is a 2007 film directed by Robert Zemeckis.\n"
+        "Neil Gaiman is an English author of novels and comic books."
+    )
+    [check] = judge.verify(context, ["Neil Gaiman directed the film Beowulf."])
+    assert check.verdict == 0
+    assert "not said together" in check.reason
+
+
+def test_negation_absent_from_context_fails(judge: LocalJudge) -> None:
+    [check] = judge.verify(RECEIPTS, ["Employees do not attach a receipt for travel expenses."])
+    assert check.verdict == 0
+    assert "negation" in check.reason
+
+
+def test_comparisons_need_the_same_word(judge: LocalJudge) -> None:
+    context = "Jon Amiel (born 20 May 1948) is an English film director since the early 1980s."
+    [check] = judge.verify(context, ["Jon Amiel was born earlier."])
+    assert check.verdict == 0
+    assert "earlier" in check.reason
+
+
+def test_words_absent_everywhere_fail_fast(judge: LocalJudge) -> None:
+    [check] = judge.verify(RECEIPTS, ["Songs sung after wars."])
+    assert check.verdict == 0 and "not in context" in check.reason
+
+
+def test_verify_is_deterministic(judge: LocalJudge) -> None:
+    statements = ["Helen Byron gave $500,000.", "Byron was born on March 2, 1942.", "Cats fly."]
+    first = judge.verify(BYRON, statements)
+    assert LocalJudge().verify(BYRON, statements) == first
+    assert judge.verify(BYRON, statements) == first
+
+
+# --- the other steps
+
+
+def test_statements_split_sentences_and_long_compounds(judge: LocalJudge) -> None:
+    text = (
+        "Dr. Smith paid $3.5 million in Jan. 2020 to the U.S. Army. "
+        "Receipts are needed for every expense over one hundred dollars in all countries; "
+        "lodging receipts are needed only for stays of three or more nights in a hotel."
+    )
+    statements = judge.statements(text)
+    assert statements[0] == "Dr. Smith paid $3.5 million in Jan. 2020 to the U.S. Army."
+    assert len(statements) == 3
+    assert judge.statements("") == []
+
+
+@pytest.mark.parametrize(
+    ("response", "noncommittal"),
+    [
+        ("I don't know.", 1),
+        ("There is no information about that in the documents.", 1),
+        ("I cannot answer that question.", 1),
+        ("The context does not mention the deadline.", 1),
+        ("Attach a receipt for expenses over $100.", 0),
+        ("Nobility", 0),
+    ],
+)
+def test_questions_is_the_response_with_noncommittal_phrases(
+    judge: LocalJudge, response: str, noncommittal: int
+) -> None:
+    generated = judge.question(response)
+    assert generated.question == response
+    assert generated.noncommittal == noncommittal
+
+
+def test_usefulness_per_context(judge: LocalJudge) -> None:
+    verdicts = judge.usefulness(
+        "Attach a receipt for travel expenses over $100.",
+        ["The cafeteria opens at 8 am and serves breakfast.", RECEIPTS],
+    )
+    assert [v.verdict for v in verdicts] == [0, 1]
+    assert judge.usefulness("anything", []) == []
+
+
+# --- the Judge protocol
+
+
+async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> None:
+    assert judge.kind == "local"
+    out = await judge.generate(
+        _prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
+    )
+    assert isinstance(out.value, Statements) and len(out.value.statements) == 2
+    verdicts = await judge.generate(
+        _prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+    )
+    assert isinstance(verdicts.value, Verdicts)
+    assert verdicts.value.verdicts[0].verdict == 0
+    assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
+    questions = await judge.generate(
+        _prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+    )
+    assert len(questions.values) == 3
+    assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
+    useful = await judge.generate(
+        _prompt(
+            USEFULNESS,
+            UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
+            ContextVerdicts,
+        )
+    )
+    assert isinstance(useful.value, ContextVerdicts)
+    for judged in (out, verdicts, questions, useful):
+        assert judged.usage.calls == 0 and judged.usage.total_tokens == 0
+    embedded = await judge.embed(["a", "b"])
+    assert len(embedded.vectors) == 2 and len(embedded.vectors[0]) == 384
+    assert embedded.usage.total_tokens == 0
+
+
+async def test_unknown_step_is_a_permanent_judge_error(judge: LocalJudge) -> None:
+    with pytest.raises(JudgeError) as info:
+        await judge.generate(_prompt("translate", QuestionsInput(response="x"), Statements))
+    assert info.value.reason == "bad_request" and not info.value.retryable
+
+
+# --- through the Scorer: every metric runs, stamped judge="local", zero usage
+
+
+def _interaction(response: str, contexts: list[str], reference: str | None = None) -> Interaction:
+    return validate_record(
+        {
+            "id": "r1",
+            "user_input": "When do I need to attach a receipt for travel expenses?",
+            "retrieved_contexts": contexts,
+            "response": response,
+            "reference": reference,
+        }
+    )
+
+
+async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None:
+    metrics = [
+        "faithfulness", "response_relevancy", "context_utility", "context_precision",
+        "precision_at_k", "context_recall", "factual_correctness", "noise_sensitivity",
+        "semantic_similarity",
+    ]
+    scorer = Scorer(LocalJudge(), metrics)
+    record = await scorer.score(
+        _interaction(
+            "Attach a receipt for travel expenses over $100. Receipts are kept for 7 years.",
+            ["The cafeteria opens at 8 am.", RECEIPTS],
+            reference="Attach a receipt for every travel expense over $100.",
+        )
+    )
+    assert record.usage.total_tokens == 0
+    assert set(record.results) == set(metrics)
+    for result in record.results.values():
+        assert result.judge == "local"
+        assert result.error is None
+    # one supported statement, one invented (7 years): DESIGN's worked example
+    assert record.results["faithfulness"].score == 0.5
+    assert record.results["context_utility"].score == pytest.approx(0.5)
+    relevancy = record.results["response_relevancy"].score
+    assert 0.3 < relevancy <= 1.0
+    assert not math.isnan(record.results["semantic_similarity"].score)
+
+
+def test_lexical_numbers_by_value() -> None:
+    text = "US$300,000, 0.3 million dollars, 12% and four"
+    values = {v for n in lx.numbers(text) for v in n.values}
+    assert {300000.0, 12.0, 4.0} <= values
+    assert lx.Vocabulary.of("Rodríguez's cities").has_word("rodriguez")
+    assert lx.Vocabulary.of("Rodríguez's cities").has_word("city")
+
+
+def test_screen_ranks_invented_facts_as_risky(judge: LocalJudge) -> None:
+    bad = judge.screen([BYRON], "Helen Byron lent the organization $500,000.")
+    good = judge.screen([BYRON], "Byron provided over US$300,000 to the organization.")
+    assert bad.risk == 1.0 and bad.faithfulness == 0.0 and "$500,000" in bad.reason
+    assert good.risk < 0.2 and good.faithfulness == 1.0
+    lexical = judge.screen([BYRON], "Helen Byron lent the organization $500,000.", semantic=False)
+    assert lexical.risk == 1.0

@@ -1,0 +1,156 @@
+"""Risk-based sampling: probabilities, calibration, and unbiased weighted estimates."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from monitor.records import Interaction, validate_record
+from monitor.risk import (
+    RiskAdjuster,
+    RiskCalibrator,
+    horvitz_thompson,
+    inclusion_probability,
+    solve_scale,
+)
+from monitor.sampling import RateAdjuster, unit_hash
+
+
+def test_inclusion_probability_is_clipped_between_floor_and_one() -> None:
+    assert inclusion_probability(0.0, 2.0, floor=0.01, epsilon=0.05) == pytest.approx(0.1)
+    assert inclusion_probability(0.5, 2.0, floor=0.01, epsilon=0.05) == pytest.approx(1.0)
+    assert inclusion_probability(0.0, 0.0, floor=0.01) == 0.01
+    assert inclusion_probability(7.0, 0.5, floor=0.01, epsilon=0.0) == 0.5  # risk clamped to 1
+    assert inclusion_probability(math.nan, 0.5, floor=0.01, epsilon=0.0) == 0.5  # NaN = risky
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.05, 0.2, 0.5, 0.9])
+def test_solved_scale_gives_the_target_mean(rate: float) -> None:
+    rng = random.Random(3)
+    risks = [rng.betavariate(0.5, 3) for _ in range(2000)]
+    floor = 0.1 * rate
+    scale = solve_scale(risks, rate, floor=floor)
+    mean = statistics.fmean(inclusion_probability(r, scale, floor=floor) for r in risks)
+    assert mean == pytest.approx(rate, rel=1e-6)
+    assert min(inclusion_probability(r, scale, floor=floor) for r in risks) >= floor > 0
+
+
+def test_solve_scale_edges() -> None:
+    assert solve_scale([0.2, 0.4], 0.001, floor=0.01) == 0.0  # everyone at the floor
+    scale = solve_scale([0.2, 0.4], 1.0, floor=0.1)
+    assert all(inclusion_probability(r, scale, floor=0.1) == 1.0 for r in (0.0, 0.2, 0.4))
+    with pytest.raises(ValueError):
+        solve_scale([0.2], 1.5, floor=0.1)
+
+
+def test_calibrator_tracks_the_rate_and_never_gives_zero() -> None:
+    rng = random.Random(5)
+    calibrator = RiskCalibrator(resolve_every=50)
+    probabilities = []
+    for _ in range(5000):
+        risk = rng.betavariate(0.5, 3)
+        calibrator.observe(risk)
+        probabilities.append((risk, calibrator.probability(risk, 0.1)))
+    tail = [p for _, p in probabilities[-2000:]]
+    assert statistics.fmean(tail) == pytest.approx(0.1, rel=0.1)
+    assert min(tail) >= 0.01 > 0  # floor = 0.1 × rate
+    assert calibrator.ceiling(0.1) == calibrator.probability(1.0, 0.1)
+    assert calibrator.ceiling(0.1) >= max(tail)
+    assert calibrator.probability(0.5, 0.0) == 0.0
+    assert 0.0 < calibrator.mean_risk < 0.3
+
+
+def test_calibrator_adapts_when_risk_shifts() -> None:
+    calibrator = RiskCalibrator(halflife=500, resolve_every=10)
+    for _ in range(3000):
+        calibrator.observe(0.05)
+    low_traffic = calibrator.probability(0.5, 0.1)
+    for _ in range(3000):
+        calibrator.observe(0.6)  # a hallucination spike: everything looks risky
+    assert calibrator.probability(0.5, 0.1) < low_traffic
+    assert calibrator.mean_risk > 0.5
+
+
+def _population(n: int, rate: float, seed: int) -> tuple[list[float], list[float]]:
+    """True hallucination labels and an informative but noisy risk screen."""
+    rng = random.Random(seed)
+    ys, risks = [], []
+    for _ in range(n):
+        y = 1.0 if rng.random() < rate else 0.0
+        risk = min(1.0, max(0.0, rng.gauss(0.65 if y else 0.2, 0.2)))
+        ys.append(y)
+        risks.append(risk)
+    return ys, risks
+
+
+def test_weighted_estimate_is_unbiased_and_beats_uniform_at_the_same_budget() -> None:
+    n, true_rate, rate, seeds = 2000, 0.08, 0.1, 300
+    ys, risks = _population(n, true_rate, seed=1)
+    truth = sum(ys) / n
+    floor = 0.1 * rate
+    scale = solve_scale(risks, rate, floor=floor)
+    p_risk = [inclusion_probability(r, scale, floor=floor) for r in risks]
+    assert statistics.fmean(p_risk) == pytest.approx(rate, rel=1e-6)  # same expected budget
+    assert min(p_risk) > 0
+
+    estimates: dict[str, list[float]] = {"uniform": [], "risk": []}
+    sizes: dict[str, list[int]] = {"uniform": [], "risk": []}
+    shares: dict[str, list[float]] = {"uniform": [], "risk": []}
+    for seed in range(seeds):
+        u = [unit_hash(f"{seed}/{k}".encode()) for k in range(n)]
+        for name, ps in (("uniform", [rate] * n), ("risk", p_risk)):
+            kept = [k for k in range(n) if u[k] < ps[k]]
+            estimates[name].append(horvitz_thompson([ys[k] for k in kept],
+                                                    [ps[k] for k in kept]) / n)
+            sizes[name].append(len(kept))
+            shares[name].append(sum(ys[k] for k in kept) / len(kept))
+
+    for name in ("uniform", "risk"):
+        mean = statistics.fmean(estimates[name])
+        se = statistics.stdev(estimates[name]) / math.sqrt(seeds)
+        assert abs(mean - truth) < 3 * se, (name, mean, truth, se)
+        assert statistics.fmean(sizes[name]) == pytest.approx(rate * n, rel=0.02)
+    var_uniform = statistics.variance(estimates["uniform"])
+    var_risk = statistics.variance(estimates["risk"])
+    # an informative screen lowers the variance and fills the sample with hallucinations
+    assert var_risk < 0.7 * var_uniform, (var_risk, var_uniform)
+    assert statistics.fmean(shares["risk"]) > 2 * statistics.fmean(shares["uniform"])
+
+
+def test_an_uninformative_screen_stays_unbiased() -> None:
+    n, rate, seeds = 1500, 0.1, 200
+    ys, _ = _population(n, 0.1, seed=2)
+    rng = random.Random(9)
+    risks = [rng.random() for _ in range(n)]  # says nothing about y
+    scale = solve_scale(risks, rate, floor=0.01)
+    ps = [inclusion_probability(r, scale, floor=0.01) for r in risks]
+    estimates = []
+    for seed in range(seeds):
+        kept = [k for k in range(n) if unit_hash(f"x{seed}/{k}".encode()) < ps[k]]
+        estimates.append(horvitz_thompson([ys[k] for k in kept], [ps[k] for k in kept]) / n)
+    se = statistics.stdev(estimates) / math.sqrt(seeds)
+    assert abs(statistics.fmean(estimates) - sum(ys) / n) < 3 * se
+
+
+def _interaction(response: str) -> Interaction:
+    return validate_record(
+        {"id": "x", "user_input": "q", "retrieved_contexts": ["c"], "response": response}
+    )
+
+
+def test_adjuster_is_a_rate_adjuster_and_is_deterministic() -> None:
+    adjuster = RiskAdjuster(screen=lambda i: 1.0 if "$" in i.response else 0.0)
+    as_protocol: RateAdjuster = adjuster
+    for _ in range(200):
+        as_protocol.adjust(_interaction("fine"), 0.1)
+    risky = adjuster.adjust(_interaction("costs $5"), 0.1)
+    safe = adjuster.adjust(_interaction("fine"), 0.1)
+    assert risky > safe > 0
+    assert adjuster.ceiling(0.1) >= risky
+    twin = RiskAdjuster(screen=lambda i: 1.0 if "$" in i.response else 0.0)
+    for _ in range(200):
+        twin.adjust(_interaction("fine"), 0.1)
+    assert twin.adjust(_interaction("costs $5"), 0.1) == risky

@@ -7,7 +7,13 @@ is passed through `Settings.route_label` (allow-list, else ``other``),
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from monitor.config import Settings
+from monitor.flags import is_hallucination, threshold
+from monitor.records import ScoredRecord, Verdict
 
 PREFIX = "rag_monitor_"
 
@@ -99,7 +105,9 @@ class Exporter:
             p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
         )
         self.consumer_lag = Gauge(
-            p + "consumer_lag", "Records behind the partition's high watermark.", ["partition"],
+            p + "consumer_lag",
+            "Records behind the partition's high watermark.",
+            ["partition"],
             registry=r,
         )
         self.backlog_enqueued = Counter(
@@ -114,3 +122,72 @@ class Exporter:
         self.backlog_size = Gauge(
             p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
         )
+
+
+class PrometheusSink:
+    """Scored records → score histograms, verdicts and hallucination counters (a `Sink`).
+
+    A metric's verdict is ``pass`` at or above its threshold, ``fail`` below,
+    ``unscoreable`` when its score is NaN (never exported as a score).
+    Hallucinations are counted with their weight ``1/p`` (p = the record's
+    inclusion probability) so ``hallucination_weight_total /
+    scored_weight_total`` estimates the hallucination rate of all traffic.
+    Judge tokens are counted per call by `JudgeMetrics` (the judge's
+    observer), which also sees the spend of records that were later skipped,
+    so this sink does not count them again.
+    """
+
+    name = "prometheus"
+
+    def __init__(self, exporter: Exporter, settings: Settings) -> None:
+        self.exporter = exporter
+        self.settings = settings
+
+    async def write(self, batch: Sequence[ScoredRecord]) -> None:
+        for record in batch:
+            self.observe(record)
+
+    async def flush(self) -> None:
+        return None
+
+    def observe(self, record: ScoredRecord) -> None:
+        e = self.exporter
+        route = self.settings.route_label(record.interaction.route)
+        for name, result in record.results.items():
+            if result.scoreable:
+                e.metric_score.labels(metric=name, route=route, judge=result.judge).observe(
+                    result.score
+                )
+                passed = result.score >= threshold(self.settings.thresholds, name)
+                verdict = Verdict.PASS if passed else Verdict.FAIL
+            else:
+                verdict = Verdict.UNSCOREABLE
+            e.verdicts.labels(metric=name, verdict=verdict.value, judge=result.judge).inc()
+        hallucinated = is_hallucination(record, self.settings.thresholds)
+        if hallucinated is None:
+            return
+        judge = record.results["faithfulness"].judge
+        p = record.inclusion_probability
+        weight = 1.0 / p if p > 0 else 0.0
+        e.scored_weight.labels(route=route, judge=judge).inc(weight)
+        if hallucinated:
+            e.hallucinations.labels(route=route, judge=judge).inc()
+            e.hallucination_weight.labels(route=route, judge=judge).inc(weight)
+
+
+class JudgeMetrics:
+    """The judge's observer (`monitor.judge.JudgeObserver`): requests, latency and tokens."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.exporter.judge_requests.labels(outcome=outcome).inc()
+        self.exporter.judge_request_duration.observe(seconds)
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        tokens = self.exporter.judge_tokens
+        if prompt_tokens:
+            tokens.labels(metric=metric, kind="prompt").inc(prompt_tokens)
+        if completion_tokens:
+            tokens.labels(metric=metric, kind="completion").inc(completion_tokens)

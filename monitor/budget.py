@@ -1,0 +1,166 @@
+"""The token budget: a fixed allowance per window, and a sample rate that spreads it. Pure.
+
+`TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
+estimated tokens before it is sent (`BudgetExhausted` when the window cannot
+cover it) and reconciles with the real ``usage`` afterwards. Windows follow
+each other from the first use (``200000/h`` = 200000 tokens in each hour);
+reservations still open at a window change are carried into the new window,
+so the tokens spent in a window never exceed the allowance unless a call used
+more than it reserved.
+
+`AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
+budget lasts until the end of the window instead of running dry early::
+
+    scale = min(1, remaining / (expected_records_rest_of_window × tokens_per_record))
+
+where ``expected_records`` is the arrival rate of records the sampler would
+keep at full rate, and ``tokens_per_record`` an average of recent spend.
+Both take an injected clock (seconds, monotonic) for tests.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from monitor.config import TokenBudgetSpec
+from monitor.prompt import BudgetExhausted
+
+Clock = Callable[[], float]
+
+
+class TokenBudget:
+    """Tokens per window with reserve/reconcile (implements `prompt.TokenGate`)."""
+
+    def __init__(self, spec: TokenBudgetSpec, *, clock: Clock = time.monotonic) -> None:
+        self.spec = spec
+        self._clock = clock
+        self._window_start: float | None = None
+        self._spent = 0
+        self._reserved = 0
+
+    @property
+    def unlimited(self) -> bool:
+        return self.spec.unlimited
+
+    def _roll(self) -> float:
+        now = self._clock()
+        if self._window_start is None:
+            self._window_start = now
+        elapsed = now - self._window_start
+        if elapsed >= self.spec.window_seconds:
+            windows = math.floor(elapsed / self.spec.window_seconds)
+            self._window_start += windows * self.spec.window_seconds
+            self._spent = 0  # open reservations stay: they are charged to the new window
+        return now
+
+    # --- TokenGate
+
+    def reserve(self, tokens: int) -> None:
+        self._roll()
+        if self.unlimited:
+            self._reserved += tokens
+            return
+        available = self.spec.tokens - self._spent - self._reserved
+        if tokens > available:
+            raise BudgetExhausted(tokens, max(0, available))
+        self._reserved += tokens
+
+    def reconcile(self, reserved: int, used: int) -> None:
+        self._roll()
+        self._reserved = max(0, self._reserved - reserved)
+        self._spent += used
+
+    # --- what the exporter and the sampler read
+
+    @property
+    def spent(self) -> int:
+        """Tokens reconciled in the current window."""
+        self._roll()
+        return self._spent
+
+    def remaining(self) -> float:
+        """Tokens that can still be reserved in this window (``inf`` when unlimited)."""
+        self._roll()
+        if self.unlimited:
+            return math.inf
+        return float(max(0, self.spec.tokens - self._spent - self._reserved))
+
+    def seconds_left(self) -> float:
+        now = self._roll()
+        assert self._window_start is not None
+        return max(0.0, self._window_start + self.spec.window_seconds - now)
+
+    def exhausted(self, tokens: int = 1) -> bool:
+        return self.remaining() < tokens
+
+
+class AdaptiveRate:
+    """The scale in (0, 1] that the sampler's rates are multiplied by.
+
+    ``offered(weight)`` is called for every consumed record with the rate it
+    would be kept at when the scale is 1 (so the sum is the expected number
+    of records the full rate would score); ``spent(tokens)`` after every
+    scored record. Arrivals are an exponentially decayed count over
+    ``horizon_seconds``; tokens per record an exponential moving average.
+    """
+
+    def __init__(
+        self,
+        budget: TokenBudget,
+        *,
+        horizon_seconds: float = 60.0,
+        smoothing: float = 0.1,
+        min_scale: float = 0.0,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.budget = budget
+        self.horizon = horizon_seconds
+        self.smoothing = smoothing
+        self.min_scale = min_scale
+        self._clock = clock
+        self._started = clock()
+        self._decayed = 0.0
+        self._last = self._started
+        self._tokens_per_record: float | None = None
+
+    def _decay(self, now: float) -> None:
+        if now > self._last:
+            self._decayed *= math.exp(-(now - self._last) / self.horizon)
+            self._last = now
+
+    def offered(self, weight: float = 1.0) -> None:
+        now = self._clock()
+        self._decay(now)
+        self._decayed += weight
+
+    def spent(self, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        if self._tokens_per_record is None:
+            self._tokens_per_record = float(tokens)
+        else:
+            a = self.smoothing
+            self._tokens_per_record = (1 - a) * self._tokens_per_record + a * tokens
+
+    @property
+    def tokens_per_record(self) -> float | None:
+        return self._tokens_per_record
+
+    def arrival_rate(self) -> float:
+        """Records per second the full rate would keep (decayed estimate)."""
+        now = self._clock()
+        self._decay(now)
+        # the decayed sum over a horizon approximates rate × horizon once warm;
+        # before that, divide by the time seen so far (at least one second)
+        span = min(self.horizon, max(1.0, now - self._started))
+        return self._decayed / span
+
+    def scale(self) -> float:
+        if self.budget.unlimited or self._tokens_per_record is None:
+            return 1.0
+        demand = self.arrival_rate() * self.budget.seconds_left() * self._tokens_per_record
+        if demand <= 0:
+            return 1.0
+        return max(self.min_scale, min(1.0, self.budget.remaining() / demand))

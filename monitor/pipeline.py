@@ -1,0 +1,325 @@
+"""source → sample → score → sinks, read top to bottom.
+
+For every fetched record (`Pipeline._handle`):
+
+1. **size** — over ``max_record_bytes``: dead-lettered (cheap, no parsing);
+2. **sample** — `Sampler.precheck` on the raw bytes drops most records
+   unparsed; the rest are parsed (invalid → dead-letter topic) and
+   `Sampler.admit` decides with the exact rate, which becomes the record's
+   inclusion probability. Records dropped by the sampler are not validated:
+   that is the point of deciding before parsing;
+3. **score** — under a bounded number of concurrent records; a record the
+   budget cannot afford, or that the judge failed on, is *skipped* with the
+   reason (``records_skipped_total{reason}``), never given a made-up score.
+   With a ``fallback`` scorer (the local judge), records skipped for
+   ``budget`` are scored by it instead;
+4. **sinks** — scored records wait in ``pending`` until `checkpoint` has
+   written them to every sink.
+
+A record is *finished* when it was sampled out, dead-lettered, skipped, or is
+in every sink; only then may its offset be committed (`checkpoint`: write and
+flush sinks, then commit — the at-least-once order, in one method). A sink
+error keeps the records pending and is retried with backoff; pending records
+count as unfinished, so the source pauses its partitions when too many pile
+up. `run` stops fetching when asked, lets in-flight work finish within the
+grace period, checkpoints, and returns; the caller closes the source after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+import structlog
+
+from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.config import Settings
+from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
+from monitor.sampling import Sampler
+from monitor.sinks import Sink, SinkError
+from monitor.sinks.prometheus import Exporter
+from monitor.sources.kafka import DeadLetterError, SourceRecord
+
+log = structlog.get_logger("monitor.pipeline")
+
+BUDGET = "budget"
+
+
+class Source(Protocol):
+    """What the pipeline needs from a source (`monitor.sources.kafka.KafkaSource`)."""
+
+    on_revoke: Callable[[], Awaitable[object]] | None
+
+    async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]: ...
+
+    def finish(self, record: SourceRecord) -> None: ...
+
+    def owns(self, record: SourceRecord) -> bool: ...
+
+    async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None: ...
+
+    async def commit(self) -> object: ...
+
+
+class RecordScorer(Protocol):
+    """`monitor.scoring.Scorer`: never raises for a judge failure, sets ``error`` instead."""
+
+    async def score(self, interaction: Interaction) -> ScoredRecord: ...
+
+
+@dataclass
+class _Pending:
+    record: SourceRecord
+    scored: ScoredRecord
+    #: indexes of the sinks that hold the record
+    delivered: set[int] = field(default_factory=set)
+
+
+class Backoff:
+    """Exponential delay between retries of a failing sink or DLQ write."""
+
+    def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
+        self.first = first
+        self.cap = cap
+        self.delay = 0.0
+
+    def failed(self) -> float:
+        self.delay = self.first if self.delay == 0 else min(self.cap, self.delay * 2)
+        return self.delay
+
+    def succeeded(self) -> None:
+        self.delay = 0.0
+
+
+class Pipeline:
+    def __init__(
+        self,
+        source: Source,
+        sampler: Sampler,
+        scorer: RecordScorer,
+        sinks: Sequence[Sink],
+        exporter: Exporter,
+        settings: Settings,
+        *,
+        budget: TokenBudget | None = None,
+        adaptive: AdaptiveRate | None = None,
+        fallback: RecordScorer | None = None,
+        concurrency: int | None = None,
+        checkpoint_interval: float = 0.5,
+    ) -> None:
+        self.source = source
+        self.sampler = sampler
+        self.scorer = scorer
+        self.sinks = list(sinks)
+        self.exporter = exporter
+        self.settings = settings
+        self.budget = budget
+        self.adaptive = adaptive
+        self.fallback = fallback
+        self.concurrency = concurrency or settings.max_in_flight
+        self.checkpoint_interval = checkpoint_interval
+        self.pending: list[_Pending] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._checkpoint_lock = asyncio.Lock()
+        self._sink_backoff = Backoff()
+        self._retry_at = 0.0
+        self._stopping = False
+
+    # --- the loop
+
+    async def run(self, stop: asyncio.Event, grace_seconds: float | None = None) -> None:
+        """Consume until ``stop`` is set, then drain within ``grace_seconds``."""
+        grace = self.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+        slots = asyncio.Semaphore(self.concurrency)
+        self.source.on_revoke = self.checkpoint
+        checkpoints = asyncio.create_task(self._checkpoint_loop(stop), name="checkpoints")
+        try:
+            while not stop.is_set():
+                for record in await self.source.fetch(wait_seconds=0.2):
+                    await slots.acquire()
+                    task = asyncio.create_task(self._process(record, slots))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        finally:
+            self._stopping = True
+            checkpoints.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checkpoints
+            await self._drain(time.monotonic() + grace)
+
+    async def _process(self, record: SourceRecord, slots: asyncio.Semaphore) -> None:
+        try:
+            await self._handle(record)
+        except Exception:
+            # a bug, not a data problem: leave the record unfinished (redelivered later)
+            log.exception("record failed", partition=record.partition, offset=record.offset)
+        finally:
+            slots.release()
+
+    async def _handle(self, record: SourceRecord) -> None:
+        if record.size > self.settings.max_record_bytes:
+            detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
+            await self._dead_letter(record, InvalidRecord("too_large", detail))
+            return
+        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        precheck = self.sampler.precheck(record.key, record.value, scale)
+        if precheck.drop:
+            self._offered(self.sampler.rate)
+            self.source.finish(record)
+            return
+        try:
+            interaction = parse_record(
+                record.value,
+                record.key,
+                max_bytes=self.settings.max_record_bytes,
+                default_timestamp=datetime.fromtimestamp(record.timestamp_ms / 1000, UTC),
+            )
+        except InvalidRecord as invalid:
+            await self._dead_letter(record, invalid)
+            return
+        self._offered(self.sampler.rate_for(interaction.metadata))
+        probability = self.sampler.admit(interaction, precheck.u, scale)
+        if probability is None:
+            self.source.finish(record)
+            return
+        self.exporter.records_sampled.inc()
+        scored = await self._score(interaction)
+        if scored.error is not None:
+            self._skip(record, scored.error)
+            return
+        scored.inclusion_probability = probability
+        self.pending.append(_Pending(record, scored))
+
+    async def _score(self, interaction: Interaction) -> ScoredRecord:
+        if self.budget is not None and self.budget.exhausted():
+            scored = ScoredRecord(interaction=interaction, error=BUDGET)
+        else:
+            scored = await self.scorer.score(interaction)
+            if self.adaptive is not None:
+                self.adaptive.spent(scored.usage.total_tokens)
+        if scored.error == BUDGET and self.fallback is not None:
+            scored = await self.fallback.score(interaction)
+        return scored
+
+    def _offered(self, rate: float) -> None:
+        if self.adaptive is not None:
+            self.adaptive.offered(rate)
+
+    def _skip(self, record: SourceRecord, reason: str) -> None:
+        self.exporter.records_skipped.labels(reason=reason).inc()
+        log.debug("record skipped", reason=reason, partition=record.partition, offset=record.offset)
+        self.source.finish(record)
+
+    async def _dead_letter(self, record: SourceRecord, invalid: InvalidRecord) -> None:
+        backoff = Backoff()
+        while self.source.owns(record):
+            try:
+                await self.source.dead_letter(record, invalid.reason, invalid.detail)
+            except DeadLetterError as exc:
+                delay = backoff.failed()
+                log.warning("dead-letter write failed", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                continue
+            log.info(
+                "record dead-lettered",
+                reason=invalid.reason,
+                detail=invalid.detail,
+                partition=record.partition,
+                offset=record.offset,
+            )
+            self.source.finish(record)
+            return
+
+    # --- the at-least-once order: sinks first, then offsets
+
+    async def checkpoint(self) -> bool:
+        """Write pending records to every sink, flush, mark them finished, commit.
+
+        Returns False when a sink failed (its records stay pending and uncommitted).
+        """
+        async with self._checkpoint_lock:
+            self.pending = [p for p in self.pending if self.source.owns(p.record)]
+            batch = list(self.pending)
+            healthy = True
+            for index, sink in enumerate(self.sinks):
+                todo = [p for p in batch if index not in p.delivered]
+                if todo and not await self._deliver(index, sink, todo):
+                    healthy = False
+            done = [p for p in batch if len(p.delivered) == len(self.sinks)]
+            if done:
+                finished = {id(p) for p in done}
+                self.pending = [p for p in self.pending if id(p) not in finished]
+                for p in done:
+                    self.exporter.records_scored.inc()
+                    self.source.finish(p.record)
+            await self.source.commit()
+            self._gauges()
+            return healthy
+
+    async def _deliver(self, index: int, sink: Sink, todo: list[_Pending]) -> bool:
+        name = getattr(sink, "name", type(sink).__name__)
+        try:
+            await sink.write([p.scored for p in todo])
+            await sink.flush()
+        except SinkError as exc:
+            if exc.retryable:
+                log.warning("sink write failed", sink=name, records=len(todo), error=str(exc))
+                return False
+            # permanent: find the records the sink refuses, give up on those only
+            for p in todo:
+                try:
+                    await sink.write([p.scored])
+                    await sink.flush()
+                except SinkError as one:
+                    if one.retryable:
+                        return False
+                    log.error("sink refused record", sink=name, error=str(one))
+                    self.exporter.records_skipped.labels(reason=f"sink_{name}").inc()
+                p.delivered.add(index)
+            return True
+        for p in todo:
+            p.delivered.add(index)
+        return True
+
+    async def _checkpoint_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(self.checkpoint_interval)
+            if time.monotonic() < self._retry_at:
+                continue
+            if await self.checkpoint():
+                self._sink_backoff.succeeded()
+            else:
+                self._retry_at = time.monotonic() + self._sink_backoff.failed()
+
+    def _gauges(self) -> None:
+        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        self.exporter.sample_rate.set(self.sampler.rate * scale)
+        if self.budget is not None:
+            self.exporter.token_budget_remaining.set(self.budget.remaining())
+
+    # --- shutdown
+
+    async def _drain(self, deadline: float) -> None:
+        """In-flight records get until ``deadline``; then sinks get what is left of it."""
+        tasks = set(self._tasks)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=5.0)
+                log.warning("shutdown: unfinished records left for redelivery", records=len(late))
+        backoff = Backoff()
+        while True:
+            if await self.checkpoint() or not self.pending:
+                break
+            delay = backoff.failed()
+            if time.monotonic() + delay > deadline:
+                log.warning("shutdown: sinks still failing", pending=len(self.pending))
+                break
+            await asyncio.sleep(delay)

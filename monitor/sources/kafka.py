@@ -1,0 +1,493 @@
+"""The Kafka source: the only module that imports aiokafka.
+
+`KafkaSource` is a consumer-group member with manual commits. Every fetched
+record is tracked (`offsets.OffsetTracker`) until the pipeline calls
+`finish` (sampled out, dead-lettered, skipped, or in every sink); `commit`
+moves each partition to its first unfinished record, never further. When more
+than ``max_in_flight`` records are unfinished the assigned partitions are
+paused, and resumed once half of them are done. On a rebalance the revoked
+partitions' work gets ``revoke_timeout_seconds`` to finish, what is finished
+is committed, the rest is dropped (it will be redelivered to the new owner).
+
+Invalid records go to the dead-letter topic with their original key and
+value and the error in headers (``rag-monitor-error-reason``,
+``rag-monitor-error-detail``, plus the source coordinates). Lag is the fetch
+high watermark minus the commit position (`consumer.highwater`, not
+``end_offsets()``, which some brokers report wrong).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    TopicAlreadyExistsError,
+)
+from aiokafka.helpers import create_ssl_context
+
+from monitor.config import Settings
+from monitor.sinks.prometheus import Exporter
+from monitor.sources.offsets import OffsetTracker, Partition
+
+log = structlog.get_logger("monitor.sources.kafka")
+
+HEADER_REASON = "rag-monitor-error-reason"
+HEADER_DETAIL = "rag-monitor-error-detail"
+HEADER_TOPIC = "rag-monitor-source-topic"
+HEADER_PARTITION = "rag-monitor-source-partition"
+HEADER_OFFSET = "rag-monitor-source-offset"
+HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
+
+#: what a DLQ record may carry at most (larger originals are sent without their value)
+DLQ_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One Kafka record as the pipeline sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    generation: int
+
+    @property
+    def tp(self) -> Partition:
+        return (self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return len(self.value) if self.value is not None else 0
+
+
+class DeadLetterError(Exception):
+    """The dead-letter topic did not take the record (retryable: the record stays unfinished)."""
+
+
+def _client_options(settings: Settings) -> dict[str, object]:
+    options: dict[str, object] = {
+        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        "security_protocol": settings.kafka_security_protocol,
+    }
+    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = create_ssl_context()
+    if settings.kafka_sasl_mechanism:
+        options["sasl_mechanism"] = settings.kafka_sasl_mechanism
+        options["sasl_plain_username"] = settings.kafka_sasl_username
+        if settings.kafka_sasl_password is not None:
+            options["sasl_plain_password"] = settings.kafka_sasl_password.get_secret_value()
+    return options
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._source._on_revoked([(tp.topic, tp.partition) for tp in revoked])
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        self._source._on_assigned([(tp.topic, tp.partition) for tp in assigned])
+
+
+class KafkaSource:
+    """Consumer group member with at-least-once, per-partition commits and a DLQ producer."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        exporter: Exporter,
+        *,
+        client_id: str = "rag-monitor",
+        revoke_timeout_seconds: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self.exporter = exporter
+        self.topic = settings.kafka_topic
+        self.client_id = client_id
+        self.revoke_timeout = revoke_timeout_seconds
+        self.max_in_flight = settings.max_in_flight
+        self.tracker = OffsetTracker()
+        #: called at the start of a revoke so the pipeline can checkpoint finished work
+        self.on_revoke: Callable[[], Awaitable[object]] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._paused = False
+        self._room = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+
+    # --- lifecycle
+
+    async def start(self) -> None:
+        options = _client_options(self.settings)
+        producer = AIOKafkaProducer(
+            **options,
+            client_id=f"{self.client_id}-dlq",
+            acks="all",
+            max_request_size=DLQ_MAX_REQUEST_BYTES,
+        )
+        await producer.start()
+        self._producer = producer
+        consumer = AIOKafkaConsumer(
+            **options,
+            client_id=self.client_id,
+            group_id=self.settings.kafka_group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # a partition fetch asks for one record's worth; larger batches still
+            # arrive one at a time (the broker always returns the first batch)
+            max_partition_fetch_bytes=max(1_048_576, self.settings.max_record_bytes + 65_536),
+            fetch_max_bytes=max(52_428_800, 2 * self.settings.max_record_bytes),
+            session_timeout_ms=self.settings.kafka_session_timeout_ms,
+            heartbeat_interval_ms=self.settings.kafka_heartbeat_interval_ms,
+            # how long a join waits for every member: our revoke work, plus a margin
+            # (the default, max_poll_interval_ms = 5 min, keeps a crashed member's
+            # replacement waiting that long on some brokers)
+            rebalance_timeout_ms=max(
+                self.settings.kafka_session_timeout_ms, int((self.revoke_timeout + 5) * 1000)
+            ),
+        )
+        consumer.subscribe([self.topic], listener=_Rebalance(self))
+        try:
+            await consumer.start()
+        except BaseException:
+            await producer.stop()
+            self._producer = None
+            raise
+        self._consumer = consumer
+        log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
+
+    async def stop(self) -> None:
+        """Commit what is finished, leave the group, close both clients."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                await self._commit_with(consumer)
+            finally:
+                await consumer.stop()
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+        log.info("kafka source stopped", topic=self.topic)
+
+    # --- what the pipeline calls
+
+    @property
+    def assignment(self) -> list[Partition]:
+        return self.tracker.partitions()
+
+    @property
+    def in_flight(self) -> int:
+        return self.tracker.in_flight()
+
+    async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]:
+        """Up to ``max_in_flight`` minus unfinished records; pauses partitions while full."""
+        consumer = self._require_consumer()
+        room = self.max_in_flight - self.tracker.in_flight()
+        if room <= 0:
+            self._pause(consumer)
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), wait_seconds)
+            except TimeoutError:
+                pass
+            return []
+        if self._paused and self.tracker.in_flight() <= self.max_in_flight // 2:
+            self._resume(consumer)
+        try:
+            batches = await consumer.getmany(timeout_ms=int(wait_seconds * 1000), max_records=room)
+        except KafkaError as exc:  # the client retries connections itself; report and go on
+            log.warning("fetch failed", error=type(exc).__name__)
+            await asyncio.sleep(wait_seconds)
+            return []
+        out: list[SourceRecord] = []
+        for tp, messages in batches.items():
+            key = (tp.topic, tp.partition)
+            generation = self.tracker.generation(key)
+            if generation is None:
+                continue  # revoked while the fetch was in flight
+            for m in messages:
+                record = SourceRecord(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=m.offset,
+                    key=m.key,
+                    value=m.value,
+                    timestamp_ms=m.timestamp,
+                    generation=generation,
+                )
+                if self.tracker.start(key, m.offset, generation):
+                    out.append(record)
+        if out:
+            self.exporter.records_consumed.labels(topic=self.topic).inc(len(out))
+        self._update_lag(consumer)
+        return out
+
+    def finish(self, record: SourceRecord) -> None:
+        """The record needs nothing more: its offset may be committed."""
+        self.tracker.finish(record.tp, record.offset, record.generation)
+        if self.tracker.in_flight() <= self.max_in_flight // 2:
+            self._room.set()
+
+    def owns(self, record: SourceRecord) -> bool:
+        """False once the record's partition was revoked (its work can be dropped)."""
+        return self.tracker.generation(record.tp) == record.generation
+
+    async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
+        """Send the original key and value to the DLQ topic; raises DeadLetterError."""
+        producer = self._producer
+        if producer is None:
+            raise DeadLetterError("the source is not started")
+        headers = [
+            (HEADER_REASON, reason.encode()),
+            (HEADER_DETAIL, detail[:1000].encode("utf-8", "replace")),
+            (HEADER_TOPIC, record.topic.encode()),
+            (HEADER_PARTITION, str(record.partition).encode()),
+            (HEADER_OFFSET, str(record.offset).encode()),
+        ]
+        value = record.value
+        try:
+            try:
+                await producer.send_and_wait(
+                    self.settings.kafka_dlq_topic, value=value, key=record.key, headers=headers
+                )
+            except MessageSizeTooLargeError:
+                headers.append((HEADER_VALUE_DROPPED, b"too_large"))
+                await producer.send_and_wait(
+                    self.settings.kafka_dlq_topic, value=None, key=record.key, headers=headers
+                )
+        except KafkaError as exc:
+            raise DeadLetterError(f"{type(exc).__name__}") from exc
+        self.exporter.records_invalid.labels(reason=reason).inc()
+
+    async def commit(self) -> dict[Partition, int]:
+        """Commit each partition up to its first unfinished record; returns what was committed."""
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        return await self._commit_with(consumer)
+
+    # --- internals
+
+    async def _commit_with(self, consumer: AIOKafkaConsumer) -> dict[Partition, int]:
+        async with self._commit_lock:
+            positions = self.tracker.committable()
+            if not positions:
+                return {}
+            offsets = {TopicPartition(t, p): pos for (t, p), pos in positions.items()}
+            try:
+                await consumer.commit(offsets)
+            except KafkaError as exc:
+                # a rebalance or a broker hiccup: the positions stay, the next commit retries
+                log.warning("commit failed", error=type(exc).__name__, partitions=len(offsets))
+                return {}
+            self.tracker.mark_committed(positions)
+            return positions
+
+    def _require_consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("KafkaSource.start() was not awaited")
+        return self._consumer
+
+    def _pause(self, consumer: AIOKafkaConsumer) -> None:
+        if not self._paused:
+            consumer.pause(*consumer.assignment())
+            self._paused = True
+            log.info("backpressure: partitions paused", in_flight=self.tracker.in_flight())
+
+    def _resume(self, consumer: AIOKafkaConsumer) -> None:
+        consumer.resume(*consumer.assignment())
+        self._paused = False
+        log.info("backpressure: partitions resumed", in_flight=self.tracker.in_flight())
+
+    def _update_lag(self, consumer: AIOKafkaConsumer) -> None:
+        for topic, partition in self.tracker.partitions():
+            highwater = consumer.highwater(TopicPartition(topic, partition))
+            if highwater is None:
+                continue
+            position = self.tracker.position((topic, partition))
+            if position is None:
+                continue
+            self.exporter.consumer_lag.labels(partition=str(partition)).set(
+                max(0, highwater - position)
+            )
+
+    def _on_assigned(self, assigned: list[Partition]) -> None:
+        for tp in assigned:
+            self.tracker.assign(tp)
+        if self._paused and self._consumer is not None:
+            self._consumer.pause(*self._consumer.assignment())
+        log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
+
+    async def _on_revoked(self, revoked: list[Partition]) -> None:
+        if not revoked:
+            return
+        deadline = time.monotonic() + self.revoke_timeout
+        while time.monotonic() < deadline:
+            if self.on_revoke is not None:
+                await self.on_revoke()
+            if all(self.tracker.in_flight(tp) == 0 for tp in revoked):
+                break
+            await asyncio.sleep(0.05)
+        dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
+        if self._consumer is not None:
+            await self._commit_with(self._consumer)
+        for topic, partition in revoked:
+            self.tracker.revoke((topic, partition))
+            try:
+                self.exporter.consumer_lag.remove(str(partition))
+            except KeyError:
+                pass
+        self._room.set()
+        log.info(
+            "partitions revoked",
+            partitions=sorted(p for _, p in revoked),
+            dropped_in_flight=dropped,
+        )
+
+
+# --- helpers for the embedded broker, the demo, the bench and the tests
+
+
+async def create_topics(
+    bootstrap_servers: str,
+    topics: Mapping[str, int],
+    *,
+    max_message_bytes: int | None = None,
+    ready_within: float = 20.0,
+) -> None:
+    """Create ``topics`` (name → partitions); existing ones are left alone. Retries until ready."""
+    configs = {"max.message.bytes": str(max_message_bytes)} if max_message_bytes else {}
+    deadline = time.monotonic() + ready_within
+    while True:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=5000)
+        try:
+            await admin.start()
+            try:
+                await admin.create_topics(
+                    [
+                        NewTopic(name, n, replication_factor=1, topic_configs=configs)
+                        for name, n in topics.items()
+                    ]
+                )
+            finally:
+                await admin.close()
+            return
+        except TopicAlreadyExistsError:
+            return
+        except (KafkaConnectionError, KafkaError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def produce(
+    bootstrap_servers: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None]],
+    *,
+    partition: int | None = None,
+) -> list[tuple[int, int]]:
+    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap_servers, acks="all", max_request_size=DLQ_MAX_REQUEST_BYTES
+    )
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(topic, value=value, key=key, partition=partition)
+            for key, value in records
+        ]
+        await producer.flush()
+        return [((meta := await future).partition, meta.offset) for future in futures]
+    finally:
+        await producer.stop()
+
+
+async def committed_offsets(
+    bootstrap_servers: str, group_id: str, topic: str, partitions: int
+) -> dict[int, int | None]:
+    """The group's committed position per partition (None when nothing was committed)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=group_id, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        out: dict[int, int | None] = {}
+        for p in range(partitions):
+            out[p] = await consumer.committed(TopicPartition(topic, p))
+        return out
+    finally:
+        await consumer.stop()
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+async def read_topic(
+    bootstrap_servers: str, topic: str, *, expected: int, within_seconds: float = 20.0
+) -> list[ConsumedRecord]:
+    """Read a whole topic without a group until ``expected`` records (or the timeout)."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=DLQ_MAX_REQUEST_BYTES,
+    )
+    await consumer.start()
+    out: list[ConsumedRecord] = []
+    try:
+        deadline = time.monotonic() + within_seconds
+        while len(out) < expected and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            for messages in batches.values():
+                out.extend(
+                    ConsumedRecord(m.partition, m.offset, m.key, m.value, tuple(m.headers))
+                    for m in messages
+                )
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def bare_consume(
+    bootstrap_servers: str, topic: str, group_id: str, count: int, within_seconds: float = 60.0
+) -> int:
+    """A plain consume loop (the benchmark's baseline): read ``count`` records, no work."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        group_id=group_id,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    seen = 0
+    try:
+        deadline = time.monotonic() + within_seconds
+        while seen < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            seen += sum(len(m) for m in batches.values())
+        await consumer.commit()
+        return seen
+    finally:
+        await consumer.stop()

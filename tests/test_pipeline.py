@@ -1,0 +1,311 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from monitor.commands.run import Components, build, serve
+from monitor.config import Settings
+from monitor.embedded import answers
+from monitor.embedded.broker import Broker
+from monitor.embedded.judge_server import Fault, JudgeServer
+from monitor.pipeline import Pipeline
+from monitor.records import ScoredRecord
+from monitor.sampling import Sampler
+from monitor.sinks import SinkError
+from monitor.sources.kafka import committed_offsets, produce
+from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+
+pytestmark = pytest.mark.kafka
+
+_NUMBER = re.compile(r"expenses over (\d+) dollars|for item (\d+) lodging")
+
+
+class RecordingJudge(JudgeServer):
+    """The real judge server, remembering which records it was asked about.
+
+    ``scored[i]`` is how many times record ``i`` was scored: the highest number
+    of requests any one step received for it (each scoring asks each step once).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(answer=self._answer)
+        self._requests: Counter[tuple[str, int]] = Counter()
+        self._seen_lock = threading.Lock()
+
+    @property
+    def scored(self) -> Counter[int]:
+        with self._seen_lock:
+            out: Counter[int] = Counter()
+            for (_, i), count in self._requests.items():
+                out[i] = max(out[i], count)
+            return out
+
+    def _answer(self, step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        found = {int(a) - 100 if a else int(b) for a, b in _NUMBER.findall(json.dumps(inputs))}
+        with self._seen_lock:
+            for i in found:
+                self._requests[(step, i)] += 1
+        return answers.answer(step, inputs, n)
+
+
+@pytest.fixture
+def recording_judge() -> Iterator[RecordingJudge]:
+    server = RecordingJudge().start()
+    assert isinstance(server, RecordingJudge)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def value(parts: Components, name: str, **labels: str) -> float:
+    got = parts.exporter.registry.get_sample_value(name, labels)
+    return 0.0 if got is None else got
+
+
+async def wait_until(condition: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def settled(parts: Components, topic: Topic, n: int) -> Callable[[], bool]:
+    def check() -> bool:
+        consumed = value(parts, "rag_monitor_records_consumed_total", topic=topic.name)
+        return consumed >= n and parts.source.in_flight == 0
+
+    return check
+
+
+def expected_sample(n: int, rate: float) -> set[int]:
+    sampler = Sampler(rate)
+    out = set()
+    for i in range(n):
+        pre = sampler.precheck(f"rec-{i}".encode(), None)
+        if not pre.drop:
+            out.add(i)
+    return out
+
+
+async def records(topic: Topic, ids: Sequence[int], *, supported: Callable[[int], bool]) -> None:
+    await produce(
+        topic.bootstrap,
+        topic.name,
+        [(f"rec-{i}".encode(), encode(interaction(i, supported=supported(i), route="search")))
+         for i in ids],
+    )  # fmt: skip
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_sampled_records_are_scored_exported_and_committed(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge
+) -> None:
+    n, rate = 200, 0.3
+    settings = monitor_settings(broker, topic, recording_judge, sample_rate=rate)
+    await records(topic, range(n), supported=lambda i: i % 4 != 0)
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, n), 60, "all records consumed")
+        status, text = await asyncio.to_thread(scrape, parts.server.port)
+        ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+        alive, _ = await asyncio.to_thread(scrape, parts.server.port, "/healthz")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    expected = expected_sample(n, rate)
+    assert abs(len(expected) - rate * n) < 0.1 * n  # the hash is fair
+    assert value(parts, "rag_monitor_records_sampled_total") == len(expected)
+    assert value(parts, "rag_monitor_records_scored_total") == len(expected)
+    assert set(recording_judge.scored) == expected  # exactly the deterministic sample
+    assert status == 200 and alive == 200
+    assert ready == 200 and '"partitions": true' in body and '"judge": true' in body
+    counts = samples(text, "rag_monitor_metric_score_count")
+    key = (("judge", "llm"), ("metric", "faithfulness"), ("route", "search"))
+    assert counts[key] == len(expected)
+    hallucinated = {i for i in expected if i % 4 == 0}
+    halluc = samples(text, "rag_monitor_hallucinations_total")
+    assert halluc[(("judge", "llm"), ("route", "search"))] == len(hallucinated)
+    weight = samples(text, "rag_monitor_scored_weight_total")
+    assert weight[(("judge", "llm"), ("route", "search"))] == pytest.approx(len(expected) / rate)
+    verdicts = samples(text, "rag_monitor_verdicts_total")
+    fail = (("judge", "llm"), ("metric", "faithfulness"), ("verdict", "fail"))
+    assert verdicts[fail] == len(hallucinated)
+    assert samples(text, "rag_monitor_sample_rate")[()] == rate
+    tokens = samples(text, "rag_monitor_judge_tokens_total")
+    assert sum(tokens.values()) > 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == n
+
+
+async def test_judge_failures_skip_with_a_reason_and_scoring_resumes(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    settings = monitor_settings(broker, topic, judge_http)
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        judge_http.down("503")
+        await records(topic, range(0, 5), supported=lambda i: True)
+        await wait_until(settled(parts, topic, 5), 60, "records while the judge is down")
+        assert value(parts, "rag_monitor_records_skipped_total", reason="server_error") == 5
+        judge_http.up()
+        judge_http.inject(Fault.INVALID_JSON, times=40)  # junk answers, re-ask included
+        await records(topic, range(5, 7), supported=lambda i: True)
+        await wait_until(settled(parts, topic, 7), 60, "records while the judge talks junk")
+        assert value(parts, "rag_monitor_records_skipped_total", reason="invalid_output") == 2
+        judge_http.clear_faults()
+        await records(topic, range(7, 10), supported=lambda i: True)
+        await wait_until(settled(parts, topic, 10), 60, "records after the judge is back")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert value(parts, "rag_monitor_records_scored_total") == 3
+    # no invented scores: only the three scored records have a faithfulness score
+    observed = value(
+        parts, "rag_monitor_metric_score_count", metric="faithfulness", route="search", judge="llm"
+    )
+    assert observed == 3
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == 10
+
+
+class FlakySink:
+    """A real sink that refuses the first ``failures`` writes (like Postgres being away)."""
+
+    name = "flaky"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.stored: Counter[str] = Counter()
+
+    async def write(self, batch: Sequence[ScoredRecord]) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise SinkError(self.name, "unavailable")
+        for record in batch:
+            self.stored[record.interaction.id] += 1
+
+    async def flush(self) -> None:
+        return None
+
+
+async def test_sink_failure_holds_offsets_until_the_sink_recovers(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    settings = monitor_settings(broker, topic, judge_http)
+    parts = build(settings)
+    sink = FlakySink(failures=10**9)
+    parts.sinks.append(sink)
+    await records(topic, range(8), supported=lambda i: True)
+    await parts.source.start()
+    stop = asyncio.Event()
+    pipeline = Pipeline(parts.source, parts.sampler, parts.scorer, parts.sinks, parts.exporter,
+                        settings, checkpoint_interval=0.1)  # fmt: skip
+    task = asyncio.create_task(pipeline.run(stop, grace_seconds=5))
+    try:
+        await wait_until(lambda: len(pipeline.pending) == 8, 60, "records scored, sink failing")
+        await asyncio.sleep(1.0)  # several retries
+        positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+        assert all(p in (None, 0) for p in positions.values()), positions  # nothing past rec 0
+        assert value(parts, "rag_monitor_records_scored_total") == 0
+        sink.failures = 0
+        await wait_until(lambda: not pipeline.pending, 30, "the sink to recover")
+        await wait_until(lambda: parts.source.tracker.committable() == {}, 10, "commit")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await parts.source.stop()
+        for close in parts.closers:
+            await close()
+    assert sorted(sink.stored) == sorted(f"rec-{i}" for i in range(8))
+    assert set(sink.stored.values()) == {1}
+    assert value(parts, "rag_monitor_records_scored_total") == 8
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == 8
+
+
+async def test_budget_caps_spend_and_skips_what_it_cannot_afford(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    budget = 12_000
+    settings = monitor_settings(broker, topic, judge_http, token_budget=f"{budget}/h")
+    parts = build(settings)
+    await records(topic, range(60), supported=lambda i: True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, 60), 60, "all records consumed")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    stats = judge_http.stats.snapshot()
+    assert 0 < stats.prompt_tokens + stats.completion_tokens <= budget
+    scored = value(parts, "rag_monitor_records_scored_total")
+    skipped = value(parts, "rag_monitor_records_skipped_total", reason="budget")
+    assert scored > 0 and skipped > 0
+    assert scored + skipped == value(parts, "rag_monitor_records_sampled_total")
+    assert value(parts, "rag_monitor_token_budget_remaining") < budget
+    assert value(parts, "rag_monitor_sample_rate") < 1.0  # the adaptive rate backed off
+
+
+async def test_two_monitors_in_one_group_split_partitions_and_score_each_record_once(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge
+) -> None:
+    n, rate = 120, 0.5
+    settings: list[Settings] = [
+        monitor_settings(broker, topic, recording_judge, sample_rate=rate) for _ in range(2)
+    ]
+    parts = [build(s) for s in settings]
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(serve(s, stop, p)) for s, p in zip(settings, parts, strict=True)]
+    try:
+        await wait_until(
+            lambda: (
+                all(p.source.assignment for p in parts)
+                and sum(len(p.source.assignment) for p in parts) == topic.partitions
+            ),
+            60,
+            "both monitors to get partitions",
+        )
+        await records(topic, range(n), supported=lambda i: True)
+
+        def done() -> bool:
+            consumed = sum(
+                value(p, "rag_monitor_records_consumed_total", topic=topic.name) for p in parts
+            )
+            return consumed >= n and all(p.source.in_flight == 0 for p in parts)
+
+        await wait_until(done, 60, "both monitors to consume everything")
+    finally:
+        stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0
+    expected = expected_sample(n, rate)
+    skipped = [value(p, "rag_monitor_records_skipped_total", reason=r) for p in parts
+               for r in ("connection", "timeout", "server_error", "invalid_output")]  # fmt: skip
+    assert sum(skipped) == 0
+    assert set(recording_judge.scored) == expected
+    assert set(recording_judge.scored.values()) == {1}
+    per_monitor = [value(p, "rag_monitor_records_scored_total") for p in parts]
+    assert all(v > 0 for v in per_monitor) and sum(per_monitor) == len(expected)

@@ -1,0 +1,226 @@
+"""`rag-monitor run` as a real process: signals, crash and restart, bad configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monitor.embedded.broker import Broker, free_port
+from monitor.sources.kafka import committed_offsets, produce
+from tests.conftest import Topic, encode, interaction, samples
+from tests.test_pipeline import RecordingJudge, expected_sample
+
+RUN = [sys.executable, "-m", "monitor", "run"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def environment(broker: Broker, topic: Topic, judge: RecordingJudge, port: int,
+                **extra: str) -> dict[str, str]:  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": topic.bootstrap,
+            "RAG_MONITOR_KAFKA_TOPIC": topic.name,
+            "RAG_MONITOR_KAFKA_DLQ_TOPIC": topic.dlq,
+            "RAG_MONITOR_KAFKA_GROUP_ID": topic.group,
+            "RAG_MONITOR_KAFKA_SESSION_TIMEOUT_MS": str(broker.session_timeout_ms),
+            "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": str(broker.heartbeat_interval_ms),
+            "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
+            "RAG_MONITOR_JUDGE_API_KEY": "test-key",
+            "RAG_MONITOR_JUDGE_MAX_RETRIES": "3",
+            "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
+            "RAG_MONITOR_METRICS_PORT": str(port),
+            "RAG_MONITOR_TOKEN_BUDGET": "0",
+            "RAG_MONITOR_SAMPLE_RATE": "0.5",
+            "RAG_MONITOR_MAX_IN_FLIGHT": "16",
+            "RAG_MONITOR_SHUTDOWN_GRACE_SECONDS": "10",
+            "RAG_MONITOR_LOG_LEVEL": "debug",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+class Monitor:
+    """One `rag-monitor run` subprocess; killed (by pid) if a test leaves it running."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.port = port
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(RUN, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
+
+    def metric(self, name: str) -> float:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return -1.0
+        return sum(samples(text, name).values())
+
+    def wait_metric(self, name: str, at_least: float, within: float) -> None:
+        deadline = time.monotonic() + within
+        while self.metric(name) < at_least:
+            if self.process.poll() is not None:
+                raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name} < {at_least} after {within}s:\n{self.output()}")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def skipped(self) -> set[tuple[int, int]]:
+        """(partition, offset) of records skipped with a reason (finished without a score)."""
+        out = set()
+        for line in self.log.read_text(errors="replace").splitlines():
+            if '"record skipped"' in line:
+                event = json.loads(line)
+                out.add((event["partition"], event["offset"]))
+        return out
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def monitors(tmp_path: Path) -> Iterator[list[Monitor]]:
+    started: list[Monitor] = []
+    yield started
+    for m in started:
+        m.kill()
+
+
+@pytest.fixture
+def recording_judge() -> Iterator[RecordingJudge]:
+    server = RecordingJudge().start()
+    assert isinstance(server, RecordingJudge)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def produce_sync(topic: Topic, ids: range) -> list[tuple[int, int]]:
+    import asyncio
+
+    pairs = [(f"rec-{i}".encode(), encode(interaction(i, route="search"))) for i in ids]
+    return asyncio.run(produce(topic.bootstrap, topic.name, pairs))
+
+
+def committed(topic: Topic) -> dict[int, int | None]:
+    import asyncio
+
+    return asyncio.run(committed_offsets(topic.bootstrap, topic.group, topic.name, 4))
+
+
+@pytest.mark.kafka
+def test_sigterm_drains_in_flight_work_and_exits_zero_within_grace(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    n = 80
+    coordinates = produce_sync(topic, range(n))
+    recording_judge.latency_seconds = 0.3
+    port = free_port()
+    monitor = Monitor(environment(broker, topic, recording_judge, port), port, tmp_path / "m.log")
+    monitors.append(monitor)
+    monitor.wait_metric("rag_monitor_records_scored_total", 3, within=60)
+    started = time.monotonic()
+    monitor.process.send_signal(signal.SIGTERM)
+    rc = monitor.process.wait(20)
+    assert rc == 0, monitor.output()
+    assert time.monotonic() - started < 10 + 3  # the grace period, plus closing
+    assert '"shutdown requested"' in monitor.log.read_text()
+    # what was committed was finished: every sampled record below the positions was scored
+    positions = committed(topic)
+    expected = expected_sample(n, 0.5)
+    skipped = monitor.skipped()
+    for i, (partition, offset) in enumerate(coordinates):
+        if offset < (positions[partition] or 0) and i in expected:
+            finished = recording_judge.scored[i] >= 1 or (partition, offset) in skipped
+            assert finished, (i, partition, offset, positions)
+    assert sum(p or 0 for p in positions.values()) > 0
+    # the log lines are JSON and carry no interaction text
+    assert "Receipts are" not in monitor.output()
+
+
+@pytest.mark.kafka
+def test_sigkill_mid_stream_then_restart_loses_nothing(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    if broker.kind == "noida":
+        # noida-db 0.2.3 never expires a crashed member: the replacement's JoinGroup
+        # hangs (seen for 240 s). Run with RAG_MONITOR_TEST_BROKER=tansu.
+        pytest.skip("noida-db keeps a SIGKILLed group member forever; covered on Tansu")
+    n = 120
+    coordinates = produce_sync(topic, range(n))
+    expected = expected_sample(n, 0.5)
+    recording_judge.latency_seconds = 0.2
+    port = free_port()
+    env = environment(broker, topic, recording_judge, port)
+    first = Monitor(env, port, tmp_path / "first.log")
+    monitors.append(first)
+    first.wait_metric("rag_monitor_records_scored_total", 10, within=60)
+    time.sleep(1.0)  # let a commit or two happen
+    scored_before_kill = set(recording_judge.scored)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(10)
+    positions = committed(topic)
+    assert sum(p or 0 for p in positions.values()) > 0, first.output()
+    assert sum(p or 0 for p in positions.values()) < n, "the kill came too late to test anything"
+    skipped = first.skipped()
+    for i, (partition, offset) in enumerate(coordinates):
+        if offset < (positions[partition] or 0) and i in expected:
+            finished = i in scored_before_kill or (partition, offset) in skipped
+            assert finished, f"offset committed past unfinished record {i}"
+    # restart: the rest is redelivered and scored
+    recording_judge.latency_seconds = 0.0
+    second = Monitor(env, port, tmp_path / "second.log")
+    monitors.append(second)
+    remaining = n - sum(p or 0 for p in positions.values())
+    second.wait_metric("rag_monitor_records_consumed_total", remaining, within=60)
+    deadline = time.monotonic() + 30
+    while committed(topic) != {p: c for p, c in _ends(coordinates).items()}:
+        assert time.monotonic() < deadline, (committed(topic), _ends(coordinates))
+        time.sleep(0.3)
+    second.process.send_signal(signal.SIGTERM)
+    assert second.process.wait(20) == 0, second.output()
+    missing = expected - set(recording_judge.scored)
+    assert len(missing) <= len(first.skipped() | second.skipped()), sorted(missing)
+    assert set(recording_judge.scored) <= expected
+
+
+def _ends(coordinates: list[tuple[int, int]]) -> dict[int, int]:
+    ends = {p: 0 for p in range(4)}
+    for partition, offset in coordinates:
+        ends[partition] = max(ends[partition], offset + 1)
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("RAG_MONITOR_SAMPLE_RATE", "2"), ("RAG_MONITOR_TOKEN_BUDGET", "lots"),
+     ("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes")],
+)  # fmt: skip
+def test_invalid_configuration_fails_at_start_naming_the_setting(variable: str, value: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update({"PYTHONPATH": str(ROOT), variable: value, "RAG_MONITOR_METRICS_PORT": "0"})
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert variable in result.stderr

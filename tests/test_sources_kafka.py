@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from monitor.commands.run import build, serve
+from monitor.embedded.broker import Broker
+from monitor.embedded.judge_server import JudgeServer
+from monitor.sinks.prometheus import Exporter
+from monitor.sources.kafka import (
+    HEADER_DETAIL,
+    HEADER_OFFSET,
+    HEADER_REASON,
+    KafkaSource,
+    SourceRecord,
+    committed_offsets,
+    produce,
+    read_topic,
+)
+from monitor.sources.offsets import OffsetTracker
+from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+
+# --- the pure bookkeeping
+
+
+def test_commit_position_stops_at_the_first_unfinished_record() -> None:
+    tracker = OffsetTracker()
+    tp = ("t", 0)
+    gen = tracker.assign(tp)
+    for offset in range(5, 10):
+        assert tracker.start(tp, offset, gen)
+    tracker.finish(tp, 5, gen)
+    tracker.finish(tp, 7, gen)
+    tracker.finish(tp, 8, gen)
+    assert tracker.committable() == {tp: 6}
+    tracker.mark_committed({tp: 6})
+    assert tracker.committable() == {}
+    tracker.finish(tp, 6, gen)
+    assert tracker.committable() == {tp: 9}
+    tracker.finish(tp, 9, gen)
+    assert tracker.committable() == {tp: 10}
+    assert tracker.in_flight() == 0
+
+
+def test_late_finish_from_a_revoked_generation_is_ignored() -> None:
+    tracker = OffsetTracker()
+    tp = ("t", 1)
+    old = tracker.assign(tp)
+    tracker.start(tp, 3, old)
+    tracker.revoke(tp)
+    new = tracker.assign(tp)
+    tracker.start(tp, 3, new)
+    assert not tracker.finish(tp, 3, old)
+    assert tracker.committable() == {tp: 3}
+    assert tracker.finish(tp, 3, new)
+    assert tracker.committable() == {tp: 4}
+
+
+# --- against the broker
+
+
+@pytest.mark.kafka
+async def test_backpressure_bounds_in_flight_and_commits_only_finished(
+    broker: Broker, topic: Topic
+) -> None:
+    settings = monitor_settings(broker, topic, None, max_in_flight=8)
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    source = KafkaSource(settings, Exporter())
+    await source.start()
+    try:
+        held: list[SourceRecord] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 8 and time.monotonic() < deadline:
+            held += await source.fetch(0.2)
+        assert len(held) == 8
+        for _ in range(3):  # full: nothing more is handed out
+            assert await source.fetch(0.1) == []
+        assert source.in_flight == 8
+        # finish all but the first record of one partition
+        first = min(held, key=lambda r: (r.partition, r.offset))
+        for record in held:
+            if record is not first:
+                source.finish(record)
+        committed = await source.commit()
+        assert committed[first.tp] == first.offset
+        more: list[SourceRecord] = []
+        while not more and time.monotonic() < deadline:
+            more = await source.fetch(0.2)
+        assert more, "consumption resumed once in-flight work drained"
+        lag = samples(_text(source), "rag_monitor_consumer_lag")
+        assert lag and all(v >= 0 for v in lag.values())
+        assert sum(lag.values()) > 0
+    finally:
+        await source.stop()
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[first.partition] == first.offset
+
+
+def _text(source: KafkaSource) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(source.exporter.registry).decode()
+
+
+MALFORMED: list[tuple[bytes, str]] = [
+    (b"this is not json", "not_json"),
+    (b'{"id": "x", "user_input": "\xff\xfe"}', "not_utf8"),
+    (b"[1, 2, 3]", "not_object"),
+    (json.dumps({"id": "m1", "user_input": "q", "response": "a"}).encode(), "schema"),
+    (
+        json.dumps(
+            {"id": "m2", "user_input": 3, "retrieved_contexts": "x", "response": ["a"]}
+        ).encode(),
+        "schema",
+    ),
+    (b'{"id": "big", "pad": "' + b"x" * 5_000_000 + b'"}', "too_large"),
+]
+
+
+@pytest.mark.kafka
+async def test_malformed_records_go_to_the_dlq_and_consumption_goes_on(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    settings = monitor_settings(broker, topic, judge_http)
+    records = [(f"bad-{i}".encode(), value) for i, (value, _) in enumerate(MALFORMED)]
+    records += [(f"rec-{i}".encode(), encode(interaction(i))) for i in range(6)]
+    # everything on one partition, bad records first: a wedged consumer would never score
+    await produce(topic.bootstrap, topic.name, records, partition=0)
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if parts.exporter.records_scored._value.get() >= 6:
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert parts.exporter.records_scored._value.get() == 6
+    dead = await read_topic(topic.bootstrap, topic.dlq, expected=len(MALFORMED))
+    assert len(dead) == len(MALFORMED)
+    by_key = {d.key: d for d in dead}
+    for i, (value, reason) in enumerate(MALFORMED):
+        d = by_key[f"bad-{i}".encode()]
+        headers = dict(d.headers)
+        assert headers[HEADER_REASON].decode() == reason
+        assert headers[HEADER_DETAIL]
+        assert headers[HEADER_OFFSET] == str(i).encode()
+        assert d.value == value  # the original bytes, 5 MB included
+    invalid = samples(_registry_text(parts.exporter), "rag_monitor_records_invalid_total")
+    assert invalid[(("reason", "schema"),)] == 2
+    assert invalid[(("reason", "too_large"),)] == 1
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == len(records)
+
+
+def _registry_text(exporter: Exporter) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(exporter.registry).decode()

@@ -1,0 +1,132 @@
+"""``rag-monitor demo``: the whole product on embedded parts, with a report (`monitor.demo`).
+
+Starts a Kafka-protocol broker and a Postgres of its own, produces the bundled
+traffic set, runs the sidecar on it with a live progress line, annotates the
+backlog from the set's reference answers, runs the offline metrics and prints
+a report. SIGINT (Ctrl-C) and SIGTERM stop everything cleanly; nothing is left
+behind (unless ``--keep-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from monitor.config import ConfigError
+from monitor.demo import Demo, DemoError, DemoOptions
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run everything embedded (broker, Postgres, judge) on a bundled traffic set",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--records", type=int, metavar="N", help="use the first N interactions (default: all 300)"
+    )
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="the sidecar's sample rate, 0 < R <= 1 (default 1.0: every record is scored)",
+    )
+    parser.add_argument(
+        "--traffic",
+        type=Path,
+        metavar="FILE",
+        help="another JSON-lines traffic file (DESIGN §2 records, with reference and "
+        "metadata.label for the label report)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        metavar="DIR",
+        help="create the run's fresh work directory inside DIR (default: the system temp dir)",
+    )
+    parser.add_argument(
+        "--keep-dir", action="store_true", help="keep the work directory (references, report)"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve /metrics on this port of 127.0.0.1 (default: a free port)",
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the report, keep /metrics, the broker and Postgres up this long "
+        "(Ctrl-C ends it early)",
+    )
+    parser.add_argument(
+        "--report-json", type=Path, metavar="FILE", help="also write the report as JSON here"
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from monitor.logging import configure_logging
+
+    if args.records is not None and args.records < 1:
+        return _usage("--records must be at least 1")
+    if not 0.0 < args.sample_rate <= 1.0:
+        return _usage("--sample-rate must be in (0, 1]")
+    if not 0 <= args.metrics_port <= 65535:
+        return _usage("--metrics-port must be a port number (0: any free port)")
+    if args.hold < 0:
+        return _usage("--hold must not be negative")
+    options = DemoOptions(
+        records=args.records,
+        sample_rate=args.sample_rate,
+        traffic=args.traffic,
+        workdir=args.workdir,
+        keep_dir=args.keep_dir,
+        metrics_port=args.metrics_port,
+        hold_seconds=args.hold,
+        report_json=args.report_json,
+        config=args.config,
+    )
+    # the progress line and the report own the terminal: logs only for trouble
+    configure_logging("warning")
+    return asyncio.run(_main(options))
+
+
+async def _main(options: DemoOptions) -> int:
+    from monitor.embedded.broker import BrokerError
+    from monitor.embedded.postgres import PostgresUnavailable
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    demo = Demo(options)
+    try:
+        report = await demo.run(stop)
+    except ConfigError:
+        raise
+    except (DemoError, BrokerError, PostgresUnavailable) as exc:
+        print(f"rag-monitor demo: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return EXIT_INTERRUPTED if report is None else EXIT_OK
+
+
+def _usage(message: str) -> int:
+    print(f"rag-monitor demo: {message}", file=sys.stderr)
+    return EXIT_USAGE

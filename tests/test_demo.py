@@ -1,0 +1,601 @@
+"""`rag-monitor demo` and its traffic set.
+
+- the bundled traffic set: schema, labels, references, PII only where meant, shipped;
+- the report's statistics (Wilson interval, weighted rate, precision/recall);
+- the demo end to end in a subprocess on a fresh directory (``--records 40``):
+  the report must match what /metrics, the broker's committed offsets and
+  Postgres hold (queried directly while ``--hold`` keeps them up); SIGINT then
+  ends it with nothing left behind;
+- the same with an LLM judge (the embedded HTTP judge): the tokens in the
+  report are the tokens the judge server counted;
+- SIGTERM in the middle of the run stops everything (exit 130), nothing left
+  behind, and ``--keep-dir`` keeps only the work directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.cli import main
+from monitor.demo import (
+    GROUP_ID,
+    PARTITIONS,
+    PROBLEM_LABELS,
+    TOPIC,
+    DemoError,
+    Tally,
+    confusion,
+    estimate_rate,
+    read_traffic,
+    wilson_interval,
+)
+from monitor.embedded.judge_server import JudgeServer
+from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
+from monitor.redaction import redact
+from monitor.sources.kafka import committed_offsets
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+LABELS = {"faithful", "hallucinated", "off_topic", "evasive"}
+ROUTES = {"hr-policy", "it-helpdesk", "billing", "product-docs"}
+
+# ------------------------------------------------------------------------ traffic set
+
+
+def traffic_lines() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in TRAFFIC.read_text(encoding="utf-8").splitlines()]
+
+
+def test_traffic_set_is_valid_and_labelled() -> None:
+    lines = traffic_lines()
+    assert 250 <= len(lines) <= 350
+    ids = set()
+    for raw in lines:
+        record = parse_record(json.dumps(raw).encode())
+        ids.add(record.id)
+        meta = record.metadata
+        assert meta["label"] in LABELS
+        assert isinstance(meta["noisy_retrieval"], bool)
+        assert meta["route"] in ROUTES
+        assert record.reference, record.id
+        assert record.retrieved_contexts
+        assert record.timestamp is not None
+        if meta["noisy_retrieval"]:
+            assert len(record.retrieved_contexts) >= 2
+    assert len(ids) == len(lines), "ids must be unique"
+    labels = Counter(r["metadata"]["label"] for r in lines)
+    assert set(labels) == LABELS and labels["faithful"] > len(lines) / 3
+    assert Counter(r["metadata"].get("feedback") for r in lines)["negative"] >= 10
+    assert 0.15 < sum(r["metadata"]["noisy_retrieval"] for r in lines) / len(lines) < 0.5
+
+
+def test_any_prefix_of_20_is_mixed() -> None:
+    labels = [r["metadata"]["label"] for r in traffic_lines()]
+    for end in range(20, len(labels) + 1, 20):
+        assert set(labels[end - 20 : end]) == LABELS
+
+
+def test_hallucinated_answers_differ_from_every_faithful_answer() -> None:
+    lines = traffic_lines()
+    faithful = {r["response"] for r in lines if r["metadata"]["label"] == "faithful"}
+    for r in lines:
+        if r["metadata"]["label"] == "hallucinated":
+            assert r["response"] not in faithful
+
+
+def test_pii_only_in_the_deliberate_questions() -> None:
+    """A few fictitious e-mail addresses and phone numbers in questions; nothing else anywhere."""
+    in_questions = 0
+    for r in traffic_lines():
+        _, found = redact(r["user_input"])
+        if found:
+            in_questions += 1
+            kinds = {f.kind for f in found}
+            assert kinds <= {"email", "phone"}
+            for address in re.findall(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", r["user_input"]):
+                assert address.endswith("@example.com"), address
+        texts = [r["response"], r["reference"]] + [
+            c if isinstance(c, str) else c["text"] for c in r["retrieved_contexts"]
+        ]
+        for text in texts:
+            assert redact(text)[1] == [], text
+    assert 3 <= in_questions <= 10
+
+
+def test_generator_is_deterministic(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    script = ROOT / "scripts" / "make_demo_traffic.py"
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, str(script), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert out.read_bytes() == TRAFFIC.read_bytes()
+
+
+def test_traffic_set_ships_in_the_package() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["monitor"]
+    relative = TRAFFIC.relative_to(ROOT / "monitor").as_posix()
+    assert any(fnmatch.fnmatch(relative, p) for p in patterns)
+    records = read_traffic()  # through importlib.resources, as installed
+    assert len(records) == len(traffic_lines())
+
+
+def test_setuptools_puts_the_traffic_set_in_the_build(tmp_path: Path) -> None:
+    """What ``pip install .`` builds holds the data file (setuptools' build_py, in a copy)."""
+    import shutil
+
+    copy = tmp_path / "src"
+    copy.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, copy / name)
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "monitor", copy / "monitor", ignore=skip)
+    out = tmp_path / "build"
+    done = subprocess.run(
+        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
+         "--build-lib", str(out)],  # fmt: skip
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "monitor" / "data" / "demo_traffic.jsonl").read_bytes() == TRAFFIC.read_bytes()
+
+
+def test_read_traffic_limit_and_errors(tmp_path: Path) -> None:
+    first = read_traffic(limit=5)
+    assert [r.id for r in first] == [r["id"] for r in traffic_lines()[:5]]
+    assert all(r.label in LABELS and r.reference for r in first)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n', encoding="utf-8")
+    with pytest.raises(DemoError, match="line 1"):
+        read_traffic(bad)
+    with pytest.raises(DemoError, match="cannot read"):
+        read_traffic(tmp_path / "missing.jsonl")
+
+
+# ------------------------------------------------------------------------- statistics
+
+
+def test_wilson_interval_known_values() -> None:
+    low, high = wilson_interval(0.5, 100)
+    assert low == pytest.approx(0.4038, abs=1e-4) and high == pytest.approx(0.5962, abs=1e-4)
+    low, high = wilson_interval(0.0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    low, high = wilson_interval(1.0, 10)
+    assert high == pytest.approx(1.0) and low == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_estimate_rate_unweighted_and_weighted() -> None:
+    plain = estimate_rate([(True, 1.0)] * 3 + [(False, 1.0)] * 7)
+    assert plain.rate == pytest.approx(0.3) and plain.effective_n == pytest.approx(10)
+    assert plain.low is not None and plain.high is not None and plain.low < 0.3 < plain.high
+    assert "Kish" not in plain.method and plain.events == 3 and plain.n == 10
+    equal = estimate_rate([(True, 4.0), (False, 4.0)])
+    assert "Kish" not in equal.method and equal.effective_n == pytest.approx(2)
+    weighted = estimate_rate([(True, 10.0), (False, 1.0), (False, 1.0)])
+    assert weighted.rate == pytest.approx(10 / 12)
+    assert weighted.effective_n == pytest.approx(144 / 102)
+    assert "Kish" in weighted.method
+    empty = estimate_rate([])
+    assert empty.rate is None and empty.low is None
+
+
+def test_confusion() -> None:
+    c = confusion([(True, True), (True, False), (False, True), (False, False), (True, True)])
+    assert (c.tp, c.fp, c.fn, c.tn) == (2, 1, 1, 1)
+    assert c.precision == pytest.approx(2 / 3) and c.recall == pytest.approx(2 / 3)
+    assert confusion([]).precision is None
+
+
+async def test_tally_keeps_one_outcome_per_id() -> None:
+    interaction = Interaction(
+        id="a",
+        user_input="q",
+        retrieved_contexts=(Context(text="c"),),
+        response="r",
+        metadata={"label": "hallucinated"},
+    )
+    record = ScoredRecord(
+        interaction=interaction,
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.2)},
+        inclusion_probability=0.25,
+    )
+    tally = Tally({"faithfulness": 0.5})
+    await tally.write([record, record])
+    assert tally.flagged == 1
+    outcome = tally.outcomes["a"]
+    assert outcome.hallucinated is True and outcome.weight == 4.0
+    assert outcome.reasons == ("hallucination",)
+
+
+# ----------------------------------------------------------------- end to end helpers
+
+
+@dataclass
+class DemoProcess:
+    """The demo in a subprocess, its stderr collected, and every process it started."""
+
+    proc: subprocess.Popen[str]
+    stderr: list[str] = field(default_factory=list)
+    stdout: list[str] = field(default_factory=list)
+    pids: set[int] = field(default_factory=set)
+    dirs: set[Path] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start_watching(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._threads = [
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._watch, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _read(stream: Any, into: list[str]) -> None:
+        for line in stream:
+            into.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.stdout)
+
+    def _watch(self) -> None:
+        """Every process below the demo (the broker; pg_ctl and, briefly, the postmaster)."""
+        try:
+            root = psutil.Process(self.proc.pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self._stop.is_set() and self.proc.poll() is None:
+            try:
+                for child in root.children(recursive=True):
+                    self._note(child)
+            except psutil.NoSuchProcess:
+                return
+            time.sleep(0.05)
+
+    def _note(self, p: psutil.Process) -> None:
+        try:
+            cmdline = p.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return
+        if not any(("noida" in c or "postgres" in c or "tansu" in c) for c in cmdline[:1]):
+            return
+        self.pids.add(p.pid)
+        for flag in ("--data-dir", "-D"):
+            if flag in cmdline:
+                data = Path(cmdline[cmdline.index(flag) + 1])
+                self.dirs.add(data.parent)
+
+    def note_postgres(self, port: int) -> None:
+        """The postmaster (reparented to init by pg_ctl) and its children, by their port."""
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            cmdline = p.info["cmdline"] or []
+            if cmdline and "postgres" in cmdline[0] and str(port) in cmdline:
+                self._note(p)
+                try:
+                    for child in p.children(recursive=True):
+                        self.pids.add(child.pid)
+                except psutil.NoSuchProcess:
+                    pass
+
+    def wait_for_line(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while time.monotonic() < deadline:
+            for line in list(self.stderr):
+                m = regex.search(line)
+                if m:
+                    return m
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no stderr line matching {pattern!r}:\n{''.join(self.stderr)}")
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the exit (kill after ``timeout``), collect the output, close the pipes."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # stop it the way a user would (so it cleans up), kill only if that fails
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+            self._stop.set()
+            for thread in self._threads:
+                thread.join(10)
+            raise AssertionError(
+                f"demo did not finish in {timeout:g} s:\n{''.join(self.stderr)}"
+            ) from None
+        finally:
+            self._stop.set()
+            for thread in self._threads:
+                thread.join(10)
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+        return code
+
+    def assert_nothing_left(self) -> None:
+        deadline = time.monotonic() + 10
+        alive = self.pids
+        while time.monotonic() < deadline:
+            alive = {pid for pid in self.pids if _alive(pid)}
+            if not alive:
+                break
+            time.sleep(0.1)
+        assert not alive, f"processes left behind: {alive}"
+        for d in self.dirs:
+            assert not d.exists(), f"directory left behind: {d}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def start_demo(args: list[str], env: dict[str, str] | None = None) -> DemoProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    if "RAG_MONITOR_TEST_BROKER" in os.environ:
+        environment["RAG_MONITOR_TEST_BROKER"] = os.environ["RAG_MONITOR_TEST_BROKER"]
+    environment.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "demo", *args],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    demo = DemoProcess(proc)
+    demo.start_watching()
+    return demo
+
+
+def wait_for_file(path: Path, demo: DemoProcess, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return data
+        if demo.proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Sample name -> sum over label sets."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode("utf-8")
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
+
+
+async def query_postgres(dsn: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        rows = await conn.fetch(
+            "SELECT status, reference, offline_scores::text, record::text FROM backlog"
+        )
+        interactions = await conn.fetch("SELECT interaction_id FROM backlog_interactions")
+    finally:
+        await conn.close()
+    return {
+        "rows": [dict(r) for r in rows],
+        "flagged_ids": {r["interaction_id"] for r in interactions},
+    }
+
+
+def check_report_against_the_world(report: dict[str, Any], records: int) -> None:
+    # --- the broker
+    committed = asyncio.run(
+        committed_offsets(report["bootstrap_servers"], GROUP_ID, TOPIC, PARTITIONS)
+    )
+    assert sum(v for v in committed.values() if v is not None) == records
+    assert report["committed_offsets"] == records
+    assert report["committed"] == report["end_offsets"]
+
+    # --- /metrics
+    metrics = scrape(report["metrics_url"])
+    p = "rag_monitor_"
+    assert metrics[p + "records_consumed_total"] == report["consumed"] == records
+    assert metrics[p + "records_sampled_total"] == report["sampled"] == records
+    assert metrics[p + "records_scored_total"] == report["scored"]
+    skipped = metrics.get(p + "records_skipped_total", 0.0)
+    assert skipped == sum(report["skipped"].values())
+    assert report["scored"] + skipped == records
+    tokens = metrics.get(p + "judge_tokens_total", 0.0)
+    assert tokens == report["tokens"]
+    h = report["hallucination"]
+    assert metrics[p + "hallucination_weight_total"] == pytest.approx(h["weighted_events"])
+    assert metrics[p + "scored_weight_total"] == pytest.approx(h["weighted_total"])
+    assert h["rate"] == pytest.approx(h["weighted_events"] / h["weighted_total"])
+    assert h["low"] <= h["rate"] <= h["high"]
+    for name, value in report["exporter"].items():
+        assert metrics.get(p + name, 0.0) == pytest.approx(value), name
+
+    # --- Postgres
+    pg = asyncio.run(query_postgres(report["pg_dsn"]))
+    rows = pg["rows"]
+    assert len(rows) == report["backlog_rows"]
+    assert len(pg["flagged_ids"]) == report["backlog_interactions"] == report["flagged"]
+    statuses = Counter(r["status"] for r in rows)
+    assert statuses["evaluated"] == report["offline_evaluated"] == report["annotated"]
+    assert sum(1 for r in rows if r["reference"]) == report["annotated"]
+    for r in rows:
+        stored = json.loads(r["record"])
+        assert redact(stored["user_input"])[1] == [], "PII stored unredacted"
+
+    # flags vs labels, recomputed from what Postgres holds
+    labels = {t.id: t.label for t in read_traffic(limit=records)}
+    recomputed = confusion(
+        (rid in pg["flagged_ids"], label in PROBLEM_LABELS) for rid, label in labels.items()
+    )
+    assert report["flags_any"]["tp"] == recomputed.tp
+    assert report["flags_any"]["fp"] == recomputed.fp
+    assert report["flags_any"]["fn"] == recomputed.fn
+    assert report["flags_any"]["tn"] == recomputed.tn
+
+    # offline means, recomputed from the stored offline scores
+    values: dict[str, list[float]] = {}
+    for r in rows:
+        if r["status"] == "evaluated":
+            for name, value in json.loads(r["offline_scores"]).items():
+                if value is not None:
+                    values.setdefault(name, []).append(value)
+    for name, vs in values.items():
+        assert report["offline_means"][name] == pytest.approx(sum(vs) / len(vs)), name
+    assert report["offline_evaluated"] > 0
+
+
+# ------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "work"
+    yield path
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
+    report_path = tmp_path / "report.json"
+    demo = start_demo(
+        ["--records", "40", "--workdir", str(workdir), "--report-json", str(report_path),
+         "--hold", "240"]  # fmt: skip
+    )
+    try:
+        report = wait_for_file(report_path, demo, timeout=240)
+        pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 5).group(1))
+        demo.note_postgres(pg_port)
+        assert report["judge_kind"] == "local" and "local judge" in report["judge"]
+        assert report["tokens"] == 0
+        assert report["elapsed_seconds"] < 120
+        check_report_against_the_world(report, 40)
+        assert any(str(workdir) in line for line in demo.stderr)
+        demo.proc.send_signal(signal.SIGINT)
+        code = demo.finish(timeout=60)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.send_signal(signal.SIGTERM)
+        demo.finish(timeout=60)
+    stdout = demo.output
+    assert code == 0, "".join(demo.stderr)
+    # the printed report carries the same numbers and tells where /metrics is
+    assert "rag-monitor demo — report" in stdout
+    assert report["metrics_url"] in stdout
+    assert "dashboards/rag-monitor.json" in stdout
+    assert "Wilson" in stdout
+    assert f"consumed {report['consumed']}, sampled {report['sampled']}" in stdout
+    assert "consumed 40/40" in "".join(demo.stderr)  # the progress line
+    demo.assert_nothing_left()
+    assert list(workdir.iterdir()) == [], "the run's work directory was not removed"
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_demo_with_an_llm_judge_reports_the_tokens_the_judge_counted(
+    tmp_path: Path, workdir: Path
+) -> None:
+    report_path = tmp_path / "report.json"
+    with JudgeServer() as judge:
+        demo = start_demo(
+            ["--records", "20", "--workdir", str(workdir), "--report-json", str(report_path)],
+            env={
+                "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
+                "RAG_MONITOR_JUDGE_MODEL": "demo-judge",
+                "RAG_MONITOR_TOKEN_BUDGET": "1m/h",
+            },
+        )
+        code = demo.finish(timeout=240)
+        stats = judge.stats.snapshot()
+    assert code == 0, "".join(demo.stderr)
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["judge_kind"] == "llm" and "demo-judge" in report["judge"]
+    assert report["token_budget"] == "1000000/h"
+    assert report["tokens"] > 0
+    served = stats.prompt_tokens + stats.completion_tokens + stats.embedding_tokens
+    # judge_tokens_total counts chat tokens; the scorer's usage adds the embedding tokens
+    assert report["tokens"] <= report["tokens_records"]
+    assert sum(report["skipped"].values()) == 0
+    assert report["tokens_records"] + report["offline_tokens"] == served
+    assert "LLM judge demo-judge" in demo.output
+    demo.assert_nothing_left()
+    assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_sigterm_mid_run_stops_everything(workdir: Path) -> None:
+    demo = start_demo(["--workdir", str(workdir), "--keep-dir"])
+    try:
+        pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
+        demo.note_postgres(pg_port)
+        demo.wait_for_line(r"running the sidecar", 120)
+        time.sleep(1.0)
+        demo.proc.send_signal(signal.SIGTERM)
+        code = demo.finish(timeout=90)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.send_signal(signal.SIGTERM)
+        demo.finish(timeout=60)
+    assert code == 130, "".join(demo.stderr)
+    assert "interrupted" in "".join(demo.stderr)
+    assert demo.pids, "the watcher saw no broker or Postgres process"
+    demo.assert_nothing_left()
+    kept = list(workdir.iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("rag-monitor-demo-")  # --keep-dir
+
+
+def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (["--records", "0"], ["--sample-rate", "0"], ["--sample-rate", "1.5"],
+                 ["--hold", "-1"], ["--metrics-port", "70000"]):  # fmt: skip
+        assert main(["demo", *args]) == 2, args
+        assert "rag-monitor demo:" in capsys.readouterr().err
+
+
+def test_math_helpers_never_export_nan() -> None:
+    rate = estimate_rate([(False, 1.0)] * 5)
+    assert rate.rate == 0.0 and rate.low == 0.0
+    assert rate.high is not None and not math.isnan(rate.high)

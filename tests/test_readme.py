@@ -1,0 +1,558 @@
+"""README.md stays true: its settings table matches monitor/config.py, and its commands work.
+
+- The configuration table lists every `Settings` field (as its ``RAG_MONITOR_*``
+  variable) with the real default, and nothing else.
+- Every command in a fenced ``console``/``bash`` block is checked: each
+  ``rag-monitor …`` parses with the real parser (`monitor.cli.build_parser`);
+  the cheap ones run for real (help, ``score`` with the local judge, the
+  backlog workflow against a real Postgres); every other program has a
+  checker below (paths exist, promtool runs the rules, …). A command nobody
+  checks fails the test, so a new README command needs a checker here.
+- The YAML example is a valid settings file.
+
+The demo itself runs end to end in tests/test_demo.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, SecretStr
+
+from monitor.cli import build_parser
+from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
+from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+
+pytest_plugins = ["conftest_postgres"]
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+
+TABLE_START = "<!-- settings-table"
+TABLE_END = "<!-- /settings-table -->"
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def fenced_blocks(text: str, languages: tuple[str, ...]) -> Iterator[str]:
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
+        if match.group(1) in languages:
+            yield match.group(2)
+
+
+def command_lines(text: str) -> list[str]:
+    """Every command of the console/bash blocks, continuation lines joined."""
+    lines: list[str] = []
+    for block in fenced_blocks(text, ("console", "bash", "shell", "sh")):
+        pending = ""
+        for raw in block.splitlines():
+            line = raw.rstrip()
+            if line.startswith("$ "):
+                line = line[2:]
+            if line.endswith("\\"):
+                pending += line[:-1] + " "
+                continue
+            line = (pending + line).strip()
+            pending = ""
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+@dataclass
+class Simple:
+    """One simple command of a README line: environment, argv, redirections."""
+
+    line: str
+    env: dict[str, str] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    stdout: str | None = None
+    stdin: str | None = None
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+
+def simple_commands(line: str) -> list[Simple]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;<>")
+    lexer.whitespace_split = True
+    out: list[Simple] = []
+    current = Simple(line)
+    tokens = list(lexer)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token in ("&&", "||", "|", ";"):
+            out.append(current)
+            current = Simple(line)
+        elif token in (">", ">>", "<"):
+            target = tokens[i + 1]
+            if token == "<":
+                current.stdin = target
+            else:
+                current.stdout = target
+            i += 1
+        elif not current.argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", token):
+            key, _, value = token.partition("=")
+            current.env[key] = value
+        else:
+            current.argv.append(token)
+        i += 1
+    out.append(current)
+    return [c for c in out if c.argv]
+
+
+def all_simple_commands() -> list[Simple]:
+    return [c for line in command_lines(readme()) for c in simple_commands(line)]
+
+
+def rag_monitor_commands() -> list[Simple]:
+    return [c for c in all_simple_commands() if c.program == "rag-monitor"]
+
+
+# --------------------------------------------------------------------- settings table
+
+
+def render_default(value: Any) -> str:
+    """How the table spells a default (the same function wrote the table)."""
+    if value is None:
+        return "(unset)"
+    if isinstance(value, SecretStr):
+        return "(set)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, TokenBudgetSpec):
+        if value.unlimited:
+            return "unlimited"
+        units = {86400: "d", 3600: "h", 60: "m", 1: "s"}
+        for seconds, unit in units.items():
+            if value.window_seconds == seconds:
+                return f"{value.tokens}/{unit}"
+        return str(value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(", ", ": ")) if value else "{}"
+    if isinstance(value, list):
+        if not value:
+            return "(empty)"
+        if all(isinstance(v, str) for v in value):
+            return ",".join(value)
+        return json.dumps(
+            [v.model_dump() if isinstance(v, BaseModel) else v for v in value],
+            separators=(", ", ": "),
+        )
+    return str(value)
+
+
+def settings_table() -> dict[str, tuple[str, str]]:
+    """variable name -> (default cell, meaning cell)"""
+    text = readme()
+    start = text.index(TABLE_START)
+    end = text.index(TABLE_END, start)
+    rows: dict[str, tuple[str, str]] = {}
+    for line in text[start:end].splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        assert len(cells) == 3, f"settings row must have 3 cells: {line}"
+        name = cells[0].strip("`")
+        assert name not in rows, f"{name} listed twice"
+        rows[name] = (cells[1], cells[2])
+    return rows
+
+
+def unquote(cell: str) -> str:
+    return cell[1:-1] if cell.startswith("`") and cell.endswith("`") else cell
+
+
+def test_every_setting_is_in_the_table_and_nothing_else() -> None:
+    table = settings_table()
+    expected = {PREFIX + name.upper() for name in Settings.model_fields}
+    missing = sorted(expected - set(table))
+    extra = sorted(set(table) - expected)
+    assert not missing, f"README settings table lacks {missing}"
+    assert not extra, f"README settings table lists unknown settings {extra}"
+
+
+def test_table_order_follows_config() -> None:
+    expected = [PREFIX + name.upper() for name in Settings.model_fields]
+    assert list(settings_table()) == expected
+
+
+def test_table_defaults_are_the_real_defaults() -> None:
+    table = settings_table()
+    for name, info in Settings.model_fields.items():
+        cell, meaning = table[PREFIX + name.upper()]
+        assert unquote(cell) == render_default(info.get_default(call_default_factory=True)), name
+        assert meaning, f"{name} has no meaning in the README"
+
+
+def test_every_settings_variable_named_in_the_readme_exists() -> None:
+    from monitor.embedded.broker import BROKER_ENV
+
+    # the embedded broker's choice (tests, demo) is an environment variable, not a setting
+    known = {PREFIX + name.upper() for name in Settings.model_fields} | {BROKER_ENV}
+    named = set(re.findall(r"\b(RAG_MONITOR_[A-Z0-9_]+)", readme()))
+    assert named - known == set(), f"README names unknown settings: {sorted(named - known)}"
+
+
+def test_yaml_example_is_a_valid_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in list(os.environ):
+        if key.startswith(PREFIX) or key == "OPENAI_API_KEY":
+            monkeypatch.delenv(key)
+    blocks = list(fenced_blocks(readme(), ("yaml",)))
+    assert blocks, "README has no YAML settings example"
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"settings{i}.yaml"
+        path.write_text(block, encoding="utf-8")
+        settings = load_settings(path)
+        assert settings.kafka_topic
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def test_readme_has_the_leads_top_lines() -> None:
+    lines = readme().splitlines()
+    assert lines[0] == "# rag-monitor"
+    assert "pip install . && rag-monitor demo" in lines[:12]
+
+
+@pytest.mark.parametrize(
+    "command", rag_monitor_commands(), ids=lambda c: " ".join(c.argv)[:60]
+)
+def test_rag_monitor_command_parses(command: Simple) -> None:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(command.argv[1:])
+    except SystemExit as exc:  # argparse reports and exits
+        pytest.fail(f"README command does not parse: {command.line!r} (exit {exc.code})")
+    assert callable(args.handler)
+    for key in command.env:
+        if key.startswith(PREFIX):
+            assert key[len(PREFIX) :].lower() in Settings.model_fields, key
+
+
+def test_every_readme_command_has_a_checker() -> None:
+    unchecked = sorted({c.program for c in all_simple_commands()} - set(CHECKERS))
+    assert not unchecked, f"no checker in tests/test_readme.py for README programs {unchecked}"
+
+
+def _check_pip(c: Simple) -> None:
+    assert c.argv[1] == "install", c.line
+    target = c.argv[-1]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    m = re.fullmatch(r"\.(?:\[(\w+)\])?", target)
+    assert m, f"pip installs something other than this repository: {c.line}"
+    if m.group(1):
+        assert m.group(1) in pyproject["project"]["optional-dependencies"], c.line
+
+
+def _check_python(c: Simple) -> None:
+    args = c.argv[1:]
+    if args[:2] == ["-m", "pytest"]:
+        for path in args[2:]:
+            if not path.startswith("-"):
+                assert (ROOT / path).exists(), f"{path} in {c.line!r} does not exist"
+    elif args and args[0].endswith(".py"):
+        assert (ROOT / args[0]).is_file(), c.line
+    else:
+        raise AssertionError(f"unexpected python command {c.line!r}")
+
+
+def _check_paths_exist(c: Simple) -> None:
+    assert shutil.which(c.program) or c.program in ("helm", "kubectl", "docker", "promtool"), (
+        f"{c.program} is not installed"
+    )
+    for arg in c.argv[1:]:
+        if arg.startswith(("monitor", "tests", "bench", "dashboards", "helm/", "scripts")):
+            assert list(ROOT.glob(arg)), f"{arg} in {c.line!r} does not exist"
+
+
+def _check_curl(c: Simple) -> None:
+    url = c.argv[-1]
+    assert re.fullmatch(r"localhost:\d+/(metrics|healthz|readyz)", url), c.line
+
+
+def _check_grep(c: Simple) -> None:
+    assert c.argv[-1].lstrip("^").startswith("rag_monitor_"), c.line
+
+
+def _without_namespace(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("-n", "--namespace"):
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def _check_kubectl(c: Simple) -> None:
+    argv = _without_namespace(c.argv)
+    assert argv[1:4] == ["create", "secret", "generic"], c.line
+    keys = [a.split("=", 2)[1] for a in argv if a.startswith("--from-literal=")]
+    assert keys
+    for key in keys:
+        assert key.startswith(PREFIX) and key[len(PREFIX) :].lower() in Settings.model_fields, key
+    # the chart reads exactly these variable names from an existing Secret
+    values = (ROOT / "helm" / "rag-monitor" / "values.yaml").read_text(encoding="utf-8")
+    assert "existingSecret" in values
+
+
+def _check_helm(c: Simple) -> None:
+    """The chart exists; every ``--set`` names a chart value, ``settings.*`` a real setting."""
+    import yaml
+
+    chart = next(a for a in c.argv if a.startswith("helm/"))
+    assert (ROOT / chart / "Chart.yaml").is_file(), f"{chart} is not a chart"
+    values = yaml.safe_load((ROOT / chart / "values.yaml").read_text(encoding="utf-8"))
+    argv = c.argv
+    for i, arg in enumerate(argv):
+        if arg != "--set":
+            continue
+        key = argv[i + 1].split("=", 1)[0]
+        head, _, rest = key.partition(".")
+        assert head in values, f"{key}: no value {head!r} in {chart}/values.yaml"
+        if head == "settings":
+            assert rest in Settings.model_fields, f"{key}: not a setting of monitor/config.py"
+
+
+def _check_docker(c: Simple) -> None:
+    assert c.argv[1] == "build" and c.argv[-1] == ".", c.line
+    assert (ROOT / "Dockerfile").is_file()
+
+
+def _check_promtool(c: Simple) -> None:
+    _check_paths_exist(c)
+
+
+def _check_rag_monitor(c: Simple) -> None:
+    test_rag_monitor_command_parses(c)
+
+
+CHECKERS: dict[str, Callable[[Simple], None]] = {
+    "rag-monitor": _check_rag_monitor,
+    "pip": _check_pip,
+    "python3": _check_python,
+    "python": _check_python,
+    "ruff": _check_paths_exist,
+    "mypy": _check_paths_exist,
+    "promtool": _check_promtool,
+    "curl": _check_curl,
+    "grep": _check_grep,
+    "kubectl": _check_kubectl,
+    "helm": _check_helm,
+    "docker": _check_docker,
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [c for c in all_simple_commands() if c.program != "rag-monitor"],
+    ids=lambda c: " ".join(c.argv)[:60],
+)
+def test_other_command_checks(command: Simple) -> None:
+    checker = CHECKERS.get(command.program)
+    assert checker is not None, f"no checker for {command.line!r}"
+    checker(command)
+
+
+def test_promtool_commands_run() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    commands = [c for c in all_simple_commands() if c.program == "promtool"]
+    assert commands
+    for c in commands:
+        argv = [promtool, *[str(p) for a in c.argv[1:] for p in _glob(a)]]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{c.line}: {done.stdout}{done.stderr}"
+
+
+def _glob(arg: str) -> list[str]:
+    if "*" in arg:
+        return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(arg))
+    return [arg]
+
+
+def test_traffic_generator_command_reproduces_the_bundled_set(tmp_path: Path) -> None:
+    commands = [c for c in all_simple_commands() if c.argv[1:2] == ["scripts/make_demo_traffic.py"]]
+    assert commands, "README no longer shows how to regenerate the traffic set"
+    out = tmp_path / "traffic.jsonl"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_demo_traffic.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == TRAFFIC.read_bytes(), "the committed traffic set is stale"
+
+
+# ------------------------------------------------------- rag-monitor commands, for real
+
+#: README subcommands run for real below
+RUN_HERE = {"score", "migrate", "backlog", "offline"}
+#: README subcommands exercised elsewhere (they need a broker)
+RUN_ELSEWHERE = {
+    "demo": "tests/test_demo.py runs the demo end to end",
+    "run": "tests/test_run_command.py runs the sidecar against a real broker",
+}
+
+
+def subcommand(c: Simple) -> str:
+    args = c.argv[1:]
+    while args and args[0].startswith("-"):
+        args = args[2:] if args[0] in ("--config",) else args[1:]
+    return args[0] if args else ""
+
+
+def step_name(c: Simple) -> str:
+    """``backlog export`` for backlog actions, else the subcommand."""
+    return " ".join(c.argv[1:3]) if subcommand(c) == "backlog" else subcommand(c)
+
+
+def test_every_rag_monitor_command_is_run_somewhere() -> None:
+    for c in rag_monitor_commands():
+        assert subcommand(c) in RUN_HERE | set(RUN_ELSEWHERE), c.line
+
+
+def run_readme_command(
+    c: Simple, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(PREFIX)}
+    environment.update(env)
+    environment.update(c.env)
+    stdout = open(cwd / c.stdout, "w", encoding="utf-8") if c.stdout else None
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "monitor", *c.argv[1:]],
+            cwd=cwd,
+            env=environment,
+            stdout=stdout if stdout is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        if stdout is not None:
+            stdout.close()
+
+
+def test_score_command_runs(tmp_path: Path) -> None:
+    commands = [c for c in rag_monitor_commands() if subcommand(c) == "score"]
+    assert commands
+    lines = TRAFFIC.read_text(encoding="utf-8").splitlines()[:3]
+    for c in commands:
+        source = next(a for a in c.argv[2:] if a.endswith(".jsonl"))
+        (tmp_path / source).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        done = run_readme_command(c, tmp_path, {})
+        assert done.returncode == 0, done.stderr
+        out = (tmp_path / c.stdout).read_text() if c.stdout else done.stdout
+        results = [json.loads(line) for line in out.splitlines()]
+        assert [r["id"] for r in results] == [json.loads(line)["id"] for line in lines]
+        wanted = c.argv[c.argv.index("--metrics") + 1].split(",") if "--metrics" in c.argv else None
+        for r in results:
+            if wanted:
+                assert sorted(r["scores"]) == sorted(wanted)
+
+
+def _flagged_record(rid: str) -> ScoredRecord:
+    interaction = Interaction(
+        id=rid,
+        user_input="When do I need a receipt for travel expenses? Mail me at a.b@example.com",
+        retrieved_contexts=(
+            Context(text="A receipt is required for any travel expense over $75."),
+        ),
+        response="You need a receipt for expenses over $25, and lodging is never reimbursed.",
+        metadata={"route": "hr-policy"},
+    )
+    return ScoredRecord(
+        interaction=interaction,
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.0, judge="local")},
+        inclusion_probability=1.0,
+    )
+
+
+@pytest.mark.postgres
+async def test_backlog_workflow_commands_run(tmp_path: Path, pg_dsn: str) -> None:
+    """migrate → stats → export → import → offline, as the README shows them, for real."""
+    from monitor.sinks.backlog import BacklogSink
+
+    order = ["migrate", "backlog stats", "backlog export", "backlog import", "offline"]
+    workflow = ("migrate", "backlog", "offline")
+    commands = [c for c in rag_monitor_commands() if subcommand(c) in workflow]
+    seen = [step_name(c) for c in commands]
+    assert [s for s in order if s in seen] == order, f"README backlog workflow changed: {seen}"
+    env = {"RAG_MONITOR_PG_DSN": pg_dsn}
+    for c in commands:
+        name = step_name(c)
+        if name == "backlog stats":
+            # something to look at: one flagged interaction, written by the real sink
+            sink = BacklogSink(pg_dsn, Settings(control_share=0.0), stats_interval=0)
+            await sink.start()
+            try:
+                await sink.write([_flagged_record("readme-1")])
+            finally:
+                await sink.close()
+        if name == "backlog import":
+            exported = next(a for a in _exports(commands))
+            rows = [json.loads(line) for line in (tmp_path / exported).read_text().splitlines()]
+            assert [r["id"] for r in rows] == ["readme-1"]
+            assert "a.b@example.com" not in rows[0]["user_input"]  # redacted
+            target = tmp_path / c.argv[-1]
+            target.write_text(
+                "".join(
+                    json.dumps({"id": r["id"], "reference": "Receipts are required over $75."})
+                    + "\n"
+                    for r in rows
+                ),
+                encoding="utf-8",
+            )
+        done = await asyncio.to_thread(run_readme_command, c, tmp_path, env)
+        assert done.returncode == 0, f"{c.line}: {done.stdout}{done.stderr}"
+        if name == "backlog stats":
+            assert re.search(r"pending\s+1", done.stdout), done.stdout
+        if name == "offline":
+            assert "1 row(s) evaluated" in done.stdout, done.stdout
+
+
+def _exports(commands: list[Simple]) -> Iterator[str]:
+    for c in commands:
+        if c.argv[1:3] == ["backlog", "export"] and "--out" in c.argv:
+            yield c.argv[c.argv.index("--out") + 1]
+
+
+def test_benchmark_numbers_in_the_readme_are_the_documents() -> None:
+    text = readme()
+    section = text[text.index("## Benchmarks") : text.index("## Troubleshooting")]
+    assert "docs/benchmarks.md" in section
+    document = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    numbers = re.findall(r"\d+\.\d+", section)
+    assert numbers
+    for number in numbers:
+        assert number in document, f"README benchmark number {number} not in docs/benchmarks.md"

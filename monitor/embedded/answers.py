@@ -21,6 +21,11 @@ rules are chosen so that a hand-written example has an obvious right score:
   (an empty question when the response has no statement); noncommittal = 1
   iff the response contains a phrase such as "I don't know", "not sure",
   "cannot answer" (list `NONCOMMITTAL_PHRASES`). All ``n`` choices are equal.
+- **grounding** (the fused step): exactly the three rules above, composed —
+  the answer's statements (as **statements**), each verified against the
+  contexts joined by newlines (as **verify**), and each context's
+  usefulness for the answer (as **usefulness**); so a record scores the same
+  whether its steps are asked one by one or fused.
 - **embed**: a bag of the text's content words hashed (blake2b) into 256
   dimensions, L2-normalised; a text without content words is the zero vector.
 """
@@ -34,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from monitor.metrics.steps import (
+    GROUNDING,
     QUESTIONS,
     STATEMENTS,
     USEFULNESS,
@@ -41,6 +47,8 @@ from monitor.metrics.steps import (
     ContextVerdict,
     ContextVerdicts,
     GeneratedQuestion,
+    Grounding,
+    GroundingInput,
     QuestionsInput,
     Statements,
     StatementsInput,
@@ -48,6 +56,7 @@ from monitor.metrics.steps import (
     UsefulnessInput,
     Verdicts,
     VerifyInput,
+    join_contexts,
 )
 
 EMBEDDING_DIM = 256
@@ -139,12 +148,7 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
         return Statements(statements=sentences(statements_in.text)).model_dump()
     if step == VERIFY:
         verify_in = VerifyInput.model_validate(inputs)
-        words = set(content_words(verify_in.context))
-        verdicts = []
-        for statement in verify_in.statements:
-            verdict, reason = supported(statement, words)
-            verdicts.append(StatementVerdict(statement=statement, reason=reason, verdict=verdict))
-        return Verdicts(verdicts=verdicts).model_dump()
+        return Verdicts(verdicts=verify(verify_in.context, verify_in.statements)).model_dump()
     if step == QUESTIONS:
         questions_in = QuestionsInput.model_validate(inputs)
         found = sentences(questions_in.response)
@@ -153,13 +157,37 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
         return GeneratedQuestion(question=question, noncommittal=flag).model_dump()
     if step == USEFULNESS:
         usefulness_in = UsefulnessInput.model_validate(inputs)
-        answer_sentences = sentences(usefulness_in.answer)
-        context_verdicts = []
-        for context in usefulness_in.contexts:
-            verdict, reason = useful(answer_sentences, context)
-            context_verdicts.append(ContextVerdict(reason=reason, verdict=verdict))
-        return ContextVerdicts(verdicts=context_verdicts).model_dump()
+        verdicts = usefulness(usefulness_in.answer, usefulness_in.contexts)
+        return ContextVerdicts(verdicts=verdicts).model_dump()
+    if step == GROUNDING:
+        grounding_in = GroundingInput.model_validate(inputs)
+        return Grounding(
+            statements=verify(
+                join_contexts(grounding_in.contexts), sentences(grounding_in.answer)
+            ),
+            contexts=usefulness(grounding_in.answer, grounding_in.contexts),
+        ).model_dump()
     raise ValueError(f"unknown step {step!r}")
+
+
+def verify(context: str, statements: Sequence[str]) -> list[StatementVerdict]:
+    """The verify rule for each statement, in order."""
+    words = set(content_words(context))
+    verdicts = []
+    for statement in statements:
+        verdict, reason = supported(statement, words)
+        verdicts.append(StatementVerdict(statement=statement, reason=reason, verdict=verdict))
+    return verdicts
+
+
+def usefulness(answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
+    """The usefulness rule for each context, in order."""
+    answer_sentences = sentences(answer)
+    verdicts = []
+    for context in contexts:
+        verdict, reason = useful(answer_sentences, context)
+        verdicts.append(ContextVerdict(reason=reason, verdict=verdict))
+    return verdicts
 
 
 def embed(texts: Iterable[str]) -> list[list[float]]:

@@ -334,7 +334,8 @@ class DemoReport:
     offline_means: dict[str, float | None] = field(default_factory=dict)
     offline_findings: list[str] = field(default_factory=list)
     offline_tokens: int = 0
-    #: chat tokens, from ``rag_monitor_judge_tokens_total`` (what the dashboards show)
+    #: judge tokens from ``rag_monitor_judge_tokens_total`` (chat and embeddings; what the
+    #: dashboards show)
     tokens_prompt: int = 0
     tokens_completion: int = 0
     #: every judge token the scored records cost, embeddings included (the scorer's usage)

@@ -71,6 +71,10 @@ CORRECTION = (
 NO_KEY = "no-key"
 
 
+#: the ``metric`` label under which embedding tokens are reported to the observer
+EMBEDDINGS_METRIC = "embeddings"
+
+
 class JudgeObserver(Protocol):
     """What the sidecar exports about the judge (see `monitor.sinks.prometheus`).
 
@@ -387,6 +391,11 @@ class OpenAIJudge:
         # endpoints reject empty inputs: embed the others, give empty texts zero vectors
         present = [i for i, t in enumerate(texts) if t.strip()]
         send = [texts[i] for i in present] if present else [" "]
+        # embeddings are billed like chat calls: reserved before sending, reconciled after
+        estimate = sum(count_tokens(t, self.embedding_model) for t in send)
+        if self.gate is not None:
+            self.gate.reserve(estimate)  # BudgetExhausted: nothing is sent
+        used = 0
         async with self._semaphore:
             started = time.perf_counter()
             outcome = "ok"
@@ -394,21 +403,24 @@ class OpenAIJudge:
                 response = await self.client.embeddings.create(
                     model=self.embedding_model, input=send, encoding_format="float"
                 )
+                reported = response.usage.prompt_tokens if response.usage is not None else None
+                used = reported if reported else estimate
             except openai.OpenAIError as exc:
                 error = _classify(exc)
                 outcome = error.reason
                 raise error from None
             finally:
+                if self.gate is not None:
+                    self.gate.reconcile(estimate, used)
                 if self.observer is not None:
                     self.observer.on_request(outcome, time.perf_counter() - started)
+                    if used:
+                        self.observer.on_tokens(EMBEDDINGS_METRIC, used, 0)
         got = sorted(response.data, key=lambda d: d.index)
         if len(got) != len(send):
             raise JudgeError("invalid_output", f"{len(got)} embeddings for {len(send)} texts")
         usage.calls += 1
-        reported = response.usage.prompt_tokens if response.usage is not None else None
-        usage.prompt_tokens += (
-            reported if reported else sum(count_tokens(t, self.embedding_model) for t in send)
-        )
+        usage.prompt_tokens += used
         dimension = len(got[0].embedding)
         vectors = [[0.0] * dimension for _ in texts]
         if present:

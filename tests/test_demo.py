@@ -556,7 +556,7 @@ def test_demo_with_an_llm_judge_reports_the_tokens_the_judge_counted(
     assert report["token_budget"] == "1000000/h"
     assert report["tokens"] > 0
     served = stats.prompt_tokens + stats.completion_tokens + stats.embedding_tokens
-    # judge_tokens_total counts chat tokens; the scorer's usage adds the embedding tokens
+    # judge_tokens_total counts chat and embedding tokens of the sidecar, skipped records included
     assert report["tokens"] <= report["tokens_records"]
     assert sum(report["skipped"].values()) == 0
     assert report["tokens_records"] + report["offline_tokens"] == served

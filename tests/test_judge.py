@@ -436,3 +436,23 @@ def test_usage_trusts_the_response_but_not_one_choice_counts() -> None:
     assert _usage(reported, 99, [one, one, one], MODEL) == (40, counted)
     # no usage at all: our own estimate and count
     assert _usage(None, 99, [one], MODEL) == (99, count_tokens(one, MODEL))
+
+
+async def test_embeddings_are_budgeted_and_reported(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    gate = Gate(available=100_000)
+    judge = make_judge(gate=gate, observer=observer)
+    embedded = await judge.embed(["receipt over $100", "lodging for three nights"])
+    used = embedded.usage.prompt_tokens
+    assert used > 0
+    assert len(gate.reserved) == 1 and gate.reconciled == [(gate.reserved[0], used)]
+    assert gate.available == 100_000 - used
+    assert observer.tokens == [("embeddings", used, 0)]
+
+    starved = make_judge(gate=Gate(available=1))
+    before = server.stats.snapshot().embedding_requests
+    with pytest.raises(BudgetExhausted):
+        await starved.embed(["receipt over $100"])
+    assert server.stats.snapshot().embedding_requests == before

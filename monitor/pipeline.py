@@ -183,7 +183,7 @@ class Pipeline:
             await self._dead_letter(record, invalid)
             return
         self._offered(self.sampler.rate_for(interaction.metadata))
-        probability = self.sampler.admit(interaction, precheck.u, scale)
+        probability = self.sampler.admit(interaction, precheck.u, scale, precheck.ceiling)
         if probability is None:
             self.source.finish(record)
             return

@@ -25,8 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from monitor.records import Interaction
+
+if TYPE_CHECKING:
+    from monitor.config import Settings
 
 #: Defaults: ε (risk added to every record) and the smallest share of the rate any record gets.
 EPSILON = 0.05
@@ -65,8 +69,13 @@ def solve_scale(
         return rate / (epsilon + 0.5)
 
     def mean_p(c: float) -> float:
-        return sum(wi * inclusion_probability(r, c, floor=floor, epsilon=epsilon)
-                   for r, wi in zip(risks, w, strict=True)) / total
+        return (
+            sum(
+                wi * inclusion_probability(r, c, floor=floor, epsilon=epsilon)
+                for r, wi in zip(risks, w, strict=True)
+            )
+            / total
+        )
 
     if rate <= floor:
         return 0.0
@@ -143,7 +152,10 @@ class RiskCalibrator:
             centers = [self._center(i) for i in range(self.bins)]
             used = [(r, c) for r, c in zip(centers, self._counts, strict=True) if c > 0]
             cached = solve_scale(
-                [r for r, _ in used], rate, floor=self.floor(rate), epsilon=self.epsilon,
+                [r for r, _ in used],
+                rate,
+                floor=self.floor(rate),
+                epsilon=self.epsilon,
                 weights=[c for _, c in used],
             )
             self._scales[rate] = cached
@@ -190,3 +202,20 @@ class RiskAdjuster:
 def horvitz_thompson(values: Sequence[float], probabilities: Sequence[float]) -> float:
     """Σ y/p over the sampled records: an unbiased estimate of the population total Σ y."""
     return sum(y / p for y, p in zip(values, probabilities, strict=True))
+
+
+def build_adjuster(settings: Settings) -> RiskAdjuster:
+    """The sidecar's risk-based sampling hook (``RAG_MONITOR_RISK_SAMPLING=true``).
+
+    The screen is the local judge's lexical check (no model call), so every
+    consumed record can afford it.
+    """
+    del settings  # the calibrator's defaults hold for every configuration so far
+    from monitor.local.judge import LocalJudge
+
+    judge = LocalJudge()
+
+    def screen(interaction: Interaction) -> float:
+        return judge.screen(interaction.context_texts, interaction.response, semantic=False).risk
+
+    return RiskAdjuster(screen=screen)

@@ -59,6 +59,9 @@ class Precheck:
 
     drop: bool
     u: float | None
+    #: the ceiling the decision used; `Sampler.admit` never stamps a probability above it,
+    #: since a record with ``u`` at or above it was already dropped
+    ceiling: float = 1.0
 
 
 def _needle(value: str) -> bytes:
@@ -91,7 +94,8 @@ class Sampler:
         if not key:
             return Precheck(drop=False, u=None)
         u = unit_hash(key)
-        return Precheck(drop=u >= self.ceiling(value, scale), u=u)
+        ceiling = self.ceiling(value, scale)
+        return Precheck(drop=u >= ceiling, u=u, ceiling=ceiling)
 
     def ceiling(self, value: bytes | None, scale: float = 1.0) -> float:
         """The highest rate this record could get once parsed (never below the true rate)."""
@@ -121,17 +125,24 @@ class Sampler:
         return _clamp(rate * scale)
 
     def admit(
-        self, interaction: Interaction, u: float | None = None, scale: float = 1.0
+        self,
+        interaction: Interaction,
+        u: float | None = None,
+        scale: float = 1.0,
+        ceiling: float = 1.0,
     ) -> float | None:
         """The inclusion probability when the record is kept, None when it is not.
 
         ``u`` is the precheck's hash of the key; without a key the id is hashed.
+        ``ceiling`` is the precheck's: an adjuster that recalibrated between the
+        two steps cannot raise the stamped probability above what the precheck let through.
         """
         if u is None:
             u = unit_hash(interaction.id.encode("utf-8"))
         rate = self.rate_for(interaction.metadata, scale)
         if self.adjuster is not None:
             rate = _clamp(self.adjuster.adjust(interaction, rate))
+        rate = min(rate, ceiling)
         return rate if u < rate else None
 
 

@@ -107,3 +107,55 @@ def test_adjuster_hook_raises_rates_exactly() -> None:
 def test_invalid_rate_is_rejected() -> None:
     with pytest.raises(ValueError):
         Sampler(1.5)
+
+
+class _Recalibrating:
+    """An adjuster whose ceiling rises between the precheck and the admit step."""
+
+    def __init__(self) -> None:
+        self.level = 0.2
+
+    def ceiling(self, rate: float) -> float:
+        return self.level
+
+    def adjust(self, interaction: Interaction, rate: float) -> float:
+        return self.level
+
+
+def test_stamped_probability_never_exceeds_the_precheck_ceiling() -> None:
+    adjuster = _Recalibrating()
+    sampler = Sampler(0.1, adjuster=adjuster)
+    stamped = []
+    for i in range(3000):
+        key = f"rec-{i}".encode()
+        pre = sampler.precheck(key, None)
+        adjuster.level = 0.6  # recalibrated after the precheck
+        if not pre.drop:
+            p = sampler.admit(_interaction(i), pre.u, 1.0, pre.ceiling)
+            if p is not None:
+                stamped.append(p)
+        adjuster.level = 0.2
+    # the real inclusion probability is 0.2 (the precheck dropped u >= 0.2): stamp exactly that
+    assert stamped and set(stamped) == {0.2}
+    assert len(stamped) / 3000 == pytest.approx(0.2, abs=0.03)
+
+
+def test_risk_adjuster_from_settings_prefers_invented_numbers() -> None:
+    from monitor.config import Settings
+    from monitor.risk import build_adjuster
+
+    adjuster = build_adjuster(Settings(risk_sampling=True))
+    context = "Receipts are required for expenses over $100."
+    supported = Interaction(
+        id="a",
+        user_input="q",
+        retrieved_contexts=[context],
+        response="Receipts are required for expenses over $100.",
+    )
+    invented = Interaction(
+        id="b",
+        user_input="q",
+        retrieved_contexts=[context],
+        response="Receipts are required for expenses over $700.",
+    )
+    assert adjuster.adjust(invented, 0.1) > adjuster.adjust(supported, 0.1)

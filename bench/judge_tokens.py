@@ -7,7 +7,9 @@ with invented details, some noncommittal — once with ``call_pattern="frugal"``
 and once with ``"per_call"``, against the real judge server on 127.0.0.1 over
 HTTP (`monitor.embedded.judge_server`, token counts from `monitor.tokens`).
 Prints calls and prompt/completion tokens per record side by side with the
-ratio, the spend per judge step, and checks that every score is identical.
+ratio, the spend per judge step, the ratio the two patterns would have with
+no instruction text at all (what shorter instructions could buy, at most),
+and checks that every score is identical.
 
     python bench/judge_tokens.py [--records 60] [--seed 7] [--chunk-sentences 5-8]
 
@@ -25,11 +27,22 @@ from dataclasses import dataclass
 
 from monitor.embedded.judge_server import JudgeServer, StatsSnapshot
 from monitor.judge import OpenAIJudge
+from monitor.metrics import _statements as st
+from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Context, Interaction, ScoredRecord, Usage
 from monitor.scoring import ONLINE_METRICS, Scorer
 from monitor.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
+
+#: the instruction each step is sent with (the system message's whole text)
+INSTRUCTIONS = {
+    STATEMENTS: st.STATEMENTS_INSTRUCTION,
+    VERIFY: st.VERIFY_INSTRUCTION,
+    QUESTIONS: st.QUESTIONS_INSTRUCTION,
+    USEFULNESS: st.USEFULNESS_INSTRUCTION,
+    GROUNDING: st.GROUNDING_INSTRUCTION,
+}
 
 # --- a small synthetic knowledge base: topic → (question, fact templates with slots)
 
@@ -286,6 +299,14 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
+def _instruction_tokens(run: Run) -> int:
+    """Tokens of instruction text the run sent: per answered request, its step's instruction."""
+    return sum(
+        stats.answered * count_tokens(INSTRUCTIONS[step].strip(), MODEL)
+        for step, stats in run.stats.steps.items()
+    )
+
+
 def report(records: list[Interaction], per_call: Run, frugal: Run) -> int:
     n = len(records)
     contexts = sum(len(r.retrieved_contexts) for r in records) / n
@@ -349,6 +370,13 @@ def report(records: list[Interaction], per_call: Run, frugal: Run) -> int:
         + f" ({n * len(ONLINE_METRICS)} scores; means "
         + ", ".join(f"{m} {v:.3f}" for m, v in means.items())
         + f"; frugal cache hits {frugal.cache_hits})"
+    )
+    bare = {run.pattern: run.usage.total_tokens - _instruction_tokens(run) for run in (
+        per_call, frugal)}
+    print(
+        f"without any instruction text: per_call {bare['per_call'] / n:.1f}, "
+        f"frugal {bare['frugal'] / n:.1f} tokens per record → "
+        f"{bare['frugal'] / bare['per_call']:.2f}×"
     )
     calls_ratio = frugal.usage.calls / per_call.usage.calls
     tokens_ratio = frugal.usage.total_tokens / per_call.usage.total_tokens

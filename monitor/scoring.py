@@ -13,7 +13,9 @@ Call patterns, with identical definitions (same scores on a deterministic judge)
   response's statements for faithfulness and noise_sensitivity; usefulness
   verdicts for all contexts in one request; relevancy questions in one
   request with ``n=N`` (missing choices are asked for again); an LRU cache of
-  identical judge calls across records.
+  identical judge calls across records. With an LLM judge, faithfulness and
+  context_utility of a record with contexts and a response are asked as one
+  ``grounding`` request (`fuses_grounding`), so the contexts are sent once.
 - ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
 """
 
@@ -84,6 +86,23 @@ def check_metric_names(names: Sequence[str]) -> None:
         raise ValueError("no metric to score")
 
 
+def fuses_grounding(judge_kind: str, pattern: CallPattern, metrics: Sequence[str]) -> bool:
+    """Whether faithfulness and context_utility are asked as one ``grounding`` step.
+
+    Only in ``frugal``, only for an LLM judge (a zero-token local judge answers
+    the basic steps and gains nothing), only when both metrics are scored, and
+    not with noise_sensitivity, which shares the response's ``statements`` step
+    with faithfulness (fused, the response would be decomposed twice).
+    Per record, also only with contexts and a non-blank response.
+    """
+    return (
+        pattern == "frugal"
+        and judge_kind == "llm"
+        and {"faithfulness", "context_utility"} <= set(metrics)
+        and "noise_sensitivity" not in metrics
+    )
+
+
 class _LRU:
     """Judge answers by call key; ``size`` 0 keeps nothing."""
 
@@ -117,10 +136,13 @@ class _LRU:
 class _RecordSteps:
     """The `StepRunner` of one record: sharing, caching, topping up choices, billing."""
 
-    def __init__(self, judge: Judge, pattern: CallPattern, cache: _LRU) -> None:
+    def __init__(
+        self, judge: Judge, pattern: CallPattern, cache: _LRU, *, fuse_grounding: bool = False
+    ) -> None:
         self._judge = judge
         self._pattern = pattern
         self._cache = cache
+        self._fuse_grounding = fuse_grounding
         self._in_flight: dict[tuple[str, ...], asyncio.Future[list[Any]]] = {}
         self.usage = Usage()
         self.usage_by_metric: dict[str, Usage] = {}
@@ -128,6 +150,10 @@ class _RecordSteps:
     @property
     def call_pattern(self) -> CallPattern:
         return self._pattern
+
+    @property
+    def fuse_grounding(self) -> bool:
+        return self._fuse_grounding
 
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> list[OutT]:
         if n < 1:
@@ -236,13 +262,21 @@ class Scorer:
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
         self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
+        self._fuses = fuses_grounding(judge.kind, call_pattern, names)
 
     @property
     def cache_hits(self) -> int:
         return self._cache.hits
 
     async def score(self, interaction: Interaction) -> ScoredRecord:
-        steps = _RecordSteps(self.judge, self.call_pattern, self._cache)
+        steps = _RecordSteps(
+            self.judge,
+            self.call_pattern,
+            self._cache,
+            fuse_grounding=self._fuses
+            and bool(interaction.retrieved_contexts)
+            and bool(interaction.response.strip()),
+        )
         results = await asyncio.gather(
             *(self._one(metric, steps, interaction) for metric in self._metrics)
         )

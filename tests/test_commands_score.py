@@ -80,7 +80,7 @@ def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path)
         "context_utility": 1 / (1 + 1e-10),
     }
     assert first["details"]["faithfulness"]["statements"][1]["verdict"] == 0
-    assert first["usage"]["calls"] == 5  # statements, verify, questions (n=3), usefulness, embed
+    assert first["usage"]["calls"] == 3  # grounding (fused), questions (n=3), embed
     assert first["usage"]["prompt_tokens"] > 0
     assert out[1]["error"].startswith("invalid record on line 2: not_json")
     assert "response: Field required" in out[2]["error"]

@@ -10,8 +10,10 @@ from monitor.embedded.answers import answer, content_words, embed, sentences
 from monitor.metrics.steps import (
     ContextVerdicts,
     GeneratedQuestion,
+    Grounding,
     Statements,
     Verdicts,
+    join_contexts,
 )
 
 
@@ -67,6 +69,30 @@ def test_usefulness_needs_half_of_an_answer_sentence() -> None:
         1,
     )
     assert [v.verdict for v in ContextVerdicts.model_validate(out).verdicts] == [1, 1, 0]
+
+
+def test_grounding_is_statements_verify_and_usefulness_composed() -> None:
+    question = "When do I need a receipt?"
+    response = "Expenses over $100 need a receipt; receipts are uploaded within 10 days."
+    contexts = ["Vacation days expire in March.", "Expenses over $100 need a receipt."]
+    fused_in = {"question": question, "answer": response, "contexts": contexts}
+    [fused] = answer("grounding", fused_in, 1)
+    grounding = Grounding.model_validate(fused)
+    [statements_out] = answer("statements", {"text": response, "question": question}, 1)
+    statements = Statements.model_validate(statements_out).statements
+    [verify_out] = answer(
+        "verify", {"context": join_contexts(contexts), "statements": statements}, 1
+    )
+    [useful_out] = answer(
+        "usefulness", {"question": question, "answer": response, "contexts": contexts}, 1
+    )
+    assert grounding.statements == Verdicts.model_validate(verify_out).verdicts
+    assert grounding.contexts == ContextVerdicts.model_validate(useful_out).verdicts
+    assert [v.statement for v in grounding.statements] == statements
+    assert [v.verdict for v in grounding.statements] == [1, 0]
+    assert [v.verdict for v in grounding.contexts] == [0, 1]
+    with pytest.raises(ValueError):
+        answer("grounding", {"question": question, "answer": response}, 1)
 
 
 def test_questions_n_choices_and_noncommittal() -> None:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -11,7 +16,7 @@ from monitor.embedded import answers
 from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.flags import NONCOMMITTAL, flag_reasons
 from monitor.judge import OpenAIJudge
-from monitor.metrics.steps import QUESTIONS, STATEMENTS, USEFULNESS
+from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.prompt import Embedded, Judged, OutT, Prompt
 from monitor.records import Interaction, Usage
 from monitor.scoring import (
@@ -20,6 +25,7 @@ from monitor.scoring import (
     ONLINE_METRICS,
     Scorer,
     UnknownMetric,
+    fuses_grounding,
     parse_metric_names,
 )
 
@@ -136,14 +142,130 @@ async def test_frugal_batches_contexts_and_questions(
     record = interactions()[0]  # four contexts
     await Scorer(http_judge, ONLINE_METRICS, call_pattern="per_call").score(record)
     per_call = judge_server.stats.snapshot()
-    assert per_call.steps[USEFULNESS].requests == 4
-    assert per_call.steps[QUESTIONS].requests == 3
+    assert {step: s.requests for step, s in per_call.steps.items()} == {
+        STATEMENTS: 1,
+        VERIFY: 1,
+        USEFULNESS: 4,
+        QUESTIONS: 3,
+    }
     judge_server.stats.reset()
-    await Scorer(http_judge, ONLINE_METRICS, call_pattern="frugal").score(record)
+    await Scorer(http_judge, ["context_utility", "response_relevancy"]).score(record)
     frugal = judge_server.stats.snapshot()
-    assert frugal.steps[USEFULNESS].requests == 1
-    assert frugal.steps[QUESTIONS].requests == 1
+    assert {step: s.requests for step, s in frugal.steps.items()} == {USEFULNESS: 1, QUESTIONS: 1}
     assert frugal.steps[QUESTIONS].choices == 3
+
+
+async def test_frugal_fuses_faithfulness_and_context_utility(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    record = interactions()[0]
+    scored = await Scorer(http_judge, ONLINE_METRICS, call_pattern="frugal").score(record)
+    frugal = judge_server.stats.snapshot()
+    # statements, verify and usefulness in one request; the questions stay apart
+    assert {step: s.requests for step, s in frugal.steps.items()} == {GROUNDING: 1, QUESTIONS: 1}
+    assert frugal.embedding_requests == 1
+    assert scored.usage.calls == 3
+    # the shared grounding call is billed once, to the metric that asked first
+    assert scored.usage_by_metric["faithfulness"].calls == 1
+    assert "context_utility" not in scored.usage_by_metric
+    billed = Usage()
+    for usage in scored.usage_by_metric.values():
+        billed.add(usage)
+    assert billed == scored.usage
+    assert scored.results["faithfulness"].score == 0.5
+    assert [s["verdict"] for s in scored.results["faithfulness"].details["statements"]] == [1, 0]
+    assert [c["verdict"] for c in scored.results["context_utility"].details["contexts"]] == [
+        1, 0, 0, 0,
+    ]
+
+
+async def test_no_fusion_without_both_metrics_an_llm_judge_contexts_or_a_response(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    assert fuses_grounding("llm", "frugal", ["context_utility", "faithfulness"])
+    assert not fuses_grounding("llm", "per_call", ONLINE_METRICS)
+    assert not fuses_grounding("local", "frugal", ONLINE_METRICS)
+    assert not fuses_grounding("llm", "frugal", ["faithfulness", "response_relevancy"])
+    # noise_sensitivity shares the response's statements with faithfulness: no fusion
+    assert not fuses_grounding("llm", "frugal", [*ONLINE_METRICS, "noise_sensitivity"])
+
+    no_contexts, empty_response = interactions()[3], interactions()[0]
+    empty_response = empty_response.model_copy(update={"response": " "})
+    scorer = Scorer(http_judge, ["faithfulness", "context_utility"])
+    for record in (no_contexts, empty_response):
+        await scorer.score(record)
+    assert GROUNDING not in judge_server.stats.snapshot().steps
+
+    judge = OneChoiceJudge()  # kind "local": answers only the basic steps
+    await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+    assert judge.steps.count(GROUNDING) == 0
+    assert judge.steps.count(USEFULNESS) == 1
+
+
+async def test_fusion_keeps_offline_metrics_sharing_statements(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    record = interactions()[0]
+    metrics = [*ONLINE_METRICS, "noise_sensitivity", "context_recall"]
+    await Scorer(http_judge, metrics).score(record)
+    steps = judge_server.stats.snapshot().steps
+    assert GROUNDING not in steps
+    # the response once (faithfulness + noise_sensitivity), the reference once
+    assert steps[STATEMENTS].requests == 2
+    judge_server.stats.reset()
+    scored = await Scorer(http_judge, [*ONLINE_METRICS, "context_recall"]).score(record)
+    steps = judge_server.stats.snapshot().steps
+    assert steps[GROUNDING].requests == 1
+    assert steps[STATEMENTS].requests == 1  # the reference, for context_recall
+    assert scored.error is None
+
+
+async def test_fused_answer_with_wrong_context_count_fails_both_metrics() -> None:
+    def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        out = answers.answer(step, inputs, n)
+        if step == GROUNDING:
+            for one in out:
+                one["contexts"] = one["contexts"][:-1]
+        return out
+
+    from scoring_fixtures import http_judge_for
+
+    with JudgeServer(answer=answer) as server:
+        judge = http_judge_for(server)
+        try:
+            record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+        finally:
+            await judge.aclose()
+    for name in ("faithfulness", "context_utility"):
+        assert record.results[name].error == "invalid_output"
+        assert math.isnan(record.results[name].score)
+    assert record.results["response_relevancy"].error is None
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "bench" / "judge_tokens.py"
+    spec = importlib.util.spec_from_file_location("judge_tokens_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_frugal_token_and_call_ratios_on_bench_records(judge_server: JudgeServer) -> None:
+    """The ratios `bench/judge_tokens.py` reports (0.27x calls, 0.48x tokens on 60 records)."""
+    bench = _bench()
+    records = bench.generate_records(12, 7)
+    per_call = await bench.score_all(judge_server, records, "per_call")
+    frugal = await bench.score_all(judge_server, records, "frugal")
+    for a, b in zip(per_call.records, frugal.records, strict=True):
+        assert a.error is None and b.error is None
+        assert all(same(a.results[m].score, b.results[m].score) for m in ONLINE_METRICS)
+    calls = frugal.usage.calls / per_call.usage.calls
+    tokens = frugal.usage.total_tokens / per_call.usage.total_tokens
+    assert calls <= 0.30, calls
+    assert tokens <= 0.50, tokens
+    assert frugal.stats.steps[GROUNDING].requests == len(records)
 
 
 async def test_statements_shared_between_metrics(
@@ -296,9 +418,11 @@ class OneChoiceJudge:
 
     def __init__(self) -> None:
         self.requests: list[int] = []
+        self.steps: list[str] = []
 
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         self.requests.append(n)
+        self.steps.append(prompt.step)
         [value] = answers.answer(prompt.step, prompt.inputs.model_dump(), 1)
         return Judged(values=[prompt.output.model_validate(value)], usage=Usage(calls=1))
 

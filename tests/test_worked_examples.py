@@ -12,6 +12,7 @@ import pytest
 from monitor.embedded.judge_server import JudgeServer
 from monitor.judge import OpenAIJudge
 from monitor.metrics.noise_sensitivity import NoiseSensitivity
+from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction
 from monitor.scoring import Scorer
 
@@ -128,9 +129,10 @@ async def test_noise_sensitivity(http_judge: OpenAIJudge, pattern: str) -> None:
 
 
 async def test_all_worked_examples_in_one_scorer(
-    judge_server: JudgeServer, http_judge: OpenAIJudge
+    judge_server: JudgeServer, http_judge: OpenAIJudge, pattern: str
 ) -> None:
-    """The worked examples' record scored with every metric at once, one HTTP judge."""
+    """The worked examples' record scored with every metric at once, one HTTP judge
+    (frugal: faithfulness and context_utility through the fused ``grounding`` step)."""
     scorer = Scorer(
         http_judge,
         [
@@ -142,6 +144,7 @@ async def test_all_worked_examples_in_one_scorer(
             "response_relevancy",
             "semantic_similarity",
         ],
+        call_pattern=pattern,  # type: ignore[arg-type]
     )
     response = (
         "Travel expenses over $100 must be submitted with a receipt. "
@@ -157,7 +160,15 @@ async def test_all_worked_examples_in_one_scorer(
     assert scores["context_utility"] == AP_HALF
     assert 0.0 < scores["response_relevancy"] < 1.0
     assert 0.0 < scores["semantic_similarity"] < 1.0
+    assert [s["verdict"] for s in record.results["faithfulness"].details["statements"]] == [1, 0]
+    assert [c["verdict"] for c in record.results["context_utility"].details["contexts"]] == [0, 1]
     stats = judge_server.stats.snapshot()
+    if pattern == "frugal":
+        assert set(stats.steps) == {GROUNDING, STATEMENTS, VERIFY, USEFULNESS, QUESTIONS}
+        assert stats.steps[GROUNDING].requests == 1
+        assert stats.steps[STATEMENTS].requests == 1  # the reference, for context_recall
+    else:
+        assert GROUNDING not in stats.steps
     assert stats.calls == record.usage.calls - stats.embedding_requests
     assert stats.prompt_tokens + stats.embedding_tokens == record.usage.prompt_tokens
     assert stats.completion_tokens == record.usage.completion_tokens

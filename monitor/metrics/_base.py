@@ -34,6 +34,13 @@ class StepRunner(Protocol):
         """``frugal``: batch and share; ``per_call``: one judge call per Ragas step."""
         ...
 
+    @property
+    def fuse_grounding(self) -> bool:
+        """Whether this record's faithfulness and context_utility are asked as one
+        ``grounding`` step (`monitor.metrics._statements.ground`) instead of their
+        ``statements``, ``verify`` and ``usefulness`` steps."""
+        ...
+
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> list[OutT]:
         """Exactly ``n`` answers to ``prompt`` (raises `monitor.prompt.JudgeError`)."""
         ...

@@ -11,6 +11,12 @@ patterns differ:
 - ``per_call``: one usefulness request per context and N question requests,
   as Ragas makes them.
 
+`ground` is the fused step (`monitor.metrics.steps.GROUNDING`): faithfulness's
+statements and verdicts and context_utility's usefulness verdicts in one
+request, the contexts sent once. The runner says when a record uses it
+(`StepRunner.fuse_grounding`); its instruction is composed of the same rules
+as the three basic steps it replaces.
+
 Sharing identical steps between metrics of a record and the LRU cache are the
 runner's business (`monitor.scoring`), not the metric's: in ``frugal`` two
 metrics that decompose the same text with the same parameters get one call.
@@ -24,6 +30,7 @@ from typing import Any, Literal
 
 from monitor.metrics._base import StepRunner
 from monitor.metrics.steps import (
+    GROUNDING,
     QUESTIONS,
     STATEMENTS,
     USEFULNESS,
@@ -31,6 +38,8 @@ from monitor.metrics.steps import (
     ContextVerdict,
     ContextVerdicts,
     GeneratedQuestion,
+    Grounding,
+    GroundingInput,
     QuestionsInput,
     Statements,
     StatementsInput,
@@ -43,37 +52,78 @@ from monitor.prompt import JudgeError, Prompt
 
 Level = Literal["low", "high"]
 
-# --- instructions: stable text, sent first so provider prompt caches can reuse it
+# --- instructions: stable text, sent first so provider prompt caches can reuse it.
+# Every rule is written once below; the instruction of each step is composed of them,
+# so the fused `grounding` step asks exactly what the basic steps ask.
 
-STATEMENTS_INSTRUCTION = """\
-Rewrite the text as a list of standalone statements.
-- Each statement says one thing the text says, and can be understood without the text: \
-replace pronouns and vague references ("it", "they", "this policy") by what they refer to; \
-use the question, when given, only to resolve such references.
-- Add nothing the text does not say; keep numbers, dates, names and conditions exactly.
-- atomicity "high": split compound sentences into single facts; "low": one statement per sentence.
-- coverage "high": keep every detail; "low": keep only the main points.
-Return {"statements": [...]}, an empty list if the text asserts nothing."""
+_ATOMICITY = {"high": "split compound sentences into single facts", "low": "one per sentence"}
+_COVERAGE = {"high": "keep every detail", "low": "keep only the main points"}
 
-VERIFY_INSTRUCTION = """\
-Check each statement against the context. A statement passes (verdict 1) only if it can be \
-directly inferred from the context alone, without outside knowledge; otherwise, or when the \
-context does not address it, it fails (verdict 0).
-Return {"verdicts": [...]} with one entry per statement, in the given order: the statement \
-copied as given, a one-sentence reason, then the verdict."""
 
-QUESTIONS_INSTRUCTION = """\
-Read the response and write the question it answers, as a user of the service would have \
-asked it. Judge from the response only.
-Set noncommittal to 1 if the response is evasive, vague or declines to answer (for example \
-"I don't know", "I'm not sure", "I cannot answer that"), else 0.
-Return {"question": "...", "noncommittal": 0 or 1}."""
+def _split(text: str) -> str:
+    """The statements task for ``text`` ("the text", "the answer")."""
+    return (
+        f"Rewrite {text} as standalone statements. Each says one thing {text} says and is "
+        'understandable alone: replace pronouns and vague references ("it", "this policy") '
+        "by what they refer to, using the question, if given, only for that. Add nothing; "
+        "keep numbers, dates, names and conditions exactly."
+    )
 
-USEFULNESS_INSTRUCTION = """\
-For each context, in the given order, decide whether it was useful in arriving at the \
-answer to the question: verdict 1 if the answer relies on information the context \
-contains, else 0.
-Return {"verdicts": [...]} with exactly one entry per context: a short reason, then the verdict."""
+
+_SUPPORTED = (
+    "verdict 1 only if the statement can be directly inferred from the context alone, "
+    "without outside knowledge, else 0 (also when the context does not address it)."
+)
+_USEFUL = (
+    "For each context, in order: was it useful in arriving at the answer to the question? "
+    "Verdict 1 if the answer relies on information the context holds, else 0."
+)
+_NONCOMMITTAL = (
+    "noncommittal 1 if the response is evasive, vague or declines to answer "
+    '("I don\'t know", "I\'m not sure", "I cannot answer that"), else 0.'
+)
+_REASON = "a one-sentence reason, then the verdict"
+_PER_CONTEXT = f"Exactly one verdict per context: {_REASON}."
+
+
+def _none(text: str) -> str:
+    return f"No statements if {text} asserts nothing."
+
+
+STATEMENTS_INSTRUCTION = (
+    _split("the text")
+    + f'\natomicity "high": {_ATOMICITY["high"]}; "low": {_ATOMICITY["low"]}.'
+    + f'\ncoverage "high": {_COVERAGE["high"]}; "low": {_COVERAGE["low"]}.'
+    + "\n"
+    + _none("the text")
+)
+
+VERIFY_INSTRUCTION = (
+    "Check each statement against the context: "
+    + _SUPPORTED
+    + f"\nOne verdict per statement, in order: the statement as given, {_REASON}."
+)
+
+QUESTIONS_INSTRUCTION = (
+    "Write the question the response answers, as a user would have asked it, judging from "
+    "the response only.\n" + _NONCOMMITTAL
+)
+
+USEFULNESS_INSTRUCTION = _USEFUL + "\n" + _PER_CONTEXT
+
+GROUNDING_INSTRUCTION = (
+    "statements: "
+    + _split("the answer")
+    + f" Also {_ATOMICITY['high']}; {_COVERAGE['high']}."
+    + " Then check each statement against all contexts together as one context: "
+    + _SUPPORTED
+    + f" Per statement: the statement, {_REASON}. "
+    + _none("the answer")
+    + "\ncontexts: "
+    + _USEFUL
+    + " "
+    + _PER_CONTEXT
+)
 
 
 # --- steps
@@ -173,6 +223,35 @@ async def questions(
         return await steps.generate(prompt, n)
     singles = await asyncio.gather(*(steps.generate(prompt) for _ in range(n)))
     return [one[0] for one in singles]
+
+
+async def ground(
+    steps: StepRunner, metric: str, question: str, answer: str, contexts: Sequence[str]
+) -> Grounding:
+    """``answer``'s statements with their verdicts against all ``contexts`` joined, and one
+    usefulness verdict per context, in one request.
+
+    faithfulness and context_utility ask the same prompt; the runner makes it one
+    call, billed to whichever asks first. Statements come back stripped, empty ones
+    dropped, as from `decompose`.
+    """
+    prompt = Prompt(
+        step=GROUNDING,
+        metric=metric,
+        instruction=GROUNDING_INSTRUCTION,
+        inputs=GroundingInput(question=question, answer=answer, contexts=list(contexts)),
+        output=Grounding,
+    )
+    [out] = await steps.generate(prompt)
+    _expect(len(out.contexts), len(contexts), "verdicts for contexts", GROUNDING)
+    return Grounding(
+        statements=[
+            v.model_copy(update={"statement": v.statement.strip()})
+            for v in out.statements
+            if v.statement.strip()
+        ],
+        contexts=out.contexts,
+    )
 
 
 def statement_details(

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.metrics.steps import join_contexts
 from monitor.records import Interaction, MetricResult
 
 NAME = "context_recall"
@@ -37,7 +38,7 @@ class ContextRecall:
         )
         if not statements:
             return unscoreable(NAME, "no statements in the reference")
-        context = "\n".join(interaction.context_texts)
+        context = join_contexts(interaction.context_texts)
         verdicts = await st.verify_verbose(steps, NAME, context, statements)
         return MetricResult(
             metric=NAME,

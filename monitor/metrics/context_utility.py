@@ -2,7 +2,8 @@
 
 Step: ``usefulness`` of each context (retrieval order) for arriving at the
 *response*. score = average precision (`context_precision.average_precision`);
-no contexts → unscoreable.
+no contexts → unscoreable. When the runner fuses (`StepRunner.fuse_grounding`)
+the verdicts come from the one ``grounding`` request shared with faithfulness.
 """
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ class ContextUtility:
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         if not interaction.retrieved_contexts:
             return unscoreable(NAME, "no contexts")
-        verdicts = await st.usefulness(
-            steps, NAME, interaction.user_input, interaction.response, interaction.context_texts
+        question, answer, contexts = (
+            interaction.user_input,
+            interaction.response,
+            interaction.context_texts,
         )
+        if steps.fuse_grounding:
+            verdicts = (await st.ground(steps, NAME, question, answer, contexts)).contexts
+        else:
+            verdicts = await st.usefulness(steps, NAME, question, answer, contexts)
         return MetricResult(
             metric=NAME,
             score=average_precision([v.verdict for v in verdicts]),

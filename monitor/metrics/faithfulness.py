@@ -2,7 +2,9 @@
 
 Steps: ``statements`` (response, with the question for reference resolution),
 then ``verify`` of every statement against all contexts joined by newlines.
-score = supported / statements; no statements → unscoreable.
+score = supported / statements; no statements → unscoreable. When the runner
+fuses (`StepRunner.fuse_grounding`) both steps come from the one ``grounding``
+request shared with context_utility.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import ClassVar
 
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.metrics.steps import join_contexts
 from monitor.records import Interaction, MetricResult
 
 NAME = "faithfulness"
@@ -31,13 +34,16 @@ class Faithfulness:
     needs_reference: ClassVar[bool] = False
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
-        statements = await st.decompose(
-            steps, NAME, interaction.response, question=interaction.user_input
-        )
+        question, contexts = interaction.user_input, interaction.context_texts
+        if steps.fuse_grounding:
+            grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
+            verdicts = grounded.statements
+            statements = [v.statement for v in verdicts]
+        else:
+            statements = await st.decompose(steps, NAME, interaction.response, question=question)
+            verdicts = await st.verify_verbose(steps, NAME, join_contexts(contexts), statements)
         if not statements:
             return unscoreable(NAME, "no statements in the response")
-        context = "\n".join(interaction.context_texts)
-        verdicts = await st.verify_verbose(steps, NAME, context, statements)
         return MetricResult(
             metric=NAME,
             score=score([v.verdict for v in verdicts]),

@@ -1,4 +1,4 @@
-"""The four judge steps every metric is built from, each defined once.
+"""The judge steps every metric is built from, each defined once.
 
 | step         | input                 | output            | used by |
 |--------------|-----------------------|-------------------|---------|
@@ -6,6 +6,15 @@
 | `verify`     | VerifyInput           | Verdicts          | faithfulness, context_recall, factual_correctness, noise_sensitivity |
 | `questions`  | QuestionsInput        | GeneratedQuestion | response_relevancy (n choices) |
 | `usefulness` | UsefulnessInput       | ContextVerdicts   | context_utility, context_precision, precision_at_k |
+| `grounding`  | GroundingInput        | Grounding         | faithfulness + context_utility, fused (frugal, LLM judge only) |
+
+The first four are the basic steps every judge answers. `grounding` is the
+three steps faithfulness and context_utility need, asked in one request so the
+contexts are sent once: `statements` of the answer (with the question, both
+levels "high"), `verify` of each against the contexts joined
+(`join_contexts`), and `usefulness` of each context for the answer. Its
+answer is the two verdict lists those steps return, so it decomposes exactly
+into them (a judge can answer it by running the three basic steps).
 
 The step name is the contract between metrics and judges: the LLM judge sends
 it as the JSON-schema name, the local judge dispatches on it.
@@ -14,6 +23,7 @@ it as the JSON-schema name, the local judge dispatches on it.
 # ruff: noqa: E501  (the table in the docstring)
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,8 +32,17 @@ STATEMENTS = "statements"
 VERIFY = "verify"
 QUESTIONS = "questions"
 USEFULNESS = "usefulness"
+GROUNDING = "grounding"
 
+#: the basic steps, answered by every judge
 STEPS = (STATEMENTS, VERIFY, QUESTIONS, USEFULNESS)
+#: basic steps asked in one request (frugal call pattern, LLM judge)
+FUSED_STEPS = (GROUNDING,)
+
+
+def join_contexts(contexts: Sequence[str]) -> str:
+    """All retrieved contexts as the one context statements are verified against."""
+    return "\n".join(contexts)
 
 
 class _Model(BaseModel):
@@ -90,3 +109,19 @@ class ContextVerdict(_Model):
 
 class ContextVerdicts(_Model):
     verdicts: list[ContextVerdict]
+
+
+# --- grounding: statements + verify (contexts joined) + usefulness, in one request
+
+
+class GroundingInput(_Model):
+    question: str
+    answer: str
+    contexts: list[str]
+
+
+class Grounding(_Model):
+    #: the answer's statements, each with its verdict against all contexts joined
+    statements: list[StatementVerdict]
+    #: one usefulness verdict per context, in order
+    contexts: list[ContextVerdict]

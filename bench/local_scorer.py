@@ -2,6 +2,7 @@
 
     python bench/local_scorer.py [--data ../shared/data/halueval_qa_dev.jsonl]
                                  [--seeds 400] [--workers 2] [--records 600]
+                                 [--repeats 3] [--in-flight 8] [--baseline 3abff3b]
 
 1. Detection on the labeled HaluEval-QA dev set: AUROC of local faithfulness
    (lower = hallucinated) and of the risk screen, precision/recall/F1 at the
@@ -16,21 +17,34 @@
    5 contexts per record (the record's own plus others'), for the lexical risk
    screen and for the full local scoring of the three online metrics through
    `monitor.scoring.Scorer`; warm (chunks repeat, as in production) and cold
-   (every chunk text new). Peak RSS per worker.
+   (every chunk text new). Peak RSS per worker, forward passes per record.
+
+Every figure has its baseline measured in the same run: ``monitor/local`` of
+commit ``--baseline`` (extracted with ``git archive``, imported in place of
+the working tree's) for detection and for scoring, sequential and with
+``--in-flight`` records per worker as the sidecar scores them; throughput
+runs are interleaved ``--repeats`` times and the medians reported, with the
+ratio to the baseline's run of the same round and the largest score
+difference to it (0: nothing measured changed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import math
 import multiprocessing as mp
+import os
 import random
 import re
 import resource
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +52,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.local.judge import LocalJudge  # noqa: E402
 from monitor.risk import inclusion_probability, solve_scale  # noqa: E402
 from monitor.sampling import unit_hash  # noqa: E402
 
@@ -84,8 +97,14 @@ def lexical_baseline(row: Row, *, with_question: bool = True) -> bool:
     return any(w.lower() not in known for w in _WORD.findall(row["response"]))
 
 
-def detection(rows: list[Row], judge: LocalJudge) -> dict[str, list[float]]:
-    labels = [bool(r["label_hallucinated"]) for r in rows]
+def _screens(job: tuple[list[Row], str | None]) -> tuple[list[float], list[float], list[float]]:
+    """Local faithfulness, MiniLM risk and lexical risk of every row (``job[1]``: baseline code)."""
+    rows, baseline = job
+    if baseline is not None:
+        _use_local_package(Path(baseline))
+    from monitor.local.judge import LocalJudge
+
+    judge = LocalJudge()
     faith: list[float] = []
     risk: list[float] = []
     lexical_risk: list[float] = []
@@ -95,10 +114,25 @@ def detection(rows: list[Row], judge: LocalJudge) -> dict[str, list[float]]:
         risk.append(screen.risk)
         lexical_risk.append(judge.screen(r["retrieved_contexts"], r["response"],
                                          semantic=False).risk)
+    return faith, risk, lexical_risk
+
+
+def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
+    labels = [bool(r["label_hallucinated"]) for r in rows]
+    with tempfile.TemporaryDirectory() as tmp, mp.get_context("spawn").Pool(2) as pool:
+        old = str(extract(baseline, Path(tmp)))
+        (faith, risk, lexical_risk), (old_faith, old_risk, old_lexical) = pool.map(
+            _screens, [(rows, None), (rows, old)]
+        )
     table = [
         ("local faithfulness (verdict: < 1)", [1 - f for f in faith], [f < 1 for f in faith]),
         ("local risk screen, MiniLM words", risk, [x > 0.5 for x in risk]),
         ("local risk screen, lexical only", lexical_risk, [x > 0.5 for x in lexical_risk]),
+        (f"local faithfulness, monitor/local@{baseline}",
+         [1 - f for f in old_faith], [f < 1 for f in old_faith]),
+        (f"local risk screen, MiniLM words, @{baseline}", old_risk, [x > 0.5 for x in old_risk]),
+        (f"local risk screen, lexical only, @{baseline}", old_lexical,
+         [x > 0.5 for x in old_lexical]),
         ("baseline: new word vs passages+question",
          [float(lexical_baseline(r)) for r in rows], [lexical_baseline(r) for r in rows]),
         ("baseline: new word vs passages only",
@@ -171,50 +205,131 @@ def synthesise(rows: list[Row], count: int, *, cold: bool) -> list[Row]:
     return out
 
 
-def _worker(job: tuple[str, list[Row]]) -> tuple[int, float, int]:
-    mode, records = job
+def _use_local_package(root: Path) -> None:
+    """Import ``monitor.local`` from ``root`` (an extracted older commit) instead of the tree."""
+    import importlib.util
+
+    import monitor
+
+    package = root / "monitor" / "local"
+    spec = importlib.util.spec_from_file_location(
+        "monitor.local", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["monitor.local"] = module
+    monitor.local = module  # type: ignore[attr-defined]
+    spec.loader.exec_module(module)
+
+
+Scores = list[float]
+
+
+def _worker(job: tuple[str, list[Row], int, str | None]) -> tuple[int, float, int, int, Scores]:
+    mode, records, in_flight, baseline = job
+    if baseline is not None:
+        _use_local_package(Path(baseline))
     from monitor.local.embedder import MiniLMEmbedder
+    from monitor.local.judge import LocalJudge
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
     judge = LocalJudge(embedder=MiniLMEmbedder(threads=1))
     judge.embedder.warm_up()
     interactions = [validate_record(r) for r in records]
+    scores: Scores = []
     start = time.perf_counter()
     if mode == "screen":
         for i in interactions:
             judge.screen(i.context_texts, i.response, semantic=False)
     else:
-        scorer = Scorer(judge, ["faithfulness", "response_relevancy", "context_utility"])
+        metrics = ["faithfulness", "response_relevancy", "context_utility"]
+        scorer = Scorer(judge, metrics)
 
-        async def run() -> None:
-            for i in interactions:
-                await scorer.score(i)
+        async def run() -> list[Any]:
+            slots = asyncio.Semaphore(in_flight)  # as the sidecar's max_in_flight
 
-        asyncio.run(run())
+            async def one(interaction: Any) -> Any:
+                async with slots:
+                    return await scorer.score(interaction)
+
+            return await asyncio.gather(*(one(i) for i in interactions))
+
+        scores = [s.results[m].score for s in asyncio.run(run()) for m in metrics]
     elapsed = time.perf_counter() - start
-    return len(interactions), elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    passes = getattr(judge.embedder, "passes", -1)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return len(interactions), elapsed, rss, passes, scores
 
 
-def throughput(rows: list[Row], workers: int, count: int) -> None:
-    load1 = __import__("os").getloadavg()[0]
+def extract(ref: str, into: Path) -> Path:
+    """``monitor/local`` as of commit ``ref`` (read-only ``git archive``), for the baseline."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "monitor/local"],
+        check=True, capture_output=True,
+    ).stdout
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(into, filter="data")
+    return into
+
+
+def throughput(
+    rows: list[Row], workers: int, count: int, repeats: int, in_flight: int, baseline: str
+) -> None:
+    load1 = os.getloadavg()[0]
     print(f"\n## Throughput ({workers} worker processes, 1 onnxruntime thread each, "
-          f"5 contexts per record; load average at start {load1:.1f})\n")
-    print("| path | chunks | records | wall s | records/s | peak RSS per worker (MiB) |")
-    print("|---|---|---|---|---|---|")
+          f"5 contexts per record, {count} records; median of {repeats} interleaved runs; "
+          f"load average at start {load1:.1f})\n")
     ctx = mp.get_context("spawn")
-    for mode in ("screen", "score"):
-        for cold in (False, True):
-            records = synthesise(rows, count, cold=cold)
-            parts = [records[k::workers] for k in range(workers)]
-            with ctx.Pool(workers) as pool:
-                results = pool.map(_worker, [(mode, part) for part in parts])
-            done = sum(n for n, _, _ in results)
-            wall = max(t for _, t, _ in results)
-            rss = max(m for _, _, m in results) / 1024
-            name = "risk screen (lexical)" if mode == "screen" else "3 online metrics (Scorer)"
-            print(f"| {name} | {'cold' if cold else 'warm'} | {done} | {wall:.2f} | "
-                  f"{done / wall:.0f} | {rss:.0f} |")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = str(extract(baseline, Path(tmp)))
+        # (label, mode, code root or None for the working tree, records in flight per worker)
+        paths: list[tuple[str, str, str | None, int]] = [
+            ("risk screen (lexical)", "screen", None, 1),
+            (f"3 online metrics (Scorer), monitor/local@{baseline}, sequential",
+             "score", old, 1),
+            (f"3 online metrics (Scorer), monitor/local@{baseline}, {in_flight} in flight",
+             "score", old, in_flight),
+            ("3 online metrics (Scorer), sequential", "score", None, 1),
+            (f"3 online metrics (Scorer), {in_flight} in flight", "score", None, in_flight),
+        ]
+        runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {}
+        scored: dict[tuple[int, bool], Scores] = {}
+        for _ in range(repeats):
+            for cold in (False, True):
+                records = synthesise(rows, count, cold=cold)
+                parts = [records[k::workers] for k in range(workers)]
+                for n, (_, mode, code, flight) in enumerate(paths):
+                    with ctx.Pool(workers) as pool:
+                        results = pool.map(_worker, [(mode, part, flight, code) for part in parts])
+                    done = sum(r[0] for r in results)
+                    wall = max(r[1] for r in results)
+                    rss = max(r[2] for r in results) / 1024
+                    passes = sum(r[3] for r in results)
+                    runs.setdefault((n, cold), []).append((done / wall, rss, passes / done))
+                    scored[(n, cold)] = [x for r in results for x in r[4]]
+    print("| path | chunks | records/s (median) | × baseline | peak RSS per worker (MiB) "
+          "| forward passes per record |")
+    print("|---|---|---|---|---|---|")
+    for cold in (False, True):
+        base = runs[(1, cold)]
+        for n, (label, mode, _, _) in enumerate(paths):
+            rates = [r[0] for r in runs[(n, cold)]]
+            ratios = [r[0] / b[0] for r, b in zip(runs[(n, cold)], base, strict=True)]
+            ratio = "" if mode == "screen" else f"{statistics.median(ratios):.2f}"
+            passes = runs[(n, cold)][0][2]
+            print(f"| {label} | {'cold' if cold else 'warm'} | {statistics.median(rates):.0f} "
+                  f"| {ratio} | {max(r[1] for r in runs[(n, cold)]):.0f} "
+                  f"| {'' if passes < 0 else f'{passes:.2f}'} |")
+    for n, (label, mode, _, _) in enumerate(paths):
+        if mode == "score" and n != 1:
+            delta = max(
+                (abs(a - b) for cold in (False, True)
+                 for a, b in zip(scored[(n, cold)], scored[(1, cold)], strict=True)
+                 if not (math.isnan(a) and math.isnan(b))),
+                default=0.0,
+            )
+            print(f"\nlargest |score difference| to the baseline, {label}: {delta:.2g}", end="")
+    print()
 
 
 def main() -> None:
@@ -223,17 +338,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=400)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--records", type=int, default=600)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=8,
+                        help="records scored concurrently per worker (the sidecar's max_in_flight)")
+    parser.add_argument("--baseline", default="3abff3b",
+                        help="commit whose monitor/local is measured alongside, in the same run")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--only-throughput", action="store_true")
     args = parser.parse_args()
     rows = load(args.data)
     if not args.only_throughput:
-        judge = LocalJudge()
-        risks = detection(rows, judge)
+        risks = detection(rows, args.baseline)
         sampling(rows, risks["risk"], args.seeds, "risk = local screen with MiniLM words")
         sampling(rows, risks["lexical_risk"], args.seeds, "risk = lexical screen")
     if not args.skip_throughput:
-        throughput(rows, args.workers, args.records)
+        throughput(rows, args.workers, args.records, args.repeats, args.in_flight,
+                   args.baseline)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from monitor.local.embedder import DIMENSIONS, VOCAB_PATH, MiniLMEmbedder, build_tokenizer
+from monitor.local.embedder import (
+    DIMENSIONS,
+    VOCAB_PATH,
+    MiniLMEmbedder,
+    Vectors,
+    build_tokenizer,
+    plan_batches,
+)
 
 SENTENCES = [
     "A man is eating food.",
@@ -115,3 +125,82 @@ def test_constructing_loads_nothing() -> None:
     assert model._session is None
     with pytest.raises(ValueError):
         MiniLMEmbedder(threads=0)
+
+
+# --- batching: planned passes, and passes shared by concurrent callers
+
+
+def _padded_cost(lengths: list[int], ends: list[int], pass_cost: int) -> int:
+    starts = [0, *ends[:-1]]
+    return sum(pass_cost + (e - s) * lengths[e - 1] for s, e in zip(starts, ends, strict=True))
+
+
+def test_plan_batches_is_the_cheapest_cut_within_the_batch_size() -> None:
+    assert plan_batches([], 32) == []
+    assert plan_batches([3, 3, 4], 32) == [3]  # short texts: one pass
+    assert plan_batches([9, 27], 32) == [1, 2]  # 12 + 9 + 12 + 27 < 12 + 2 * 27
+    assert plan_batches([3] * 10, 4)[-1] == 10
+    for lengths in ([3, 4, 4, 5, 9, 12, 30], [5, 5, 6, 40, 41, 90], [3, 3, 3, 3, 3, 80]):
+        for size in (1, 2, 3, 32):
+            ends = plan_batches(lengths, size, pass_cost=12)
+            assert all(e - s <= size for s, e in zip([0, *ends[:-1]], ends, strict=True))
+            brute = min(
+                _padded_cost(lengths, [*cuts, len(lengths)], 12)
+                for k in range(len(lengths))
+                for cuts in itertools.combinations(range(1, len(lengths)), k)
+                if all(e - s <= size for s, e in
+                       zip([0, *cuts], [*cuts, len(lengths)], strict=True))
+            )
+            assert _padded_cost(lengths, ends, 12) == brute
+
+
+def test_concurrent_callers_share_passes_and_get_their_own_vectors() -> None:
+    texts = [*SENTENCES, "bought", "purchased", "film", "movie", "Byron provided US$300,000."]
+    alone = MiniLMEmbedder(cache_size=0).embed(texts)
+    shared = MiniLMEmbedder(cache_size=0)
+    shared.warm_up()
+    calls = [texts[k::3] for k in range(3)] * 4
+    real = shared._encode
+
+    def first_pass_waits(texts: list[str]) -> Vectors:
+        if shared.encoded == 0:  # hold the first pass until every other caller queued
+            while len(shared._waiting) < len(calls) - 1:
+                threading.Event().wait(0.005)
+        return real(texts)
+
+    shared._encode = first_pass_waits  # type: ignore[method-assign]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        results = list(pool.map(shared.embed, calls))
+    for call, vectors in zip(calls, results, strict=True):
+        expected = alone[[texts.index(t) for t in call]]
+        assert np.allclose(vectors, expected, atol=1e-4)  # as alone, up to padding rounding
+    # the first caller's pass, then one shared pass for the 11 others (each text once)
+    assert shared.encoded == len(calls[0]) + len(texts)
+
+
+def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
+    model = MiniLMEmbedder(cache_size=0)
+    model.warm_up()
+    entered, release = threading.Event(), threading.Event()
+    real = model._encode
+
+    def failing(texts: list[str]) -> Vectors:
+        if "first" in texts:  # the lone first caller: hold the pass until others queue
+            entered.set()
+            release.wait(5)
+            return real(texts)
+        raise RuntimeError("model broke")
+
+    model._encode = failing  # type: ignore[method-assign]
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(model.embed, ["first"])
+        entered.wait(5)
+        later = [pool.submit(model.embed, [t]) for t in ("second", "third")]
+        while len(model._waiting) < 2:
+            threading.Event().wait(0.01)
+        release.set()
+        assert first.result().shape == (1, DIMENSIONS)
+        for future in later:
+            with pytest.raises(RuntimeError, match="model broke"):
+                future.result()
+    assert not model._running and not model._waiting

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 from pydantic import BaseModel
 
 from monitor.local import lexical as lx
+from monitor.local.embedder import MiniLMEmbedder, Vectors
 from monitor.local.judge import LocalJudge
 from monitor.metrics.steps import (
     QUESTIONS,
@@ -127,6 +129,60 @@ def test_verify_is_deterministic(judge: LocalJudge) -> None:
     first = judge.verify(BYRON, statements)
     assert LocalJudge().verify(BYRON, statements) == first
     assert judge.verify(BYRON, statements) == first
+
+
+STUDIO = (
+    "In 1990 the company purchased a small film studio in Burbank. "
+    "The studio had made horror movies since the seventies; its founder retired that year. "
+    "Ten employees stayed after the sale."
+)
+#: statements whose verdict needs MiniLM word synonyms (bought/purchased, movie/film, ...)
+SYNONYM_STATEMENTS = [
+    "In 1990 the firm bought a small movie studio in Burbank.",
+    "The studio had produced horror films since the seventies.",
+    "Its founder quit that year.",
+    "Ten workers remained after the sale.",
+    "The studio made comedies.",
+]
+
+
+class _CountingEmbedder(MiniLMEmbedder):
+    """Records the number of texts of every `embed` call."""
+
+    def __init__(self, *, cache_size: int) -> None:
+        super().__init__(cache_size=cache_size)
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+def test_verify_asks_minilm_once_and_equals_one_statement_at_a_time() -> None:
+    batched = _CountingEmbedder(cache_size=0)
+    checks = LocalJudge(embedder=batched).verify(STUDIO, SYNONYM_STATEMENTS)
+    assert len(batched.calls) == 1 and batched.calls[0] > 0  # all statements' words together
+    one_by_one = [
+        LocalJudge(embedder=MiniLMEmbedder(cache_size=0)).verify(STUDIO, [s])[0]
+        for s in SYNONYM_STATEMENTS
+    ]
+    assert checks == one_by_one
+    lexical = [LocalJudge().check(s, STUDIO, semantic=False) for s in SYNONYM_STATEMENTS]
+    # synonyms matched words for some statements (bought/purchased, movie/film)
+    assert any(c.window_coverage > x.window_coverage for c, x in zip(checks, lexical, strict=True))
+
+
+def test_usefulness_asks_minilm_once_and_equals_one_context_at_a_time() -> None:
+    contexts = [STUDIO, "The firm bought a movie company.", RECEIPTS, "Horror films sold well."]
+    answer = "The firm bought a horror movie studio in Burbank with ten workers."
+    batched = _CountingEmbedder(cache_size=0)
+    verdicts = LocalJudge(embedder=batched).usefulness(answer, contexts)
+    assert len(batched.calls) == 1
+    one_by_one = [
+        LocalJudge(embedder=MiniLMEmbedder(cache_size=0)).usefulness(answer, [c])[0]
+        for c in contexts
+    ]
+    assert verdicts == one_by_one
 
 
 # --- the other steps

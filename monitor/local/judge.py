@@ -18,9 +18,10 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        the reverse);
     4. its content words are said *together*: the share of them found in one
        context window (a sentence or two neighbouring sentences) is at least
-       ``window_coverage``; below that, the MiniLM similarity of the statement
-       to its best windows must reach ``semantic_support`` — paraphrases pass,
-       words gathered from all over the context do not.
+       ``window_coverage``, a word counting as found when its folded form or
+       stem is there or, in the ``semantic_windows`` lexically best windows,
+       a word of the window is a MiniLM synonym (cosine ≥ ``word_similarity``)
+       — paraphrases pass, words gathered from all over the context do not.
 
     The reason names what was missing, e.g. ``amount '$500,000' not in context``.
 ``questions``
@@ -36,6 +37,12 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
 ``embed`` is the local MiniLM (`monitor.local.embedder`). All answers are
 deterministic; usage is always zero. CPU work runs in a worker thread so the
 event loop stays free.
+
+Cost: MiniLM is nearly all of it, so each step asks it at most once — the
+synonym words of all statements of a ``verify`` (all contexts of a
+``usefulness``) go in one `MiniLMEmbedder.embed` call, made only for the
+statements the lexical rules leave undecided; concurrent records' calls
+share forward passes in the embedder.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from monitor.local import lexical as lx
 from monitor.local.embedder import MiniLMEmbedder
@@ -69,6 +79,8 @@ from monitor.prompt import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.records import Usage
 
 KIND = "local"
+
+Vector = npt.NDArray[np.float32]
 
 _NAME_PARTS = re.compile(r"[\s.\-]+")
 
@@ -124,6 +136,18 @@ class Screen:
     faithfulness: float
     #: the reason of the weakest statement
     reason: str
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """A statement's (or an answer's) content words against the windows of a context."""
+
+    wanted: list[str]
+    #: per window, the wanted words it lacks (folded form and stem compared)
+    exact: list[list[str]]
+    #: window indexes, best (fewest words lacking, then shortest) first
+    order: list[int]
+    negated: bool = False
 
 
 @dataclass
@@ -200,12 +224,25 @@ class LocalJudge:
     # verify
 
     def verify(self, context: str, statements: Sequence[str]) -> list[Check]:
-        prepared = self._context(context)
-        return [self.check(statement, prepared) for statement in statements]
+        return self._checks(statements, self._context(context))
 
     def check(self, statement: str, context: _Context | str, *, semantic: bool = True) -> Check:
         """Is ``statement`` supported by ``context``? (see the module docstring for the rules)"""
         ctx = context if isinstance(context, _Context) else self._context(context)
+        [result] = self._checks([statement], ctx, semantic=semantic)
+        return result
+
+    def _checks(
+        self, statements: Sequence[str], ctx: _Context, *, semantic: bool = True
+    ) -> list[Check]:
+        """`check` of every statement; the MiniLM words of all of them in one embed call."""
+        first = [self._lexical_check(s, ctx) for s in statements]
+        pending = [(p, ctx) for p in first if isinstance(p, _Windows)]
+        vectors = self._word_vectors(pending) if semantic else {}
+        return [p if isinstance(p, Check) else self._window_check(p, ctx, vectors) for p in first]
+
+    def _lexical_check(self, statement: str, ctx: _Context) -> Check | _Windows:
+        """Rules 1–3 and the word counts of rule 4; `_Windows` when windows must decide."""
         t = self.thresholds
         known = ctx.vocabulary.numbers
         missing_numbers = [n for n in lx.numbers(statement) if not n.values & known]
@@ -228,8 +265,14 @@ class LocalJudge:
         if anywhere < t.min_coverage:
             missing = [w for w in wanted if not ctx.vocabulary.has_word(w)]
             return Check(0, f"words {lx.quote(missing)} not in context", anywhere / 2, anywhere)
-        best, window_cov, unmatched = self._best_window(wanted, ctx, semantic=semantic)
-        if best is not None and lx.has_negation(statement) and not ctx.window_negated[best]:
+        return self._windows(wanted, ctx, negated=lx.has_negation(statement))
+
+    def _window_check(
+        self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
+    ) -> Check:
+        t = self.thresholds
+        best, window_cov, unmatched = self._best_window(windows, ctx, vectors)
+        if best is not None and windows.negated and not ctx.window_negated[best]:
             return Check(0, "negation not in the closest context passage", 0.0, window_cov)
         if window_cov >= t.window_coverage:
             how = "all" if not unmatched else f"{window_cov:.0%} of the"
@@ -244,36 +287,55 @@ class LocalJudge:
             best,
         )
 
+    def _windows(self, wanted: list[str], ctx: _Context, *, negated: bool = False) -> _Windows:
+        """``wanted`` against every window of ``ctx``, windows ranked by words matched exactly."""
+        exact = [[w for w in wanted if not v.has_word(w)] for v in ctx.window_vocabularies]
+        order = sorted(range(len(exact)), key=lambda i: (len(exact[i]), len(ctx.windows[i]), i))
+        return _Windows(wanted, exact, order, negated)
+
+    def _synonym_words(self, windows: _Windows, ctx: _Context) -> list[str]:
+        """The words MiniLM compares for ``windows``: none when a window matches exactly."""
+        if not windows.order or not windows.exact[windows.order[0]]:
+            return []
+        top = windows.order[: self.thresholds.semantic_windows]
+        unmatched = sorted({w for i in top for w in windows.exact[i]})
+        candidates = sorted({w for i in top for w in ctx.window_content[i]})
+        return [*unmatched, *candidates]
+
+    def _word_vectors(self, pending: Sequence[tuple[_Windows, _Context]]) -> dict[str, Vector]:
+        """The MiniLM vectors of every word ``pending`` compares, from one embed call."""
+        words = list(dict.fromkeys(
+            w for windows, ctx in pending for w in self._synonym_words(windows, ctx)
+        ))
+        if not words:
+            return {}
+        return dict(zip(words, self.embedder.embed(words), strict=True))
+
     def _best_window(
-        self, wanted: list[str], ctx: _Context, *, semantic: bool = True
+        self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
     ) -> tuple[int | None, float, list[str]]:
-        """The window holding most of ``wanted``: (index, share matched, words not matched).
+        """The window holding most of the words: (index, share matched, words not matched).
 
         Words match by folded form or stem; the words still unmatched in the
         lexically best windows may match a window's word by MiniLM similarity
-        (synonyms, other word forms: ``bought``/``purchased``, ``film``/``movie``).
+        (synonyms, other word forms: ``bought``/``purchased``, ``film``/``movie``)
+        — when ``vectors`` (from `_word_vectors`) holds them.
         """
-        if not ctx.windows:
+        wanted, exact = windows.wanted, windows.exact
+        if not windows.order:
             return None, 0.0, list(wanted)
-        exact = [[w for w in wanted if not v.has_word(w)] for v in ctx.window_vocabularies]
-        order = sorted(range(len(exact)), key=lambda i: (len(exact[i]), len(ctx.windows[i]), i))
-        best = order[0]
-        if not exact[best] or not semantic:
+        best = windows.order[0]
+        if not exact[best] or not vectors:
             return best, 1.0 - len(exact[best]) / len(wanted), exact[best]
-        top = order[: self.thresholds.semantic_windows]
-        unmatched_words = sorted({w for i in top for w in exact[i]})
-        window_words = {i: ctx.window_content[i] for i in top}
-        candidates = sorted({w for i in top for w in window_words[i]})
-        vectors = self.embedder.embed([*unmatched_words, *candidates])
-        index = {w: k for k, w in enumerate([*unmatched_words, *candidates])}
         best_share, best_missing = -1.0, list(wanted)
-        for i in top:
+        for i in windows.order[: self.thresholds.semantic_windows]:
             missing = exact[i]
             soft = [w for w in missing if w not in lx.COMPARISONS]
-            if window_words[i] and soft:
-                sims = vectors[[index[w] for w in soft]] @ vectors[
-                    [index[w] for w in window_words[i]]
-                ].T
+            window_words = ctx.window_content[i]
+            if window_words and soft:
+                sims = np.stack([vectors[w] for w in soft]) @ np.stack(
+                    [vectors[w] for w in window_words]
+                ).T
                 matched = {
                     w for w, row in zip(soft, sims, strict=True)
                     if float(row.max()) >= self.thresholds.word_similarity
@@ -298,8 +360,7 @@ class LocalJudge:
         statements = self.statements(response) or ([response] if response.strip() else [])
         if not statements:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        ctx = self._context("\n".join(contexts))
-        checks = [self.check(s, ctx, semantic=semantic) for s in statements]
+        checks = self._checks(statements, self._context("\n".join(contexts)), semantic=semantic)
         worst = min(checks, key=lambda c: c.support)
         return Screen(
             risk=round(1.0 - worst.support, 6),
@@ -319,15 +380,22 @@ class LocalJudge:
         t = self.thresholds
         wanted = lx.content_words(answer)
         answer_numbers = lx.numbers(answer)
+        prepared = [self._context(text) for text in contexts]
+        shares = [lx.coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
+        # synonyms count too, within one passage of the context: all contexts' words in one call
+        windows = {
+            k: self._windows(wanted, ctx)
+            for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
+            if wanted and 0 < share < t.useful_coverage
+        }
+        vectors = self._word_vectors([(w, prepared[k]) for k, w in windows.items()])
         verdicts: list[ContextVerdict] = []
-        for text in contexts:
-            ctx = self._context(text)
+        for k, ctx in enumerate(prepared):
+            share = shares[k]
+            if k in windows:
+                _, share, _ = self._best_window(windows[k], ctx, vectors)
             shared_numbers = [n.surface for n in answer_numbers
                               if n.values & ctx.vocabulary.numbers]
-            share = lx.coverage(wanted, ctx.vocabulary) if wanted else 0.0
-            if wanted and share < t.useful_coverage and share > 0:
-                # synonyms count too, within one passage of the context
-                _, share, _ = self._best_window(wanted, ctx)
             useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
             reason = f"holds {share:.0%} of the answer's content words"
             if shared_numbers:

@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(default=256, gt=0)
     kafka_session_timeout_ms: int = Field(default=10_000, gt=0)
     kafka_heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    #: static membership (KIP-345): a restart with the same id takes over its old member
+    kafka_group_instance_id: str | None = None
 
     # --- judge
     judge_base_url: str | None = None

@@ -7,7 +7,9 @@ For every fetched record (`Pipeline._handle`):
    unparsed; the rest are parsed (invalid → dead-letter topic) and
    `Sampler.admit` decides with the exact rate, which becomes the record's
    inclusion probability. Records dropped by the sampler are not validated:
-   that is the point of deciding before parsing;
+   that is the point of deciding before parsing. The precheck's drop is taken
+   in the fetch loop itself (`Pipeline._sampled_out`), so those records cost
+   no task;
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
    reason (``records_skipped_total{reason}``), never given a made-up score.
@@ -141,10 +143,15 @@ class Pipeline:
         try:
             while not stop.is_set():
                 for record in await self.source.fetch(wait_seconds=0.2):
+                    if self._sampled_out(record):
+                        continue  # finished already, no task needed
                     await slots.acquire()
                     task = asyncio.create_task(self._process(record, slots))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+                # a fetch served from the client's buffer does not suspend: yield once per
+                # batch, or a backlog would starve the scoring tasks and the heartbeats
+                await asyncio.sleep(0)
         finally:
             self._stopping = True
             checkpoints.cancel()
@@ -160,6 +167,21 @@ class Pipeline:
             log.exception("record failed", partition=record.partition, offset=record.offset)
         finally:
             slots.release()
+
+    def _sampled_out(self, record: SourceRecord) -> bool:
+        """Step 2's drop on the raw bytes, in the fetch loop: most records end here.
+
+        True when the record was dropped and is finished; the others go to `_handle`
+        (which takes the same, deterministic decision again).
+        """
+        if record.size > self.settings.max_record_bytes:
+            return False
+        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        if not self.sampler.precheck(record.key, record.value, scale).drop:
+            return False
+        self._offered(self.sampler.rate)
+        self.source.finish(record)
+        return True
 
     async def _handle(self, record: SourceRecord) -> None:
         if record.size > self.settings.max_record_bytes:

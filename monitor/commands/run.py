@@ -30,6 +30,7 @@ from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
 from monitor.sources.kafka import KafkaSource
+from monitor.tokens import count_tokens
 
 log = structlog.get_logger("monitor.commands.run")
 
@@ -114,10 +115,27 @@ def build(settings: Settings) -> Components:
 
         checks["postgres"] = postgres
     server.checks.update(checks)
+    if judge.kind == "llm":
+        models = (settings.judge_model, settings.embedding_model)
+        parts.starters.insert(0, lambda: _load_tokenizers(models))
     aclose = getattr(judge, "aclose", None)
     if aclose is not None:
         parts.closers.insert(0, aclose)
     return parts
+
+
+async def _load_tokenizers(models: tuple[str, ...]) -> None:
+    """Load the judge's token counters at start, not on the first sampled record.
+
+    Loading an encoding takes about a second of CPU; done lazily it would block the
+    event loop (fetches, heartbeats, judge responses) in the middle of consumption.
+    """
+
+    def load() -> None:
+        for model in models:
+            count_tokens("rag-monitor", model)
+
+    await asyncio.to_thread(load)
 
 
 def _assigned(source: KafkaSource) -> ReadinessCheck:

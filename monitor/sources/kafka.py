@@ -14,6 +14,12 @@ value and the error in headers (``rag-monitor-error-reason``,
 ``rag-monitor-error-detail``, plus the source coordinates). Lag is the fetch
 high watermark minus the commit position (`consumer.highwater`, not
 ``end_offsets()``, which some brokers report wrong).
+
+With ``kafka_group_instance_id`` set the consumer is a *static* member
+(KIP-345): a replica restarted with the same id (a crashed container in the
+same pod) rejoins as its old member at once. It does not leave the group when
+it stops, so a replica that is gone for good gives up its partitions only when
+its session times out.
 """
 
 from __future__ import annotations
@@ -144,6 +150,9 @@ class KafkaSource:
             **options,
             client_id=self.client_id,
             group_id=self.settings.kafka_group_id,
+            # static membership: a restarted replica takes over its old member id instead of
+            # waiting for the broker to expire it (noida-db never expires a crashed member)
+            group_instance_id=self.settings.kafka_group_instance_id or None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             # a partition fetch asks for one record's worth; larger batches still
@@ -197,12 +206,15 @@ class KafkaSource:
         consumer = self._require_consumer()
         room = self.max_in_flight - self.tracker.in_flight()
         if room <= 0:
-            self._pause(consumer)
+            # Full. Usually only for a moment (the pipeline has just taken the last batch
+            # and its tasks have not run yet): wait for room with the partitions still
+            # fetchable. Pause only when the wait times out: aiokafka drops the records it
+            # has buffered for a paused partition, so every pause costs a new fetch.
             self._room.clear()
             try:
                 await asyncio.wait_for(self._room.wait(), wait_seconds)
             except TimeoutError:
-                pass
+                self._pause(consumer)
             return []
         if self._paused and self.tracker.in_flight() <= self.max_in_flight // 2:
             self._resume(consumer)
@@ -469,25 +481,58 @@ async def read_topic(
         await consumer.stop()
 
 
+@dataclass(frozen=True)
+class BareConsume:
+    """What `bare_consume` read, in ``seconds`` from the partition assignment to the last record.
+
+    The clock starts when the group join has assigned the partitions, so the join and
+    the final commit are outside the measurement; the first fetch is inside it.
+    """
+
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+class _AssignedAt(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        if self.at is None:
+            self.at = time.perf_counter()
+
+
 async def bare_consume(
     bootstrap_servers: str, topic: str, group_id: str, count: int, within_seconds: float = 60.0
-) -> int:
+) -> BareConsume:
     """A plain consume loop (the benchmark's baseline): read ``count`` records, no work."""
     consumer = AIOKafkaConsumer(
-        topic,
         bootstrap_servers=bootstrap_servers,
         group_id=group_id,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
+    assigned = _AssignedAt()
+    consumer.subscribe([topic], listener=assigned)
     await consumer.start()
     seen = 0
+    last = 0.0
     try:
         deadline = time.monotonic() + within_seconds
         while seen < count and time.monotonic() < deadline:
             batches = await consumer.getmany(timeout_ms=200)
-            seen += sum(len(m) for m in batches.values())
+            got = sum(len(m) for m in batches.values())
+            if got:
+                last = time.perf_counter()
+                seen += got
         await consumer.commit()
-        return seen
+        return BareConsume(seen, last - (assigned.at or last))
     finally:
         await consumer.stop()

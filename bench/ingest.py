@@ -1,0 +1,463 @@
+"""Measure the sidecar's ingest: consume throughput against a bare loop, and scoring throughput.
+
+    python bench/ingest.py [--broker noida|tansu] [--records 50000] [--partitions 4]
+                           [--rounds 2] [--latency 0.3] [--concurrency 64] [--window 20]
+
+One broker (the embedded noida-db or Tansu), one topic of ``--records``
+generated interactions (≈ 1.1 kB each, keyed ``rec-<i>``), one judge server
+(`monitor.embedded.judge_server`, real HTTP on 127.0.0.1) in this process.
+Each measured consumer runs in its **own process** (this script re-run with
+``--worker``), so neither the broker client of the producer nor the judge
+server's threads share its interpreter, and its CPU time and peak RSS are its
+own (``getrusage(RUSAGE_SELF)``).
+
+1. **Consume.** ``--rounds`` times, in turn: `monitor.sources.kafka.bare_consume`
+   (a plain aiokafka ``getmany`` loop, no work), and the monitor pipeline
+   exactly as ``rag-monitor run`` wires it (`monitor.commands.run.build` +
+   ``serve``) at sample rate 1 % and at rate 0 (no scoring: the pipeline's own
+   cost), the judge answering at once; each with a fresh consumer group over
+   the whole topic. Rate = records / time from the partition assignment (the
+   group join is outside the clock for both) to the last record. The monitor's
+   "last record" is when its source has handed every record to the pipeline;
+   backpressure (``max_in_flight``) keeps that within 256 records of finished
+   work, and the worker then checks that every record is finished.
+2. **Score.** The judge answers after ``--latency`` seconds; the monitor at
+   sample rate 1, ``judge_concurrency=--concurrency``, ``max_in_flight=1024``,
+   unlimited token budget, scores for ``--window`` seconds after its first
+   scored record. Scored records/s over the window, CPU (process CPU seconds /
+   wall seconds over the window), peak RSS of the process, judge requests per
+   record, and the bound ``concurrency / latency / requests-per-record``.
+
+Everything started is stopped at the end (workers by pid, the broker's process
+group, the judge server's threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from monitor.embedded.broker import Broker  # noqa: E402
+from monitor.embedded.judge_server import JudgeServer  # noqa: E402
+
+TARGET_RATIO = 0.7
+TARGET_SCORED = 150.0
+TARGET_RSS_MB = 250.0
+RESULT = "BENCH-RESULT "
+
+# --- records ------------------------------------------------------------------
+
+PRODUCTS = ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Fjord", "Garnet", "Harbor"]
+NOUNS = [
+    "quota",
+    "retention window",
+    "refund limit",
+    "rate limit",
+    "backup schedule",
+    "approval threshold",
+    "session timeout",
+    "storage tier",
+    "support plan",
+    "audit log",
+]
+UNITS = ["days", "requests per minute", "dollars", "hours", "gigabytes", "users"]
+TEAMS = ["finance", "platform", "data", "security", "support", "payments"]
+
+
+def _sentence(rng: random.Random, product: str) -> str:
+    noun = rng.choice(NOUNS)
+    return (
+        f"The {noun} of {product} for the {rng.choice(TEAMS)} team is "
+        f"{rng.randint(2, 900)} {rng.choice(UNITS)} since release {rng.randint(1, 40)}."
+    )
+
+
+def generate(count: int, seed: int = 11) -> list[tuple[bytes, bytes]]:
+    """``count`` (key, value) pairs: unique questions, three chunks, an answer (some invented)."""
+    rng = random.Random(seed)
+    out: list[tuple[bytes, bytes]] = []
+    for i in range(count):
+        product = f"{rng.choice(PRODUCTS)}-{i}"
+        chunks = [" ".join(_sentence(rng, product) for _ in range(3)) for _ in range(3)]
+        first = chunks[0].split(". ")[0].rstrip(".") + "."
+        second = (
+            chunks[1].split(". ")[1].rstrip(".") + "."
+            if rng.random() < 0.7
+            else _sentence(rng, product)
+        )
+        record = {
+            "id": f"rec-{i}",
+            "user_input": f"What is the {rng.choice(NOUNS)} of {product}?",
+            "retrieved_contexts": chunks,
+            "response": f"{first} {second}",
+            "metadata": {"route": rng.choice(["search", "chat"]), "model": "rag-7b"},
+        }
+        out.append((f"rec-{i}".encode(), json.dumps(record).encode()))
+    return out
+
+
+# --- workers (one process each) -------------------------------------------------
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_mb() -> float:
+    """Resident set size now (VmRSS)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.sources.kafka import bare_consume
+
+    cpu = _cpu()
+    wall = time.perf_counter()
+    run = asyncio.run(bare_consume(args.bootstrap, args.topic, args.group, args.records))
+    return {
+        "records": run.records,
+        "seconds": run.seconds,
+        "rate": run.rate,
+        "cpu_cores": (_cpu() - cpu) / (time.perf_counter() - wall),
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Any:
+    from monitor.config import load_settings
+
+    values: dict[str, Any] = {
+        "kafka_bootstrap_servers": args.bootstrap,
+        "kafka_topic": args.topic,
+        "kafka_dlq_topic": args.topic + "-dlq",
+        "kafka_group_id": args.group,
+        "kafka_session_timeout_ms": args.session_timeout_ms,
+        "kafka_heartbeat_interval_ms": 1000,
+        "judge_base_url": args.judge,
+        "judge_api_key": "bench",
+        "judge_timeout_seconds": 30.0,
+        "metrics_host": "127.0.0.1",
+        "metrics_port": 0,
+        "routes": ["search", "chat"],
+        "token_budget": "0",
+        "log_level": "warning",
+    }
+    values.update(extra)
+    return load_settings(**values)
+
+
+def _total(metric: Any) -> float:
+    """The sum of a counter's samples (its own ``collect``, not the whole registry's)."""
+    return sum(
+        s.value for family in metric.collect() for s in family.samples if s.name.endswith("_total")
+    )
+
+
+async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.commands.run import build, serve
+    from monitor.logging import configure_logging
+
+    settings = _settings(args, sample_rate=args.rate)
+    configure_logging(settings.log_level)
+    parts = build(settings)
+    stop = asyncio.Event()
+    cpu, wall = _cpu(), time.perf_counter()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    consumed = parts.exporter.records_consumed
+    first = 0.0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and not task.done():
+            await asyncio.sleep(0.002)
+            if not first and parts.source.assignment:
+                first = time.perf_counter()
+            if _total(consumed) >= args.records:
+                break
+        last = time.perf_counter()
+        got = _total(consumed)
+        for _ in range(6000):  # the sampled ones still being scored, at most 60 s
+            if not parts.source.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        finished = got - parts.source.in_flight
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 60)
+    return {
+        "records": got,
+        "seconds": last - first,
+        "rate": got / (last - first),
+        "finished": finished,
+        "sampled": _total(parts.exporter.records_sampled),
+        "scored": _total(parts.exporter.records_scored),
+        "cpu_cores": (_cpu() - cpu) / (time.perf_counter() - wall),
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.commands.run import build, serve
+    from monitor.logging import configure_logging
+
+    settings = _settings(
+        args,
+        sample_rate=1.0,
+        judge_concurrency=args.concurrency,
+        max_in_flight=1024,
+        shutdown_grace_seconds=1.0,
+    )
+    configure_logging(settings.log_level)
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    scored = parts.exporter.records_scored
+    rss_at_start = 0.0
+    try:
+        while not parts.source.assignment:
+            if task.done():
+                raise RuntimeError("the monitor stopped before joining the group")
+            await asyncio.sleep(0.01)
+        rss_at_start = _rss_mb()  # started: imports, token counters, clients; no records yet
+        while not _total(scored):
+            if task.done():
+                raise RuntimeError("the monitor stopped before scoring anything")
+            await asyncio.sleep(0.01)
+        s0, t0, c0 = _total(scored), time.perf_counter(), _cpu()
+        await asyncio.sleep(args.window)
+        s1, t1, c1 = _total(scored), time.perf_counter(), _cpu()
+        skipped = _total(parts.exporter.records_skipped)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 60)
+    return {
+        "scored": s1 - s0,
+        "seconds": t1 - t0,
+        "rate": (s1 - s0) / (t1 - t0),
+        "cpu_cores": (c1 - c0) / (t1 - t0),
+        "peak_rss_mb": _peak_rss_mb(),
+        "rss_at_start_mb": rss_at_start,
+        "skipped": skipped,
+        "scored_total": _total(scored),
+    }
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    if args.worker == "bare":
+        result = worker_bare(args)
+    elif args.worker == "consume":
+        result = asyncio.run(_monitor_consume(args))
+    else:
+        result = asyncio.run(_monitor_score(args))
+    print(RESULT + json.dumps(result), flush=True)
+    return 0
+
+
+# --- the run ----------------------------------------------------------------------
+
+
+def spawn(
+    kind: str,
+    args: argparse.Namespace,
+    broker: Broker,
+    topic: str,
+    group: str,
+    judge: JudgeServer,
+    rate: float = 0.01,
+) -> dict[str, Any]:
+    """Run one worker process to completion (killed by pid on a timeout); its result."""
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        kind,
+        "--bootstrap",
+        broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--judge",
+        judge.base_url,
+        "--records",
+        str(args.records),
+        "--session-timeout-ms",
+        str(broker.session_timeout_ms),
+        "--concurrency",
+        str(args.concurrency),
+        "--window",
+        str(args.window),
+        "--rate",
+        str(rate),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        text=True,
+    )
+    cpu, wall = _cpu(), time.perf_counter()
+    try:
+        out, err = process.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    # this process is idle but for the judge server's threads: their CPU over the worker's life
+    judge_cores = (_cpu() - cpu) / (time.perf_counter() - wall)
+    for line in out.splitlines():
+        if line.startswith(RESULT):
+            result: dict[str, Any] = json.loads(line[len(RESULT) :])
+            result["judge_cpu_cores"] = judge_cores
+            return result
+    raise RuntimeError(f"worker {kind} failed ({process.returncode}):\n{err[-3000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", choices=["noida", "tansu"], default=None)
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--window", type=float, default=20.0)
+    parser.add_argument("--worker", choices=["bare", "consume", "score"], help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--judge", help=argparse.SUPPRESS)
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000, help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, default=0.01, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return run_worker(args)
+
+    from monitor.sources.kafka import produce
+
+    started = time.perf_counter()
+    broker = Broker(args.broker)
+    judge = JudgeServer()
+    try:
+        broker.start()
+        judge.start()
+        topic = "interactions"
+        broker.create_topics({topic: args.partitions, topic + "-dlq": 1})
+        pairs = generate(args.records)
+        size = statistics.mean(len(v) for _, v in pairs)
+        t = time.perf_counter()
+        asyncio.run(produce(broker.bootstrap_servers, topic, pairs))
+        produced = time.perf_counter() - t
+        del pairs
+        print(
+            f"broker {broker.kind}, {args.records} records of {size:.0f} B on "
+            f"{args.partitions} partitions (produced in {produced:.1f} s), "
+            f"{os.cpu_count()} CPUs",
+            flush=True,
+        )
+
+        rounds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+        for r in range(args.rounds):
+            bare = spawn("bare", args, broker, topic, f"bare-{r}", judge)
+            mon = spawn("consume", args, broker, topic, f"monitor-{r}", judge)
+            idle = spawn("consume", args, broker, topic, f"monitor-rate0-{r}", judge, rate=0.0)
+            finished = min(bare["records"], mon["finished"], idle["finished"])
+            if finished < args.records:
+                raise RuntimeError(f"round {r}: not everything was consumed: {bare} {mon} {idle}")
+            rounds.append((bare, mon, idle))
+
+        judge.latency_seconds = args.latency
+        judge.stats.reset()
+        score = spawn("score", args, broker, topic, "score-0", judge)
+        stats = judge.stats.snapshot()
+        judge.latency_seconds = 0.0
+    finally:
+        judge.stop()
+        broker.stop()
+
+    print("\nConsume (records/s from the partition assignment to the last record; judge at once)\n")
+    print(
+        "| round | bare aiokafka loop | monitor, rate 1 % | ratio | monitor, rate 0 | ratio "
+        "| monitor CPU (1 %) | judge server CPU (1 %) | monitor peak RSS (1 %) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r, (bare, mon, idle) in enumerate(rounds):
+        print(
+            f"| {r + 1} | {bare['rate']:,.0f} | {mon['rate']:,.0f} | "
+            f"{mon['rate'] / bare['rate']:.2f}× | {idle['rate']:,.0f} | "
+            f"{idle['rate'] / bare['rate']:.2f}× | {mon['cpu_cores']:.2f} cores | "
+            f"{mon['judge_cpu_cores']:.2f} cores | {mon['peak_rss_mb']:.0f} MB |"
+        )
+    bare_rate = statistics.median(b["rate"] for b, _, _ in rounds)
+    mon_rate = statistics.median(m["rate"] for _, m, _ in rounds)
+    idle_rate = statistics.median(i["rate"] for _, _, i in rounds)
+    ratio = mon_rate / bare_rate
+    print(
+        f"| median | {bare_rate:,.0f} | {mon_rate:,.0f} | **{ratio:.2f}×** | {idle_rate:,.0f} "
+        f"| {idle_rate / bare_rate:.2f}× | | | |"
+    )
+    last = rounds[-1][1]
+    print(
+        f"\n(monitor at 1 %: {last['sampled']:.0f} of {last['records']:.0f} records sampled "
+        f"and {last['scored']:.0f} scored per round; every record finished)"
+    )
+
+    calls = stats.chat_requests + stats.embedding_requests
+    per_record = calls / score["scored_total"] if score["scored_total"] else float("nan")
+    bound = args.concurrency / args.latency / per_record
+    print(
+        f"\nScore (judge latency {args.latency * 1000:.0f} ms, judge_concurrency "
+        f"{args.concurrency}, sample rate 1, {args.window:.0f} s window)\n"
+    )
+    print("| measure | value | target |")
+    print("|---|---:|---:|")
+    print(f"| scored records/s | **{score['rate']:.1f}** | ≥ {TARGET_SCORED:.0f} |")
+    print(f"| CPU (process CPU s / wall s) | {score['cpu_cores']:.2f} cores | |")
+    print(f"| peak RSS | **{score['peak_rss_mb']:.0f} MB** | < {TARGET_RSS_MB:.0f} MB |")
+    print(f"| RSS once started (no record yet) | {score['rss_at_start_mb']:.0f} MB | |")
+    print(f"| judge server CPU (this process) | {score['judge_cpu_cores']:.2f} cores | |")
+    print(f"| judge requests per record (chat + embeddings) | {per_record:.2f} | |")
+    print(f"| judge requests in flight, peak | {stats.max_concurrent} | {args.concurrency} |")
+    print(f"| bound: concurrency / latency / requests per record | {bound:.1f} | |")
+    print(f"| records skipped in the window | {score['skipped']:.0f} | 0 |")
+
+    met = [
+        ratio >= TARGET_RATIO,
+        score["rate"] >= TARGET_SCORED,
+        score["peak_rss_mb"] < TARGET_RSS_MB,
+    ]
+    print(
+        f"\ntargets: consume ratio ≥ {TARGET_RATIO} {'met' if met[0] else 'NOT met'}; "
+        f"≥ {TARGET_SCORED:.0f} scored/s {'met' if met[1] else 'NOT met'}; "
+        f"RSS < {TARGET_RSS_MB:.0f} MB {'met' if met[2] else 'NOT met'}. "
+        f"total {time.perf_counter() - started:.0f} s"
+    )
+    return 0 if all(met) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

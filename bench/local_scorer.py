@@ -1,6 +1,8 @@
 """Measure the zero-token local scorer: detection quality, risk-based sampling, throughput.
 
     python bench/local_scorer.py [--data ../shared/data/halueval_qa_dev.jsonl]
+                                 [--demo-data monitor/data/demo_traffic.jsonl]
+                                 [--only-detection | --skip-throughput | --only-throughput]
                                  [--seeds 400] [--workers 2] [--records 600]
                                  [--repeats 3] [--in-flight 8] [--baseline 3abff3b]
 
@@ -9,6 +11,13 @@
    decision "faithfulness < 1", next to the lexical baseline of the data's
    README (flag an answer with a word found in neither the passages nor the
    question) and the same baseline without the question.
+   Then the same on the demo's labelled traffic (``monitor/data/demo_traffic.jsonl``),
+   scored as the demo scores it (`monitor.scoring.Scorer` with faithfulness on
+   the local judge): the hallucination flag (faithfulness < 0.5) against the
+   labels, precision over all labelled records as ``rag-monitor demo`` reports
+   it (evasive and off-topic answers flagged count as false alarms) and over
+   faithful vs hallucinated only, AUROC of faithfulness on those two, and the
+   mean factual_correctness of the faithful answers (against their reference).
 2. Risk-based vs uniform sampling at the same expected budget, over many hash
    seeds, on a population with a 10 % hallucination rate drawn from the set:
    share of hallucinations among the judged records, and mean / standard
@@ -56,6 +65,7 @@ from monitor.risk import inclusion_probability, solve_scale  # noqa: E402
 from monitor.sampling import unit_hash  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
+DEMO_DATA = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
 Row = dict[str, Any]
 
 
@@ -147,6 +157,61 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
         print(f"| {name} | {auroc(scores, labels):.3f} | {acc:.3f} | {p:.3f} | {rec:.3f} "
               f"| {f1:.3f} |")
     return {"risk": risk, "lexical_risk": lexical_risk}
+
+
+def _demo_scores(job: tuple[list[Row], str | None]) -> list[tuple[float, float]]:
+    """(faithfulness, factual_correctness) of every demo record (``job[1]``: baseline code)."""
+    rows, baseline = job
+    if baseline is not None:
+        _use_local_package(Path(baseline))
+    from monitor.local.judge import LocalJudge
+    from monitor.records import validate_record
+    from monitor.scoring import Scorer
+
+    scorer = Scorer(LocalJudge(), ["faithfulness", "factual_correctness"])
+
+    async def run() -> list[Any]:
+        return [await scorer.score(validate_record(r)) for r in rows]
+
+    return [
+        (s.results["faithfulness"].score, s.results["factual_correctness"].score)
+        for s in asyncio.run(run())
+    ]
+
+
+def demo_detection(path: Path, baseline: str) -> None:
+    rows = load(path)
+    labels = [str(r["metadata"]["label"]) for r in rows]
+    with tempfile.TemporaryDirectory() as tmp, mp.get_context("spawn").Pool(2) as pool:
+        old = str(extract(baseline, Path(tmp)))
+        new_scores, old_scores = pool.map(_demo_scores, [(rows, None), (rows, old)])
+    counts = {label: labels.count(label) for label in sorted(set(labels))}
+    print(f"\n## Demo traffic ({len(rows)} records: "
+          + ", ".join(f"{n} {label}" for label, n in counts.items())
+          + "; hallucination flag = faithfulness < 0.5)\n")
+    print("| scorer | faithful flagged | hallucinated flagged (recall) | evasive flagged "
+          "| off_topic flagged | precision, all labels | precision, faithful vs hallucinated "
+          "| AUROC, faithful vs hallucinated | factual_correctness, faithful (mean) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, scores in (("local judge", new_scores),
+                         (f"local judge, monitor/local@{baseline}", old_scores)):
+        flagged = [not math.isnan(f) and f < 0.5 for f, _ in scores]
+
+        def share(label: str, flags: list[bool] = flagged) -> str:
+            n = sum(f for f, y in zip(flags, labels, strict=True) if y == label)
+            return f"{n}/{counts.get(label, 0)}"
+
+        positive = [y == "hallucinated" for y in labels]
+        _, p_all, recall, _ = prf(flagged, positive)
+        pair = [k for k, y in enumerate(labels) if y in ("faithful", "hallucinated")
+                and not math.isnan(scores[k][0])]
+        _, p_pair, _, _ = prf([flagged[k] for k in pair], [positive[k] for k in pair])
+        area = auroc([1 - scores[k][0] for k in pair], [positive[k] for k in pair])
+        facts = [fc for (_, fc), y in zip(scores, labels, strict=True)
+                 if y == "faithful" and not math.isnan(fc)]
+        print(f"| {name} | {share('faithful')} | {share('hallucinated')} ({recall:.3f}) "
+              f"| {share('evasive')} | {share('off_topic')} | {p_all:.3f} | {p_pair:.3f} "
+              f"| {area:.3f} | {statistics.fmean(facts) if facts else math.nan:.3f} |")
 
 
 # --- 2. sampling
@@ -335,6 +400,7 @@ def throughput(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--demo-data", type=Path, default=DEMO_DATA)
     parser.add_argument("--seeds", type=int, default=400)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--records", type=int, default=600)
@@ -344,14 +410,18 @@ def main() -> None:
     parser.add_argument("--baseline", default="3abff3b",
                         help="commit whose monitor/local is measured alongside, in the same run")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--only-detection", action="store_true",
+                        help="detection on both sets only (no sampling, no throughput)")
     parser.add_argument("--only-throughput", action="store_true")
     args = parser.parse_args()
     rows = load(args.data)
     if not args.only_throughput:
         risks = detection(rows, args.baseline)
+        demo_detection(args.demo_data, args.baseline)
+    if not args.only_throughput and not args.only_detection:
         sampling(rows, risks["risk"], args.seeds, "risk = local screen with MiniLM words")
         sampling(rows, risks["lexical_risk"], args.seeds, "risk = lexical screen")
-    if not args.skip_throughput:
+    if not args.skip_throughput and not args.only_detection:
         throughput(rows, args.workers, args.records, args.repeats, args.in_flight,
                    args.baseline)
 

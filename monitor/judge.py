@@ -399,7 +399,9 @@ class OpenAIJudge:
         present = [i for i, t in enumerate(texts) if t.strip()]
         send = [texts[i] for i in present] if present else [" "]
         # embeddings are billed like chat calls: reserved before sending, reconciled after
-        estimate = sum(count_tokens(t, self.embedding_model) for t in send)
+        # counted with the chat model's encoding: an estimate for the reservation only (the
+        # endpoint's usage replaces it), and one encoding in memory instead of two (~55 MB)
+        estimate = sum(count_tokens(t, self.model) for t in send)
         if self.gate is not None:
             self.gate.reserve(estimate)  # BudgetExhausted: nothing is sent
         used = 0

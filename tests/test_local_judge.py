@@ -124,6 +124,88 @@ def test_words_absent_everywhere_fail_fast(judge: LocalJudge) -> None:
     assert check.verdict == 0 and "not in context" in check.reason
 
 
+VPN = (
+    "VPN. Use the GlobalGate client to connect from outside the office. "
+    "Multi-factor authentication is required on every connection.\n"
+    "VPN sessions last 12 hours, after which you have to sign in again.\n"
+    "Single sign-on. SAML 2.0 and OIDC are supported on the Enterprise plan.\n"
+    "Service desk hours. The IT service desk is open 07:00 to 19:00 CET, Monday to Friday.\n"
+    "Seats. Removed seats take effect at the next renewal. SMS codes are not allowed.\n"
+    "Mailbox. Email older than 2 years is moved to the online archive automatically.\n"
+    "Failed payments are retried 3 times over 7 days. After 14 days without payment the "
+    "account becomes read-only.\n"
+    "Guest Wi-Fi. Visitors use the Kestrel-Guest network."
+)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        # acronyms spell out a phrase of the context, both ways
+        "You connect through the GlobalGate client with MFA.",
+        "SSO is part of the Enterprise plan.",
+        "The IT desk is open from 07:00 to 19:00 CET.",
+        # an answer particle frames the claim; a leading "No," is not a negation
+        "No, removed seats only take effect at the next renewal.",
+        "Yes: SMS codes are not allowed.",
+        # generic verbs and other forms of the context's words
+        "Email older than 2 years goes to the online archive.",
+        "VPN sessions last 12 hours; you use the GlobalGate client.",
+        # a compound statement: each clause is said in its own passage
+        "VPN sessions last 12 hours, and multi-factor authentication is required.",
+    ],
+)
+def test_paraphrases_pass(judge: LocalJudge, statement: str) -> None:
+    [check] = judge.verify(VPN, [statement])
+    assert check.verdict == 1, check.reason
+
+
+@pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        ("VPN sessions last 24 hours with MFA.", "24"),
+        ("After 3 days without payment the account becomes read-only.", "3 days"),
+        ("Visitors use the Kestrel-Visitors network.", "Kestrel-Visitors"),
+        ("You connect through the GlobalGate client with SAML.", "not"),
+        ("Yes, email older than 2 years is deleted from the online archive.", "deleted"),
+        ("Yes, SMS codes are not accepted at the next renewal.", "accepted"),
+        ("You connect through the AnyConnect client with MFA.", "AnyConnect"),
+    ],
+)
+def test_tolerance_keeps_hard_failures(judge: LocalJudge, statement: str, named: str) -> None:
+    [check] = judge.verify(VPN, [statement])
+    assert check.verdict == 0
+    assert named in check.reason
+
+
+def test_statements_that_assert_nothing_are_dropped(judge: LocalJudge) -> None:
+    assert judge.statements("I don't know.") == []
+    assert judge.statements(
+        "That depends on several factors, so I can't give a definitive answer. "
+        "Please contact the billing team."
+    ) == []
+    assert judge.statements("Yes. SSO is on the Enterprise plan.") == [
+        "SSO is on the Enterprise plan."
+    ]
+    # a hedged claim is still a claim, and a referral alone is advice to check
+    assert len(judge.statements("I'm not sure, but I think the fee is waived.")) == 1
+    assert judge.statements("Ask your manager for approval.") == [
+        "Ask your manager for approval."
+    ]
+    assert judge.statements("I'm not sure, the fee is $50.") == ["I'm not sure, the fee is $50."]
+
+
+def test_near_miss_restating_its_passage_passes_on_minilm() -> None:
+    context = (
+        "Service desk hours. The IT service desk is open 07:00 to 19:00 CET, Monday to Friday."
+    )
+    statement = "The service desk is open 07:00 to 19:00 CET on weekdays."
+    lexical = LocalJudge().check(statement, context, semantic=False)
+    assert lexical.verdict == 0 and lexical.window_coverage >= 0.7
+    [check] = LocalJudge().verify(context, [statement])
+    assert check.verdict == 1 and check.rule == "restated", check.reason
+
+
 def test_verify_is_deterministic(judge: LocalJudge) -> None:
     statements = ["Helen Byron gave $500,000.", "Byron was born on March 2, 1942.", "Cats fly."]
     first = judge.verify(BYRON, statements)
@@ -161,7 +243,8 @@ class _CountingEmbedder(MiniLMEmbedder):
 def test_verify_asks_minilm_once_and_equals_one_statement_at_a_time() -> None:
     batched = _CountingEmbedder(cache_size=0)
     checks = LocalJudge(embedder=batched).verify(STUDIO, SYNONYM_STATEMENTS)
-    assert len(batched.calls) == 1 and batched.calls[0] > 0  # all statements' words together
+    # all statements' words together, then (rule 6) the near-miss clauses with their windows
+    assert 1 <= len(batched.calls) <= 2 and batched.calls[0] > 0
     one_by_one = [
         LocalJudge(embedder=MiniLMEmbedder(cache_size=0)).verify(STUDIO, [s])[0]
         for s in SYNONYM_STATEMENTS

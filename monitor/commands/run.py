@@ -116,7 +116,7 @@ def build(settings: Settings) -> Components:
         checks["postgres"] = postgres
     server.checks.update(checks)
     if judge.kind == "llm":
-        models = (settings.judge_model, settings.embedding_model)
+        models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))
     aclose = getattr(judge, "aclose", None)
     if aclose is not None:

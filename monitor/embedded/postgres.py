@@ -127,6 +127,8 @@ class EmbeddedPostgres:
         self._account: pwd.struct_passwd | None = None
         self.port: int | None = None
         self.running = False
+        #: the DSN was handed out: a restart must come back on the same port
+        self._started_once = False
 
     # --- paths
 
@@ -157,14 +159,18 @@ class EmbeddedPostgres:
     # --- lifecycle
 
     def start(self) -> str:
-        """Create the cluster on first call, then start the server; returns the DSN."""
+        """Create the cluster on first call, then start the server; returns the DSN.
+
+        After `stop`, `start` brings the same data back on the same port (the DSN
+        clients hold stays valid); only a first start may move to another free port.
+        """
         if self.running:
             return self.dsn
         if self._dir is None:
             self._create()
         if self.port is None:
             self.port = self._requested_port or free_port()
-        attempts = 1 if self._requested_port else 3
+        attempts = 1 if self._requested_port or self._started_once else 3
         for attempt in range(attempts):
             try:
                 self._pg_ctl_start()
@@ -174,6 +180,7 @@ class EmbeddedPostgres:
                     raise
                 self.port = free_port()  # somebody took the port between probe and bind
         self.running = True
+        self._started_once = True
         return self.dsn
 
     def stop(self) -> None:

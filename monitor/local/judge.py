@@ -6,24 +6,47 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
 
 ``statements``
     Sentence splitting (nupunkt; long compound sentences also at ``;``).
-    Pronouns are not resolved: the verify step looks at neighbouring
-    sentences instead.
+    Sentences that assert nothing are left out, as the LLM judge is told to
+    ("No statements if the text asserts nothing"): a bare answer particle
+    ("Yes."), a sentence that only declines to answer (`NONCOMMITTAL`: "I don't
+    know", "it depends") and, in a response that declines, one that only sends
+    the user elsewhere (`DEFERRAL`: "Please contact the billing team") — never
+    a sentence with a number. Pronouns are not resolved: the verify step looks
+    at neighbouring sentences instead.
 ``verify``
-    A statement is supported (1) when it passes, in order:
+    A leading answer particle is set aside ("No, SMS codes are not allowed"
+    claims "SMS codes are not allowed"). A statement is supported (1) when it
+    passes, in order:
 
     1. every number in it (amounts, dates, years, percentages, counts) occurs
-       in the context with the same value;
-    2. every capitalised name in it occurs in the context;
-    3. it does not negate what the best-matching context passage says (or
-       the reverse);
-    4. its content words are said *together*: the share of them found in one
-       context window (a sentence or two neighbouring sentences) is at least
-       ``window_coverage``, a word counting as found when its folded form or
-       stem is there or, in the ``semantic_windows`` lexically best windows,
-       a word of the window is a MiniLM synonym (cosine ≥ ``word_similarity``)
-       — paraphrases pass, words gathered from all over the context do not.
+       in the context with the same value, and a counted unit ("3 days") is not
+       one the context counts only with other numbers ("3 times", "14 days");
+    2. every capitalised name in it occurs in the context (a hyphenated one as
+       written), or is the acronym of a phrase there (``SSO`` ↔ "Single
+       sign-on");
+    3. each clause (split at ``;``, at a comma before a conjunction, at "and"
+       before a subject pronoun) passes 4–6 on its own, and the statement is as
+       supported as its weakest clause;
+    4. its informative words — content words without answer particles and
+       discourse words (`lexical.DISCOURSE`) or generic verbs and nouns
+       (`lexical.GENERIC`: use, go, get, happen, thing, …), each weighted by
+       its IDF (`lexical.weight`, from the word's frequency rank) — are
+       mostly said *together*: the weighted share found in one context window
+       (up to ``window_sentences`` neighbouring sentences of one passage) is at
+       least ``window_coverage``. A word counts as found by folded form, stem,
+       acronym (``MFA`` ↔ "multi-factor authentication", both ways) or, in the
+       ``semantic_windows`` lexically best windows, as a MiniLM synonym of a
+       window's word (cosine ≥ ``word_similarity``); a word of comparison or
+       order ("first", "larger") only as itself. Below ``min_coverage`` of its
+       words anywhere in the context a clause fails at once;
+    5. it does not negate what its best window says;
+    6. a clause just short of 4 (weighted share ≥ ``tie_coverage``) still
+       passes when MiniLM says it restates its best window (sentence cosine ≥
+       ``sentence_similarity``).
 
-    The reason names what was missing, e.g. ``amount '$500,000' not in context``.
+    Paraphrases pass; invented numbers, units, names and words gathered from
+    all over the context do not. The reason names what was missing, e.g.
+    ``amount '$500,000' not in context``; `Check.rule` names the rule.
 ``questions``
     The response itself is returned as the generated question, so
     response_relevancy becomes cosine(embed(response), embed(user_input));
@@ -38,11 +61,12 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
 deterministic; usage is always zero. CPU work runs in a worker thread so the
 event loop stays free.
 
-Cost: MiniLM is nearly all of it, so each step asks it at most once — the
-synonym words of all statements of a ``verify`` (all contexts of a
-``usefulness``) go in one `MiniLMEmbedder.embed` call, made only for the
-statements the lexical rules leave undecided; concurrent records' calls
-share forward passes in the embedder.
+Cost: MiniLM is nearly all of it, so each step asks it at most once per
+kind of text — the synonym words of all statements of a ``verify`` (all
+contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
+only for the statements the lexical rules leave undecided, and the near-miss
+clauses of rule 6 with their windows in a second one, made only when there
+are any; concurrent records' calls share forward passes in the embedder.
 """
 
 from __future__ import annotations
@@ -88,12 +112,22 @@ _NAME_PARTS = re.compile(r"[\s.\-]+")
 NONCOMMITTAL = re.compile(
     r"\b(?:i\s+(?:do\s+not|don't|don’t)\s+know|i\s+(?:am|'m|’m)\s+not\s+(?:sure|certain|able)"
     r"|not\s+sure|no\s+(?:information|data|details|answer|idea|mention|record)"
+    r"|(?:do\s+not|don't|don’t)\s+have\s+(?:that|this|the|any|enough)\s+information"
     r"|(?:cannot|can't|can’t|unable\s+to|not\s+able\s+to)\s+"
-    r"(?:answer|say|tell|determine|find|provide|help|confirm|know)"
+    r"(?:answer|say|tell|determine|find|provide|help|confirm|know|give)"
     r"|(?:does|do)\s+not\s+(?:mention|say|specify|contain|provide|state)"
     r"|doesn't\s+(?:mention|say|specify|contain|provide|state)"
     r"|not\s+(?:mentioned|specified|stated|provided|available|enough\s+information)"
-    r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know|it\s+depends)\b"
+    r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know"
+    r"|(?:it|that)\s+(?:depends|varies|(?:may|might|can)\s+vary))\b"
+)
+
+#: Sending the user elsewhere ("please contact the billing team", "support would know
+#: more"): part of declining to answer when the response also declines.
+DEFERRAL = re.compile(
+    r"^\s*(?:please\s+)?(?:contact|ask|check\s+with|reach\s+out\s+to|talk\s+to)\b"
+    r"|\byou\s+(?:may|might)\s+want\s+to\s+(?:check|ask|contact|reach)\b"
+    r"|\bwould\s+know\s+more\b"
 )
 
 
@@ -101,9 +135,9 @@ NONCOMMITTAL = re.compile(
 class LocalThresholds:
     """The few numbers the local judge decides with (see the module docstring)."""
 
-    #: share of a statement's content words that one context window must hold (7 of 8)
+    #: weighted share of a clause's informative words one context window must hold (7/8)
     window_coverage: float = 0.875
-    #: below this share of its words anywhere in the context, a statement fails at once
+    #: below this share of its words anywhere in the context, a clause fails at once
     min_coverage: float = 0.5
     #: MiniLM cosine at which two words count as the same (synonyms, other forms)
     word_similarity: float = 0.8
@@ -111,6 +145,12 @@ class LocalThresholds:
     useful_coverage: float = 0.5
     #: windows compared word by word with MiniLM per statement (the lexically best ones)
     semantic_windows: int = 3
+    #: window share from which MiniLM may decide (rule 5) ...
+    tie_coverage: float = 0.7
+    #: ... by the cosine of the clause and its best window (a restatement)
+    sentence_similarity: float = 0.85
+    #: neighbouring sentences a context window spans at most
+    window_sentences: int = 3
 
 
 @dataclass(frozen=True)
@@ -124,6 +164,8 @@ class Check:
     window_coverage: float = 0.0
     #: the context window that best supports the statement (index into the prepared context)
     window: int | None = None
+    #: the rule that decided: number, name, words, negation, comparison, window, restated
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,14 +182,13 @@ class Screen:
 
 @dataclass(frozen=True)
 class _Windows:
-    """A statement's (or an answer's) content words against the windows of a context."""
+    """A clause's (or an answer's) words against the windows of a context."""
 
-    wanted: list[str]
-    #: per window, the wanted words it lacks (folded form and stem compared)
+    claim: lx.Claim
+    #: per window, the claim's words it lacks (folded form, stem, acronym compared)
     exact: list[list[str]]
-    #: window indexes, best (fewest words lacking, then shortest) first
+    #: window indexes, best (largest weighted share matched, then shortest) first
     order: list[int]
-    negated: bool = False
 
 
 @dataclass
@@ -219,7 +260,26 @@ class LocalJudge:
     # statements
 
     def statements(self, text: str) -> list[str]:
-        return lx.sentences(text)
+        """The sentences of ``text`` that assert something (see the module docstring)."""
+        sentences = lx.sentences(text)
+        declines = any(
+            all(NONCOMMITTAL.search(c.lower()) for c in lx.clauses(s)) for s in sentences
+        )
+        return [s for s in sentences if self._asserts(s, declines=declines)]
+
+    @staticmethod
+    def _asserts(sentence: str, *, declines: bool) -> bool:
+        """False for a bare answer particle ("Yes."), for a sentence that only declines to
+        answer ("I don't know", "it depends") and, in a response that declines, for one that
+        only sends the user elsewhere ("Please contact support.") — unless it has a number."""
+        if not lx.words(lx.strip_particle(sentence)):
+            return False
+        if lx.numbers(sentence):
+            return True
+        return not all(
+            NONCOMMITTAL.search(c.lower()) or (declines and DEFERRAL.search(c.lower()))
+            for c in lx.clauses(sentence)
+        )
 
     # verify
 
@@ -237,47 +297,138 @@ class LocalJudge:
     ) -> list[Check]:
         """`check` of every statement; the MiniLM words of all of them in one embed call."""
         first = [self._lexical_check(s, ctx) for s in statements]
-        pending = [(p, ctx) for p in first if isinstance(p, _Windows)]
+        pending = [(w, ctx) for p in first if isinstance(p, list) for w in p]
         vectors = self._word_vectors(pending) if semantic else {}
-        return [p if isinstance(p, Check) else self._window_check(p, ctx, vectors) for p in first]
+        clauses = [
+            p if isinstance(p, Check) else [self._window_check(w, ctx, vectors) for w in p]
+            for p in first
+        ]
+        if semantic:
+            self._break_ties(first, clauses, ctx)
+        # a statement is as supported as its weakest clause
+        return [c if isinstance(c, Check) else min(c, key=lambda x: (x.verdict, x.support))
+                for c in clauses]
 
-    def _lexical_check(self, statement: str, ctx: _Context) -> Check | _Windows:
-        """Rules 1–3 and the word counts of rule 4; `_Windows` when windows must decide."""
+    def _break_ties(
+        self,
+        first: Sequence[Check | list[_Windows]],
+        clauses: list[Check | list[Check]],
+        ctx: _Context,
+    ) -> None:
+        """Rule 6: a clause just short of ``window_coverage`` passes when MiniLM says it
+        restates its best window (sentence cosine ≥ ``sentence_similarity``); in place."""
         t = self.thresholds
+        close = [
+            (k, i)
+            for k, checks in enumerate(clauses)
+            if isinstance(checks, list)
+            for i, c in enumerate(checks)
+            if c.rule == "window" and c.verdict == 0 and c.window is not None
+            and t.tie_coverage <= c.window_coverage < t.window_coverage
+        ]
+        if not close:
+            return
+        pairs = []
+        for k, i in close:
+            windows, checks = first[k], clauses[k]
+            assert isinstance(windows, list) and isinstance(checks, list)
+            window = checks[i].window
+            assert window is not None
+            pairs.append((windows[i].claim.text, ctx.windows[window]))
+        texts = list(dict.fromkeys(x for pair in pairs for x in pair))
+        vectors = dict(zip(texts, self.embedder.embed(texts), strict=True))
+        for (k, i), (claim, window_text) in zip(close, pairs, strict=True):
+            checks = clauses[k]
+            assert isinstance(checks, list)
+            cosine = float(vectors[claim] @ vectors[window_text])
+            if cosine >= t.sentence_similarity:
+                c = checks[i]
+                checks[i] = Check(
+                    1,
+                    f"{c.window_coverage:.0%} of the content words in one context passage, "
+                    f"which it restates (MiniLM cosine {cosine:.2f})",
+                    c.window_coverage,
+                    c.window_coverage,
+                    c.window,
+                    "restated",
+                )
+
+    def _lexical_check(self, statement: str, ctx: _Context) -> Check | list[_Windows]:
+        """Rules 1–3 and the word counts of rule 4; `_Windows` (per clause) when windows decide."""
+        t = self.thresholds
+        claim = lx.strip_particle(statement)
         known = ctx.vocabulary.numbers
-        missing_numbers = [n for n in lx.numbers(statement) if not n.values & known]
+        missing_numbers = [n for n in lx.numbers(claim) if not n.values & known]
         if missing_numbers:
             first = missing_numbers[0]
             more = f" (and {len(missing_numbers) - 1} more)" if len(missing_numbers) > 1 else ""
-            return Check(0, f"{first.kind} '{first.surface}' not in context{more}", 0.0)
-        missing_names = [
-            name
-            for name in lx.names(statement)
-            if not all(ctx.vocabulary.has_word(lx.fold(w)) for w in _NAME_PARTS.split(name) if w)
-        ]
+            return Check(0, f"{first.kind} '{first.surface}' not in context{more}", 0.0,
+                         rule="number")
+        miscounted = self._miscounted(claim, ctx)
+        if miscounted is not None:
+            return Check(0, f"number '{miscounted.surface}' not in context (it has other "
+                         "numbers of that unit)", 0.0, rule="number")
+        missing_names = [name for name in lx.names(claim) if not self._has_name(name, ctx)]
         if missing_names:
-            return Check(0, f"name {lx.quote(missing_names)} not in context", 0.0)
+            return Check(0, f"name {lx.quote(missing_names)} not in context", 0.0, rule="name")
 
-        wanted = lx.content_words(statement)
-        if not wanted:
-            return Check(1, "no content words to check", 1.0, 1.0)
-        anywhere = lx.coverage(wanted, ctx.vocabulary)
-        if anywhere < t.min_coverage:
-            missing = [w for w in wanted if not ctx.vocabulary.has_word(w)]
-            return Check(0, f"words {lx.quote(missing)} not in context", anywhere / 2, anywhere)
-        return self._windows(wanted, ctx, negated=lx.has_negation(statement))
+        windows: list[_Windows] = []
+        for clause in lx.clauses(claim):
+            parsed = lx.Claim.of(clause)
+            if not parsed.words:
+                continue
+            missing = parsed.missing(ctx.vocabulary)
+            anywhere = 1.0 - len(missing) / len(parsed.words)
+            if anywhere < t.min_coverage:
+                return Check(0, f"words {lx.quote(missing)} not in context", anywhere / 2,
+                             anywhere, rule="words")
+            windows.append(self._windows(parsed, ctx))
+        if not windows:
+            return Check(1, "no content words to check", 1.0, 1.0, rule="words")
+        return windows
+
+    @staticmethod
+    def _miscounted(claim: str, ctx: _Context) -> lx.Quantity | None:
+        """A quantity of ``claim`` ("3 days") whose unit the context counts only with other
+        numbers ("3 times", "14 days"): the number is there, but not of that unit."""
+        counted = ctx.vocabulary.quantities
+        units = {unit for _, unit in counted}
+        for q in lx.quantities(claim, reach=1):
+            if q.units and q.units[0] in units and not any(
+                (v, q.units[0]) in counted for v in q.number.values
+            ):
+                return q
+        return None
+
+    @staticmethod
+    def _has_name(name: str, ctx: _Context) -> bool:
+        """Every part of ``name`` is in the context (a hyphenated one as written), or
+        ``name`` is an acronym of a phrase there."""
+        vocabulary = ctx.vocabulary
+        compounds = [lx.fold(w) for w in name.split() if "-" in w]
+        if all(vocabulary.has_word(lx.fold(w)) for w in _NAME_PARTS.split(name) if w) and all(
+            c in vocabulary.compounds for c in compounds
+        ):
+            return True
+        return name.isupper() and lx.fold(name) in vocabulary.acronyms
 
     def _window_check(
         self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
     ) -> Check:
         t = self.thresholds
         best, window_cov, unmatched = self._best_window(windows, ctx, vectors)
-        if best is not None and windows.negated and not ctx.window_negated[best]:
-            return Check(0, "negation not in the closest context passage", 0.0, window_cov)
+        if best is not None and windows.claim.negated and not ctx.window_negated[best]:
+            return Check(0, "negation not in the closest context passage", 0.0, window_cov, best,
+                         "negation")
+        comparisons = [w for w in unmatched if w in lx.COMPARISONS]
+        if comparisons:
+            return Check(0, f"comparison {lx.quote(comparisons)} not in the closest context "
+                         "passage", 0.0, window_cov, best, "comparison")
         if window_cov >= t.window_coverage:
             how = "all" if not unmatched else f"{window_cov:.0%} of the"
             return Check(
-                1, f"{how} content words in one context passage", window_cov, window_cov, best
+                1, f"{how} content words in one context passage", window_cov, window_cov, best,
+                "window",
             )
         return Check(
             0,
@@ -285,13 +436,16 @@ class LocalJudge:
             window_cov / 2,
             window_cov,
             best,
+            "window",
         )
 
-    def _windows(self, wanted: list[str], ctx: _Context, *, negated: bool = False) -> _Windows:
-        """``wanted`` against every window of ``ctx``, windows ranked by words matched exactly."""
-        exact = [[w for w in wanted if not v.has_word(w)] for v in ctx.window_vocabularies]
-        order = sorted(range(len(exact)), key=lambda i: (len(exact[i]), len(ctx.windows[i]), i))
-        return _Windows(wanted, exact, order, negated)
+    def _windows(self, claim: lx.Claim, ctx: _Context) -> _Windows:
+        """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
+        exact = [claim.missing(v) for v in ctx.window_vocabularies]
+        order = sorted(
+            range(len(exact)), key=lambda i: (-claim.share(exact[i]), len(ctx.windows[i]), i)
+        )
+        return _Windows(claim, exact, order)
 
     def _synonym_words(self, windows: _Windows, ctx: _Context) -> list[str]:
         """The words MiniLM compares for ``windows``: none when a window matches exactly."""
@@ -314,20 +468,20 @@ class LocalJudge:
     def _best_window(
         self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
     ) -> tuple[int | None, float, list[str]]:
-        """The window holding most of the words: (index, share matched, words not matched).
+        """The window holding most of the claim: (index, weighted share matched, words not).
 
-        Words match by folded form or stem; the words still unmatched in the
-        lexically best windows may match a window's word by MiniLM similarity
+        Words match by folded form, stem or acronym; the words still unmatched in
+        the lexically best windows may match a window's word by MiniLM similarity
         (synonyms, other word forms: ``bought``/``purchased``, ``film``/``movie``)
         — when ``vectors`` (from `_word_vectors`) holds them.
         """
-        wanted, exact = windows.wanted, windows.exact
+        claim, exact = windows.claim, windows.exact
         if not windows.order:
-            return None, 0.0, list(wanted)
+            return None, 0.0, list(claim.words)
         best = windows.order[0]
         if not exact[best] or not vectors:
-            return best, 1.0 - len(exact[best]) / len(wanted), exact[best]
-        best_share, best_missing = -1.0, list(wanted)
+            return best, claim.share(exact[best]), exact[best]
+        best_share, best_missing = -1.0, list(claim.words)
         for i in windows.order[: self.thresholds.semantic_windows]:
             missing = exact[i]
             soft = [w for w in missing if w not in lx.COMPARISONS]
@@ -341,7 +495,7 @@ class LocalJudge:
                     if float(row.max()) >= self.thresholds.word_similarity
                 }
                 missing = [w for w in missing if w not in matched]
-            share = 1.0 - len(missing) / len(wanted)
+            share = claim.share(missing)
             if share > best_share:
                 best, best_share, best_missing = i, share, missing
         return best, best_share, best_missing
@@ -384,7 +538,7 @@ class LocalJudge:
         shares = [lx.coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
         # synonyms count too, within one passage of the context: all contexts' words in one call
         windows = {
-            k: self._windows(wanted, ctx)
+            k: self._windows(lx.Claim.unweighted(wanted), ctx)
             for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
             if wanted and 0 < share < t.useful_coverage
         }
@@ -429,16 +583,24 @@ class LocalJudge:
         vocabularies = [lx.Vocabulary.of(s) for s in sentences]
         negated = [lx.has_negation(s) for s in sentences]
         content = [lx.content_words(s) for s in sentences]
-        pairs = range(len(sentences) - 1)
+        # windows: runs of 1..window_sentences neighbouring sentences, shortest first
+        spans = [
+            (i, i + n)
+            for n in range(1, self.thresholds.window_sentences + 1)
+            for i in range(len(sentences) - n + 1)
+        ]
         prepared = _Context(
             text=text,
             vocabulary=lx.Vocabulary.union(vocabularies),
-            windows=sentences + [f"{sentences[i]} {sentences[i + 1]}" for i in pairs],
-            window_vocabularies=vocabularies
-            + [lx.Vocabulary.union(vocabularies[i : i + 2]) for i in pairs],
-            window_negated=negated + [negated[i] or negated[i + 1] for i in pairs],
-            window_content=content
-            + [list(dict.fromkeys(content[i] + content[i + 1])) for i in pairs],
+            windows=[" ".join(sentences[a:b]) for a, b in spans],
+            window_vocabularies=[
+                vocabularies[a] if b == a + 1 else lx.Vocabulary.union(vocabularies[a:b])
+                for a, b in spans
+            ],
+            window_negated=[any(negated[a:b]) for a, b in spans],
+            window_content=[
+                list(dict.fromkeys(w for c in content[a:b] for w in c)) for a, b in spans
+            ],
         )
         with self._lock:
             self._contexts[text] = prepared

@@ -13,11 +13,14 @@ case, possessive dropped, a few English inflections removed (``cities`` →
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import takewhile
+from pathlib import Path
 
 #: English function words, question words, auxiliaries and a few generic verbs that carry
 #: no checkable content of their own.
@@ -34,6 +37,29 @@ STOPWORDS = frozenset(
     under until up upon us very was we were what whatever when where whether which while who
     whom whose why will with within without would yet you your yours yourself yourselves
     s t d ll m re ve n't also well called known named based
+    """.split()
+)
+
+#: Answer particles and discourse words: they frame a claim, they do not add to it.
+DISCOURSE = frozenset(
+    """
+    yes yeah yep no nope sure okay ok please also just simply actually really indeed instead
+    basically anyway unless whereas
+    """.split()
+)
+
+#: Generic verbs and nouns, in their common forms: they hold a claim's parts together
+#: ("you *use* the client", "reviews *happen* in April"); the other words carry it.
+GENERIC = frozenset(
+    """
+    use uses used using go goes went gone going get gets got gotten getting need needs needed
+    needing have has had having make makes made making take takes took taken taking give gives
+    gave given giving come comes came coming put puts putting set sets setting keep keeps kept
+    keeping let lets letting happen happens happened happening hold holds held holding add adds
+    added adding ask asks asked asking see sees saw seen seeing show shows showed shown showing
+    want wants wanted wanting try tries tried trying find finds found finding become becomes
+    became becoming remain remains remained stay stays stayed thing things part parts item items
+    person people's way ways kind kinds type types lot lots
     """.split()
 )
 
@@ -93,6 +119,18 @@ NUMBER_RE = re.compile(
     r"(?:\s?(?P<scale>thousand|million|billion|trillion|mn|bn|[kKmMbB])\b)?"
 )
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+", re.UNICODE)
+#: A leading answer particle: "No, SMS codes are not allowed." claims what follows it.
+_PARTICLE = re.compile(
+    r"^\s*(?:yes|yeah|yep|no|nope|sure|okay|ok)\s*[,:;.!\u2013\u2014-]+\s*", re.IGNORECASE
+)
+#: Clause boundaries: a semicolon, a comma before a conjunction, "and" before a subject pronoun.
+_CLAUSE = re.compile(
+    r"\s*;\s*"
+    r"|,\s+(?:and|but|so|while|whereas|or|once|when|after|before|if|unless|because)\s+"
+    r"|\s+and\s+(?=(?:it|they|you|he|she|we|this|these|there)\b)",
+    re.I,
+)
+_COMPOUND = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -123,6 +161,9 @@ def stem(word: str) -> str:
         ("ments", "ment", 5),
         ("ings", "", 5),
         ("ing", "", 5),
+        ("ment", "", 5),
+        ("ation", "ate", 7),
+        ("al", "", 6),
         ("edly", "", 5),
         ("ied", "y", 4),
         ("ed", "", 5),
@@ -133,11 +174,14 @@ def stem(word: str) -> str:
         if w.endswith(suffix) and len(w) - len(suffix) + len(repl) >= min_len - 1:
             if suffix == "s" and w.endswith(("ss", "us", "is")):
                 return w
-            if suffix == "es" and not w.endswith(("ches", "shes", "xes", "sses", "zes")):
+            if suffix == "es" and not w.endswith(("ches", "shes", "xes", "sses", "zes", "oes")):
                 w = w[:-1]
                 break
             w = w[: len(w) - len(suffix)] + repl
             break
+    # "refer"/"referred" meet at "refer" (a doubled final consonant counts once)
+    if len(w) > 4 and w[-1] == w[-2] and w[-1] not in "aeioulsz":
+        w = w[:-1]
     # "provide"/"provided" and "merge"/"merged" meet at "provid", "merg"
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
 
@@ -158,6 +202,14 @@ class Vocabulary:
     folded: frozenset[str]
     stems: frozenset[str]
     numbers: frozenset[float]
+    #: initials of the text's phrases ("multi-factor authentication" → ``mfa``)
+    acronyms: frozenset[str] = frozenset()
+    #: words written in capitals (``SSO``), folded: acronyms a phrase may spell out
+    capitals: frozenset[str] = frozenset()
+    #: hyphenated words as written, folded (``kestrel-guest``)
+    compounds: frozenset[str] = frozenset()
+    #: (value, stem of a following word) of every quantity: ``14 days`` → (14.0, "day")
+    quantities: frozenset[tuple[float, str]] = frozenset()
 
     @classmethod
     def union(cls, parts: Sequence[Vocabulary]) -> Vocabulary:
@@ -165,6 +217,10 @@ class Vocabulary:
             folded=frozenset().union(*(p.folded for p in parts)),
             stems=frozenset().union(*(p.stems for p in parts)),
             numbers=frozenset().union(*(p.numbers for p in parts)),
+            acronyms=frozenset().union(*(p.acronyms for p in parts)),
+            capitals=frozenset().union(*(p.capitals for p in parts)),
+            compounds=frozenset().union(*(p.compounds for p in parts)),
+            quantities=frozenset().union(*(p.quantities for p in parts)),
         )
 
     @classmethod
@@ -176,10 +232,144 @@ class Vocabulary:
             folded=frozenset(folded),
             stems=frozenset(stem(w) for w in folded),
             numbers=frozenset(v for n in numbers(text) for v in n.values),
+            acronyms=frozenset(initials for initials, _ in phrases(text)),
+            capitals=capitals(text),
+            compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)),
+            quantities=frozenset(
+                (v, unit) for q in quantities(text) for v in q.number.values for unit in q.units
+            ),
         )
 
     def has_word(self, folded_word: str) -> bool:
         return folded_word in self.folded or stem(folded_word) in self.stems
+
+
+def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
+    """Runs of 2..``longest`` words not broken by punctuation, with their initials.
+
+    Hyphenated words count as their parts (``multi-factor`` is two words), so
+    ``Multi-factor authentication`` gives ``("mfa", ("multi", "factor", "authentication"))``.
+    """
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for piece in re.split(r"[^\w\s'’-]+", text):
+        parts = [fold(p) for p in re.split(r"[\s-]+", piece) if p and p[0].isalpha()]
+        for i in range(len(parts)):
+            for n in range(2, min(longest, len(parts) - i) + 1):
+                run = tuple(parts[i : i + n])
+                out.append(("".join(p[0] for p in run), run))
+    return out
+
+
+def capitals(text: str) -> frozenset[str]:
+    """Folded words written in capitals, 2–6 letters: the possible acronyms of ``text``."""
+    return frozenset(
+        fold(w) for w in words(text) if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
+    )
+
+
+# --- how informative a word is
+
+
+@lru_cache(maxsize=1)
+def _ranks() -> dict[str, int]:
+    """Frequency rank of the whole words of the vendored BERT vocabulary (``vocab.txt``).
+
+    Past its reserved entries the WordPiece vocabulary is ordered by frequency
+    in its training corpus (Wikipedia and books), so the line number is a rank.
+    """
+    lines = (Path(__file__).with_name("vocab.txt")).read_text(encoding="utf-8").splitlines()
+    first = lines.index("the")
+    return {w: i - first + 1 for i, w in enumerate(lines[first:], start=first)
+            if w.isalpha() and not w.startswith("#")}
+
+
+@lru_cache(maxsize=1)
+def _unknown_rank() -> int:
+    return max(_ranks().values()) + 1
+
+
+@lru_cache(maxsize=65536)
+def weight(folded: str) -> float:
+    """How much a word says, ≈ its inverse document frequency: ``1 + ln(rank / 100)``, ≥ 1.
+
+    Zipf's law makes a word's frequency ∝ 1/rank, so ln(rank) is its IDF up to a
+    constant; the 100 commonest words weigh 1, a word at rank 3,000 (``printer``)
+    ≈ 4.4, a word BERT's vocabulary lacks (``yubikey``) as its last word, ≈ 6.7.
+    """
+    ranks = _ranks()
+    rank = ranks.get(folded) or ranks.get(stem(folded)) or _unknown_rank()
+    return max(1.0, 1.0 + math.log(rank / 100))
+
+
+# --- claims
+
+
+def strip_particle(statement: str) -> str:
+    """``statement`` without a leading answer particle ("Yes, ...", "No: ...")."""
+    return _PARTICLE.sub("", statement, count=1)
+
+
+def clauses(statement: str) -> list[str]:
+    """The clauses of a compound statement, each checked on its own (see `Claim`)."""
+    return [c for c in _CLAUSE.split(statement) if c.strip()]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a clause claims: its informative words, their weights, its possible acronyms."""
+
+    text: str
+    words: tuple[str, ...]
+    weights: tuple[float, ...]
+    capitals: frozenset[str]
+    phrases: tuple[tuple[str, tuple[str, ...]], ...]
+    negated: bool
+
+    @classmethod
+    def of(cls, text: str) -> Claim:
+        informative = tuple(
+            w for w in content_words(text) if w not in DISCOURSE and w not in GENERIC
+        )
+        return cls(
+            text=text,
+            words=informative,
+            weights=tuple(weight(w) for w in informative),
+            capitals=capitals(text),
+            # a phrase spelling out an acronym starts with a word that says something
+            phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
+            negated=has_negation(text),
+        )
+
+    @classmethod
+    def unweighted(cls, folded_words: Sequence[str]) -> Claim:
+        """Plain words, each weighing 1, no acronyms (the usefulness step's answer words)."""
+        return cls(" ".join(folded_words), tuple(folded_words), (1.0,) * len(folded_words),
+                   frozenset(), (), False)
+
+    def missing(self, vocabulary: Vocabulary) -> list[str]:
+        """The claim's words ``vocabulary`` lacks: as written, by stem, or as an acronym.
+
+        A word written in capitals is found when it spells a phrase of the text
+        (``MFA`` ↔ ``multi-factor authentication``), and a phrase's words are
+        found when the text has its acronym in capitals (the reverse).
+        """
+        expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
+                    for w in run}
+        return [
+            w for w in self.words
+            if not vocabulary.has_word(w)
+            and not (w in self.capitals and w in vocabulary.acronyms)
+            and w not in expanded
+        ]
+
+    def share(self, missing: Sequence[str]) -> float:
+        """The weighted share of the claim's words not in ``missing`` (1.0 without words)."""
+        total = sum(self.weights)
+        if not total:
+            return 1.0
+        lacking = set(missing)
+        return 1.0 - sum(wt for w, wt in zip(self.words, self.weights, strict=True)
+                         if w in lacking) / total
 
 
 # --- numbers
@@ -227,6 +417,48 @@ def numbers(text: str) -> list[Number]:
             kind = "number"
         found.append(Number(m.group(0).strip(), kind, frozenset(values)))
     return found
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number with the stems of the content words right after it (its unit)."""
+
+    number: Number
+    units: tuple[str, ...]
+    #: the number and its first unit word as written ("3 days")
+    surface: str
+
+
+def quantities(text: str, reach: int = 2) -> list[Quantity]:
+    """Numbers with the stems of the (up to ``reach``) content words right after them.
+
+    Only words that follow the number directly count (``5 business days``; not
+    ``10% for each``).
+
+    ``retried 3 times over 7 days`` → 3 (``time``), 7 (``day``). The verify step
+    uses them to tell ``3 days`` from ``14 days`` in a context that also says
+    ``3 times``.
+    """
+    out: list[Quantity] = []
+    for number, end in zip(numbers(text), _number_spans(text), strict=True):
+        after = list(takewhile(lambda w: is_content(fold(w)), words(text[end : end + 40])[:reach]))
+        units = tuple(stem(fold(w)) for w in after)
+        surface = f"{number.surface} {after[0]}" if after else number.surface
+        out.append(Quantity(number, units, surface))
+    return out
+
+
+def _number_spans(text: str) -> list[int]:
+    """End offsets of the numbers `numbers` finds, in the same order."""
+    ends = [m.end() for m in _NUMBER_WORDS_RE.finditer(text)]
+    if not _DIGIT.search(text):
+        return ends
+    for m in NUMBER_RE.finditer(text):
+        start = m.start("num")
+        if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "_"):
+            continue
+        ends.append(m.end())
+    return ends
 
 
 def _near_month(text: str, start: int, end: int) -> bool:

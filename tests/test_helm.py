@@ -34,6 +34,7 @@ SECRET_SETTINGS = {"judge_api_key", "pg_dsn", "kafka_sasl_password"}
 
 ALL_ON: dict[str, Any] = {
     "existingSecret": "",
+    "deployment": {"enabled": True, "staticMembership": True},
     "secret": {"judgeApiKey": "sk-test", "pgDsn": "postgresql://u:pw@pg:5432/rag"},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
     "prometheusRule": {"enabled": True},
@@ -333,3 +334,17 @@ def test_sidecar_container_renders_into_a_parent_pod(tmp_path: Path) -> None:
     assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
     mount = sidecar["volumeMounts"][0]["name"]
     assert mount in {v["name"] for v in spec["volumes"]}
+
+
+def test_static_membership_takes_the_instance_id_from_the_pod_name() -> None:
+    plain = by_kind(render())["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert "env" not in plain
+    kinds = by_kind(render(ALL_ON))
+    (container,) = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"]
+    assert {
+        "name": "RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+    } in container["env"]
+    for job in kinds.get("CronJob", []):  # the offline runner is no group member
+        (runner,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        assert "env" not in runner

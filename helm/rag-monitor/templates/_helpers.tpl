@@ -96,6 +96,13 @@ The monitor container. Used by the Deployment, the CronJob (with .args) and
       containerPort: {{ include "rag-monitor.metricsPort" $ctx }}
       protocol: TCP
   {{- end }}
+  {{- if and .probes $ctx.Values.deployment.staticMembership }}
+  env:
+    - name: RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+  {{- end }}
   envFrom:
     - configMapRef:
         name: {{ include "rag-monitor.configMapName" $ctx }}

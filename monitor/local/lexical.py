@@ -130,6 +130,8 @@ _CLAUSE = re.compile(
     r"|\s+and\s+(?=(?:it|they|you|he|she|we|this|these|there)\b)",
     re.I,
 )
+_PHRASE_BREAK = re.compile(r"[^\w\s'’-]+")
+_PHRASE_PARTS = re.compile(r"[\s-]+")
 _COMPOUND = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
@@ -228,20 +230,39 @@ class Vocabulary:
         folded = {fold(w) for w in words(text)}
         # split hyphenated and apostrophe forms too: "Mecklenburg-Strelitz", "rock'n'roll"
         folded |= {part for w in folded for part in _PARTS.split(w) if part}
+        counted = quantities(text)
         return cls(
             folded=frozenset(folded),
             stems=frozenset(stem(w) for w in folded),
-            numbers=frozenset(v for n in numbers(text) for v in n.values),
-            acronyms=frozenset(initials for initials, _ in phrases(text)),
+            numbers=frozenset(v for q in counted for v in q.number.values),
+            acronyms=acronyms(text),
             capitals=capitals(text),
             compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)),
             quantities=frozenset(
-                (v, unit) for q in quantities(text) for v in q.number.values for unit in q.units
+                (v, unit) for q in counted for v in q.number.values for unit in q.units
             ),
         )
 
     def has_word(self, folded_word: str) -> bool:
         return folded_word in self.folded or stem(folded_word) in self.stems
+
+
+def _phrase_words(text: str) -> list[list[str]]:
+    """The folded words of each stretch of ``text`` between punctuation, hyphens splitting."""
+    return [
+        [fold(p) for p in _PHRASE_PARTS.split(piece) if p and p[0].isalpha()]
+        for piece in _PHRASE_BREAK.split(text)
+    ]
+
+
+def acronyms(text: str, longest: int = 5) -> frozenset[str]:
+    """The initials of every `phrases` run of ``text`` (``multi-factor authentication`` → mfa)."""
+    out: set[str] = set()
+    for parts in _phrase_words(text):
+        initials = "".join(p[0] for p in parts)
+        for i in range(len(initials) - 1):
+            out.update(initials[i : i + n] for n in range(2, min(longest, len(initials) - i) + 1))
+    return frozenset(out)
 
 
 def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
@@ -251,8 +272,7 @@ def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
     ``Multi-factor authentication`` gives ``("mfa", ("multi", "factor", "authentication"))``.
     """
     out: list[tuple[str, tuple[str, ...]]] = []
-    for piece in re.split(r"[^\w\s'’-]+", text):
-        parts = [fold(p) for p in re.split(r"[\s-]+", piece) if p and p[0].isalpha()]
+    for parts in _phrase_words(text):
         for i in range(len(parts)):
             for n in range(2, min(longest, len(parts) - i) + 1):
                 run = tuple(parts[i : i + n])
@@ -386,9 +406,15 @@ class Number:
 
 def numbers(text: str) -> list[Number]:
     """Numbers in ``text``: amounts, percentages, years, other figures (ordinals as numbers)."""
-    found: list[Number] = []
+    return [number for number, _ in _numbers(text)]
+
+
+def _numbers(text: str) -> list[tuple[Number, int]]:
+    """`numbers` with the end offset of each in ``text``."""
+    found: list[tuple[Number, int]] = []
     for m in _NUMBER_WORDS_RE.finditer(text):
-        found.append(Number(m.group(0), "number", frozenset({NUMBER_WORDS[m.group(0).lower()]})))
+        number = Number(m.group(0), "number", frozenset({NUMBER_WORDS[m.group(0).lower()]}))
+        found.append((number, m.end()))
     if not _DIGIT.search(text):
         return found
     for m in NUMBER_RE.finditer(text):
@@ -415,7 +441,7 @@ def numbers(text: str) -> list[Number]:
             kind = "date"
         else:
             kind = "number"
-        found.append(Number(m.group(0).strip(), kind, frozenset(values)))
+        found.append((Number(m.group(0).strip(), kind, frozenset(values)), m.end()))
     return found
 
 
@@ -440,25 +466,12 @@ def quantities(text: str, reach: int = 2) -> list[Quantity]:
     ``3 times``.
     """
     out: list[Quantity] = []
-    for number, end in zip(numbers(text), _number_spans(text), strict=True):
+    for number, end in _numbers(text):
         after = list(takewhile(lambda w: is_content(fold(w)), words(text[end : end + 40])[:reach]))
         units = tuple(stem(fold(w)) for w in after)
         surface = f"{number.surface} {after[0]}" if after else number.surface
         out.append(Quantity(number, units, surface))
     return out
-
-
-def _number_spans(text: str) -> list[int]:
-    """End offsets of the numbers `numbers` finds, in the same order."""
-    ends = [m.end() for m in _NUMBER_WORDS_RE.finditer(text)]
-    if not _DIGIT.search(text):
-        return ends
-    for m in NUMBER_RE.finditer(text):
-        start = m.start("num")
-        if start > 0 and (text[start - 1].isalpha() or text[start - 1] in "_"):
-            continue
-        ends.append(m.end())
-    return ends
 
 
 def _near_month(text: str, start: int, end: int) -> bool:

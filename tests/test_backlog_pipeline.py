@@ -1,0 +1,381 @@
+"""The backlog through the real path: broker → `run.build`/`serve` → judge server → Postgres.
+
+Issue 4's two guarantees, end to end (the sink-level version is
+``test_backlog_restart.py``):
+
+- Postgres stopped mid-stream and restarted (same port, same data): the group's
+  committed offsets, read from the broker while Postgres is down, never pass a
+  flagged record that is not in Postgres yet; afterwards every flagged record
+  is in the backlog exactly once, ``seen_count`` is not inflated by the
+  retries, and every record's offset is committed.
+- Kafka redelivery: after the group's offsets are reset, a second monitor in
+  the same group scores every record again and the backlog does not change.
+
+Records are built so that the deterministic judge flags exactly the
+hallucinated ones (faithfulness 0; the supported ones score 1 on every online
+metric), each with a question of its own, plus one more interaction repeating
+an earlier flagged question (its row's ``seen_count`` is 2, never more).
+Whether a flagged record was in Postgres at a given moment is read from
+``backlog_interactions.created_at`` (the enqueue transaction's start, earlier
+than its commit, earlier than any offset commit that may follow it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from monitor.commands.run import Components, build, serve
+from monitor.config import Settings
+from monitor.embedded.broker import Broker
+from monitor.embedded.judge_server import JudgeServer
+from monitor.embedded.postgres import EmbeddedPostgres, PostgresUnavailable
+from monitor.sources.kafka import committed_offsets, produce
+from tests.conftest import Topic, encode, interaction, monitor_settings
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+pytest_plugins = ["conftest_postgres"]
+
+HALLUCINATION = "hallucination"
+#: the earlier flagged question a later interaction asks again
+REPEATED = 3
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One produced interaction and where the broker put it."""
+
+    id: str
+    flagged: bool
+    partition: int
+    offset: int
+
+
+def traffic(numbers: Sequence[int], *, repeat: bool = False) -> list[tuple[str, bool, bytes]]:
+    """(id, flagged, value) for records ``bp-N``; every third one hallucinates.
+
+    With ``repeat``, one more interaction (``bp-3-again``) asks record 3's question.
+    """
+    out: list[tuple[str, bool, bytes]] = []
+    asks = [(f"bp-{n}", n, n % 3 == 0) for n in numbers]
+    if repeat:
+        asks.append((f"bp-{REPEATED}-again", REPEATED, True))
+    for record_id, question, flagged in asks:
+        body: dict[str, Any] = interaction(question, supported=not flagged, route="search")
+        body["id"] = record_id
+        # a question of its own, which the supported answer answers (relevancy 1)
+        body["user_input"] = (
+            f"Are receipts required for travel expenses over {100 + question} dollars?"
+        )
+        out.append((record_id, flagged, encode(body)))
+    return out
+
+
+async def send(topic: Topic, records: list[tuple[str, bool, bytes]]) -> list[Sent]:
+    placed = await produce(
+        topic.bootstrap, topic.name, [(rid.encode(), body) for rid, _, body in records]
+    )
+    return [
+        Sent(rid, flagged, partition, offset)
+        for (rid, flagged, _), (partition, offset) in zip(records, placed, strict=True)
+    ]
+
+
+def ends(sent: Sequence[Sent], partitions: int) -> dict[int, int]:
+    """The commit position of each partition once every record is finished."""
+    out = dict.fromkeys(range(partitions), 0)
+    for s in sent:
+        out[s.partition] = max(out[s.partition], s.offset + 1)
+    return out
+
+
+async def committed(topic: Topic) -> dict[int, int]:
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, topic.partitions)
+    return {p: (pos or 0) for p, pos in positions.items()}
+
+
+async def reset_group(broker: Broker, topic: Topic, within: float = 30.0) -> None:
+    """Join the (otherwise empty) group, commit offset 0 on every partition, leave.
+
+    As a member, not with a group-less commit: Tansu refuses commits from non-members.
+    """
+    consumer = AIOKafkaConsumer(
+        topic.name,
+        bootstrap_servers=topic.bootstrap,
+        group_id=topic.group,
+        enable_auto_commit=False,
+        session_timeout_ms=broker.session_timeout_ms,
+        heartbeat_interval_ms=broker.heartbeat_interval_ms,
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + within
+        while len(consumer.assignment()) < topic.partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no assignment within {within} s: {consumer.assignment()}")
+            await consumer.getmany(timeout_ms=200, max_records=1)
+        await consumer.commit(dict.fromkeys(consumer.assignment(), 0))
+    finally:
+        await consumer.stop()
+
+
+async def stored(dsn: str) -> dict[str, datetime]:
+    """Every interaction id in the backlog → when its enqueue transaction started."""
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        rows = await conn.fetch("SELECT interaction_id, created_at FROM backlog_interactions")
+    finally:
+        await conn.close()
+    return {r["interaction_id"]: r["created_at"] for r in rows}
+
+
+async def backlog_rows(dsn: str) -> dict[str, tuple[Any, ...]]:
+    """id → (seen_count, reasons, created_at, updated_at, last_seen_at)."""
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        rows = await conn.fetch(
+            "SELECT id, seen_count, reasons, created_at, updated_at, last_seen_at FROM backlog"
+        )
+        per_id = await conn.fetchval(
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM backlog GROUP BY id) t"
+        )
+    finally:
+        await conn.close()
+    assert per_id <= 1  # one row per id
+    return {
+        r["id"]: (r["seen_count"], list(r["reasons"]), r["created_at"], r["updated_at"],
+                  r["last_seen_at"])
+        for r in rows
+    }  # fmt: skip
+
+
+def total(parts: Components, name: str) -> float:
+    """The sum of a sample over all its label sets (0 when never observed)."""
+    return sum(
+        sample.value
+        for family in parts.exporter.registry.collect()
+        for sample in family.samples
+        if sample.name == name
+    )
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def monitor(settings: Settings) -> AsyncIterator[Components]:
+    """`rag-monitor run` in-process (`build` + `serve`), stopped when the block ends."""
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts), name="monitor")
+    try:
+
+        async def running() -> bool:
+            if task.done():
+                task.result()  # raises what stopped it
+                raise AssertionError("the monitor stopped on its own")
+            return bool(parts.source.assignment)  # sinks started (migrated) before the source
+
+        await until(running, 30, "the monitor to start and get its partitions")
+        yield parts
+    finally:
+        stop.set()
+        try:
+            assert await asyncio.wait_for(task, 30) == 0
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+
+def backlog_settings(broker: Broker, topic: Topic, judge: JudgeServer, dsn: str) -> Settings:
+    return monitor_settings(
+        broker,
+        topic,
+        judge,
+        pg_dsn=dsn,
+        migrate_on_start=True,
+        control_share=0.0,
+        sample_rate=1.0,
+        max_in_flight=64,
+        shutdown_grace_seconds=5.0,
+    )
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[EmbeddedPostgres]:
+    """A server of this test's own: it is stopped and restarted mid-stream."""
+    pg = EmbeddedPostgres()
+    try:
+        pg.start()
+    except PostgresUnavailable as exc:
+        pg.close()
+        pytest.skip(f"no Postgres binaries: {exc}")
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, own_postgres: EmbeddedPostgres
+) -> None:
+    pg = own_postgres
+    dsn = pg.dsn
+    settings = backlog_settings(broker, topic, judge_http, dsn)
+    snapshots: list[tuple[datetime, dict[int, int]]] = []
+
+    async def poll_offsets() -> None:
+        while True:
+            positions = await committed(topic)
+            snapshots.append((datetime.now(UTC), positions))
+            await asyncio.sleep(0.2)
+
+    records = traffic(range(48), repeat=True)
+    sent: list[Sent] = []
+    outage = asyncio.Event()
+
+    async def stream() -> None:
+        """Small batches; the last third only once Postgres is down."""
+        for k in range(0, len(records), 4):
+            if k >= 32:
+                await asyncio.wait_for(outage.wait(), 45)
+            sent.extend(await send(topic, records[k : k + 4]))
+            await asyncio.sleep(0.1)
+
+    tasks: list[asyncio.Task[None]] = []
+    async with monitor(settings) as parts:
+        try:
+            tasks.append(asyncio.create_task(poll_offsets(), name="offset-poller"))
+            producer = asyncio.create_task(stream(), name="producer")
+            tasks.append(producer)
+
+            async def some_stored() -> bool:
+                return len(await stored(dsn)) >= 4
+
+            await until(some_stored, 45, "the first flagged records in Postgres")
+
+            # --- the outage, mid-stream: records keep coming, Postgres is gone
+            await asyncio.to_thread(pg.stop)
+            outage_start = datetime.now(UTC)
+            outage.set()
+
+            async def stuck() -> bool:
+                consumed = producer.done() and (
+                    total(parts, "rag_monitor_records_sampled_total") >= len(records)
+                )
+                errors = total(parts, "rag_monitor_backlog_write_errors_total") > 0
+                during = sum(1 for t, _ in snapshots if t > outage_start)
+                return consumed and errors and during >= 5
+
+            await until(stuck, 30, "the monitor to score everything while Postgres is down")
+            producer.result()
+            await asyncio.sleep(1.0)  # a few more retries and snapshots
+            restart = datetime.now(UTC)
+            await asyncio.to_thread(pg.start)
+            assert pg.dsn == dsn  # same port, same data
+
+            final_ends = ends(sent, topic.partitions)
+            flagged = {s.id for s in sent if s.flagged}
+
+            async def all_committed() -> bool:
+                return await committed(topic) == final_ends
+
+            # sinks before offsets: once everything is committed, everything is stored
+            await until(all_committed, 40, "every offset to be committed after the restart")
+            assert not tasks[0].done(), "the offset poller stopped early"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- committed offsets never ran ahead of the backlog
+    present = await stored(dsn)
+    checked = 0
+    for seen_at, positions in snapshots:
+        for s in sent:
+            if s.flagged and s.offset < positions[s.partition]:
+                assert s.id in present and present[s.id] <= seen_at, (
+                    f"offset {s.offset} of partition {s.partition} committed by {seen_at} "
+                    f"before {s.id} was in Postgres ({present.get(s.id)})"
+                )
+                checked += 1
+    assert checked > 0
+    during = [(t, p) for t, p in snapshots if outage_start < t < restart]
+    assert len(during) >= 5
+    held = [s for s in sent if s.flagged and present[s.id] > restart]
+    assert held, "no flagged record waited for Postgres: the outage tested nothing"
+    for _, positions in during:
+        for s in held:
+            assert positions[s.partition] <= s.offset
+    assert total(parts, "rag_monitor_backlog_write_errors_total") > 0
+
+    # --- every flagged record once, nothing lost, nothing counted twice
+    assert set(present) == flagged
+    rows = await backlog_rows(dsn)
+    assert set(rows) == flagged - {f"bp-{REPEATED}-again"}
+    seen = {rid: row[0] for rid, row in rows.items()}
+    assert seen == {rid: 2 if rid == f"bp-{REPEATED}" else 1 for rid in rows}
+    assert all(row[1] and row[1][0] == HALLUCINATION for row in rows.values())
+    enqueued = parts.exporter.registry.get_sample_value(
+        "rag_monitor_backlog_enqueued_total", {"reason": HALLUCINATION}
+    )
+    assert enqueued == len(rows)  # one per row created: the failed attempts counted nothing
+    # the sink retries counted nothing twice; only a rebalance (a legitimate redelivery,
+    # e.g. a missed heartbeat on a loaded machine) could score a record again
+    assert total(parts, "rag_monitor_records_skipped_total") == 0
+    assert total(parts, "rag_monitor_records_scored_total") >= len(sent)
+    assert total(parts, "rag_monitor_hallucinations_total") >= len(flagged)
+    assert await committed(topic) == final_ends
+
+
+async def test_redelivered_records_leave_the_backlog_unchanged(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, pg_dsn: str
+) -> None:
+    settings = backlog_settings(broker, topic, judge_http, pg_dsn)
+    sent = await send(topic, traffic(range(0, 24), repeat=True))
+    flagged = {s.id for s in sent if s.flagged}
+    final_ends = ends(sent, topic.partitions)
+
+    async def done(parts: Components) -> bool:
+        return (
+            total(parts, "rag_monitor_records_scored_total") >= len(sent)
+            and flagged <= set(await stored(pg_dsn))
+            and await committed(topic) == final_ends
+        )
+
+    async with monitor(settings) as first:
+        await until(lambda: done(first), 45, "the first monitor to finish")
+    rows = await backlog_rows(pg_dsn)
+    links = await stored(pg_dsn)
+    assert set(links) == flagged
+    assert {rid: row[0] for rid, row in rows.items()} == {
+        rid: 2 if rid == f"bp-{REPEATED}" else 1 for rid in rows
+    }
+
+    # the last batches were never committed, as far as the group knows
+    await reset_group(broker, topic)
+    assert await committed(topic) == dict.fromkeys(range(topic.partitions), 0)
+
+    async with monitor(settings) as second:
+        await until(lambda: done(second), 45, "the second monitor to finish the redelivery")
+    assert total(second, "rag_monitor_records_sampled_total") >= len(sent)  # all redelivered
+    assert total(second, "rag_monitor_backlog_enqueued_total") == 0
+    assert total(second, "rag_monitor_backlog_write_errors_total") == 0
+    assert await backlog_rows(pg_dsn) == rows  # seen_count, reasons, timestamps untouched
+    assert await stored(pg_dsn) == links

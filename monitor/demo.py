@@ -696,7 +696,6 @@ class Demo:
         cleanup: list[tuple[str, Any]],
     ) -> None:
         from monitor.commands.run import build
-        from monitor.pipeline import Pipeline
         from monitor.sources.kafka import committed_offsets
 
         parts = build(settings)
@@ -712,17 +711,7 @@ class Demo:
                 await self._until(start(), stop, what="starting the backlog sink")
             await self._until(parts.source.start(), stop, what="starting the Kafka source")
             try:
-                pipeline = Pipeline(
-                    parts.source,
-                    parts.sampler,
-                    parts.scorer,
-                    parts.sinks,
-                    parts.exporter,
-                    settings,
-                    budget=parts.budget,
-                    adaptive=parts.adaptive,
-                    fallback=parts.fallback,
-                )
+                pipeline = parts.pipeline(settings)
                 await self._consume(pipeline, parts, tally, progress, len(traffic), stop)
             finally:
                 await parts.source.stop()

@@ -67,6 +67,20 @@ class Components:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
+    def pipeline(self, settings: Settings) -> Pipeline:
+        """The pipeline over these parts (after the source has started)."""
+        return Pipeline(
+            self.source,
+            self.sampler,
+            self.scorer,
+            self.sinks,
+            self.exporter,
+            settings,
+            budget=self.budget,
+            adaptive=self.adaptive,
+            fallback=self.fallback,
+        )
+
 
 def build(settings: Settings) -> Components:
     """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
@@ -169,17 +183,7 @@ async def serve(
     try:
         await parts.source.start()
         try:
-            pipeline = Pipeline(
-                parts.source,
-                parts.sampler,
-                parts.scorer,
-                parts.sinks,
-                parts.exporter,
-                settings,
-                budget=parts.budget,
-                adaptive=parts.adaptive,
-                fallback=parts.fallback,
-            )
+            pipeline = parts.pipeline(settings)
             log.info(
                 "monitor running",
                 topic=settings.kafka_topic,

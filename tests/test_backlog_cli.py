@@ -6,6 +6,8 @@ import asyncio
 import csv
 import io
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +23,36 @@ from monitor.sinks.backlog import BacklogSink
 pytest_plugins = ["conftest_postgres"]
 
 SettingsFactory = Callable[..., Settings]
+
+
+#: a Python with Ragas installed (`.ci/run` makes a separate venv: Ragas pulls LangChain)
+RAGAS_PYTHON = os.environ.get("RAG_MONITOR_TEST_RAGAS_PYTHON")
+
+_LOAD_WITH_RAGAS = """
+import json, sys
+from ragas import EvaluationDataset
+dataset = EvaluationDataset.from_jsonl(sys.argv[1])
+print(json.dumps({"rows": len(dataset), "features": dataset.features(),
+                  "first": dataset[0].model_dump(exclude_none=True)}))
+"""
+
+
+def assert_ragas_loads(path: Path, expected_rows: int) -> None:
+    """The golden-set export loads as a Ragas EvaluationDataset, with Ragas itself."""
+    if RAGAS_PYTHON is None:
+        if os.environ.get("CI"):
+            pytest.fail("RAG_MONITOR_TEST_RAGAS_PYTHON is not set (.ci/run sets it)")
+        return  # a developer machine without the Ragas venv: the key checks above still ran
+    done = subprocess.run(
+        [RAGAS_PYTHON, "-c", _LOAD_WITH_RAGAS, str(path)],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded["rows"] == expected_rows
+    assert set(loaded["features"]) == {"user_input", "retrieved_contexts", "response", "reference"}
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert {k: loaded["first"][k] for k in first} == first
 
 
 def run_cli(argv: list[str]) -> int:
@@ -153,6 +185,12 @@ def test_migrate_stats_export_import_round_trip(
         "response": "answer 0",
         "reference": "reference 0",
     }
+
+    golden = tmp_path / "golden.jsonl"
+    assert run_cli(
+        ["backlog", "export", "--status", "annotated", "--format", "ragas", "--out", str(golden)]
+    ) == 0
+    assert_ragas_loads(golden, expected_rows=2)
 
     assert run_cli(["backlog", "export", "--status", "pending", "--format", "csv"]) == 0
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

@@ -32,14 +32,13 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer
 
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.postgres import EmbeddedPostgres, PostgresUnavailable
-from monitor.sources.kafka import committed_offsets, produce
+from monitor.sources.kafka import committed_offsets, produce, reset_offsets
 from tests.conftest import Topic, encode, interaction, monitor_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -103,29 +102,16 @@ async def committed(topic: Topic) -> dict[int, int]:
     return {p: (pos or 0) for p, pos in positions.items()}
 
 
-async def reset_group(broker: Broker, topic: Topic, within: float = 30.0) -> None:
-    """Join the (otherwise empty) group, commit offset 0 on every partition, leave.
-
-    As a member, not with a group-less commit: Tansu refuses commits from non-members.
-    """
-    consumer = AIOKafkaConsumer(
+async def reset_group(broker: Broker, topic: Topic) -> None:
+    """Commit offset 0 on every partition of the (otherwise empty) group."""
+    await reset_offsets(
+        topic.bootstrap,
+        topic.group,
         topic.name,
-        bootstrap_servers=topic.bootstrap,
-        group_id=topic.group,
-        enable_auto_commit=False,
+        topic.partitions,
         session_timeout_ms=broker.session_timeout_ms,
         heartbeat_interval_ms=broker.heartbeat_interval_ms,
     )
-    await consumer.start()
-    try:
-        deadline = time.monotonic() + within
-        while len(consumer.assignment()) < topic.partitions:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no assignment within {within} s: {consumer.assignment()}")
-            await consumer.getmany(timeout_ms=200, max_records=1)
-        await consumer.commit(dict.fromkeys(consumer.assignment(), 0))
-    finally:
-        await consumer.stop()
 
 
 async def stored(dsn: str) -> dict[str, datetime]:

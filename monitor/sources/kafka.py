@@ -445,6 +445,45 @@ async def committed_offsets(
         await consumer.stop()
 
 
+async def reset_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    topic: str,
+    partitions: int,
+    offset: int = 0,
+    *,
+    session_timeout_ms: int = 10_000,
+    heartbeat_interval_ms: int = 3_000,
+    within_seconds: float = 30.0,
+) -> None:
+    """Commit ``offset`` on every partition for the group (which must have no other member).
+
+    Joins the group as a member, commits, leaves: some brokers (Tansu) refuse
+    commits from a consumer outside the group. Used to replay a topic.
+    """
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        group_id=group_id,
+        enable_auto_commit=False,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + within_seconds
+        while len(consumer.assignment()) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"group {group_id}: {len(consumer.assignment())} of {partitions} "
+                    f"partitions assigned after {within_seconds} s"
+                )
+            await consumer.getmany(timeout_ms=200, max_records=1)
+        await consumer.commit(dict.fromkeys(consumer.assignment(), offset))
+    finally:
+        await consumer.stop()
+
+
 @dataclass(frozen=True)
 class ConsumedRecord:
     partition: int

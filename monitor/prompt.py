@@ -25,7 +25,8 @@ class Prompt(Generic[OutT]):
     """One judge step.
 
     ``step`` names the step (``statements``, ``verify``, ``questions``,
-    ``usefulness``); it is also the JSON-schema name sent to the endpoint, so
+    ``usefulness``, or the fused ``grounding`` of the frugal pattern; see
+    `monitor.metrics.steps`); it is also the JSON-schema name sent to the endpoint, so
     a deterministic test server can tell the steps apart. ``metric`` is whom
     the tokens are billed to.
     """

@@ -112,6 +112,73 @@ def test_negation_absent_from_context_fails(judge: LocalJudge) -> None:
     assert "negation" in check.reason
 
 
+SMS_POLICY = "SMS codes are not allowed as a second factor."
+
+
+@pytest.mark.parametrize(
+    ("context", "statement", "named"),
+    [
+        (SMS_POLICY, "SMS codes are allowed as a second factor.", "allowed"),
+        # the particle is set aside: "No, ..." does not negate the claim
+        (SMS_POLICY, "No, SMS codes are allowed as a second factor.", "allowed"),
+        ("Contractors aren't eligible for the annual bonus.",
+         "Contractors are eligible for the annual bonus.", "eligible"),
+        ("Meals under $50 are reimbursed without a receipt.",
+         "Meals under $50 are reimbursed with a receipt.", "receipt"),
+        ("Customer data is never shared with advertising partners.",
+         "Customer data is shared with advertising partners.", "shared"),
+    ],
+)
+def test_dropped_negation_fails(
+    judge: LocalJudge, context: str, statement: str, named: str
+) -> None:
+    [check] = judge.verify(context, [statement])
+    assert check.verdict == 0 and check.rule == "negation"
+    assert check.reason == f"context negates '{named}'"
+
+
+def test_kept_negation_passes(judge: LocalJudge) -> None:
+    for statement in ("SMS codes are not allowed as a second factor.",
+                      "No, SMS codes are not allowed as a second factor."):
+        [check] = judge.verify(SMS_POLICY, [statement])
+        assert check.verdict == 1, check.reason
+
+
+@pytest.mark.parametrize(
+    ("context", "statement"),
+    [
+        # the negated word is also asserted in the passage
+        ("SMS codes are not allowed; authenticator apps are allowed as a second factor.",
+         "Authenticator apps are allowed as a second factor."),
+        # the denying half of a long sentence holds little of the statement
+        ("Annual plans are fully refundable within 14 days of purchase; monthly plans are not "
+         "refunded but can be cancelled any time, effective at the end of the period.",
+         "Annual plans can be fully refunded within 14 days of purchase."),
+        # "or not" and a bound ("no later than") deny nothing
+        ("Whether or not you travel abroad, receipts are required for every expense.",
+         "Receipts are required when you travel abroad."),
+        ("Refunds are paid no later than 30 days after cancellation.",
+         "Refunds are paid within 30 days after cancellation."),
+    ],
+)
+def test_paraphrase_near_unrelated_negation_passes(
+    judge: LocalJudge, context: str, statement: str
+) -> None:
+    [check] = judge.verify(context, [statement])
+    assert check.verdict == 1, check.reason
+
+
+def test_lexical_denials() -> None:
+    assert lx.denials(SMS_POLICY)[0] == {"allow"}
+    assert lx.denials("After 14 days without payment the account becomes read-only.")[0] == {
+        "payment"
+    }
+    assert lx.denials("None of the contractors are eligible.")[0] == {"contractor"}
+    assert lx.denials("Refunds are paid no later than 30 days.")[0] == frozenset()
+    assert lx.denials("You are not only billed monthly.")[0] == frozenset()
+    assert lx.denials("Whether or not the user is an admin, MFA is required.")[0] == frozenset()
+
+
 def test_comparisons_need_the_same_word(judge: LocalJudge) -> None:
     context = "Jon Amiel (born 20 May 1948) is an English film director since the early 1980s."
     [check] = judge.verify(context, ["Jon Amiel was born earlier."])

@@ -39,7 +39,14 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        window's word (cosine ≥ ``word_similarity``); a word of comparison or
        order ("first", "larger") only as itself. Below ``min_coverage`` of its
        words anywhere in the context a clause fails at once;
-    5. it does not negate what its best window says;
+    5. it does not negate what its best window says, and, without a negation
+       of its own, does not assert a word its best window denies: one a
+       negator governs there (`lexical.denials`: up to three content words
+       right after "not", "no", "never", "without", "-n't", … past a few
+       function words, not a bound like "no later than") and no sentence of
+       the window asserts, in a sentence holding at least ``min_coverage`` of
+       its weight ("SMS codes are allowed" vs "… are not allowed"; the reason
+       names the word: ``context negates 'allowed'``);
     6. a clause just short of 4 (weighted share ≥ ``tie_coverage``) still
        passes when MiniLM says it restates its best window (sentence cosine ≥
        ``sentence_similarity``).
@@ -201,6 +208,9 @@ class _Context:
     window_vocabularies: list[lx.Vocabulary]
     window_negated: list[bool]
     window_content: list[list[str]]
+    #: per window, its sentences that deny words: (the stems a negator denies there and
+    #: no sentence of the window asserts, the sentence's vocabulary)
+    window_denials: list[list[tuple[frozenset[str], lx.Vocabulary]]]
 
 
 @dataclass
@@ -420,6 +430,10 @@ class LocalJudge:
         if best is not None and windows.claim.negated and not ctx.window_negated[best]:
             return Check(0, "negation not in the closest context passage", 0.0, window_cov, best,
                          "negation")
+        denied = self._denied(windows.claim, ctx, best)
+        if denied:
+            return Check(0, f"context negates {lx.quote(denied)}", 0.0, window_cov, best,
+                         "negation")
         comparisons = [w for w in unmatched if w in lx.COMPARISONS]
         if comparisons:
             return Check(0, f"comparison {lx.quote(comparisons)} not in the closest context "
@@ -438,6 +452,31 @@ class LocalJudge:
             best,
             "window",
         )
+
+    def _denied(self, claim: lx.Claim, ctx: _Context, best: int | None) -> list[str]:
+        """Rule 5, the other way: words ``claim`` asserts (it has no negation) that a sentence
+        of its best window denies, when that sentence holds at least ``min_coverage`` of the
+        claim's weight ("SMS codes are allowed" vs "SMS codes are not allowed")."""
+        if best is None or claim.negated:
+            return []
+        for denied, vocabulary in ctx.window_denials[best]:
+            words = [w for w in claim.words if lx.stem(w) in denied]
+            if words and claim.share(claim.missing(vocabulary)) >= self.thresholds.min_coverage:
+                return words
+        return []
+
+    @staticmethod
+    def _denials(
+        denials: Sequence[tuple[frozenset[str], frozenset[str]]],
+        vocabularies: Sequence[lx.Vocabulary],
+    ) -> list[tuple[frozenset[str], lx.Vocabulary]]:
+        """The denying sentences of one window (see `_Context.window_denials`)."""
+        asserted = frozenset().union(*(a for _, a in denials))
+        return [
+            (denied - asserted, vocabulary)
+            for (denied, _), vocabulary in zip(denials, vocabularies, strict=True)
+            if denied - asserted
+        ]
 
     def _windows(self, claim: lx.Claim, ctx: _Context) -> _Windows:
         """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
@@ -571,6 +610,7 @@ class LocalJudge:
             window_vocabularies=[v for c in chunks for v in c.window_vocabularies],
             window_negated=[n for c in chunks for n in c.window_negated],
             window_content=[w for c in chunks for w in c.window_content],
+            window_denials=[d for c in chunks for d in c.window_denials],
         )
 
     def _chunk(self, text: str) -> _Context:
@@ -583,6 +623,7 @@ class LocalJudge:
         vocabularies = [lx.Vocabulary.of(s) for s in sentences]
         negated = [lx.has_negation(s) for s in sentences]
         content = [lx.content_words(s) for s in sentences]
+        denials = [lx.denials(s) for s in sentences]
         # windows: runs of 1..window_sentences neighbouring sentences, shortest first
         spans = [
             (i, i + n)
@@ -601,6 +642,7 @@ class LocalJudge:
             window_content=[
                 list(dict.fromkeys(w for c in content[a:b] for w in c)) for a, b in spans
             ],
+            window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
         )
         with self._lock:
             self._contexts[text] = prepared

@@ -584,6 +584,56 @@ def has_negation(text: str) -> bool:
     return bool(folded & NEGATIONS) or "n't" in text.lower()
 
 
+#: Tokens for `denials`: words, and the punctuation that ends a negator's reach.
+_DENIAL_TOKEN = re.compile(WORD_RE.pattern + r"|[.,;:!?()\[\]\"“”\u2013\u2014]", re.UNICODE)
+#: Function words a negator may reach past to the words it denies: "not *be* allowed",
+#: "no *other* ...", "without *a* receipt", "none *of the* contractors".
+_DENIAL_SKIP = frozenset(
+    "a an the any be been being have has had ever always yet even to get got of".split()
+)
+#: Words after which a negator bounds instead of denying: "not only", "not just".
+_DENIAL_BOUND = frozenset("only just merely simply".split())
+
+
+def _is_negator(folded: str) -> bool:
+    return folded in NEGATIONS or folded.endswith("n't")
+
+
+def denials(text: str, reach: int = 3) -> tuple[frozenset[str], frozenset[str]]:
+    """(stems a negator of ``text`` denies, stems of its other content words).
+
+    A negator (`NEGATIONS`, ``-n't``) denies the run of up to ``reach`` content
+    words that follows it, past a few function words (`_DENIAL_SKIP`), in the
+    same stretch between punctuation: ``SMS codes are not allowed as a second
+    factor`` denies ``allowed``; ``After 14 days without payment the account
+    ...`` denies ``payment``. Not a denial: a bound (``no more than``, ``no later
+    than 30 days``, ``not only``) and ``or not`` (``whether or not``).
+    """
+    tokens = [fold(m.group(0)) for m in _DENIAL_TOKEN.finditer(text)]
+    denied: set[str] = set()
+    governed: set[int] = set()
+    for i, token in enumerate(tokens):
+        if not _is_negator(token) or (i and tokens[i - 1] == "or"):
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j] in _DENIAL_SKIP:
+            j += 1
+        if j < len(tokens) and tokens[j] in _DENIAL_BOUND:
+            continue
+        run: list[int] = []
+        while j < len(tokens) and len(run) < reach and is_content(tokens[j]) \
+                and not _is_negator(tokens[j]):
+            run.append(j)
+            j += 1
+        if j < len(tokens) and tokens[j] == "than":
+            continue  # a bound: "no later than", "not longer than"
+        governed.update(run)
+        denied.update(stem(tokens[k]) for k in run)
+    asserted = {stem(t) for k, t in enumerate(tokens)
+                if k not in governed and is_content(t) and not _is_negator(t)}
+    return frozenset(denied), frozenset(asserted)
+
+
 def quote(items: Iterable[str], limit: int = 3) -> str:
     listed = list(items)
     shown = ", ".join(f"'{w}'" for w in listed[:limit])

@@ -91,3 +91,18 @@ async def backlog(pg_dsn: str, make_settings: SettingsFactory) -> AsyncIterator[
         yield sink
     finally:
         await sink.close()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[EmbeddedPostgres]:
+    """A server of the test's own, which the test may stop and restart (same port and data)."""
+    pg = EmbeddedPostgres()
+    try:
+        pg.start()
+    except PostgresUnavailable as exc:
+        pg.close()
+        pytest.skip(f"no Postgres binaries: {exc}")
+    try:
+        yield pg
+    finally:
+        pg.close()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +37,7 @@ from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
-from monitor.embedded.postgres import EmbeddedPostgres, PostgresUnavailable
+from monitor.embedded.postgres import EmbeddedPostgres
 from monitor.sources.kafka import committed_offsets, produce, reset_offsets
 from tests.conftest import Topic, encode, interaction, monitor_settings
 
@@ -201,21 +201,6 @@ def backlog_settings(broker: Broker, topic: Topic, judge: JudgeServer, dsn: str)
         max_in_flight=64,
         shutdown_grace_seconds=5.0,
     )
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[EmbeddedPostgres]:
-    """A server of this test's own: it is stopped and restarted mid-stream."""
-    pg = EmbeddedPostgres()
-    try:
-        pg.start()
-    except PostgresUnavailable as exc:
-        pg.close()
-        pytest.skip(f"no Postgres binaries: {exc}")
-    try:
-        yield pg
-    finally:
-        pg.close()
 
 
 async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once(

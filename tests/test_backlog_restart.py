@@ -9,7 +9,6 @@ Always uses an embedded server of its own (it is stopped during the test).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -22,24 +21,11 @@ from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.sinks.prometheus import Exporter
 
+pytest_plugins = ["conftest_postgres"]
 pytestmark = pytest.mark.postgres
 
 BATCHES = 60
 BATCH_SIZE = 5
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[EmbeddedPostgres]:
-    pg = EmbeddedPostgres()
-    try:
-        pg.start()
-    except PostgresUnavailable as exc:
-        pg.close()
-        pytest.skip(f"no Postgres binaries: {exc}")
-    try:
-        yield pg
-    finally:
-        pg.close()
 
 
 def record(i: int) -> ScoredRecord:

@@ -106,6 +106,8 @@ class Settings(BaseSettings):
     kafka_sasl_password: SecretStr | None = None
     max_record_bytes: int = Field(default=1_000_000, gt=0)
     max_in_flight: int = Field(default=256, gt=0)
+    #: records scored at once (the rest of the in-flight window waits for a slot)
+    score_concurrency: int = Field(default=64, gt=0)
     kafka_session_timeout_ms: int = Field(default=10_000, gt=0)
     kafka_heartbeat_interval_ms: int = Field(default=3_000, gt=0)
     #: static membership (KIP-345): a restart with the same id takes over its old member

@@ -21,6 +21,11 @@
   response's ``usage`` after — with 0 when no response came back.
 - **Bounds.** A timeout per request attempt and a semaphore of
   ``concurrency`` requests in flight.
+- **CPU.** Requests go through the SDK's generic ``post`` (auth, retries,
+  timeouts and error classes as usual) with the JSON body built here and the
+  answer read as plain JSON, over the SDK's aiohttp transport: the typed
+  ``create`` methods and the httpx connection pool cost more CPU per record
+  than everything else the sidecar does (docs/benchmarks.md, Sidecar ingest).
 - **Observability** without a Prometheus import: a `JudgeObserver` hears every
   request's outcome and duration and every response's tokens per metric.
 
@@ -30,19 +35,20 @@ in a repr or a log line.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import base64
+import binascii
 import copy
 import functools
 import logging
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 import openai
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
-from openai.types.shared_params import ResponseFormatJSONObject, ResponseFormatJSONSchema
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from monitor.prompt import (
@@ -141,7 +147,9 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     detail = f"{name} (HTTP {status})" if status is not None else name
-    if isinstance(exc, openai.APITimeoutError):  # before APIConnectionError: a subclass
+    if isinstance(exc, openai.APITimeoutError) and not _refused(exc):
+        # before APIConnectionError (a subclass); the aiohttp transport reports a refused
+        # or reset connection as a connect *timeout*: the cause chain tells them apart
         return JudgeError("timeout", detail, retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         return JudgeError("connection", detail, retryable=True)
@@ -152,6 +160,18 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     if isinstance(exc, openai.APIResponseValidationError):
         return JudgeError("invalid_output", detail)
     return JudgeError("bad_request", detail)
+
+
+def _refused(exc: BaseException) -> bool:
+    """A connection error of the OS (refused, reset, unreachable) anywhere in the cause chain."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 class OpenAIJudge:
@@ -220,6 +240,7 @@ class OpenAIJudge:
                 api_key=self._api_key.get_secret_value() or NO_KEY,
                 timeout=self.timeout_seconds,
                 max_retries=self.max_retries,
+                http_client=openai.DefaultAioHttpClient(timeout=self.timeout_seconds),
             )
         return self._client
 
@@ -250,39 +271,42 @@ class OpenAIJudge:
         usage = Usage()
         temperature = self.temperature if n == 1 else self.sampling_temperature
         values: list[OutT] = []
-        contents = await self._complete(prompt, None, n, temperature, usage)
+        answers = await self._complete(prompt, None, n, temperature, usage)
         # the endpoint may return fewer choices than asked: top up one at a time
-        while len(contents) < n:
+        while len(answers) < n:
             more = await self._complete(prompt, None, 1, temperature, usage)
             if not more:
                 raise JudgeError("invalid_output", "the endpoint returned no choices")
-            contents.extend(more)
-        for content in contents[:n]:
-            values.append(await self._validated(prompt, content, temperature, usage))
+            answers.extend(more)
+        for answer in answers[:n]:
+            values.append(await self._validated(prompt, answer, temperature, usage))
         return Judged(values=values, usage=usage)
 
     async def _validated(
-        self, prompt: Prompt[OutT], content: str | None, temperature: float | None, usage: Usage
+        self,
+        prompt: Prompt[OutT],
+        answer: OutT | _Invalid,
+        temperature: float | None,
+        usage: Usage,
     ) -> OutT:
-        """Validate one answer; re-ask once if it does not validate."""
-        try:
-            return _parse(prompt.output, content)
-        except _Invalid as first:
-            log.info(
-                "judge answer invalid, re-asking once",
-                extra={"step": prompt.step, "metric": prompt.metric, "error": first.summary},
+        """The validated answer; an invalid one is re-asked once."""
+        if not isinstance(answer, _Invalid):
+            return answer
+        log.info(
+            "judge answer invalid, re-asking once",
+            extra={"step": prompt.step, "metric": prompt.metric, "error": answer.summary},
+        )
+        followup = [
+            {"role": "assistant", "content": answer.content or ""},
+            {"role": "user", "content": CORRECTION.format(error=answer.summary)},
+        ]
+        again = await self._complete(prompt, followup, 1, temperature, usage)
+        second = again[0] if again else _Invalid("empty answer", None)
+        if isinstance(second, _Invalid):
+            raise JudgeError(
+                "invalid_output", f"step {prompt.step}: {second.summary} (after one re-ask)"
             )
-            followup = [
-                {"role": "assistant", "content": content or ""},
-                {"role": "user", "content": CORRECTION.format(error=first.summary)},
-            ]
-            again = await self._complete(prompt, followup, 1, temperature, usage)
-            try:
-                return _parse(prompt.output, again[0] if again else None)
-            except _Invalid as second:
-                raise JudgeError(
-                    "invalid_output", f"step {prompt.step}: {second.summary} (after one re-ask)"
-                ) from None
+        return second
 
     async def _complete(
         self,
@@ -291,8 +315,8 @@ class OpenAIJudge:
         n: int,
         temperature: float | None,
         usage: Usage,
-    ) -> list[str | None]:
-        """One chat request (two when json_schema is rejected): the choices' contents."""
+    ) -> list[OutT | _Invalid]:
+        """One chat request (two when json_schema is rejected): the choices, validated."""
         mode = self.response_mode
         if mode == "json_schema":
             try:
@@ -303,9 +327,9 @@ class OpenAIJudge:
                     "falling back to json_object with the schema in the prompt",
                     extra={"model": self.model},
                 )
-        contents = await self._request(prompt, followup, n, temperature, usage, "json_object")
+        answers = await self._request(prompt, followup, n, temperature, usage, "json_object")
         self.response_mode = "json_object"  # it worked: stay with it
-        return contents
+        return answers
 
     async def _request(
         self,
@@ -315,24 +339,29 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
         mode: ResponseMode,
-    ) -> list[str | None]:
+    ) -> list[OutT | _Invalid]:
+        """One HTTP request: each choice validated (the model, or why it is not valid)."""
         messages: list[dict[str, str]] = render_messages(
             prompt, schema_in_text=mode == "json_object"
         )
         if followup:
             messages = messages + followup
-        response_format: ResponseFormat
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
         if mode == "json_schema":
-            response_format = ResponseFormatJSONSchema(
-                type="json_schema",
-                json_schema={
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
                     "name": prompt.step,
                     "schema": _request_schema(prompt.output),
                     "strict": True,
                 },
-            )
+            }
         else:
-            response_format = ResponseFormatJSONObject(type="json_object")
+            body["response_format"] = {"type": "json_object"}
+        if n > 1:
+            body["n"] = n
+        if temperature is not None:
+            body["temperature"] = temperature
         estimate = estimate_prompt_tokens(messages, self.model)
 
         async with self._semaphore:
@@ -343,26 +372,26 @@ class OpenAIJudge:
             started = time.perf_counter()
             outcome = "ok"
             try:
-                response = await self.client.chat.completions.create(
-                    model=self.model,
-                    messages=cast("list[ChatCompletionMessageParam]", messages),
-                    response_format=response_format,
-                    n=n if n > 1 else openai.omit,
-                    temperature=temperature if temperature is not None else openai.omit,
-                )
-                contents = [choice.message.content for choice in response.choices]
-                prompt_tokens, completion_tokens = _usage(
-                    response.usage, estimate, contents, self.model
-                )
+                # the SDK's generic request (auth, retries, timeouts, error classes) with the
+                # body as built here: `chat.completions.create` would walk the body against its
+                # typed parameters and build the response as SDK models, which cost more CPU
+                # than everything else in scoring a record
+                data = await self.client.post("/chat/completions", cast_to=object, body=body)
+                contents, reported = _chat_contents(data)
+                prompt_tokens, completion_tokens = _usage(reported, estimate, contents, self.model)
                 used = prompt_tokens + completion_tokens
                 usage.calls += 1
                 usage.prompt_tokens += prompt_tokens
                 usage.completion_tokens += completion_tokens
                 if self.observer is not None:
                     self.observer.on_tokens(prompt.metric, prompt_tokens, completion_tokens)
-                if not all(_valid_quick(prompt.output, c) for c in contents):
+                answers = [_try_parse(prompt.output, c) for c in contents]
+                if any(isinstance(a, _Invalid) for a in answers):
                     outcome = "invalid_output"
-                return contents
+                return answers
+            except JudgeError as exc:  # the body is not a chat completion
+                outcome = exc.reason
+                raise
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if mode == "json_schema":
                     outcome = "fallback"
@@ -409,14 +438,22 @@ class OpenAIJudge:
             started = time.perf_counter()
             outcome = "ok"
             try:
-                # the SDK's default: it asks for base64 and decodes it with `array` (an
-                # endpoint answering plain floats works too); "float" would make the SDK
-                # build every number through its model layer, ~30 ms of CPU per 4×1536
-                response = await self.client.embeddings.create(
-                    model=self.embedding_model, input=send
+                # the SDK's generic request, base64 vectors decoded here: the typed
+                # `embeddings.create` builds every number through its model layer
+                data = await self.client.post(
+                    "/embeddings",
+                    cast_to=object,
+                    body={
+                        "model": self.embedding_model,
+                        "input": send,
+                        "encoding_format": "base64",
+                    },
                 )
-                reported = response.usage.prompt_tokens if response.usage is not None else None
+                got, reported = _embedding_vectors(data, len(send))
                 used = reported if reported else estimate
+            except JudgeError as exc:
+                outcome = exc.reason
+                raise
             except openai.OpenAIError as exc:
                 error = _classify(exc)
                 outcome = error.reason
@@ -428,47 +465,66 @@ class OpenAIJudge:
                     self.observer.on_request(outcome, time.perf_counter() - started)
                     if used:
                         self.observer.on_tokens(EMBEDDINGS_METRIC, used, 0)
-        got = sorted(response.data, key=lambda d: d.index)
-        if len(got) != len(send):
-            raise JudgeError("invalid_output", f"{len(got)} embeddings for {len(send)} texts")
         usage.calls += 1
         usage.prompt_tokens += used
-        dimension = len(got[0].embedding)
+        dimension = len(got[0])
         vectors = [[0.0] * dimension for _ in texts]
         if present:
-            for i, item in zip(present, got, strict=True):
-                vectors[i] = list(item.embedding)
+            for i, vector in zip(present, got, strict=True):
+                vectors[i] = vector
         return vectors
 
 
 class _Invalid(Exception):
-    def __init__(self, summary: str) -> None:
+    """An answer that does not validate: why (no answer text), and the answer for the re-ask."""
+
+    def __init__(self, summary: str, content: str | None) -> None:
         super().__init__(summary)
         self.summary = summary
+        self.content = content
 
 
 def _parse(model: type[OutT], content: str | None) -> OutT:
     if content is None or not content.strip():
-        raise _Invalid("empty answer")
+        raise _Invalid("empty answer", content)
     text = _strip_fences(content)
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
         errors = exc.errors(include_input=False, include_url=False)
         if errors and errors[0]["type"] == "json_invalid":
-            raise _Invalid("not a JSON object") from None
+            raise _Invalid("not a JSON object", content) from None
         fields = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in errors[:5]
         )
-        raise _Invalid(f"does not match the schema ({fields})") from None
+        raise _Invalid(f"does not match the schema ({fields})", content) from None
 
 
-def _valid_quick(model: type[BaseModel], content: str | None) -> bool:
+def _try_parse(model: type[OutT], content: str | None) -> OutT | _Invalid:
     try:
-        _parse(model, content)
-    except _Invalid:
-        return False
-    return True
+        return _parse(model, content)
+    except _Invalid as invalid:
+        return invalid
+
+
+def _index(item: dict[str, Any]) -> int:
+    index = item.get("index")
+    return index if isinstance(index, int) else 0
+
+
+def _chat_contents(data: object) -> tuple[list[str | None], Mapping[str, Any] | None]:
+    """A chat completion's body → (each choice's content, its ``usage``); `JudgeError` if not."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise JudgeError("invalid_output", "the endpoint's answer is not a chat completion")
+    ordered = sorted(choices, key=_index)
+    contents: list[str | None] = []
+    for choice in ordered:
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        contents.append(content if isinstance(content, str) else None)
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return contents, usage if isinstance(usage, dict) else None
 
 
 def _strip_fences(text: str) -> str:
@@ -481,8 +537,44 @@ def _strip_fences(text: str) -> str:
     return stripped.strip()
 
 
+def _embedding_vectors(data: object, expected: int) -> tuple[list[list[float]], int | None]:
+    """An embeddings body → (vectors in input order, reported prompt tokens); `JudgeError` if bad.
+
+    Each ``embedding`` is base64 of little-endian float32 (as asked) or, from
+    endpoints that ignore ``encoding_format``, a list of numbers.
+    """
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise JudgeError("invalid_output", "the endpoint's answer is not a list of embeddings")
+    if len(items) != expected:
+        raise JudgeError("invalid_output", f"{len(items)} embeddings for {expected} texts")
+    ordered = sorted(items, key=_index)
+    vectors: list[list[float]] = []
+    for item in ordered:
+        raw = item.get("embedding")
+        if isinstance(raw, str):
+            try:
+                packed = array.array("f", base64.b64decode(raw, validate=True))
+            except (ValueError, binascii.Error):
+                raise JudgeError("invalid_output", "an embedding is not base64 float32") from None
+            if sys.byteorder != "little":
+                packed.byteswap()
+            vectors.append(packed.tolist())
+        elif isinstance(raw, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw
+        ):
+            vectors.append([float(x) for x in raw])
+        else:
+            raise JudgeError("invalid_output", "an embedding is neither base64 nor numbers")
+    if not vectors or not vectors[0] or any(len(v) != len(vectors[0]) for v in vectors):
+        raise JudgeError("invalid_output", "embeddings of different or zero dimensions")
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return vectors, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
 def _usage(
-    reported: openai.types.CompletionUsage | None,
+    reported: Mapping[str, Any] | None,
     estimate: int,
     contents: list[str | None],
     model: str,
@@ -491,15 +583,25 @@ def _usage(
 
     llama.cpp's ``llama-server`` counts one choice only when ``n`` > 1; when
     several choices came back and the reported completion tokens are fewer
-    than our own count of their text, our count wins.
+    than our own count of their text, our count wins. Our own count is made
+    only when it can matter.
     """
-    counted = sum(count_tokens(c, model) for c in contents if c)
+
+    def counted() -> int:
+        return sum(count_tokens(c, model) for c in contents if c)
+
+    def number(key: str) -> int:
+        value = reported.get(key) if reported is not None else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
     if reported is None:
-        return estimate, counted
-    prompt_tokens = reported.prompt_tokens or estimate
-    completion = reported.completion_tokens or 0
-    if len(contents) > 1 and completion < counted:
-        completion = counted
+        return estimate, counted()
+    prompt_tokens = number("prompt_tokens") or estimate
+    completion = number("completion_tokens")
+    if len(contents) > 1:
+        completion = max(completion, counted())
+    elif not completion:
+        completion = counted()
     return prompt_tokens, completion
 
 

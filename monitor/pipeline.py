@@ -16,7 +16,8 @@ For every fetched record (`Pipeline._handle`):
    With a ``fallback`` scorer (the local judge), records skipped for
    ``budget`` are scored by it instead;
 4. **sinks** — scored records wait in ``pending`` until `checkpoint` has
-   written them to every sink.
+   written them to every sink: every ``checkpoint_interval``, or as soon as
+   half of the in-flight window is pending.
 
 A record is *finished* when it was sampled out, dead-lettered, skipped, or is
 in every sink; only then may its offset be committed (`checkpoint`: write and
@@ -123,11 +124,13 @@ class Pipeline:
         self.budget = budget
         self.adaptive = adaptive
         self.fallback = fallback
-        self.concurrency = concurrency or settings.max_in_flight
+        self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
         self.pending: list[_Pending] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._checkpoint_lock = asyncio.Lock()
+        #: set when half the in-flight window waits for the sinks: checkpoint before the timer
+        self._flush_soon = asyncio.Event()
         self._sink_backoff = Backoff()
         self._retry_at = 0.0
         self._stopping = False
@@ -216,6 +219,10 @@ class Pipeline:
             return
         scored.inclusion_probability = probability
         self.pending.append(_Pending(record, scored))
+        if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
+            # the source stops fetching while the window is full of written-but-uncommitted
+            # records: flush now rather than let the window wait for the timer
+            self._flush_soon.set()
 
     async def _score(self, interaction: Interaction) -> ScoredRecord:
         if self.budget is not None and self.budget.exhausted():
@@ -310,8 +317,12 @@ class Pipeline:
 
     async def _checkpoint_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await asyncio.sleep(self.checkpoint_interval)
-            if time.monotonic() < self._retry_at:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._flush_soon.wait(), self.checkpoint_interval)
+            self._flush_soon.clear()
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:  # sinks failing: their backoff, whatever asks for a flush
+                await asyncio.sleep(min(wait, self.checkpoint_interval))
                 continue
             if await self.checkpoint():
                 self._sink_backoff.succeeded()

@@ -423,13 +423,11 @@ def test_factory_auto_without_url_is_the_local_judge() -> None:
 
 
 def test_usage_trusts_the_response_but_not_one_choice_counts() -> None:
-    from openai.types import CompletionUsage
-
     from monitor.judge import _usage
     from monitor.tokens import count_tokens
 
     one = '{"question": "What is a receipt?", "noncommittal": 0}'
-    reported = CompletionUsage(prompt_tokens=40, completion_tokens=3, total_tokens=43)
+    reported = {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}
     assert _usage(reported, 99, [one], MODEL) == (40, 3)
     # llama-server with n>1 reports one choice's completion tokens: count them all
     counted = 3 * count_tokens(one, MODEL)
@@ -456,3 +454,44 @@ async def test_embeddings_are_budgeted_and_reported(
     with pytest.raises(BudgetExhausted):
         await starved.embed(["receipt over $100"])
     assert server.stats.snapshot().embedding_requests == before
+
+
+def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> None:
+    """The bodies are read as plain JSON: every shape the SDK models would reject fails cleanly."""
+    import base64
+    import struct
+
+    from monitor.judge import _chat_contents, _embedding_vectors
+
+    for body in (None, [], {"choices": "x"}, {"choices": [1]}, {"id": "no choices"}):
+        with pytest.raises(JudgeError) as caught:
+            _chat_contents(body)
+        assert caught.value.reason == "invalid_output"
+    contents, usage = _chat_contents(
+        {
+            "choices": [
+                {"index": 1, "message": {"content": "b"}},
+                {"index": 0, "message": {"content": "a"}},
+                {"index": 2, "message": {"content": None}},
+            ],
+            "usage": {"prompt_tokens": 5},
+        }
+    )
+    assert contents == ["a", "b", None] and usage == {"prompt_tokens": 5}
+
+    packed = base64.b64encode(struct.pack("<2f", 0.5, -1.0)).decode()
+    vectors, tokens = _embedding_vectors(
+        {"data": [{"index": 1, "embedding": [1, 2]}, {"index": 0, "embedding": packed}]}, 2
+    )
+    assert vectors == [[0.5, -1.0], [1.0, 2.0]] and tokens is None
+    for body, expected in (
+        ({"data": [{"embedding": "not base64!"}]}, 1),
+        ({"data": [{"embedding": ["x"]}]}, 1),
+        ({"data": [{"embedding": [1.0]}, {"embedding": [1.0, 2.0]}]}, 2),
+        ({"data": [{"embedding": [1.0]}]}, 2),
+        ({"data": []}, 0),
+        ({"object": "list"}, 1),
+    ):
+        with pytest.raises(JudgeError) as caught:
+            _embedding_vectors(body, expected)
+        assert caught.value.reason == "invalid_output"

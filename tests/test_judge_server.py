@@ -174,6 +174,18 @@ def test_slow_fault_and_latency(server: JudgeServer) -> None:
     started = time.monotonic()
     assert _chat(server)[0] == 200
     assert 0.2 <= time.monotonic() - started < 2
+    # embeddings take the same delay unless they have their own
+    started = time.monotonic()
+    assert _post(server, "/embeddings", {"model": "emb", "input": ["ab"]})[0] == 200
+    assert time.monotonic() - started >= 0.2
+    server.latency_seconds = 0.0
+    server.embedding_latency_seconds = 0.3
+    started = time.monotonic()
+    assert _chat(server)[0] == 200
+    assert time.monotonic() - started < 0.3
+    started = time.monotonic()
+    assert _post(server, "/embeddings", {"model": "emb", "input": ["ab"]})[0] == 200
+    assert 0.3 <= time.monotonic() - started < 2
 
 
 def test_down_503_and_refuse(server: JudgeServer) -> None:

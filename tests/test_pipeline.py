@@ -245,6 +245,59 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
     assert sum(p or 0 for p in positions.values()) == 8
 
 
+class CountingScorer:
+    """The real scorer, counting how many records it scores at once."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.now = 0
+        self.most = 0
+
+    async def score(self, record: Any) -> ScoredRecord:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            scored: ScoredRecord = await self.inner.score(record)
+            return scored
+        finally:
+            self.now -= 1
+
+
+async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    """Half the in-flight window pending → a checkpoint now, not at the (here: never) timer."""
+    n = 40
+    settings = monitor_settings(broker, topic, judge_http, max_in_flight=8, score_concurrency=3)
+    judge_http.latency_seconds = 0.05  # records overlap
+    parts = build(settings)
+    scorer = CountingScorer(parts.scorer)
+    await records(topic, range(n), supported=lambda i: True)
+    await parts.source.start()
+    stop = asyncio.Event()
+    pipeline = Pipeline(parts.source, parts.sampler, scorer, parts.sinks, parts.exporter,
+                        settings, checkpoint_interval=3600)  # fmt: skip
+    task = asyncio.create_task(pipeline.run(stop, grace_seconds=10))
+    try:
+        # with only the timer, the window would stay full of pending records: a stall
+        await wait_until(
+            lambda: value(parts, "rag_monitor_records_scored_total") >= n - 4,
+            60,
+            "records checkpointed while the window fills",
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await parts.source.stop()
+        for close in parts.closers:
+            await close()
+        judge_http.latency_seconds = 0.0
+    assert scorer.most == 3  # in parallel, and never more than score_concurrency
+    assert value(parts, "rag_monitor_records_scored_total") == n  # the rest at shutdown
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == n
+
+
 async def test_budget_caps_spend_and_skips_what_it_cannot_afford(
     broker: Broker, topic: Topic, judge_http: JudgeServer
 ) -> None:

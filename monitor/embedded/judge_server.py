@@ -18,7 +18,8 @@ and tokens per step and the peak number of concurrent requests.
 
 Fault injection, settable while running: `JudgeServer.inject` queues faults
 applied to the next requests (one per request, in order); `latency_seconds`
-delays every request; `down("503")` answers everything with 503,
+delays every request (`embedding_latency_seconds`, when set, the embeddings
+requests instead); `down("503")` answers everything with 503,
 `down("refuse")` closes the listening socket (connections are refused) and
 `up()` reopens it on the same port; `ignore_n` and `reject_json_schema` are
 persistent switches.
@@ -221,6 +222,7 @@ class JudgeServer:
             "embeddings": deque(),
         }
         self._latency = 0.0
+        self._embedding_latency: float | None = None
         self._down: DownMode | None = None
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -310,6 +312,20 @@ class JudgeServer:
     @latency_seconds.setter
     def latency_seconds(self, value: float) -> None:
         self._latency = max(0.0, float(value))
+
+    @property
+    def embedding_latency_seconds(self) -> float | None:
+        """The delay of embeddings requests; None (default): `latency_seconds`, like the rest."""
+        return self._embedding_latency
+
+    @embedding_latency_seconds.setter
+    def embedding_latency_seconds(self, value: float | None) -> None:
+        self._embedding_latency = None if value is None else max(0.0, float(value))
+
+    def _latency_of(self, path: str) -> float:
+        if self._embedding_latency is not None and path.endswith("/embeddings"):
+            return self._embedding_latency
+        return self._latency
 
     def down(self, mode: DownMode = "503") -> None:
         """``503``: answer every request with 503; ``refuse``: stop accepting connections."""
@@ -426,7 +442,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner.stats.enter()
         try:
             body = self._read_body()
-            owner._sleep(owner.latency_seconds)
+            owner._sleep(owner._latency_of(path))
             if owner.is_down == "503":
                 raise _HTTPError(503, "judge is down", kind="server_error", retry=True)
             if path in {"/v1/chat/completions", "/chat/completions"}:

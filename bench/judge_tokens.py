@@ -11,29 +11,75 @@ ratio, the spend per judge step, the ratio the two patterns would have with
 no instruction text at all (what shorter instructions could buy, at most),
 and checks that every score is identical.
 
-    python bench/judge_tokens.py [--records 60] [--seed 7] [--chunk-sentences 5-8]
+With ``--ragas-python PATH`` (an interpreter with ragas 0.4.3 and LangChain
+< 0.4 installed), it also measures what Ragas itself spends on the same
+records for the same three metrics (`Faithfulness`, `ResponseRelevancy` with
+strictness 3, `LLMContextPrecisionWithoutReference`), without a network or a
+model: in a subprocess of that interpreter, Ragas's own metric code runs with
+its usual LLM path (`LangchainLLMWrapper` around langchain-openai's
+`ChatOpenAI`, embeddings through `OpenAIEmbeddings`), whose HTTP client is an
+in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.
 
-Exit status 1 if any score differs between the two patterns.
+- **exact**: the number of requests, ``n``, and every prompt string — rendered
+  by the installed ragas package at run time (no Ragas text is copied here),
+  counted like our own requests (`monitor.tokens`, chat overhead included);
+  the texts it embeds.
+- **modelled**: the completions. The mock answers each Ragas step with the
+  statements, verdicts, reasons and questions our deterministic judge
+  (`monitor.embedded.answers`) gives for the same record, in Ragas's output
+  fields, as compact JSON like our judge server writes its own; so completions
+  differ only by Ragas's output format. Ragas parses and scores them itself,
+  and its scores are checked against ours.
+
+    python bench/judge_tokens.py [--records 60] [--seed 7] [--chunk-sentences 5-8]
+        [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python]
+
+Exit status 1 if any score differs between the two patterns; 2 if the Ragas
+measurement was asked for and failed (Ragas's scores differing from ours is
+reported, not an error).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
+import json
 import math
+import os
 import random
+import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel
+
+from monitor.embedded import answers
 from monitor.embedded.judge_server import JudgeServer, StatsSnapshot
-from monitor.judge import OpenAIJudge
+from monitor.judge import OpenAIJudge, strict_schema
 from monitor.metrics import _statements as st
-from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
+from monitor.metrics.steps import (
+    GROUNDING,
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdicts,
+    GeneratedQuestion,
+    Grounding,
+    Statements,
+    Verdicts,
+    join_contexts,
+)
 from monitor.records import Context, Interaction, ScoredRecord, Usage
 from monitor.scoring import ONLINE_METRICS, Scorer
-from monitor.tokens import count_tokens
+from monitor.tokens import count_tokens, estimate_prompt_tokens
 
 MODEL = "gpt-4o-mini"
+EMBEDDING_MODEL = "text-embedding-3-small"
 
 #: the instruction each step is sent with (the system message's whole text)
 INSTRUCTIONS = {
@@ -42,6 +88,15 @@ INSTRUCTIONS = {
     QUESTIONS: st.QUESTIONS_INSTRUCTION,
     USEFULNESS: st.USEFULNESS_INSTRUCTION,
     GROUNDING: st.GROUNDING_INSTRUCTION,
+}
+
+#: the output model of each step (its JSON schema goes in ``response_format``)
+OUTPUTS: dict[str, type[BaseModel]] = {
+    STATEMENTS: Statements,
+    VERIFY: Verdicts,
+    QUESTIONS: GeneratedQuestion,
+    USEFULNESS: ContextVerdicts,
+    GROUNDING: Grounding,
 }
 
 # --- a small synthetic knowledge base: topic → (question, fact templates with slots)
@@ -282,7 +337,7 @@ async def score_all(server: JudgeServer, records: list[Interaction], pattern: st
     judge = OpenAIJudge(
         base_url=server.base_url,
         model=MODEL,
-        embedding_model="text-embedding-3-small",
+        embedding_model=EMBEDDING_MODEL,
         timeout_seconds=30.0,
         max_retries=0,
         concurrency=8,
@@ -388,12 +443,405 @@ def report(records: list[Interaction], per_call: Run, frugal: Run) -> int:
     return 1 if differing else 0
 
 
-async def main_async(count: int, seed: int, sentences: tuple[int, int]) -> int:
+# --- Ragas itself (--ragas-python): its own metric code and prompts, our judge's answers
+
+#: Ragas metric name → ours
+RAGAS_METRICS = {
+    "faithfulness": "faithfulness",
+    "answer_relevancy": "response_relevancy",
+    "llm_context_precision_without_reference": "context_utility",
+}
+
+#: Ragas's steps, named by the input fields its prompt renders (see `_ragas_child`)
+RAGAS_STEPS = {
+    "answer+question": "faithfulness: statements",
+    "context+statements": "faithfulness: NLI verdicts",
+    "response": "answer_relevancy: questions",
+    "answer+context+question": "context precision: verification",
+}
+
+
+def _key(inputs: dict[str, Any]) -> str:
+    """A step's inputs as a lookup key (the child parses them back from Ragas's prompt)."""
+    return json.dumps(inputs, sort_keys=True, ensure_ascii=False)
+
+
+def _completion(output: dict[str, Any]) -> str:
+    """An answer written as our judge server writes its own: compact JSON."""
+    return json.dumps(output, ensure_ascii=False)
+
+
+def ragas_job(records: list[Interaction]) -> dict[str, Any]:
+    """What the child needs: the records, and our judge's answer to every Ragas step of each.
+
+    The answers come from the deterministic rules our judge server uses
+    (`monitor.embedded.answers`), put in Ragas's output fields: statements →
+    ``{"statements": [...]}``; verify over the contexts joined →
+    ``{"statements": [{statement, reason, verdict}]}``; the generated question →
+    ``{"question", "noncommittal"}``; usefulness of one context →
+    ``{"reason", "verdict"}``. Embedding vectors are ours too (for the score check).
+    """
+    found: dict[str, str] = {}
+    vectors: dict[str, list[float]] = {}
+    rows = []
+    for r in records:
+        question, response = r.user_input, r.response
+        contexts = [c.text for c in r.retrieved_contexts]
+        rows.append(
+            {"id": r.id, "user_input": question, "response": response, "contexts": contexts}
+        )
+        said = answers.answer(STATEMENTS, {"question": question, "text": response}, 1)[0]
+        statements = said["statements"]
+        found[_key({"question": question, "answer": response})] = _completion(
+            {"statements": statements}
+        )
+        joined = join_contexts(contexts)
+        checked = answers.answer(VERIFY, {"context": joined, "statements": statements}, 1)[0]
+        found[_key({"context": joined, "statements": statements})] = _completion(
+            {"statements": checked["verdicts"]}
+        )
+        asked = answers.answer(QUESTIONS, {"response": response}, 1)[0]
+        found[_key({"response": response})] = _completion(asked)
+        for context in contexts:
+            inputs = {"question": question, "answer": response, "contexts": [context]}
+            verdict = answers.answer(USEFULNESS, inputs, 1)[0]["verdicts"][0]
+            found[_key({"question": question, "context": context, "answer": response})] = (
+                _completion(verdict)
+            )
+        for text in (question, asked["question"]):
+            vectors[text] = answers.embed([text])[0]
+    return {"records": rows, "answers": found, "vectors": vectors}
+
+
+def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
+    """Score the job's records with Ragas's own metrics; record every request they send.
+
+    Self-contained (stdlib, httpx, ragas, LangChain; no `monitor`): its source is
+    run with ``PATH -c``; argv: the job file, the result file. Ragas's usual LLM
+    path — `LangchainLLMWrapper(ChatOpenAI)`, which sends relevancy's
+    strictness as ``n`` in one request, and `LangchainEmbeddingsWrapper(
+    OpenAIEmbeddings)` — over an in-process `httpx.MockTransport`: nothing
+    leaves the process. Each chat request is answered from the job's answers,
+    looked up by the inputs parsed back out of the prompt Ragas rendered (an
+    unexpected request, such as a re-ask after a parse failure, fails the run).
+    ``check_embedding_ctx_length=False`` makes OpenAIEmbeddings send the texts
+    rather than tiktoken ids (which would need tiktoken's files; same tokens).
+    """
+    import asyncio
+    import base64
+    import json
+    import struct
+    import sys
+    import warnings
+
+    warnings.simplefilter("ignore")
+
+    import httpx
+    import ragas
+    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.embeddings import LangchainEmbeddingsWrapper
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import (
+        Faithfulness,
+        LLMContextPrecisionWithoutReference,
+        ResponseRelevancy,
+    )
+    from ragas.run_config import RunConfig
+
+    job_path, result_path = sys.argv[1], sys.argv[2]
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    answers, vectors = job["answers"], job["vectors"]
+    calls = []
+    now = {"record": "", "metric": ""}
+
+    def handle(request):
+        body = json.loads(request.content)
+        call = {"record": now["record"], "metric": now["metric"], "model": body["model"]}
+        if request.url.path.endswith("/embeddings"):
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            call.update(step="embeddings", texts=texts)
+            calls.append(call)
+            data = []
+            for i, text in enumerate(texts):
+                vector = vectors[text]
+                if body.get("encoding_format") == "base64":
+                    packed = struct.pack(f"<{len(vector)}f", *vector)
+                    vector = base64.b64encode(packed).decode()
+                data.append({"object": "embedding", "index": i, "embedding": vector})
+            usage = {"prompt_tokens": 0, "total_tokens": 0}
+            payload = {"object": "list", "model": body["model"], "data": data, "usage": usage}
+            return httpx.Response(200, json=payload)
+        messages = body["messages"]
+        rendered = messages[-1]["content"]
+        inputs_text = rendered.rpartition("\ninput: ")[2].rpartition("\nOutput: ")[0]
+        inputs = json.loads(inputs_text)
+        content = answers[json.dumps(inputs, sort_keys=True, ensure_ascii=False)]
+        n = body.get("n") or 1
+        call.update(
+            step="+".join(sorted(inputs)),
+            messages=messages,
+            inputs_text=inputs_text,
+            n=n,
+            contents=[content] * n,
+            keys=sorted(k for k in body if k != "messages"),
+        )
+        calls.append(call)
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+            for i in range(n)
+        ]
+        payload = {
+            "id": f"chatcmpl-{len(calls)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": choices,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+        return httpx.Response(200, json=payload)
+
+    transport = httpx.MockTransport(handle)
+    clients = {
+        "base_url": "http://judge.invalid/v1",
+        "api_key": "not-used",
+        "max_retries": 0,
+        "http_client": httpx.Client(transport=transport),
+        "http_async_client": httpx.AsyncClient(transport=transport),
+    }
+    llm = LangchainLLMWrapper(ChatOpenAI(model=job["model"], **clients))
+    embeddings = LangchainEmbeddingsWrapper(
+        OpenAIEmbeddings(
+            model=job["embedding_model"], check_embedding_ctx_length=False, **clients
+        )
+    )
+    metrics = [
+        Faithfulness(llm=llm),
+        ResponseRelevancy(llm=llm, embeddings=embeddings, strictness=3),
+        LLMContextPrecisionWithoutReference(llm=llm),
+    ]
+    for metric in metrics:
+        metric.init(RunConfig())
+
+    async def score_all():
+        scores = {}
+        for row in job["records"]:
+            sample = SingleTurnSample(
+                user_input=row["user_input"],
+                response=row["response"],
+                retrieved_contexts=row["contexts"],
+            )
+            now["record"] = row["id"]
+            scores[row["id"]] = {}
+            for metric in metrics:
+                now["metric"] = metric.name
+                scores[row["id"]][metric.name] = float(await metric.single_turn_ascore(sample))
+        return scores
+
+    scores = asyncio.run(score_all())
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump({"version": ragas.__version__, "calls": calls, "scores": scores}, f)
+
+
+@dataclass
+class RagasStep:
+    requests: int = 0
+    choices: int = 0
+    prompt_tokens: int = 0
+    #: prompt tokens outside the rendered inputs: instruction, JSON schema, examples
+    fixed_tokens: int = 0
+    completion_tokens: int = 0
+    #: the completions laid out as Ragas's examples are (``indent=4``)
+    indented_completion_tokens: int = 0
+
+
+@dataclass
+class RagasRun:
+    version: str
+    steps: dict[str, RagasStep] = field(default_factory=dict)
+    embedding_requests: int = 0
+    embedding_tokens: int = 0
+    #: request keys besides ``messages`` (``n``, ``temperature``, … as ChatOpenAI sends them)
+    request_keys: set[str] = field(default_factory=set)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def usage(self) -> Usage:
+        """Calls and tokens as `Usage` counts ours: embeddings in calls and prompt tokens."""
+        return Usage(
+            calls=sum(s.requests for s in self.steps.values()) + self.embedding_requests,
+            prompt_tokens=sum(s.prompt_tokens for s in self.steps.values())
+            + self.embedding_tokens,
+            completion_tokens=sum(s.completion_tokens for s in self.steps.values()),
+        )
+
+
+def run_ragas(python: str, records: list[Interaction]) -> RagasRun:
+    """Run `_ragas_child` in ``python``; count its requests' tokens as the judge server does."""
+    job = ragas_job(records) | {"model": MODEL, "embedding_model": EMBEDDING_MODEL}
+    source = inspect.getsource(_ragas_child) + "\n_ragas_child()\n"
+    env = os.environ | {
+        "RAGAS_DO_NOT_TRACK": "true",  # Ragas's usage analytics would post over HTTP
+        "LANGCHAIN_TRACING_V2": "false",
+        "LANGSMITH_TRACING": "false",
+    }
+    with tempfile.TemporaryDirectory(prefix="judge-tokens-ragas-") as tmp:
+        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
+        job_path.write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+        done = subprocess.run(
+            [python, "-c", source, str(job_path), str(result_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0 or not result_path.is_file():
+            raise RuntimeError(
+                f"{python} exited with {done.returncode}:\n{done.stderr.strip()[-3000:]}"
+            )
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    run = RagasRun(version=result["version"], scores=result["scores"])
+    for call in result["calls"]:
+        if call["step"] == "embeddings":
+            run.embedding_requests += 1
+            run.embedding_tokens += sum(count_tokens(t, call["model"]) for t in call["texts"])
+            continue
+        step = run.steps.setdefault(RAGAS_STEPS.get(call["step"], call["step"]), RagasStep())
+        prompt = estimate_prompt_tokens(
+            [{"role": m["role"], "content": m["content"]} for m in call["messages"]], MODEL
+        )
+        step.requests += 1
+        step.choices += len(call["contents"])
+        step.prompt_tokens += prompt
+        step.fixed_tokens += prompt - count_tokens(call["inputs_text"], MODEL)
+        step.completion_tokens += sum(count_tokens(c, MODEL) for c in call["contents"])
+        step.indented_completion_tokens += sum(
+            count_tokens(json.dumps(json.loads(c), indent=4, ensure_ascii=False), MODEL)
+            for c in call["contents"]
+        )
+        run.request_keys.update(call["keys"])
+    return run
+
+
+def _schema_tokens(run: Run) -> int:
+    """Tokens of the ``response_format`` JSON schemas our requests carried (not counted above)."""
+    total = 0
+    for step, stats in run.stats.steps.items():
+        schema = {"name": step, "schema": strict_schema(OUTPUTS[step]), "strict": True}
+        total += stats.requests * count_tokens(json.dumps(schema), MODEL)
+    return total
+
+
+def report_ragas(
+    records: list[Interaction], ragas: RagasRun, per_call: Run, frugal: Run
+) -> None:
+    n = len(records)
+    print()
+    print(
+        f"Ragas {ragas.version} on the same records (Faithfulness, ResponseRelevancy "
+        "strictness 3, LLMContextPrecisionWithoutReference; LangchainLLMWrapper(ChatOpenAI)): "
+        "its requests and prompt strings exact, its completions our judge's answers"
+    )
+    print()
+    print(
+        f"| per record | Ragas {ragas.version} | per_call | frugal | "
+        "per_call / Ragas | frugal / Ragas |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    theirs, a, b = ragas.usage, per_call.usage, frugal.usage
+    rows = [
+        ("judge calls (chat + embeddings)", theirs.calls, a.calls, b.calls),
+        ("prompt tokens", theirs.prompt_tokens, a.prompt_tokens, b.prompt_tokens),
+        ("completion tokens", theirs.completion_tokens, a.completion_tokens, b.completion_tokens),
+        ("total tokens", theirs.total_tokens, a.total_tokens, b.total_tokens),
+    ]
+    for label, base, x, y in rows:
+        print(
+            f"| {label} | {base / n:.1f} | {x / n:.1f} | {y / n:.1f} | "
+            f"{x / base:.2f} | {y / base:.2f} |"
+        )
+    print()
+    print(
+        "| Ragas step (per record) | requests | completions | prompt tokens | "
+        "of which instruction, schema, examples | completion tokens |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in sorted(ragas.steps):
+        s = ragas.steps[name]
+        print(
+            f"| {name} | {s.requests / n:.1f} | {s.choices / n:.1f} | {s.prompt_tokens / n:.0f} | "
+            f"{s.fixed_tokens / n:.0f} | {s.completion_tokens / n:.0f} |"
+        )
+    print(
+        f"| embeddings | {ragas.embedding_requests / n:.1f} | | "
+        f"{ragas.embedding_tokens / n:.0f} | | |"
+    )
+    print()
+    print("Ragas chat request fields besides messages: " + ", ".join(sorted(ragas.request_keys)))
+    equal, compared, worst = 0, 0, 0.0
+    for r in frugal.records:
+        for theirs_name, ours_name in RAGAS_METRICS.items():
+            x = ragas.scores[r.interaction.id][theirs_name]
+            y = r.results[ours_name].score
+            compared += 1
+            if math.isnan(x) or math.isnan(y):
+                equal += int(math.isnan(x) and math.isnan(y))
+                continue
+            worst = max(worst, abs(x - y))
+            equal += int(abs(x - y) <= 1e-6)
+    print(
+        f"Ragas's own scoring of these answers equals ours on {equal} of {compared} scores "
+        f"(|Δ| ≤ 1e-6; largest |Δ| {worst:.1e})"
+    )
+    fixed = sum(s.fixed_tokens for s in ragas.steps.values())
+    print(
+        f"Ragas's instruction, schema and examples: {fixed / n:.0f} tokens per record "
+        f"({fixed / theirs.prompt_tokens:.0%} of its prompt tokens)"
+    )
+    indented = theirs.total_tokens + sum(
+        s.indented_completion_tokens - s.completion_tokens for s in ragas.steps.values()
+    )
+    print(
+        f"with Ragas's completions indented like its examples (indent=4): {indented / n:.1f} "
+        f"tokens per record → frugal {b.total_tokens / indented:.2f}×, "
+        f"per_call {a.total_tokens / indented:.2f}×"
+    )
+    sa, sb = _schema_tokens(per_call), _schema_tokens(frugal)
+    print(
+        f"not counted above: our response_format schemas, per_call {sa / n:.0f}, "
+        f"frugal {sb / n:.0f} tokens per record (Ragas's schema is in its prompt text); "
+        f"billed as prompt text → frugal {(b.total_tokens + sb) / theirs.total_tokens:.2f}×, "
+        f"per_call {(a.total_tokens + sa) / theirs.total_tokens:.2f}× of Ragas"
+    )
+
+
+async def main_async(
+    count: int, seed: int, sentences: tuple[int, int], ragas_python: str | None = None
+) -> int:
     records = generate_records(count, seed, sentences)
     with JudgeServer() as server:
         per_call = await score_all(server, records, "per_call")
         frugal = await score_all(server, records, "frugal")
-    return report(records, per_call, frugal)
+    ragas: RagasRun | None = None
+    failed = ""
+    if ragas_python is not None:
+        try:
+            ragas = await asyncio.to_thread(run_ragas, ragas_python, records)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            failed = str(exc)
+    status = report(records, per_call, frugal)
+    if ragas is not None:
+        report_ragas(records, ragas, per_call, frugal)
+    if failed:
+        print(f"\nRagas measurement failed: {failed}", file=sys.stderr)
+        return status or 2
+    return status
 
 
 def main() -> int:
@@ -406,6 +854,12 @@ def main() -> int:
         metavar="MIN-MAX",
         help="sentences per retrieved chunk (default 5-8, about 75-120 tokens)",
     )
+    parser.add_argument(
+        "--ragas-python",
+        metavar="PATH",
+        help="a Python with ragas 0.4.3 installed: also measure what Ragas itself spends "
+        "(e.g. /tmp/rag-monitor-ragas-venv/bin/python, made by .ci/run)",
+    )
     args = parser.parse_args()
     if args.records < 1:
         parser.error("--records must be >= 1")
@@ -415,7 +869,7 @@ def main() -> int:
         parser.error("--chunk-sentences must look like 5-8")
     if not 1 <= low <= high <= 8:
         parser.error("--chunk-sentences must be within 1-8, MIN <= MAX")
-    return asyncio.run(main_async(args.records, args.seed, (low, high)))
+    return asyncio.run(main_async(args.records, args.seed, (low, high), args.ragas_python))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,10 @@ own (``getrusage(RUSAGE_SELF)``).
    seconds over the window), peak RSS of the process, judge requests per
    record, and the bound ``concurrency / (chat + embeddings latency)``: a
    record's critical path is the grounding request alongside the relevancy
-   questions, then the questions' embeddings.
+   questions, then the questions' embeddings. While scoring, the judge server
+   runs in ``--judge-processes`` processes sharing one port (``SO_REUSEPORT``):
+   one Python server process answers only a few hundred requests/s, fewer
+   than 150 records/s need.
 
 Everything started is stopped at the end (workers by pid, the broker's process
 group, the judge server's threads).
@@ -47,6 +50,7 @@ import json
 import os
 import random
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -271,8 +275,64 @@ async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def worker_judge(args: argparse.Namespace) -> dict[str, Any]:
+    """One more judge server process on the shared port, until SIGTERM: its requests and CPU."""
+    server = JudgeServer(port=args.port, reuse_port=True).start()
+    server.latency_seconds = args.latency
+    server.embedding_latency_seconds = args.embedding_latency
+    cpu, wall = _cpu(), time.perf_counter()
+    print("READY", flush=True)
+    signal.sigwait({signal.SIGTERM})
+    stats = server.stats.snapshot()
+    server.stop()
+    return {
+        "requests": stats.chat_requests + stats.embedding_requests,
+        "cpu_cores": (_cpu() - cpu) / (time.perf_counter() - wall),
+    }
+
+
+def start_judge(args: argparse.Namespace, port: int, embedding_latency: float) -> Any:
+    """A `worker_judge` process, serving once it says so."""
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        "judge",
+        "--port",
+        str(port),
+        "--latency",
+        str(args.latency),
+        "--embedding-latency",
+        str(embedding_latency),
+    ]
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # inherited: sigwait gets it
+    try:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT, text=True
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    assert process.stdout is not None
+    if process.stdout.readline().strip() != "READY":
+        process.kill()
+        raise RuntimeError("a judge server process did not start")
+    return process
+
+
+def stop_judge(process: Any) -> dict[str, Any]:
+    process.terminate()
+    out, _ = process.communicate(timeout=30)
+    for line in out.splitlines():
+        if line.startswith(RESULT):
+            result: dict[str, Any] = json.loads(line[len(RESULT) :])
+            return result
+    return {"requests": 0, "cpu_cores": 0.0}
+
+
 def run_worker(args: argparse.Namespace) -> int:
-    if args.worker == "bare":
+    if args.worker == "judge":
+        result = worker_judge(args)
+    elif args.worker == "bare":
         result = worker_bare(args)
     elif args.worker == "consume":
         result = asyncio.run(_monitor_consume(args))
@@ -362,7 +422,17 @@ def main() -> int:
         help="a second score run with embeddings answering in this many seconds "
         "(the first: every request takes --latency)",
     )
-    parser.add_argument("--worker", choices=["bare", "consume", "score"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--judge-processes",
+        type=int,
+        default=3,
+        help="judge server processes sharing the port while scoring (one Python server "
+        "answers only a few hundred requests/s)",
+    )
+    parser.add_argument(
+        "--worker", choices=["bare", "consume", "score", "judge"], help=argparse.SUPPRESS
+    )
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
@@ -377,7 +447,7 @@ def main() -> int:
 
     started = time.perf_counter()
     broker = Broker(args.broker)
-    judge = JudgeServer()
+    judge = JudgeServer(reuse_port=True)
     try:
         broker.start()
         judge.start()
@@ -413,8 +483,20 @@ def main() -> int:
         ):
             judge.embedding_latency_seconds = embedding_latency
             judge.stats.reset()
-            score = spawn("score", args, broker, topic, f"score-{i}", judge)
-            scores.append((embedding_latency, score, judge.stats.snapshot()))
+            extra = [
+                start_judge(args, judge.port, embedding_latency)
+                for _ in range(args.judge_processes - 1)
+            ]
+            try:
+                score = spawn("score", args, broker, topic, f"score-{i}", judge)
+            finally:
+                others = [stop_judge(p) for p in extra]
+            stats = judge.stats.snapshot()
+            score["judge_requests"] = (
+                stats.chat_requests + stats.embedding_requests + sum(o["requests"] for o in others)
+            )
+            score["judge_cpu_cores"] += sum(o["cpu_cores"] for o in others)
+            scores.append((embedding_latency, score, stats))
         judge.latency_seconds = 0.0
         judge.embedding_latency_seconds = None
     finally:
@@ -477,15 +559,13 @@ def main() -> int:
         "RSS once started (no record yet)", [f"{s['rss_at_start_mb']:.0f} MB" for _, s, _ in scores]
     )
     row(
-        "judge server CPU (this process)",
+        f"judge server CPU ({args.judge_processes} processes, one port)",
         [f"{s['judge_cpu_cores']:.2f} cores" for _, s, _ in scores],
     )
     per_record = [
-        (st.chat_requests + st.embedding_requests) / s["scored_total"] if s["scored_total"] else 0.0
-        for _, s, st in scores
+        s["judge_requests"] / s["scored_total"] if s["scored_total"] else 0.0 for _, s, _ in scores
     ]
     row("judge requests per record (chat + embeddings)", [f"{r:.2f}" for r in per_record])
-    row("judge requests in flight, peak", [str(st.max_concurrent) for _, _, st in scores])
     # a record's critical path: grounding ∥ (questions → embeddings of the questions)
     bounds = [args.concurrency / (args.latency + e) for e, _, _ in scores]
     row("bound: records at once / (chat + embeddings latency)", [f"{b:.0f}" for b in bounds])

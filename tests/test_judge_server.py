@@ -232,3 +232,21 @@ def test_default_answers_are_used() -> None:
     assert status == 200
     value = Statements.model_validate_json(body["choices"][0]["message"]["content"])
     assert value.statements
+
+
+def test_two_servers_share_a_port_with_reuse_port() -> None:
+    first = JudgeServer(answer, embed, reuse_port=True).start()
+    try:
+        second = JudgeServer(answer, embed, port=first.port, reuse_port=True).start()
+        try:
+            assert second.port == first.port
+            for _ in range(40):  # new connections each: the kernel spreads them
+                assert _chat(first)[0] == 200
+            served = (first.stats.snapshot().chat_requests, second.stats.snapshot().chat_requests)
+            assert sum(served) == 40 and min(served) > 0
+        finally:
+            second.stop()
+        with pytest.raises(OSError):  # without the option the port stays taken
+            JudgeServer(answer, embed, port=first.port).start()
+    finally:
+        first.stop()

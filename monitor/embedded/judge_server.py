@@ -204,6 +204,7 @@ class JudgeServer:
         port: int = 0,
         model: str = DEFAULT_MODEL,
         retry_after_ms: int = 1,
+        reuse_port: bool = False,
     ) -> None:
         self.answer: AnswerFn = answer if answer is not None else _default_answer
         self.embed: EmbedFn = embed if embed is not None else _default_embed
@@ -216,6 +217,9 @@ class JudgeServer:
         self.reject_json_schema = False
         self._host = host
         self._port = port
+        #: SO_REUSEPORT: several server processes share one port (benchmarks), the kernel
+        #: spreads the connections
+        self._reuse_port = reuse_port
         self._lock = threading.Lock()
         self._faults: dict[Endpoint, deque[InjectedFault]] = {
             "chat": deque(),
@@ -264,7 +268,14 @@ class JudgeServer:
         return f"http://{self._host}:{self.port}/v1"
 
     def _listen(self) -> None:
-        server = _Server((self._host, self._port), _Handler)
+        server = _Server((self._host, self._port), _Handler, bind_and_activate=False)
+        server.allow_reuse_port = self._reuse_port
+        try:
+            server.server_bind()
+            server.server_activate()
+        except OSError:
+            server.server_close()
+            raise
         server.owner = self
         self._port = server.server_address[1]
         thread = threading.Thread(

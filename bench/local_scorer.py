@@ -25,8 +25,9 @@
 3. Throughput on ``--workers`` processes (one onnxruntime thread each) with
    5 contexts per record (the record's own plus others'), for the lexical risk
    screen and for the full local scoring of the three online metrics through
-   `monitor.scoring.Scorer`; warm (chunks repeat, as in production) and cold
-   (every chunk text new). Peak RSS per worker, forward passes per record.
+   `monitor.scoring.Scorer`; warm (chunks repeat, as in production), cold
+   (every chunk text new) and cold without the embedding cache (no text is
+   ever served from the cache). Peak RSS per worker, forward passes per record.
 
 Every figure has its baseline measured in the same run: ``monitor/local`` of
 commit ``--baseline`` (extracted with ``git archive``, imported in place of
@@ -159,22 +160,29 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
     return {"risk": risk, "lexical_risk": lexical_risk}
 
 
-def _demo_scores(job: tuple[list[Row], str | None]) -> list[tuple[float, float]]:
-    """(faithfulness, factual_correctness) of every demo record (``job[1]``: baseline code)."""
+DemoScores = tuple[float, float, float, list[str]]
+
+
+def _demo_scores(job: tuple[list[Row], str | None]) -> list[DemoScores]:
+    """(faithfulness, factual_correctness, response_relevancy, flag reasons) of every demo
+    record (``job[1]``: baseline code)."""
     rows, baseline = job
     if baseline is not None:
         _use_local_package(Path(baseline))
+    from monitor.flags import flag_reasons
     from monitor.local.judge import LocalJudge
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
-    scorer = Scorer(LocalJudge(), ["faithfulness", "factual_correctness"])
+    scorer = Scorer(LocalJudge(), ["faithfulness", "response_relevancy", "context_utility",
+                                   "factual_correctness"])
 
     async def run() -> list[Any]:
         return [await scorer.score(validate_record(r)) for r in rows]
 
     return [
-        (s.results["faithfulness"].score, s.results["factual_correctness"].score)
+        (s.results["faithfulness"].score, s.results["factual_correctness"].score,
+         s.results["response_relevancy"].score, flag_reasons(s, {}))
         for s in asyncio.run(run())
     ]
 
@@ -195,7 +203,7 @@ def demo_detection(path: Path, baseline: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name, scores in (("local judge", new_scores),
                          (f"local judge, monitor/local@{baseline}", old_scores)):
-        flagged = [not math.isnan(f) and f < 0.5 for f, _ in scores]
+        flagged = [not math.isnan(f) and f < 0.5 for f, *_ in scores]
 
         def share(label: str, flags: list[bool] = flagged) -> str:
             n = sum(f for f, y in zip(flags, labels, strict=True) if y == label)
@@ -207,11 +215,26 @@ def demo_detection(path: Path, baseline: str) -> None:
                 and not math.isnan(scores[k][0])]
         _, p_pair, _, _ = prf([flagged[k] for k in pair], [positive[k] for k in pair])
         area = auroc([1 - scores[k][0] for k in pair], [positive[k] for k in pair])
-        facts = [fc for (_, fc), y in zip(scores, labels, strict=True)
+        facts = [fc for (_, fc, *_), y in zip(scores, labels, strict=True)
                  if y == "faithful" and not math.isnan(fc)]
         print(f"| {name} | {share('faithful')} | {share('hallucinated')} ({recall:.3f}) "
               f"| {share('evasive')} | {share('off_topic')} | {p_all:.3f} | {p_pair:.3f} "
               f"| {area:.3f} | {statistics.fmean(facts) if facts else math.nan:.3f} |")
+    print("\nAll flags of the three online metrics (`monitor.flags.flag_reasons`, thresholds "
+          "0.5), as the demo queues records:\n")
+    print("| scorer | " + " | ".join(f"{label} flagged (any reason)" for label in counts)
+          + " | low_relevancy flags |")
+    print("|---|" + "---|" * (len(counts) + 1))
+    for name, scores in (("local judge", new_scores),
+                         (f"local judge, monitor/local@{baseline}", old_scores)):
+        cells = [f"{sum(bool(r[3]) for r, y in zip(scores, labels, strict=True) if y == label)}"
+                 f"/{n}" for label, n in counts.items()]
+        low = sum("low_relevancy" in r[3] for r in scores)
+        print(f"| {name} | " + " | ".join(cells) + f" | {low} |")
+    differ = sum(a[3] != b[3] for a, b in zip(new_scores, old_scores, strict=True))
+    relevancy = max(abs(a[2] - b[2]) for a, b in zip(new_scores, old_scores, strict=True))
+    print(f"\nrecords whose flag reasons differ from the baseline: {differ}; largest "
+          f"|response_relevancy difference|: {relevancy:.4f}")
 
 
 # --- 2. sampling
@@ -290,8 +313,10 @@ def _use_local_package(root: Path) -> None:
 Scores = list[float]
 
 
-def _worker(job: tuple[str, list[Row], int, str | None]) -> tuple[int, float, int, int, Scores]:
-    mode, records, in_flight, baseline = job
+def _worker(
+    job: tuple[str, list[Row], int, str | None, bool],
+) -> tuple[int, float, int, int, Scores]:
+    mode, records, in_flight, baseline, cache = job
     if baseline is not None:
         _use_local_package(Path(baseline))
     from monitor.local.embedder import MiniLMEmbedder
@@ -299,7 +324,8 @@ def _worker(job: tuple[str, list[Row], int, str | None]) -> tuple[int, float, in
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
-    judge = LocalJudge(embedder=MiniLMEmbedder(threads=1))
+    embedder = MiniLMEmbedder(threads=1) if cache else MiniLMEmbedder(threads=1, cache_size=0)
+    judge = LocalJudge(embedder=embedder)
     judge.embedder.warm_up()
     interactions = [validate_record(r) for r in records]
     scores: Scores = []
@@ -325,6 +351,11 @@ def _worker(job: tuple[str, list[Row], int, str | None]) -> tuple[int, float, in
     passes = getattr(judge.embedder, "passes", -1)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return len(interactions), elapsed, rss, passes, scores
+
+
+#: warm: chunks repeat across records; cold: every chunk text new; no embedding cache: cold,
+#: and the embedder's cache off: every text is embedded each time it is asked for
+CHUNKS = ("warm", "cold", "cold, no embedding cache")
 
 
 def extract(ref: str, into: Path) -> Path:
@@ -357,39 +388,46 @@ def throughput(
             ("3 online metrics (Scorer), sequential", "score", None, 1),
             (f"3 online metrics (Scorer), {in_flight} in flight", "score", None, in_flight),
         ]
-        runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {}
-        scored: dict[tuple[int, bool], Scores] = {}
+        runs: dict[tuple[int, str], list[tuple[float, float, float]]] = {}
+        scored: dict[tuple[int, str], Scores] = {}
         for _ in range(repeats):
-            for cold in (False, True):
+            for chunks in CHUNKS:
+                cold, cache = chunks != "warm", chunks != "cold, no embedding cache"
                 records = synthesise(rows, count, cold=cold)
                 parts = [records[k::workers] for k in range(workers)]
                 for n, (_, mode, code, flight) in enumerate(paths):
+                    if mode == "screen" and not cache:
+                        continue
                     with ctx.Pool(workers) as pool:
-                        results = pool.map(_worker, [(mode, part, flight, code) for part in parts])
+                        results = pool.map(
+                            _worker, [(mode, part, flight, code, cache) for part in parts]
+                        )
                     done = sum(r[0] for r in results)
                     wall = max(r[1] for r in results)
                     rss = max(r[2] for r in results) / 1024
                     passes = sum(r[3] for r in results)
-                    runs.setdefault((n, cold), []).append((done / wall, rss, passes / done))
-                    scored[(n, cold)] = [x for r in results for x in r[4]]
+                    runs.setdefault((n, chunks), []).append((done / wall, rss, passes / done))
+                    scored[(n, chunks)] = [x for r in results for x in r[4]]
     print("| path | chunks | records/s (median) | × baseline | peak RSS per worker (MiB) "
           "| forward passes per record |")
     print("|---|---|---|---|---|---|")
-    for cold in (False, True):
-        base = runs[(1, cold)]
+    for chunks in CHUNKS:
+        base = runs[(1, chunks)]
         for n, (label, mode, _, _) in enumerate(paths):
-            rates = [r[0] for r in runs[(n, cold)]]
-            ratios = [r[0] / b[0] for r, b in zip(runs[(n, cold)], base, strict=True)]
+            if (n, chunks) not in runs:
+                continue
+            rates = [r[0] for r in runs[(n, chunks)]]
+            ratios = [r[0] / b[0] for r, b in zip(runs[(n, chunks)], base, strict=True)]
             ratio = "" if mode == "screen" else f"{statistics.median(ratios):.2f}"
-            passes = runs[(n, cold)][0][2]
-            print(f"| {label} | {'cold' if cold else 'warm'} | {statistics.median(rates):.0f} "
-                  f"| {ratio} | {max(r[1] for r in runs[(n, cold)]):.0f} "
+            passes = runs[(n, chunks)][0][2]
+            print(f"| {label} | {chunks} | {statistics.median(rates):.0f} "
+                  f"| {ratio} | {max(r[1] for r in runs[(n, chunks)]):.0f} "
                   f"| {'' if passes < 0 else f'{passes:.2f}'} |")
     for n, (label, mode, _, _) in enumerate(paths):
         if mode == "score" and n != 1:
             delta = max(
-                (abs(a - b) for cold in (False, True)
-                 for a, b in zip(scored[(n, cold)], scored[(1, cold)], strict=True)
+                (abs(a - b) for chunks in CHUNKS
+                 for a, b in zip(scored[(n, chunks)], scored[(1, chunks)], strict=True)
                  if not (math.isnan(a) and math.isnan(b))),
                 default=0.0,
             )

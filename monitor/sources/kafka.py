@@ -3,11 +3,25 @@
 `KafkaSource` is a consumer-group member with manual commits. Every fetched
 record is tracked (`offsets.OffsetTracker`) until the pipeline calls
 `finish` (sampled out, dead-lettered, skipped, or in every sink); `commit`
-moves each partition to its first unfinished record, never further. When more
-than ``max_in_flight`` records are unfinished the assigned partitions are
-paused, and resumed once half of them are done. On a rebalance the revoked
+moves each partition to its first unfinished record, never further. At most
+``max_in_flight`` records are unfinished: while the window is full `fetch`
+hands out nothing. If it stays full for ``pause_after_seconds`` (a stall: the
+judge or a sink is down), the assigned partitions are paused, and resumed once
+half of the window is done. On a rebalance the revoked
 partitions' work gets ``revoke_timeout_seconds`` to finish, what is finished
 is committed, the rest is dropped (it will be redelivered to the new owner).
+
+Memory. While the window is full the client holds at most one fetch response
+per partition (aiokafka fetches a partition again only once its buffered
+records are handed out), so a momentary full window needs no pause — and a
+pause would cost memory, not save it: aiokafka drops a paused partition's
+buffered records and fetches them again on resume. A response holds at most
+``FETCH_MAX_BYTES`` on brokers that honour the limit (noida-db does not: it
+answers with the whole rest of each partition). aiokafka (0.14) keeps the
+last response frame of a connection referenced until the next frame arrives,
+which after a large fetch doubled what the consumer holds, and grows a large
+frame in the stream's buffer, copying it on every growth; `_release_frames`
+fixes both in the client when its reader is the one we know.
 
 Invalid records go to the dead-letter topic with their original key and
 value and the error in headers (``rag-monitor-error-reason``,
@@ -25,13 +39,16 @@ its session times out.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -55,6 +72,12 @@ HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
 
 #: what a DLQ record may carry at most (larger originals are sent without their value)
 DLQ_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+
+#: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
+#: The client holds up to about twice this per broker while it reads and decodes a response.
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+#: how long the in-flight window must stay full before the partitions are paused
+PAUSE_AFTER_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -118,12 +141,14 @@ class KafkaSource:
         *,
         client_id: str = "rag-monitor",
         revoke_timeout_seconds: float = 10.0,
+        pause_after_seconds: float = PAUSE_AFTER_SECONDS,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
         self.topic = settings.kafka_topic
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
+        self.pause_after = pause_after_seconds
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
@@ -131,12 +156,15 @@ class KafkaSource:
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._paused = False
+        #: since when the in-flight window has been full (None: there is room)
+        self._full_since: float | None = None
         self._room = asyncio.Event()
         self._commit_lock = asyncio.Lock()
 
     # --- lifecycle
 
     async def start(self) -> None:
+        _release_frames()
         options = _client_options(self.settings)
         producer = AIOKafkaProducer(
             **options,
@@ -158,7 +186,7 @@ class KafkaSource:
             # a partition fetch asks for one record's worth; larger batches still
             # arrive one at a time (the broker always returns the first batch)
             max_partition_fetch_bytes=max(1_048_576, self.settings.max_record_bytes + 65_536),
-            fetch_max_bytes=max(52_428_800, 2 * self.settings.max_record_bytes),
+            fetch_max_bytes=max(FETCH_MAX_BYTES, self.settings.max_record_bytes + 65_536),
             session_timeout_ms=self.settings.kafka_session_timeout_ms,
             heartbeat_interval_ms=self.settings.kafka_heartbeat_interval_ms,
             # how long a join waits for every member: our revoke work, plus a margin
@@ -201,21 +229,35 @@ class KafkaSource:
     def in_flight(self) -> int:
         return self.tracker.in_flight()
 
+    @property
+    def paused(self) -> bool:
+        """True while the partitions are paused (the window has been full for a stall)."""
+        return self._paused
+
     async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]:
-        """Up to ``max_in_flight`` minus unfinished records; pauses partitions while full."""
+        """Up to ``max_in_flight`` minus unfinished records; nothing while the window is full.
+
+        Waits up to ``wait_seconds`` for room (half the window finished). A window
+        full for ``pause_after_seconds`` pauses the partitions (see the module docstring).
+        """
         consumer = self._require_consumer()
         room = self.max_in_flight - self.tracker.in_flight()
         if room <= 0:
-            # Full. Usually only for a moment (the pipeline has just taken the last batch
-            # and its tasks have not run yet): wait for room with the partitions still
-            # fetchable. Pause only when the wait times out: aiokafka drops the records it
-            # has buffered for a paused partition, so every pause costs a new fetch.
+            # Full: usually the pipeline is simply busy (it is the bottleneck while it
+            # scores), and the partitions stay fetchable: the client holds at most one
+            # response per partition. Pause only a stall: aiokafka drops the records it
+            # has buffered for a paused partition, so every pause costs their new fetch.
+            now = time.monotonic()
+            if self._full_since is None:
+                self._full_since = now
             self._room.clear()
             try:
                 await asyncio.wait_for(self._room.wait(), wait_seconds)
             except TimeoutError:
-                self._pause(consumer)
+                if time.monotonic() - self._full_since >= self.pause_after:
+                    self._pause(consumer)
             return []
+        self._full_since = None
         if self._paused and self.tracker.in_flight() <= self.max_in_flight // 2:
             self._resume(consumer)
         try:
@@ -368,6 +410,78 @@ class KafkaSource:
             partitions=sorted(p for _, p in revoked),
             dropped_in_flight=dropped,
         )
+
+
+# --- aiokafka's connection reader, releasing each frame once handled
+
+
+async def _read_frames(self_ref: Callable[[], Any]) -> None:
+    """`AIOKafkaConnection._read` (as in aiokafka 0.14) with two changes, both about memory.
+
+    1. ``del resp`` once a frame is handled. The original keeps the last frame in
+       ``resp`` while it waits for the next one, so a connection's last fetch
+       response (up to ``fetch_max_bytes``; the whole rest of every partition from a
+       broker that ignores it) stays in memory next to the records decoded from it
+       for as long as no other response comes on that connection — while the
+       consumer is busy, for good.
+    2. A large frame is read into a buffer of its size (`_read_frame`), not grown
+       chunk by chunk in the stream's buffer, whose every growth copies it.
+    """
+    self = self_ref()
+    if self is None:
+        return
+    reader = self._reader
+    del self
+    while True:
+        resp = await reader.readexactly(4)
+        (size,) = struct.unpack(">i", resp)
+        resp = await _read_frame(reader, size)
+        self = self_ref()
+        if self is None:
+            return
+        self._handle_frame(resp)
+        del self, resp
+
+
+#: frames up to this size are read in one piece (the stream's own buffer)
+_FRAME_PIECE = 1 << 20
+
+
+async def _read_frame(reader: asyncio.StreamReader, size: int) -> bytes:
+    """``size`` bytes from ``reader``; a large frame costs twice its size at most, briefly."""
+    if size <= _FRAME_PIECE:
+        return await reader.readexactly(size)
+    frame = bytearray(size)
+    with memoryview(frame) as view:
+        for start in range(0, size, _FRAME_PIECE):
+            end = min(size, start + _FRAME_PIECE)
+            view[start:end] = await reader.readexactly(end - start)
+    return bytes(frame)
+
+
+#: the local names of the aiokafka reader `_read_frames` replaces, in order
+_KNOWN_READER = ("self_ref", "self", "reader", "resp", "size")
+
+
+def _release_frames() -> bool:
+    """Install `_read_frames` if aiokafka's reader is the one it was written for; True if so.
+
+    The check is structural (same arguments and local names, same calls), so a
+    changed reader in a later aiokafka is left alone rather than replaced blindly.
+    """
+    current = AIOKafkaConnection.__dict__.get("_read")
+    function = getattr(current, "__func__", None)
+    if function is _read_frames:
+        return True
+    code = getattr(function, "__code__", None)
+    if (
+        code is None
+        or code.co_varnames != _KNOWN_READER
+        or not {"readexactly", "_handle_frame", "_reader"} <= set(code.co_names)
+    ):
+        return False
+    AIOKafkaConnection._read = staticmethod(_read_frames)
+    return True
 
 
 # --- helpers for the embedded broker, the demo, the bench and the tests

@@ -235,7 +235,7 @@ class Scorer:
         *,
         call_pattern: Literal["frugal", "per_call"] = "frugal",
         relevancy_questions: int = 3,
-        cache_size: int = 4096,
+        cache_size: int = 512,
         factual_correctness: FactualCorrectness | None = None,
         noise_sensitivity: NoiseSensitivity | None = None,
         semantic_similarity: SemanticSimilarity | None = None,

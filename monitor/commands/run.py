@@ -99,7 +99,12 @@ def build(settings: Settings) -> Components:
         fallback: RecordScorer | None = None
         if settings.budget_fallback == "local":
             # records the budget cannot afford are scored by the zero-token local judge
-            fallback = Scorer(build_judge(settings, kind="local"), settings.online_metrics)
+            fallback = Scorer(
+                build_judge(settings, kind="local"),
+                settings.online_metrics,
+                relevancy_questions=settings.relevancy_questions,
+                cache_size=settings.judge_cache_size,
+            )
     except UnknownMetric as exc:
         raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
     except JudgeConfigError as exc:

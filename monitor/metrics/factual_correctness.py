@@ -16,11 +16,10 @@ without claims on either side.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
-
-import numpy as np
 
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
@@ -36,6 +35,8 @@ EPSILON = 1e-8
 
 def round2(value: float) -> float:
     """Two decimals, half to even (``numpy.round``, as Ragas rounds): 0.125 → 0.12, 0.375 → 0.38."""
+    import numpy as np  # here: the sidecar never scores this metric, and numpy costs ≈ 10 MB
+
     return float(np.round(value, 2))
 
 
@@ -127,6 +128,6 @@ class FactualCorrectness:
             "fp": sum(1 - v.verdict for v in forward),
             "fn": sum(1 - v.verdict for v in backward),
         }
-        if np.isnan(value):
+        if math.isnan(value):
             return unscoreable(NAME, "no claims to compare", **details)
         return MetricResult(metric=NAME, score=value, details=details)

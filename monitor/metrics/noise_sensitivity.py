@@ -18,10 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
@@ -34,8 +31,14 @@ MODES: tuple[Mode, ...] = ("relevant", "irrelevant")
 
 Matrix = Sequence[Sequence[int | bool]]
 
+if TYPE_CHECKING:  # numpy is imported where it is used: the sidecar never scores this metric
+    import numpy as np
+    import numpy.typing as npt
+
 
 def _bool_matrix(rows: Matrix, columns: int, what: str) -> npt.NDArray[np.bool_]:
+    import numpy as np
+
     m = np.zeros((len(rows), columns), dtype=bool)
     for i, row in enumerate(rows):
         if len(row) != columns:
@@ -60,6 +63,8 @@ def score(
         raise ValueError("one wrong flag per response statement")
     if not response_in_context:
         return NAN
+    import numpy as np
+
     g = _bool_matrix(reference_in_context, contexts, "reference_in_context")
     a = _bool_matrix(response_in_context, contexts, "response_in_context")
     w = np.array([bool(x) for x in wrong], dtype=bool)

@@ -22,6 +22,7 @@ goes down by that much and counting is unchanged.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -89,6 +90,7 @@ def cache_dir() -> Path:
     return Path(base) / "rag-monitor" / "tiktoken"
 
 
+@functools.lru_cache(maxsize=64)
 def encoding_name_for_model(model: str | None) -> str:
     """``o200k_base`` for the gpt-4o family (and o1/o3/gpt-4.1/gpt-5), ``cl100k_base`` otherwise."""
     if not model:
@@ -113,16 +115,29 @@ def count_tokens(text: str, model: str | None = None) -> int:
 def estimate_prompt_tokens(
     messages: Iterable[Mapping[str, object]], model: str | None = None
 ) -> int:
-    """Prompt tokens of a chat request, chat formatting overhead included."""
+    """Prompt tokens of a chat request, chat formatting overhead included.
+
+    Roles and system messages (a step's instruction: the same text in every
+    request of that step) are counted once and remembered.
+    """
     total = TOKENS_REPLY_PRIMING
     for message in messages:
         total += TOKENS_PER_MESSAGE
+        constant = message.get("role") == "system"
         for key, value in message.items():
             if isinstance(value, str):
-                total += count_tokens(value, model)
+                if key == "role" or (constant and key == "content"):
+                    total += _count_remembered(value, model)
+                else:
+                    total += count_tokens(value, model)
                 if key == "name":
                     total += TOKENS_PER_NAME
     return total
+
+
+@functools.lru_cache(maxsize=256)
+def _count_remembered(text: str, model: str | None) -> int:
+    return count_tokens(text, model)
 
 
 def encoder_backend(encoding: str) -> str:

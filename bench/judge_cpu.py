@@ -1,0 +1,169 @@
+"""CPU the LLM judge client costs per scored record: this tree against an older commit, same run.
+
+    python bench/judge_cpu.py [--baseline d83f760] [--records 400] [--concurrency 16]
+                              [--rounds 3] [--latency 0]
+
+The sidecar's scoring throughput is bound by its one event loop's CPU (see
+docs/benchmarks.md, Sidecar ingest). This isolates the part the judge client
+owns: `Scorer` + `OpenAIJudge` scoring the three online metrics of
+``--records`` generated interactions (`bench/ingest.py`'s), ``--concurrency``
+at a time, against the real judge server (`monitor.embedded.judge_server`)
+running in a process of its own. Each measurement is a fresh worker process
+importing ``monitor`` either from this tree or from ``--baseline`` (extracted
+with ``git archive``), after 50 warm-up records; rounds alternate the two
+trees. Printed: CPU milliseconds per scored record (process CPU time of the
+worker, its event loop and the HTTP client included) and records/s, medians
+over the rounds, and the ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = "BENCH-RESULT "
+
+
+def _serve(port_queue: Any, latency: float) -> None:
+    sys.path.insert(0, str(ROOT))
+    from monitor.embedded.judge_server import JudgeServer
+
+    server = JudgeServer().start()
+    server.latency_seconds = latency
+    port_queue.put(server.base_url)
+    time.sleep(10**6)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def worker(url: str, records: int, concurrency: int, tree: str) -> dict[str, float]:
+    """Runs in a fresh process whose ``monitor`` is the tree under test."""
+    import asyncio
+
+    sys.path.insert(1, str(ROOT / "bench"))
+    from ingest import generate  # the bench's records (not part of `monitor`)
+
+    from monitor.judge import OpenAIJudge
+    from monitor.records import parse_record
+    from monitor.scoring import ONLINE_METRICS, Scorer
+
+    interactions = [parse_record(v) for _, v in generate(records + 50, seed=3)]
+
+    async def run() -> dict[str, float]:
+        judge = OpenAIJudge(base_url=url, model="gpt-4o-mini", concurrency=3 * concurrency)
+        scorer = Scorer(judge, ONLINE_METRICS)
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(interaction: Any) -> Any:
+            async with slots:
+                return await scorer.score(interaction)
+
+        try:
+            await asyncio.gather(*(one(i) for i in interactions[:50]))  # connections, caches
+            cpu, wall = _cpu(), time.perf_counter()
+            scored = await asyncio.gather(*(one(i) for i in interactions[50:]))
+            cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+        finally:
+            await judge.aclose()
+        failed = sum(1 for s in scored if s.error is not None)
+        return {"cpu_ms": cpu / records * 1000, "rate": records / wall, "failed": failed}
+
+    import monitor
+
+    if not Path(monitor.__file__).is_relative_to(tree):
+        raise RuntimeError(f"monitor imported from {monitor.__file__}, not {tree}")
+
+    return asyncio.run(run())
+
+
+def measure(tree: Path, url: str, args: argparse.Namespace) -> dict[str, float]:
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(tree)!r}); "
+        # `monitor` first, from the tree under test: later imports find it in sys.modules
+        "import monitor; "
+        f"sys.path.insert(1, {str(ROOT / 'bench')!r}); "
+        "from judge_cpu import worker; "
+        f"print({RESULT!r} + json.dumps("
+        f"worker({url!r}, {args.records}, {args.concurrency}, {str(tree)!r})))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT):
+            result: dict[str, float] = json.loads(line[len(RESULT) :])
+            return result
+    raise RuntimeError(f"worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="d83f760", help="commit measured alongside")
+    parser.add_argument("--records", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.0, help="judge answer delay, s")
+    args = parser.parse_args()
+
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", args.baseline, "monitor"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    queue: Any = mp.get_context("spawn").Queue()
+    server = mp.get_context("spawn").Process(target=_serve, args=(queue, args.latency))
+    server.daemon = True
+    server.start()
+    url = queue.get(timeout=60)
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this tree": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        trees = {"baseline": Path(tmp), "this tree": ROOT}
+        try:
+            for _ in range(args.rounds):
+                for name, tree in trees.items():
+                    runs[name].append(measure(tree, url, args))
+        finally:
+            server.kill()
+
+    load = os.getloadavg()[0]
+    print(
+        f"\n{args.records} records × 3 online metrics, {args.concurrency} at a time, judge "
+        f"latency {args.latency * 1000:.0f} ms; median of {args.rounds} alternating rounds; "
+        f"load average at the end {load:.1f}\n"
+    )
+    print("| judge client | CPU ms per scored record | records/s | failed records |")
+    print("|---|---:|---:|---:|")
+    medians = {}
+    for name, results in runs.items():
+        label = f"monitor@{args.baseline}" if name == "baseline" else name
+        cpu = statistics.median(r["cpu_ms"] for r in results)
+        medians[name] = cpu
+        rate = statistics.median(r["rate"] for r in results)
+        failed = max(r["failed"] for r in results)
+        print(f"| {label} | {cpu:.2f} | {rate:.0f} | {failed:.0f} |")
+    ratio = medians["this tree"] / medians["baseline"]
+    print(f"\nCPU per record, this tree / baseline: {ratio:.2f}×")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

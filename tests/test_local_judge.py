@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -335,6 +336,20 @@ def test_usefulness_asks_minilm_once_and_equals_one_context_at_a_time() -> None:
     assert verdicts == one_by_one
 
 
+def test_windows_that_cannot_win_are_not_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skipping the windows that could not beat the best one changes no check, asks fewer words."""
+    pruned = _CountingEmbedder(cache_size=0)
+    checks = LocalJudge(embedder=pruned).verify(STUDIO, SYNONYM_STATEMENTS)
+
+    def every_top_window(self: LocalJudge, windows: Any) -> list[int]:
+        return list(windows.order[: self.thresholds.semantic_windows])
+
+    monkeypatch.setattr(LocalJudge, "_contenders", every_top_window)
+    full = _CountingEmbedder(cache_size=0)
+    assert LocalJudge(embedder=full).verify(STUDIO, SYNONYM_STATEMENTS) == checks
+    assert sum(pruned.calls) <= sum(full.calls)
+
+
 # --- the other steps
 
 
@@ -467,6 +482,23 @@ def test_lexical_numbers_by_value() -> None:
     assert {300000.0, 12.0, 4.0} <= values
     assert lx.Vocabulary.of("Rodríguez's cities").has_word("rodriguez")
     assert lx.Vocabulary.of("Rodríguez's cities").has_word("city")
+    assert [n.values for n in lx.numbers("Twenty-Two and SIX, not often")] == [
+        {20.0}, {2.0}, {6.0}
+    ]
+    assert [(n.surface, n.kind) for n in lx.numbers("costs €5, US$ 7 or 3%")] == [
+        ("€5", "amount"), ("US$ 7", "amount"), ("3%", "percentage")
+    ]
+    # case-insensitive matching also finds Unicode case variants: not number words, no error
+    assert [n.values for n in lx.numbers("ſix and ſeven, then six")] == [{6.0}]
+
+
+def test_lexical_sentence_features_without_negators_or_hyphens() -> None:
+    assert lx.denials("SMS codes are allowed as a second factor.") == (
+        frozenset(), frozenset({"sms", "code", "allow", "second", "factor"})
+    )
+    assert lx.Vocabulary.of("Single sign-on, SSO").compounds == {"sign-on"}
+    assert lx.Vocabulary.of("Single sign on").compounds == frozenset()
+    assert lx.acronyms("Single sign on. MFA") == {"ss", "so", "sso"}
 
 
 def test_screen_ranks_invented_facts_as_risky(judge: LocalJudge) -> None:

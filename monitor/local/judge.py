@@ -71,7 +71,8 @@ event loop stays free.
 Cost: MiniLM is nearly all of it, so each step asks it at most once per
 kind of text — the synonym words of all statements of a ``verify`` (all
 contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
-only for the statements the lexical rules leave undecided, and the near-miss
+only for the statements the lexical rules leave undecided and only for the
+windows that could still be a statement's best one, and the near-miss
 clauses of rule 6 with their windows in a second one, made only when there
 are any; concurrent records' calls share forward passes in the embedder.
 """
@@ -471,6 +472,8 @@ class LocalJudge:
         vocabularies: Sequence[lx.Vocabulary],
     ) -> list[tuple[frozenset[str], lx.Vocabulary]]:
         """The denying sentences of one window (see `_Context.window_denials`)."""
+        if not any(denied for denied, _ in denials):
+            return []
         asserted = frozenset().union(*(a for _, a in denials))
         return [
             (denied - asserted, vocabulary)
@@ -490,10 +493,29 @@ class LocalJudge:
         """The words MiniLM compares for ``windows``: none when a window matches exactly."""
         if not windows.order or not windows.exact[windows.order[0]]:
             return []
-        top = windows.order[: self.thresholds.semantic_windows]
-        unmatched = sorted({w for i in top for w in windows.exact[i]})
+        exact = windows.exact
+        # only soft words (no comparisons) are compared, in windows that can still win
+        top = [
+            i for i in self._contenders(windows)
+            if ctx.window_content[i] and any(w not in lx.COMPARISONS for w in exact[i])
+        ]
+        unmatched = sorted({w for i in top for w in exact[i] if w not in lx.COMPARISONS})
         candidates = sorted({w for i in top for w in ctx.window_content[i]})
         return [*unmatched, *candidates]
+
+    def _contenders(self, windows: _Windows) -> list[int]:
+        """The lexically best windows `_best_window` compares word by word, without those
+        that could not beat the best one even with every soft word matched (the share
+        of the first window's exact matches is a floor, and the first of equals wins)."""
+        claim, exact = windows.claim, windows.exact
+        top = windows.order[: self.thresholds.semantic_windows]
+        if not top:
+            return []
+        floor = claim.share(exact[top[0]])
+        return [top[0], *(
+            i for i in top[1:]
+            if claim.share([w for w in exact[i] if w in lx.COMPARISONS]) > floor
+        )]
 
     def _word_vectors(self, pending: Sequence[tuple[_Windows, _Context]]) -> dict[str, Vector]:
         """The MiniLM vectors of every word ``pending`` compares, from one embed call."""
@@ -521,7 +543,7 @@ class LocalJudge:
         if not exact[best] or not vectors:
             return best, claim.share(exact[best]), exact[best]
         best_share, best_missing = -1.0, list(claim.words)
-        for i in windows.order[: self.thresholds.semantic_windows]:
+        for i in self._contenders(windows):
             missing = exact[i]
             soft = [w for w in missing if w not in lx.COMPARISONS]
             window_words = ctx.window_content[i]

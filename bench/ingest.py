@@ -235,7 +235,7 @@ async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
         args,
         sample_rate=1.0,
         # `--concurrency` records scored at once, as `rag-monitor score --concurrency`;
-        # each has at most 3 judge requests in flight, so the judge's own limit never binds
+        # frugal: at most 3 judge requests in flight each, so the judge's own limit never binds
         score_concurrency=args.concurrency,
         judge_concurrency=4 * args.concurrency,
         shutdown_grace_seconds=1.0,
@@ -477,7 +477,7 @@ def main() -> int:
             rounds.append((bare, mon, idle))
 
         judge.latency_seconds = args.latency
-        scores: list[tuple[float, dict[str, Any], Any]] = []
+        scores: list[tuple[float, dict[str, Any]]] = []
         for i, embedding_latency in enumerate(
             dict.fromkeys([args.latency, args.embedding_latency])
         ):
@@ -496,7 +496,7 @@ def main() -> int:
                 stats.chat_requests + stats.embedding_requests + sum(o["requests"] for o in others)
             )
             score["judge_cpu_cores"] += sum(o["cpu_cores"] for o in others)
-            scores.append((embedding_latency, score, stats))
+            scores.append((embedding_latency, score))
         judge.latency_seconds = 0.0
         judge.embedding_latency_seconds = None
     finally:
@@ -535,7 +535,7 @@ def main() -> int:
         f"at once (score_concurrency), judge_concurrency {4 * args.concurrency}; sample rate 1; "
         f"{args.window:.0f} s window)\n"
     )
-    header = " | ".join(f"embeddings {e * 1000:.0f} ms" for e, _, _ in scores)
+    header = " | ".join(f"embeddings {e * 1000:.0f} ms" for e, _ in scores)
     print(f"| measure | {header} | target |")
     print("|---|" + "---:|" * len(scores) + "---:|")
 
@@ -543,35 +543,35 @@ def main() -> int:
         print(f"| {name} | {' | '.join(cells)} | {target} |")
 
     row(
-        "scored records/s", [f"**{s['rate']:.1f}**" for _, s, _ in scores], f"≥ {TARGET_SCORED:.0f}"
+        "scored records/s", [f"**{s['rate']:.1f}**" for _, s in scores], f"≥ {TARGET_SCORED:.0f}"
     )
-    row("CPU (process CPU s / wall s)", [f"{s['cpu_cores']:.2f} cores" for _, s, _ in scores])
+    row("CPU (process CPU s / wall s)", [f"{s['cpu_cores']:.2f} cores" for _, s in scores])
     row(
         "CPU ms per scored record",
-        [f"{s['cpu_cores'] / s['rate'] * 1000:.1f}" for _, s, _ in scores],
+        [f"{s['cpu_cores'] / s['rate'] * 1000:.1f}" for _, s in scores],
     )
     row(
         "peak RSS",
-        [f"**{s['peak_rss_mb']:.0f} MB**" for _, s, _ in scores],
+        [f"**{s['peak_rss_mb']:.0f} MB**" for _, s in scores],
         f"< {TARGET_RSS_MB:.0f} MB",
     )
     row(
-        "RSS once started (no record yet)", [f"{s['rss_at_start_mb']:.0f} MB" for _, s, _ in scores]
+        "RSS once started (no record yet)", [f"{s['rss_at_start_mb']:.0f} MB" for _, s in scores]
     )
     row(
         f"judge server CPU ({args.judge_processes} processes, one port)",
-        [f"{s['judge_cpu_cores']:.2f} cores" for _, s, _ in scores],
+        [f"{s['judge_cpu_cores']:.2f} cores" for _, s in scores],
     )
     per_record = [
-        s["judge_requests"] / s["scored_total"] if s["scored_total"] else 0.0 for _, s, _ in scores
+        s["judge_requests"] / s["scored_total"] if s["scored_total"] else 0.0 for _, s in scores
     ]
     row("judge requests per record (chat + embeddings)", [f"{r:.2f}" for r in per_record])
     # a record's critical path: grounding ∥ (questions → embeddings of the questions)
-    bounds = [args.concurrency / (args.latency + e) for e, _, _ in scores]
+    bounds = [args.concurrency / (args.latency + e) for e, _ in scores]
     row("bound: records at once / (chat + embeddings latency)", [f"{b:.0f}" for b in bounds])
-    row("records skipped in the window", [f"{s['skipped']:.0f}" for _, s, _ in scores], "0")
-    score = max((s for _, s, _ in scores), key=lambda s: s["peak_rss_mb"])
-    scored_met = [s["rate"] >= TARGET_SCORED for _, s, _ in scores]
+    row("records skipped in the window", [f"{s['skipped']:.0f}" for _, s in scores], "0")
+    score = max((s for _, s in scores), key=lambda s: s["peak_rss_mb"])
+    scored_met = [s["rate"] >= TARGET_SCORED for _, s in scores]
 
     met = [
         ratio >= TARGET_RATIO,
@@ -583,7 +583,7 @@ def main() -> int:
         f"≥ {TARGET_SCORED:.0f} scored/s "
         + ", ".join(
             f"{'met' if m else 'NOT met'} (embeddings {e * 1000:.0f} ms)"
-            for m, (e, _, _) in zip(scored_met, scores, strict=True)
+            for m, (e, _) in zip(scored_met, scores, strict=True)
         )
         + "; "
         f"RSS < {TARGET_RSS_MB:.0f} MB {'met' if met[2] else 'NOT met'}. "

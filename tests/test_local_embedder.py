@@ -251,6 +251,9 @@ def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> N
     ops = [op for op, _ in nodes]
     assert ops.count("MatMulIntegerToFloat") == 36
     assert "Cast" in ops  # the quantisation casts; the weights' dequantise casts are gone
+    # each layer's GELU and self-attention as one node, nothing of the old blocks left
+    assert ops.count("BiasGelu") == ops.count("MultiHeadAttention") == 6
+    assert not {"Erf", "Softmax", "Transpose", "Where"} & set(ops)
     weights = {inputs[1] for op, inputs in nodes if op == "MatMulIntegerToFloat"}
     assert set(OUTLIERS) <= weights
     options = ort.SessionOptions()

@@ -85,6 +85,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -369,13 +370,14 @@ class LocalJudge:
         t = self.thresholds
         claim = lx.strip_particle(statement)
         known = ctx.vocabulary.numbers
-        missing_numbers = [n for n in lx.numbers(claim) if not n.values & known]
+        counted = lx.quantities(claim, reach=1)
+        missing_numbers = [q.number for q in counted if not q.number.values & known]
         if missing_numbers:
             first = missing_numbers[0]
             more = f" (and {len(missing_numbers) - 1} more)" if len(missing_numbers) > 1 else ""
             return Check(0, f"{first.kind} '{first.surface}' not in context{more}", 0.0,
                          rule="number")
-        miscounted = self._miscounted(claim, ctx)
+        miscounted = self._miscounted(counted, ctx)
         if miscounted is not None:
             return Check(0, f"number '{miscounted.surface}' not in context (it has other "
                          "numbers of that unit)", 0.0, rule="number")
@@ -399,12 +401,13 @@ class LocalJudge:
         return windows
 
     @staticmethod
-    def _miscounted(claim: str, ctx: _Context) -> lx.Quantity | None:
-        """A quantity of ``claim`` ("3 days") whose unit the context counts only with other
-        numbers ("3 times", "14 days"): the number is there, but not of that unit."""
+    def _miscounted(claimed: Sequence[lx.Quantity], ctx: _Context) -> lx.Quantity | None:
+        """A quantity of a claim ("3 days", from ``quantities(claim, reach=1)``) whose unit the
+        context counts only with other numbers ("3 times", "14 days"): the number is there,
+        but not of that unit."""
         counted = ctx.vocabulary.quantities
         units = {unit for _, unit in counted}
-        for q in lx.quantities(claim, reach=1):
+        for q in claimed:
             if q.units and q.units[0] in units and not any(
                 (v, q.units[0]) in counted for v in q.number.values
             ):
@@ -484,9 +487,8 @@ class LocalJudge:
     def _windows(self, claim: lx.Claim, ctx: _Context) -> _Windows:
         """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
         exact = [claim.missing(v) for v in ctx.window_vocabularies]
-        order = sorted(
-            range(len(exact)), key=lambda i: (-claim.share(exact[i]), len(ctx.windows[i]), i)
-        )
+        shares = [claim.share(missing) for missing in exact]
+        order = sorted(range(len(exact)), key=lambda i: (-shares[i], len(ctx.windows[i]), i))
         return _Windows(claim, exact, order)
 
     def _synonym_words(self, windows: _Windows, ctx: _Context) -> list[str]:
@@ -642,27 +644,31 @@ class LocalJudge:
                 self._contexts.move_to_end(text)
                 return cached
         sentences = lx.sentences(text)
-        vocabularies = [lx.Vocabulary.of(s) for s in sentences]
-        negated = [lx.has_negation(s) for s in sentences]
-        content = [lx.content_words(s) for s in sentences]
-        denials = [lx.denials(s) for s in sentences]
+        read = [lx.Sentence.of(s) for s in sentences]
+        vocabularies = [r.vocabulary for r in read]
+        negated = [r.negated for r in read]
+        content = [r.content for r in read]
+        denials = [r.denials for r in read]
         # windows: runs of 1..window_sentences neighbouring sentences, shortest first
         spans = [
             (i, i + n)
             for n in range(1, self.thresholds.window_sentences + 1)
             for i in range(len(sentences) - n + 1)
         ]
+        window_vocabularies = [
+            vocabularies[a] if b == a + 1 else lx.Vocabulary.union(vocabularies[a:b])
+            for a, b in spans
+        ]
+        whole = (0, len(sentences))  # a chunk of a few sentences is one of its windows
         prepared = _Context(
             text=text,
-            vocabulary=lx.Vocabulary.union(vocabularies),
+            vocabulary=window_vocabularies[spans.index(whole)] if whole in spans
+            else lx.Vocabulary.union(vocabularies),
             windows=[" ".join(sentences[a:b]) for a, b in spans],
-            window_vocabularies=[
-                vocabularies[a] if b == a + 1 else lx.Vocabulary.union(vocabularies[a:b])
-                for a, b in spans
-            ],
+            window_vocabularies=window_vocabularies,
             window_negated=[any(negated[a:b]) for a, b in spans],
             window_content=[
-                list(dict.fromkeys(w for c in content[a:b] for w in c)) for a, b in spans
+                list(dict.fromkeys(chain.from_iterable(content[a:b]))) for a, b in spans
             ],
             window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
         )

@@ -17,9 +17,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import takewhile
+from operator import attrgetter
 from pathlib import Path
 
 #: English function words, question words, auxiliaries and a few generic verbs that carry
@@ -137,9 +138,10 @@ _CLAUSE = re.compile(
     r"|\s+and\s+(?=(?:it|they|you|he|she|we|this|these|there)\b)",
     re.I,
 )
-_PHRASE_BREAK = re.compile(r"[^\w\s'’-]+")
-_PHRASE_PARTS = re.compile(r"[\s-]+")
-_COMPOUND = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+#: A phrase's parts (words, hyphens splitting) and the punctuation between phrases.
+_PHRASE_TOKEN = re.compile(r"[\w'’]+|[^\w\s'’-]+")
+#: (the lookbehind starts a match only where a word starts: same matches, no rescans)
+_COMPOUND = re.compile(r"(?<![^\W\d_])[^\W\d_]+(?:-[^\W\d_]+)+")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -205,6 +207,41 @@ def is_content(folded: str) -> bool:
 
 
 @dataclass(frozen=True)
+class _Words:
+    """The tokens of one text, found and folded once for every function that reads them."""
+
+    text: str
+    #: `words` and the punctuation that ends a negator's reach (`_STOPS`), folded, in order
+    marks: list[str]
+    #: `words` as written
+    written: list[str]
+    #: `words` folded
+    folded: list[str]
+    #: `content_words`
+    content: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> _Words:
+        # the words of `_DENIAL_TOKEN` are those of `WORD_RE`: no stop is a word character
+        found = _DENIAL_TOKEN.findall(text)
+        marks = list(map(fold, found))
+        written = [t for t in found if t not in _STOPS]
+        folded = [f for t, f in zip(found, marks, strict=True) if t not in _STOPS]
+        return cls(text, marks, written, folded, _content(folded))
+
+    def capitals(self) -> frozenset[str]:
+        """`capitals`."""
+        return frozenset(
+            f for w, f in zip(self.written, self.folded, strict=True)
+            if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
+        )
+
+    def negated(self) -> bool:
+        """`has_negation`."""
+        return not NEGATIONS.isdisjoint(self.folded) or "n't" in self.text.lower()
+
+
+@dataclass(frozen=True)
 class Vocabulary:
     """The words of a text, for membership tests: folded forms and stems."""
 
@@ -222,28 +259,35 @@ class Vocabulary:
 
     @classmethod
     def union(cls, parts: Sequence[Vocabulary]) -> Vocabulary:
-        return cls(
-            folded=frozenset().union(*(p.folded for p in parts)),
-            stems=frozenset().union(*(p.stems for p in parts)),
-            numbers=frozenset().union(*(p.numbers for p in parts)),
-            acronyms=frozenset().union(*(p.acronyms for p in parts)),
-            capitals=frozenset().union(*(p.capitals for p in parts)),
-            compounds=frozenset().union(*(p.compounds for p in parts)),
-            quantities=frozenset().union(*(p.quantities for p in parts)),
-        )
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls(frozenset(), frozenset(), frozenset())
+        # field by field, the union of the parts' sets
+        return cls(*(frozenset().union(*sets) for sets in zip(*map(_sets, parts), strict=True)))
 
     @classmethod
     def of(cls, text: str) -> Vocabulary:
-        folded = {fold(w) for w in words(text)}
+        return cls._of(text, _Words.of(text))
+
+    @classmethod
+    def _of(cls, text: str, tokens: _Words) -> Vocabulary:
+        """`of` on ``text`` tokenised already."""
+        folded = set(tokens.folded)
         # split hyphenated and apostrophe forms too: "Mecklenburg-Strelitz", "rock'n'roll"
-        folded |= {part for w in folded for part in _PARTS.split(w) if part}
-        counted = quantities(text)
+        # (a word without either is its own only part)
+        folded.update(
+            part for w in tokens.folded if "'" in w or "-" in w
+            for part in _PARTS.split(w) if part
+        )
+        # a spelled number is a whole word or a part of one: without one, no scan for it
+        counted = quantities(text, spelled=not NUMBER_WORDS.keys().isdisjoint(folded))
         return cls(
             folded=frozenset(folded),
-            stems=frozenset(stem(w) for w in folded),
+            stems=frozenset(map(stem, folded)),
             numbers=frozenset(v for q in counted for v in q.number.values),
             acronyms=acronyms(text),
-            capitals=capitals(text),
+            capitals=tokens.capitals(),
             compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)) if "-" in text
             else frozenset(),
             quantities=frozenset(
@@ -255,12 +299,40 @@ class Vocabulary:
         return folded_word in self.folded or stem(folded_word) in self.stems
 
 
+#: the sets of a `Vocabulary`, in the order of its fields
+_sets = attrgetter(*(f.name for f in fields(Vocabulary)))
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """What the local judge reads of one context sentence, from a single tokenisation
+    (`Vocabulary.of`, `has_negation`, `content_words` and `denials` of it)."""
+
+    vocabulary: Vocabulary
+    #: `has_negation`
+    negated: bool
+    #: `content_words`
+    content: list[str]
+    #: `denials`
+    denials: tuple[frozenset[str], frozenset[str]]
+
+    @classmethod
+    def of(cls, text: str) -> Sentence:
+        tokens = _Words.of(text)
+        return cls(Vocabulary._of(text, tokens), tokens.negated(), tokens.content,
+                   _denials(tokens))
+
+
 def _phrase_words(text: str) -> list[list[str]]:
-    """The folded words of each stretch of ``text`` between punctuation, hyphens splitting."""
-    return [
-        [fold(p) for p in _PHRASE_PARTS.split(piece) if p and p[0].isalpha()]
-        for piece in _PHRASE_BREAK.split(text)
-    ]
+    """The folded words of each stretch of ``text`` between punctuation, hyphens splitting
+    (parts that start with a letter)."""
+    out: list[list[str]] = [[]]
+    for token in _PHRASE_TOKEN.findall(text):
+        if token[0].isalpha():
+            out[-1].append(fold(token))
+        elif not (token[0].isalnum() or token[0] in "_'’"):  # punctuation: a new stretch
+            out.append([])
+    return out
 
 
 def acronyms(text: str, longest: int = 5) -> frozenset[str]:
@@ -269,11 +341,16 @@ def acronyms(text: str, longest: int = 5) -> frozenset[str]:
     for parts in _phrase_words(text):
         if len(parts) < 2:
             continue
-        initials = "".join(p[0] for p in parts)
-        size = len(initials)
-        out.update(initials[i : i + n] for n in range(2, min(longest, size) + 1)
-                   for i in range(size - n + 1))
+        initials = "".join([p[0] for p in parts])
+        out.update(map(initials.__getitem__, _runs(len(initials), longest)))
     return frozenset(out)
+
+
+@lru_cache(maxsize=256)
+def _runs(size: int, longest: int) -> tuple[slice, ...]:
+    """The slices of every run of 2..``longest`` items of a sequence of ``size`` items."""
+    return tuple(slice(i, i + n) for n in range(2, min(longest, size) + 1)
+                 for i in range(size - n + 1))
 
 
 def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
@@ -293,9 +370,7 @@ def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
 
 def capitals(text: str) -> frozenset[str]:
     """Folded words written in capitals, 2–6 letters: the possible acronyms of ``text``."""
-    return frozenset(
-        fold(w) for w in words(text) if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
-    )
+    return _Words.of(text).capitals()
 
 
 # --- how informative a word is
@@ -358,17 +433,18 @@ class Claim:
 
     @classmethod
     def of(cls, text: str) -> Claim:
+        tokens = _Words.of(text)
         informative = tuple(
-            w for w in content_words(text) if w not in DISCOURSE and w not in GENERIC
+            w for w in tokens.content if w not in DISCOURSE and w not in GENERIC
         )
         return cls(
             text=text,
             words=informative,
             weights=tuple(weight(w) for w in informative),
-            capitals=capitals(text),
+            capitals=tokens.capitals(),
             # a phrase spelling out an acronym starts with a word that says something
             phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
-            negated=has_negation(text),
+            negated=tokens.negated(),
         )
 
     @classmethod
@@ -384,17 +460,21 @@ class Claim:
         (``MFA`` ↔ ``multi-factor authentication``), and a phrase's words are
         found when the text has its acronym in capitals (the reverse).
         """
-        expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
-                    for w in run}
-        return [
+        lacking = [
             w for w in self.words
             if not vocabulary.has_word(w)
             and not (w in self.capitals and w in vocabulary.acronyms)
-            and w not in expanded
         ]
+        if not lacking or not self.phrases:
+            return lacking
+        expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
+                    for w in run}
+        return [w for w in lacking if w not in expanded]
 
     def share(self, missing: Sequence[str]) -> float:
         """The weighted share of the claim's words not in ``missing`` (1.0 without words)."""
+        if not missing:
+            return 1.0
         total = sum(self.weights)
         if not total:
             return 1.0
@@ -420,10 +500,10 @@ def numbers(text: str) -> list[Number]:
     return [number for number, _ in _numbers(text)]
 
 
-def _numbers(text: str) -> list[tuple[Number, int]]:
-    """`numbers` with the end offset of each in ``text``."""
+def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
+    """`numbers` with the end offset of each in ``text`` (numerals only unless ``spelled``)."""
     found: list[tuple[Number, int]] = []
-    for m in _NUMBER_WORDS_RE.finditer(text):
+    for m in _NUMBER_WORDS_RE.finditer(text) if spelled else ():
         # IGNORECASE also matches Unicode case variants ("ſix"): not number words
         value = NUMBER_WORDS.get(m.group(0).lower())
         if value is not None:
@@ -468,7 +548,7 @@ class Quantity:
     surface: str
 
 
-def quantities(text: str, reach: int = 2) -> list[Quantity]:
+def quantities(text: str, reach: int = 2, *, spelled: bool = True) -> list[Quantity]:
     """Numbers with the stems of the (up to ``reach``) content words right after them.
 
     Only words that follow the number directly count (``5 business days``; not
@@ -476,10 +556,10 @@ def quantities(text: str, reach: int = 2) -> list[Quantity]:
 
     ``retried 3 times over 7 days`` → 3 (``time``), 7 (``day``). The verify step
     uses them to tell ``3 days`` from ``14 days`` in a context that also says
-    ``3 times``.
+    ``3 times``. ``spelled=False`` skips number words: for a text known to have none.
     """
     out: list[Quantity] = []
-    for number, end in _numbers(text):
+    for number, end in _numbers(text, spelled=spelled):
         after = list(takewhile(lambda w: is_content(fold(w)), words(text[end : end + 40])[:reach]))
         units = tuple(stem(fold(w)) for w in after)
         surface = f"{number.surface} {after[0]}" if after else number.surface
@@ -497,6 +577,12 @@ def _near_month(text: str, start: int, end: int) -> bool:
 # --- names
 
 
+#: A word of a name: letters, inner apostrophes, periods and hyphens, a trailing period.
+_NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?")
+#: Punctuation that ends a name.
+_NAME_BREAK = re.compile(r"[,;:()\"“”]")
+
+
 def names(text: str) -> list[str]:
     """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``).
 
@@ -505,8 +591,9 @@ def names(text: str) -> list[str]:
     an ordinary content word instead.
     """
     spans: list[str] = []
-    text = NUMBER_RE.sub(lambda m: " , " if m.group(0).strip() else m.group(0), text)
-    tokens = list(re.finditer(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?", text))
+    if _DIGIT.search(text):  # (every number has a digit)
+        text = NUMBER_RE.sub(lambda m: " , " if m.group(0).strip() else m.group(0), text)
+    tokens = list(_NAME_TOKEN.finditer(text))
     run: list[str] = []
     run_starts_sentence = False
     prev_end = 0
@@ -516,7 +603,7 @@ def names(text: str) -> list[str]:
         before = gap.rstrip()[-1:] or (tokens[i - 1].group(0)[-1:] if i else "")
         sentence_start = i == 0 or before in {".", "!", "?", ":"}
         capital = token[:1].isupper()
-        breaks = bool(re.search(r"[,;:()\"“”]", gap))
+        breaks = bool(_NAME_BREAK.search(gap))
         if run and (not capital or breaks):
             spans.extend(_close_run(run, run_starts_sentence))
             run = []
@@ -577,12 +664,12 @@ def _punkt(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """Folded content words of ``text``, in order, without repeats."""
-    seen: dict[str, None] = {}
-    for w in words(text):
-        f = fold(w)
-        if is_content(f):
-            seen.setdefault(f, None)
-    return list(seen)
+    return _content(map(fold, words(text)))
+
+
+def _content(folded: Iterable[str]) -> list[str]:
+    """`content_words` of the folded words of a text."""
+    return list(dict.fromkeys(filter(is_content, folded)))
 
 
 def coverage(wanted: Sequence[str], vocabulary: Vocabulary) -> float:
@@ -593,12 +680,15 @@ def coverage(wanted: Sequence[str], vocabulary: Vocabulary) -> float:
 
 
 def has_negation(text: str) -> bool:
-    folded = {fold(w) for w in words(text)}
-    return bool(folded & NEGATIONS) or "n't" in text.lower()
+    return _Words.of(text).negated()
 
 
-#: Tokens for `denials`: words, and the punctuation that ends a negator's reach.
-_DENIAL_TOKEN = re.compile(WORD_RE.pattern + r"|[.,;:!?()\[\]\"“”\u2013\u2014]", re.UNICODE)
+#: The punctuation that ends a negator's reach (`denials`).
+_STOPS = frozenset(".,;:!?()[]\"“”\u2013\u2014")
+#: Tokens for `denials`: words, and `_STOPS`.
+_DENIAL_TOKEN = re.compile(
+    WORD_RE.pattern + "|[" + re.escape("".join(sorted(_STOPS))) + "]", re.UNICODE
+)
 #: Function words a negator may reach past to the words it denies: "not *be* allowed",
 #: "no *other* ...", "without *a* receipt", "none *of the* contractors".
 _DENIAL_SKIP = frozenset(
@@ -622,9 +712,14 @@ def denials(text: str, reach: int = 3) -> tuple[frozenset[str], frozenset[str]]:
     ...`` denies ``payment``. Not a denial: a bound (``no more than``, ``no later
     than 30 days``, ``not only``) and ``or not`` (``whether or not``).
     """
-    tokens = [fold(m.group(0)) for m in _DENIAL_TOKEN.finditer(text)]
+    return _denials(_Words.of(text), reach)
+
+
+def _denials(found: _Words, reach: int = 3) -> tuple[frozenset[str], frozenset[str]]:
+    """`denials` of a text tokenised already."""
+    tokens = found.marks
     if NEGATIONS.isdisjoint(tokens) and "n't" not in " ".join(tokens):  # no negator at all
-        return frozenset(), frozenset({stem(t) for t in tokens if is_content(t)})
+        return frozenset(), frozenset(map(stem, found.content))
     denied: set[str] = set()
     governed: set[int] = set()
     for i, token in enumerate(tokens):

@@ -6,8 +6,9 @@ pipeline is sentence-transformers' own: BERT uncased tokenisation (no
 padding, truncation at 256 word pieces) → ``last_hidden_state`` → mean pool
 over the attention mask → L2 normalisation. Vectors are unit length, so a dot
 product is the cosine. On a CPU with VNNI the dense layers multiply the stored
-int8 weights with per-token int8 activations (`monitor.local.int8`: ≈ 1.5–1.8×
-faster a pass, vectors within cosine 0.998 of the float32 arithmetic, each
+int8 weights with per-token int8 activations and each layer's GELU and
+attention fused (`monitor.local.int8`: a pass in ≈ 0.5× the float32 time,
+``bench/minilm_pass.py``; vectors within cosine 0.998 of float32's, each
 text's vector independent of its batch); ``int8=False`` keeps float32.
 
 Cost model (measured on one core, float32): a forward pass costs a fixed

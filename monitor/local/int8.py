@@ -373,8 +373,9 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
             body += [_node("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
                      _node("Add", [f"{w}/rows", f"{w}/side"], [y])]
 
-    fused, fused_tensors = _fuse(body, tensors, _graph_names(graph_fields, 12))
-    body = fused
+    body, fused_tensors = _fuse(
+        body, tensors, _graph_names(graph_fields, 11), _graph_names(graph_fields, 12)
+    )
     new_tensors += fused_tensors
     first_node = next(i for i, f in enumerate(graph_fields) if f.number == 1)
     kept = [f.raw for f in graph_fields if f.number != 1]
@@ -417,7 +418,7 @@ def _scalar(tensors: dict[str, Array], name: str) -> float | None:
 
 
 def _fuse(
-    body: list[bytes], tensors: dict[str, Array], outputs: Sequence[str]
+    body: list[bytes], tensors: dict[str, Array], inputs: Sequence[str], outputs: Sequence[str]
 ) -> tuple[list[bytes], list[bytes]]:
     """``body`` (node fields) with each GELU and each attention block as one node.
 
@@ -435,11 +436,15 @@ def _fuse(
     a block that does not have the expected shape is left as it is.
     """
     nodes = _fuse_gelu([(entry, _node_of(entry)) for entry in body], tensors)
-    nodes, new_tensors = _fuse_attention(nodes, tensors)
+    new_tensors: list[bytes] = []
+    if ATTENTION_MASK in inputs:
+        nodes, new_tensors = _fuse_attention(nodes, tensors)
     return [entry for entry, _ in _prune(nodes, outputs)], new_tensors
 
 
 _Nodes = list[tuple[bytes, _Node]]
+#: the graph input the attention blocks' key padding mask is read from
+ATTENTION_MASK = "attention_mask"
 
 
 def _links(nodes: _Nodes) -> tuple[dict[str, _Node], dict[str, list[_Node]]]:
@@ -555,7 +560,7 @@ def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, l
         )
     if not replace:
         return nodes, []
-    cast = _node("Cast", ["attention_mask"], [mask], ints={"to": _INT32})
+    cast = _node("Cast", [ATTENTION_MASK], [mask], ints={"to": _INT32})
     out: _Nodes = [(cast, _node_of(cast))]
     for entry, node in nodes:
         if id(node) in replace:

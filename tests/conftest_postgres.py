@@ -24,6 +24,16 @@ from monitor.sinks.prometheus import Exporter
 DSN_ENV = "RAG_MONITOR_PG_DSN"
 
 
+def started(pg: EmbeddedPostgres) -> EmbeddedPostgres:
+    """``pg`` started, or the test skipped (closing what it made) when there is no Postgres."""
+    try:
+        pg.start()
+    except PostgresUnavailable as exc:
+        pg.close()
+        pytest.skip(f"no Postgres available: {exc}")
+    return pg
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """The DSN of the session's Postgres server."""
@@ -31,12 +41,7 @@ def pg_server() -> Iterator[str]:
     if external:
         yield external
         return
-    pg = EmbeddedPostgres()
-    try:
-        pg.start()
-    except PostgresUnavailable as exc:
-        pg.close()
-        pytest.skip(f"no Postgres available: {exc}")
+    pg = started(EmbeddedPostgres())
     try:
         yield pg.dsn
     finally:
@@ -96,12 +101,7 @@ async def backlog(pg_dsn: str, make_settings: SettingsFactory) -> AsyncIterator[
 @pytest.fixture
 def own_postgres() -> Iterator[EmbeddedPostgres]:
     """A server of the test's own, which the test may stop and restart (same port and data)."""
-    pg = EmbeddedPostgres()
-    try:
-        pg.start()
-    except PostgresUnavailable as exc:
-        pg.close()
-        pytest.skip(f"no Postgres binaries: {exc}")
+    pg = started(EmbeddedPostgres())
     try:
         yield pg
     finally:

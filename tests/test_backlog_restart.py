@@ -15,11 +15,12 @@ import asyncpg
 import pytest
 
 from monitor.config import Settings
-from monitor.embedded.postgres import EmbeddedPostgres, PostgresUnavailable
+from monitor.embedded.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.sinks.prometheus import Exporter
+from tests.conftest_postgres import started
 
 pytest_plugins = ["conftest_postgres"]
 pytestmark = pytest.mark.postgres
@@ -112,12 +113,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
 
 
 def test_embedded_postgres_runs_unprivileged_and_leaves_nothing_behind() -> None:
-    pg = EmbeddedPostgres()
-    try:
-        pg.start()
-    except PostgresUnavailable as exc:
-        pg.close()
-        pytest.skip(f"no Postgres binaries: {exc}")
+    pg = started(EmbeddedPostgres())
     try:
         directory = pg.directory
         assert len(str(pg.socket_dir / ".s.PGSQL.65535")) < 107

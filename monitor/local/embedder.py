@@ -19,7 +19,9 @@ passes: a thread whose texts arrive while a pass runs waits for it to end,
 then the texts of every waiting thread go through the model together (group
 commit: no added latency when alone, bigger batches under load). Vectors are
 kept in an LRU cache keyed by the text: retrieved chunks, words and
-questions repeat a lot in production traffic.
+questions repeat a lot in production traffic. A single word of the
+vocabulary does not reach the model at all: its vector is stored
+(`monitor.local.words`, ≈ 22,700 words computed once by the same graph).
 Everything is synchronous and CPU-bound; async callers run
 `MiniLMEmbedder.embed` in a worker thread. Constructing an embedder loads
 nothing; the session and tokenizer are created on first use.
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from monitor.local import words
 from monitor.local.int8 import int8_graph, model_matches, vnni
 
 #: The model the vectors come from (same id as the ONNX package's).
@@ -114,6 +117,8 @@ class MiniLMEmbedder:
     disables the cache); ``int8`` multiplies the dense layers in int8
     (`monitor.local.int8`; ``None``: when the CPU has VNNI and the model is the
     packaged one, else float32). `arithmetic` says which one runs once loaded.
+    ``word_table`` takes the vectors of single vocabulary words from the stored
+    table (`monitor.local.words`) when it was computed with this same graph.
     """
 
     model_id = MODEL_ID
@@ -128,6 +133,7 @@ class MiniLMEmbedder:
         cache_size: int = 8192,
         model_path: Path | None = None,
         int8: bool | None = None,
+        word_table: bool = True,
     ) -> None:
         if threads < 1 or batch_size < 1 or not 2 < max_length <= 512 or cache_size < 0:
             raise ValueError("threads and batch_size must be >= 1, max_length in 3..512")
@@ -137,8 +143,12 @@ class MiniLMEmbedder:
         self.cache_size = cache_size
         self._model_path = model_path
         self.int8 = int8
+        self.word_table = word_table
         #: "int8" or "float32" once the model is loaded ("" before)
         self.arithmetic = ""
+        #: `words.fingerprint` of the loaded graph ("" before)
+        self.graph = ""
+        self._table: words.WordTable | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._session: Any = None
@@ -150,6 +160,8 @@ class MiniLMEmbedder:
         self.encoded = 0
         #: forward passes run, for tests and benchmarks
         self.passes = 0
+        #: texts answered from the word table, for tests and benchmarks
+        self.table_hits = 0
 
     # --- loading
 
@@ -182,6 +194,9 @@ class MiniLMEmbedder:
                     disabled_optimizers=list(DISABLED_OPTIMIZERS),
                 )
                 self.arithmetic = "int8" if use_int8 else "float32"
+                self.graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
+                if self.word_table:
+                    self._table = words.load(self.graph)
             return self._session, self._tokenizer
 
     def warm_up(self) -> None:
@@ -200,12 +215,20 @@ class MiniLMEmbedder:
         """A ``(len(texts), 384)`` float32 array of unit vectors (zero rows for empty texts)."""
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
         missing: dict[str, list[int]] = {}
+        if self.word_table and self._session is None:
+            self._load()
+        table = self._table
         with self._lock:
             for i, text in enumerate(texts):
                 cached = self._cache.get(text)
                 if cached is not None:
                     self._cache.move_to_end(text)
                     out[i] = cached
+                    continue
+                stored = table.get(text) if table is not None else None
+                if stored is not None:  # a whole vocabulary word: not cached, the table keeps it
+                    out[i] = stored
+                    self.table_hits += 1
                 elif text.strip():
                     missing.setdefault(text, []).append(i)
         if missing:

@@ -1,0 +1,133 @@
+"""Stored MiniLM vectors of the vocabulary's whole words, so single words skip the model.
+
+The local judge compares words by MiniLM similarity (synonyms, other word
+forms), and in cold traffic those single-word texts are about a third of
+the word pieces it sends to the model. Most of them are whole words of the
+WordPiece vocabulary, and such a word always reaches the model as the same
+three pieces ``[CLS] word [SEP]``: its vector is a constant. This module
+keeps those constants, computed once by the exact graph the embedder runs
+(`build`), in ``words.npz`` next to this file.
+
+- **Which words:** every vocabulary entry made only of ASCII letters and
+  digits (no ``##`` continuation, no reserved entry), ≈ 22,700 words. A text
+  is looked up when it is ASCII and, stripped and lowercased, is one of them;
+  the tokenizer would turn exactly such a text into ``[CLS] word [SEP]``
+  (the test checks this for every word), so the lookup and the model see the
+  same input.
+- **Storage:** each unit vector as int8 (its largest component at ±127) and
+  one float32 factor that brings the row back to unit length: ≈ 8.8 MB, and
+  a stored vector is within cosine 0.9998 of the computed one (the int8
+  graph itself is within 0.998 of float32).
+- **Staleness:** the table records the sha256 of the graph it was computed
+  with (the model bytes onnxruntime loads, after `monitor.local.int8`'s
+  rewrite, plus the disabled optimisers). `MiniLMEmbedder` uses it only when
+  its own graph has the same fingerprint: a changed rewrite, another model
+  file or float32 arithmetic (a CPU without VNNI) just computes every word
+  as before. Rebuild with ``python -m monitor.local.words`` after changing
+  the rewrite; the tests fail until the shipped table matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+TABLE_PATH = Path(__file__).with_name("words.npz")
+VOCAB_PATH = Path(__file__).with_name("vocab.txt")
+
+
+def fingerprint(model: bytes, disabled_optimizers: Sequence[str]) -> str:
+    """What a vector depends on: the graph bytes onnxruntime loads and its disabled rewrites."""
+    digest = hashlib.sha256(model)
+    digest.update("\0".join(sorted(disabled_optimizers)).encode())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def table_words() -> tuple[str, ...]:
+    """The words the table holds, in vocabulary order (ASCII letters and digits only)."""
+    lines = VOCAB_PATH.read_text(encoding="utf-8").splitlines()
+    return tuple(w for w in lines if w.isascii() and w.isalnum())
+
+
+def key(text: str) -> str | None:
+    """The table word ``text`` would be looked up as, or None when it cannot be one."""
+    if not text.isascii():
+        return None
+    word = text.strip().lower()
+    return word if word.isalnum() else None
+
+
+class WordTable:
+    """Read-only vectors of `table_words`; `get` returns a unit float32 vector or None."""
+
+    def __init__(self, vectors: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]) -> None:
+        words = table_words()
+        if vectors.shape != (len(words), vectors.shape[1]) or scales.shape != (len(words),):
+            raise ValueError("the word table does not match the vocabulary")
+        self._row = {w: i for i, w in enumerate(words)}
+        self._vectors = vectors
+        self._scales = scales
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def get(self, text: str) -> npt.NDArray[np.float32] | None:
+        word = key(text)
+        row = None if word is None else self._row.get(word)
+        if row is None:
+            return None
+        vector: npt.NDArray[np.float32] = self._vectors[row].astype(np.float32)
+        vector *= self._scales[row]
+        return vector
+
+
+def load(graph: str, path: Path = TABLE_PATH) -> WordTable | None:
+    """The stored table when it was computed with ``graph`` (a `fingerprint`), else None."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if str(stored["fingerprint"]) != graph:
+                return None
+            return WordTable(stored["vectors"], stored["scales"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def quantise(
+    vectors: npt.NDArray[np.float32],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """int8 rows (largest component at ±127) and the factors that make each row unit length."""
+    peak = np.abs(vectors).max(axis=1, keepdims=True)
+    q = np.round(vectors / np.maximum(peak, 1e-12) * 127).astype(np.int8)
+    norms = np.linalg.norm(q.astype(np.float64), axis=1)
+    scales = (1.0 / np.maximum(norms, 1e-12)).astype(np.float32)
+    return q, scales
+
+
+def build(path: Path = TABLE_PATH) -> dict[str, Any]:
+    """Compute every table word with the model (no table) and write ``path``."""
+    from tqdm import tqdm
+
+    from monitor.local.embedder import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder(cache_size=0, word_table=False)
+    embedder.warm_up()
+    words = table_words()
+    step = 2048
+    parts = [embedder.embed(list(words[i : i + step]))
+             for i in tqdm(range(0, len(words), step), desc="words", unit="batch")]
+    vectors, scales = quantise(np.concatenate(parts))
+    np.savez(path, vectors=vectors, scales=scales, fingerprint=np.array(embedder.graph))
+    return {"words": len(words), "arithmetic": embedder.arithmetic, "graph": embedder.graph,
+            "bytes": path.stat().st_size}
+
+
+if __name__ == "__main__":  # python -m monitor.local.words [path]
+    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else TABLE_PATH))

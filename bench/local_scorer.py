@@ -27,7 +27,11 @@
    screen and for the full local scoring of the three online metrics through
    `monitor.scoring.Scorer`; warm (chunks repeat, as in production), cold
    (every chunk text new) and cold without the embedding cache (no text is
-   ever served from the cache). Peak RSS per worker, forward passes per record.
+   ever served from the cache). Peak RSS per worker, forward passes per record,
+   and the CPU time per record (user + system, all threads of the workers):
+   ``workers`` × 1000 / CPU ms is the rate that many cores allow when they are
+   busy with nothing else — on this shared machine wall-clock rates move with
+   the neighbours' load, CPU time much less.
 
 Every figure has its baseline measured in the same run: ``monitor/local`` of
 commit ``--baseline`` (extracted with ``git archive``, imported in place of
@@ -313,9 +317,14 @@ def _use_local_package(root: Path) -> None:
 Scores = list[float]
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _worker(
     job: tuple[str, list[Row], int, str | None, bool],
-) -> tuple[int, float, int, int, Scores]:
+) -> tuple[int, float, int, int, Scores, float]:
     mode, records, in_flight, baseline, cache = job
     if baseline is not None:
         _use_local_package(Path(baseline))
@@ -329,7 +338,7 @@ def _worker(
     judge.embedder.warm_up()
     interactions = [validate_record(r) for r in records]
     scores: Scores = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     if mode == "screen":
         for i in interactions:
             judge.screen(i.context_texts, i.response, semantic=False)
@@ -347,10 +356,10 @@ def _worker(
             return await asyncio.gather(*(one(i) for i in interactions))
 
         scores = [s.results[m].score for s in asyncio.run(run()) for m in metrics]
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     passes = getattr(judge.embedder, "passes", -1)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return len(interactions), elapsed, rss, passes, scores
+    return len(interactions), elapsed, rss, passes, scores, cpu
 
 
 #: warm: chunks repeat across records; cold: every chunk text new; no embedding cache: cold,
@@ -388,7 +397,7 @@ def throughput(
             ("3 online metrics (Scorer), sequential", "score", None, 1),
             (f"3 online metrics (Scorer), {in_flight} in flight", "score", None, in_flight),
         ]
-        runs: dict[tuple[int, str], list[tuple[float, float, float]]] = {}
+        runs: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
         scored: dict[tuple[int, str], Scores] = {}
         for _ in range(repeats):
             for chunks in CHUNKS:
@@ -406,11 +415,15 @@ def throughput(
                     wall = max(r[1] for r in results)
                     rss = max(r[2] for r in results) / 1024
                     passes = sum(r[3] for r in results)
-                    runs.setdefault((n, chunks), []).append((done / wall, rss, passes / done))
+                    cpu_ms = 1000 * sum(r[5] for r in results) / done
+                    runs.setdefault((n, chunks), []).append(
+                        (done / wall, rss, passes / done, cpu_ms)
+                    )
                     scored[(n, chunks)] = [x for r in results for x in r[4]]
-    print("| path | chunks | records/s (median) | × baseline | peak RSS per worker (MiB) "
-          "| forward passes per record |")
-    print("|---|---|---|---|---|---|")
+    print("| path | chunks | records/s (median) | × baseline | CPU ms per record (median) "
+          f"| records/s {workers} busy cores allow (from CPU time) "
+          "| peak RSS per worker (MiB) | forward passes per record |")
+    print("|---|---|---|---|---|---|---|---|")
     for chunks in CHUNKS:
         base = runs[(1, chunks)]
         for n, (label, mode, _, _) in enumerate(paths):
@@ -420,8 +433,10 @@ def throughput(
             ratios = [r[0] / b[0] for r, b in zip(runs[(n, chunks)], base, strict=True)]
             ratio = "" if mode == "screen" else f"{statistics.median(ratios):.2f}"
             passes = runs[(n, chunks)][0][2]
+            cpu_ms = statistics.median(r[3] for r in runs[(n, chunks)])
             print(f"| {label} | {chunks} | {statistics.median(rates):.0f} "
-                  f"| {ratio} | {max(r[1] for r in runs[(n, chunks)]):.0f} "
+                  f"| {ratio} | {cpu_ms:.1f} | {workers * 1000 / cpu_ms:.0f} "
+                  f"| {max(r[1] for r in runs[(n, chunks)]):.0f} "
                   f"| {'' if passes < 0 else f'{passes:.2f}'} |")
     for n, (label, mode, _, _) in enumerate(paths):
         if mode == "score" and n != 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -426,6 +427,25 @@ async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> 
     embedded = await judge.embed(["a", "b"])
     assert len(embedded.vectors) == 2 and len(embedded.vectors[0]) == 384
     assert embedded.usage.total_tokens == 0
+
+
+async def test_questions_are_answered_without_a_worker_thread(
+    judge: LocalJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_thread(*_: object) -> None:
+        raise AssertionError("questions went to a worker thread")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    questions = await judge.generate(
+        _prompt(QUESTIONS, QuestionsInput(response="It is 3 days."), GeneratedQuestion), n=2
+    )
+    assert [q.question for q in questions.values] == ["It is 3 days."] * 2
+
+
+async def test_embed_repeated_texts_get_the_same_floats(judge: LocalJudge) -> None:
+    embedded = await judge.embed(["a question", "an answer", "an answer"])
+    vectors = judge.embedder.embed(["a question", "an answer"]).tolist()
+    assert embedded.vectors == [vectors[0], vectors[1], vectors[1]]
 
 
 async def test_unknown_step_is_a_permanent_judge_error(judge: LocalJudge) -> None:

@@ -66,7 +66,7 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
 
 ``embed`` is the local MiniLM (`monitor.local.embedder`). All answers are
 deterministic; usage is always zero. CPU work runs in a worker thread so the
-event loop stays free.
+event loop stays free (the ``questions`` step, one regex, is answered in place).
 
 Cost: MiniLM is nearly all of it, so each step asks it at most once per
 kind of text — the synonym words of all statements of a ``verify`` (all
@@ -138,6 +138,11 @@ DEFERRAL = re.compile(
     r"|\byou\s+(?:may|might)\s+want\s+to\s+(?:check|ask|contact|reach)\b"
     r"|\bwould\s+know\s+more\b"
 )
+
+
+#: Steps answered on the caller's thread: a regex on the response costs less than the hop
+#: to a worker thread (the others split sentences, read contexts or call MiniLM).
+INLINE_STEPS = frozenset({QUESTIONS})
 
 
 @dataclass(frozen=True)
@@ -234,12 +239,21 @@ class LocalJudge:
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         if n < 1:
             raise ValueError("n must be >= 1")
-        answer = await asyncio.to_thread(self.answer, prompt)
+        if prompt.step in INLINE_STEPS:
+            answer = self.answer(prompt)
+        else:
+            answer = await asyncio.to_thread(self.answer, prompt)
         return Judged(values=[answer] * n, usage=Usage())
 
     async def embed(self, texts: Sequence[str]) -> Embedded:
-        vectors = await asyncio.to_thread(self.embedder.embed, list(texts))
-        return Embedded(vectors=vectors.tolist(), usage=Usage())
+        texts = list(texts)
+        vectors = await asyncio.to_thread(self.embedder.embed, texts)
+        # a repeated text (the relevancy questions) has the same vector: converted once
+        rows: dict[str, list[float]] = {}
+        for text, vector in zip(texts, vectors, strict=True):
+            if text not in rows:
+                rows[text] = vector.tolist()
+        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
 
     # --- synchronous answers (also usable without an event loop)
 

@@ -4,7 +4,7 @@
                                  [--demo-data monitor/data/demo_traffic.jsonl]
                                  [--only-detection | --skip-throughput | --only-throughput]
                                  [--seeds 400] [--workers 2] [--records 600]
-                                 [--repeats 3] [--in-flight 8] [--baseline 3abff3b]
+                                 [--repeats 3] [--in-flight 64] [--baseline 3abff3b]
 
 1. Detection on the labeled HaluEval-QA dev set: AUROC of local faithfulness
    (lower = hallucinated) and of the risk screen, precision/recall/F1 at the
@@ -347,7 +347,7 @@ def _worker(
         scorer = Scorer(judge, metrics)
 
         async def run() -> list[Any]:
-            slots = asyncio.Semaphore(in_flight)  # as the sidecar's max_in_flight
+            slots = asyncio.Semaphore(in_flight)  # as the sidecar's score_concurrency
 
             async def one(interaction: Any) -> Any:
                 async with slots:
@@ -458,8 +458,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--records", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--in-flight", type=int, default=8,
-                        help="records scored concurrently per worker (the sidecar's max_in_flight)")
+    parser.add_argument("--in-flight", type=int, default=64,
+                        help="records scored concurrently per worker (the sidecar's "
+                             "score_concurrency, 64 by default)")
     parser.add_argument("--baseline", default="3abff3b",
                         help="commit whose monitor/local is measured alongside, in the same run")
     parser.add_argument("--skip-throughput", action="store_true")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -435,11 +436,28 @@ async def test_questions_are_answered_without_a_worker_thread(
     async def no_thread(*_: object) -> None:
         raise AssertionError("questions went to a worker thread")
 
-    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    monkeypatch.setattr(judge, "_in_thread", no_thread)
     questions = await judge.generate(
         _prompt(QUESTIONS, QuestionsInput(response="It is 3 days."), GeneratedQuestion), n=2
     )
     assert [q.question for q in questions.values] == ["It is 3 days."] * 2
+
+
+async def test_steps_run_in_the_judges_own_threads() -> None:
+    judge = LocalJudge(threads=3)
+    names: list[str] = []
+
+    def record(value: int) -> int:
+        names.append(threading.current_thread().name)
+        return value
+
+    assert await asyncio.gather(*(judge._in_thread(record, k) for k in range(6))) == list(range(6))
+    assert all(name.startswith("local-judge") for name in names)
+    await judge.aclose()
+    with pytest.raises(RuntimeError):
+        await judge._in_thread(record, 0)
+    with pytest.raises(ValueError):
+        LocalJudge(threads=0)
 
 
 async def test_embed_repeated_texts_get_the_same_floats(judge: LocalJudge) -> None:

@@ -30,6 +30,9 @@ from monitor.prompt import Judge
 from monitor.records import Interaction, InvalidRecord, ScoredRecord, Usage, parse_record
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
+#: records scored at once when --concurrency is not given, by judge kind
+DEFAULT_CONCURRENCY = {"llm": 8, "local": 64}
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -48,7 +51,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--out", metavar="FILE", help="write the result lines here (default: stdout)"
     )
     parser.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="records scored at once (default 8)"
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="records scored at once (default: 8 with an LLM judge, a polite load for its "
+        "endpoint; 64 with the local judge, whose MiniLM passes then take many texts at once)",
     )
     parser.add_argument(
         "--judge",
@@ -62,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:
         metrics = (
@@ -102,7 +109,7 @@ def handle(args: argparse.Namespace) -> int:
                 scorer,
                 judge,
                 out,
-                concurrency=args.concurrency,
+                concurrency=args.concurrency or DEFAULT_CONCURRENCY.get(judge.kind, 8),
                 max_bytes=settings.max_record_bytes,
                 total=total,
             )

@@ -28,10 +28,10 @@
    `monitor.scoring.Scorer`; warm (chunks repeat, as in production), cold
    (every chunk text new) and cold without the embedding cache (no text is
    ever served from the cache). Peak RSS per worker, forward passes per record,
-   and the CPU time per record (user + system, all threads of the workers):
-   ``workers`` × 1000 / CPU ms is the rate that many cores allow when they are
-   busy with nothing else — on this shared machine wall-clock rates move with
-   the neighbours' load, CPU time much less.
+   and the CPU time per record (user + system, all threads of the workers) with
+   its inverse, records per CPU second: n cores busy with nothing else score at
+   most n times that. On a shared machine wall-clock rates move with the
+   neighbours' load, CPU time much less.
 
 Every figure has its baseline measured in the same run: ``monitor/local`` of
 commit ``--baseline`` (extracted with ``git archive``, imported in place of
@@ -421,8 +421,7 @@ def throughput(
                     )
                     scored[(n, chunks)] = [x for r in results for x in r[4]]
     print("| path | chunks | records/s (median) | × baseline | CPU ms per record (median) "
-          f"| records/s {workers} busy cores allow (from CPU time) "
-          "| peak RSS per worker (MiB) | forward passes per record |")
+          "| records per CPU second | peak RSS per worker (MiB) | forward passes per record |")
     print("|---|---|---|---|---|---|---|---|")
     for chunks in CHUNKS:
         base = runs[(1, chunks)]
@@ -435,7 +434,7 @@ def throughput(
             passes = runs[(n, chunks)][0][2]
             cpu_ms = statistics.median(r[3] for r in runs[(n, chunks)])
             print(f"| {label} | {chunks} | {statistics.median(rates):.0f} "
-                  f"| {ratio} | {cpu_ms:.1f} | {workers * 1000 / cpu_ms:.0f} "
+                  f"| {ratio} | {cpu_ms:.1f} | {1000 / cpu_ms:.0f} "
                   f"| {max(r[1] for r in runs[(n, chunks)]):.0f} "
                   f"| {'' if passes < 0 else f'{passes:.2f}'} |")
     for n, (label, mode, _, _) in enumerate(paths):

@@ -38,8 +38,10 @@ commit ``--baseline`` (extracted with ``git archive``, imported in place of
 the working tree's) for detection and for scoring, sequential and with
 ``--in-flight`` records per worker as the sidecar scores them; throughput
 runs are interleaved ``--repeats`` times and the medians reported, with the
-ratio to the baseline's run of the same round and the largest score
-difference to it (0: nothing measured changed).
+ratio to the baseline's run of the same round with as many records at once
+(sequential or ``--in-flight``) and the largest score difference to it (0:
+nothing measured changed). One more path runs the working tree without its
+word table (`monitor.local.words`), to show what the table alone is worth.
 """
 
 from __future__ import annotations
@@ -333,7 +335,10 @@ def _worker(
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
-    embedder = MiniLMEmbedder(threads=1) if cache else MiniLMEmbedder(threads=1, cache_size=0)
+    options: dict[str, Any] = {} if cache else {"cache_size": 0}
+    if mode == "score, no word table":  # every single word through the model
+        options["word_table"] = False
+    embedder = MiniLMEmbedder(threads=1, **options)
     judge = LocalJudge(embedder=embedder)
     judge.embedder.warm_up()
     interactions = [validate_record(r) for r in records]
@@ -396,6 +401,8 @@ def throughput(
              "score", old, in_flight),
             ("3 online metrics (Scorer), sequential", "score", None, 1),
             (f"3 online metrics (Scorer), {in_flight} in flight", "score", None, in_flight),
+            (f"3 online metrics (Scorer), {in_flight} in flight, no word table",
+             "score, no word table", None, in_flight),
         ]
         runs: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
         scored: dict[tuple[int, str], Scores] = {}
@@ -420,14 +427,15 @@ def throughput(
                         (done / wall, rss, passes / done, cpu_ms)
                     )
                     scored[(n, chunks)] = [x for r in results for x in r[4]]
-    print("| path | chunks | records/s (median) | × baseline | CPU ms per record (median) "
+    print("| path | chunks | records/s (median) | × baseline, same records at once "
+          "| CPU ms per record (median) "
           "| records per CPU second | peak RSS per worker (MiB) | forward passes per record |")
     print("|---|---|---|---|---|---|---|---|")
     for chunks in CHUNKS:
-        base = runs[(1, chunks)]
-        for n, (label, mode, _, _) in enumerate(paths):
+        for n, (label, mode, _, flight) in enumerate(paths):
             if (n, chunks) not in runs:
                 continue
+            base = runs[(1 if flight == 1 else 2, chunks)]  # the baseline's row, same round
             rates = [r[0] for r in runs[(n, chunks)]]
             ratios = [r[0] / b[0] for r, b in zip(runs[(n, chunks)], base, strict=True)]
             ratio = "" if mode == "screen" else f"{statistics.median(ratios):.2f}"
@@ -438,14 +446,16 @@ def throughput(
                   f"| {max(r[1] for r in runs[(n, chunks)]):.0f} "
                   f"| {'' if passes < 0 else f'{passes:.2f}'} |")
     for n, (label, mode, _, _) in enumerate(paths):
-        if mode == "score" and n != 1:
-            delta = max(
-                (abs(a - b) for chunks in CHUNKS
-                 for a, b in zip(scored[(n, chunks)], scored[(1, chunks)], strict=True)
-                 if not (math.isnan(a) and math.isnan(b))),
-                default=0.0,
-            )
-            print(f"\nlargest |score difference| to the baseline, {label}: {delta:.2g}", end="")
+        if mode != "screen" and n != 1:
+            deltas = [
+                abs(a - b) for chunks in CHUNKS
+                for a, b in zip(scored[(n, chunks)], scored[(1, chunks)], strict=True)
+                if not (math.isnan(a) and math.isnan(b))
+            ]
+            moved = sum(d > 1e-6 for d in deltas)
+            print(f"\nlargest |score difference| to the baseline, {label}: "
+                  f"{max(deltas, default=0.0):.2g} ({moved} of {len(deltas)} scores moved "
+                  "by more than 1e-6)", end="")
     print()
 
 

@@ -313,6 +313,20 @@ def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None
     assert words.load(graph, Path("/nonexistent/words.npz")) is None
 
 
+def test_an_unreadable_table_is_logged_and_not_used(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    truncated, garbage = tmp_path / "truncated.npz", tmp_path / "garbage.npz"
+    truncated.write_bytes(words.TABLE_PATH.read_bytes()[:4096])
+    garbage.write_bytes(b"not a table")
+    with capture_logs() as logs:
+        assert words.load("any graph", truncated) is None
+        assert words.load("any graph", garbage) is None
+    assert [(e["event"], e["error"]) for e in logs] == [
+        ("word_table_unusable", "BadZipFile"), ("word_table_unusable", "ValueError")
+    ]
+
+
 @needs_vnni
 def test_stored_word_vectors_are_the_models() -> None:
     sample = random.Random(7).sample(words.table_words(), 300)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import zipfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +39,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import structlog
+
+log = structlog.get_logger("monitor.local.words")
 
 TABLE_PATH = Path(__file__).with_name("words.npz")
 VOCAB_PATH = Path(__file__).with_name("vocab.txt")
@@ -90,13 +94,19 @@ class WordTable:
 
 
 def load(graph: str, path: Path = TABLE_PATH) -> WordTable | None:
-    """The stored table when it was computed with ``graph`` (a `fingerprint`), else None."""
+    """The stored table when it was computed with ``graph`` (a `fingerprint`), else None.
+
+    Another graph (float32 arithmetic, a changed rewrite) is expected and silent; a
+    missing or unreadable file is logged: scoring stays correct, only slower.
+    """
     try:
-        with np.load(path, allow_pickle=False) as stored:
+        # our own handle: np.load leaves its file open when the zip is broken
+        with path.open("rb") as f, np.load(f, allow_pickle=False) as stored:
             if str(stored["fingerprint"]) != graph:
                 return None
             return WordTable(stored["vectors"], stored["scales"])
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        log.warning("word_table_unusable", path=str(path), error=type(exc).__name__)
         return None
 
 

@@ -47,7 +47,6 @@ def test_cosines_are_cosine_bit_for_bit() -> None:
         cosines([1.0], [[1.0], [1.0, 2.0]])
 
 
-
 def test_cosines_of_vectors_equal_but_for_zero_signs_are_equal() -> None:
     # the dedup compares lists (0.0 == -0.0): fsum sums the ±0.0 products to +0.0
     similarities = cosines([1.0, 0.0], [[0.0, -1.0], [-0.0, -1.0]])

@@ -222,10 +222,7 @@ class _RecordSteps:
             completion_tokens=usage.completion_tokens,
         )
         self.usage.add(spent)
-        by_metric = self.usage_by_metric.get(metric)
-        if by_metric is None:
-            by_metric = self.usage_by_metric[metric] = Usage()
-        by_metric.add(spent)
+        self.usage_by_metric.setdefault(metric, Usage()).add(spent)
 
 
 class Scorer:

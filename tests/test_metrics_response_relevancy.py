@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from monitor.metrics._base import cosine, cosines
+from monitor.metrics._base import cosine
 from monitor.metrics.response_relevancy import score
 
 
@@ -36,19 +36,3 @@ def test_cosine() -> None:
     assert cosine([0.0, 0.0], [1.0, 1.0]) == 0.0
     with pytest.raises(ValueError, match="dimension"):
         cosine([1.0], [1.0, 2.0])
-
-
-def test_cosines_are_cosine_bit_for_bit() -> None:
-    asked = [0.1, -0.7, 0.3]
-    found = [[0.2, 0.5, -0.1], [0.2, 0.5, -0.1], [0.0, 0.0, 0.0], [0.3, -0.6, 0.2], [0.0, 0.0, 1.0]]
-    assert cosines(asked, found) == [cosine(asked, v) for v in found]
-    assert cosines(asked, []) == []
-    with pytest.raises(ValueError, match="dimension"):
-        cosines([1.0], [[1.0], [1.0, 2.0]])
-
-
-def test_cosines_of_vectors_equal_but_for_zero_signs_are_equal() -> None:
-    # the dedup compares lists (0.0 == -0.0): fsum sums the ±0.0 products to +0.0
-    similarities = cosines([1.0, 0.0], [[0.0, -1.0], [-0.0, -1.0]])
-    assert similarities == [cosine([1.0, 0.0], [-0.0, -1.0])] * 2
-    assert math.copysign(1.0, similarities[1]) == 1.0

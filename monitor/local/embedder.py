@@ -187,16 +187,17 @@ class MiniLMEmbedder:
                 if use_int8:
                     model = int8_graph(model)
                 self._tokenizer = build_tokenizer(self.max_length)
+                self.arithmetic = "int8" if use_int8 else "float32"
+                self.graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
+                if self.word_table:
+                    self._table = words.load(self.graph)
+                # last: `embed` reads the table without the lock once a session exists
                 self._session = ort.InferenceSession(
                     model,
                     options,
                     providers=["CPUExecutionProvider"],
                     disabled_optimizers=list(DISABLED_OPTIMIZERS),
                 )
-                self.arithmetic = "int8" if use_int8 else "float32"
-                self.graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
-                if self.word_table:
-                    self._table = words.load(self.graph)
             return self._session, self._tokenizer
 
     def warm_up(self) -> None:

@@ -75,24 +75,9 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     Plain Python (no numpy import in the sidecar: ≈ 10 MB of resident memory),
     in float64 with the dot product's sum correctly rounded.
     """
-    [similarity] = cosines(a, [b])
-    return similarity
-
-
-def cosines(a: Sequence[float], others: Sequence[Sequence[float]]) -> list[float]:
-    """`cosine` of ``a`` with each of ``others``, the same floats: ``a``'s norm is taken
-    once, and a vector equal to the one before it gets its similarity again (``fsum``
-    sums ±0.0 products to +0.0, so equal vectors give equal floats)."""
-    norm_a = math.hypot(*a)
-    out: list[float] = []
-    previous: Sequence[float] | None = None
-    for b in others:
-        if len(a) != len(b):
-            raise ValueError(f"vectors differ in dimension: {len(a)} vs {len(b)}")
-        if previous is not None and b == previous:
-            out.append(out[-1])
-            continue
-        norm = norm_a * math.hypot(*b)
-        out.append(0.0 if norm == 0.0 else math.fsum(map(operator.mul, a, b)) / norm)
-        previous = b
-    return out
+    if len(a) != len(b):
+        raise ValueError(f"vectors differ in dimension: {len(a)} vs {len(b)}")
+    norm = math.hypot(*a) * math.hypot(*b)
+    if norm == 0.0:
+        return 0.0
+    return math.fsum(map(operator.mul, a, b)) / norm

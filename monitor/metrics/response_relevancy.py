@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from monitor.metrics import _statements as st
-from monitor.metrics._base import StepRunner, cosines
+from monitor.metrics._base import StepRunner, cosine
 from monitor.records import Interaction, MetricResult
 
 NAME = "response_relevancy"
@@ -52,7 +52,7 @@ class ResponseRelevancy:
         else:
             [asked] = await steps.embed([interaction.user_input], NAME)
             found = await steps.embed(texts, NAME)
-        similarities = cosines(asked, found)
+        similarities = [cosine(asked, v) for v in found]
         flags = [bool(q.noncommittal) for q in kept]
         return MetricResult(
             metric=NAME,

@@ -61,14 +61,24 @@ class StatementsInput(_Model):
 
 class Statements(_Model):
     statements: list[str]
+    #: 1 when the text only declines, defers ("check with HR") or says it does not know:
+    #: faithfulness is then unscoreable and the record is flagged ``noncommittal``
+    noncommittal: int = Field(default=0, ge=0, le=1)
 
 
 # --- verify: can each statement be inferred from the context?
 
 
+#: what the statements of a ``verify`` are checked against, for the reasons a judge writes
+#: ("not in the reference"): faithfulness and noise_sensitivity use the contexts,
+#: context_recall the contexts, factual_correctness the reference or the response
+VerifySource = Literal["context", "reference", "response"]
+
+
 class VerifyInput(_Model):
     context: str
     statements: list[str]
+    source: VerifySource = "context"
 
 
 class StatementVerdict(_Model):
@@ -123,5 +133,7 @@ class GroundingInput(_Model):
 class Grounding(_Model):
     #: the answer's statements, each with its verdict against all contexts joined
     statements: list[StatementVerdict]
+    #: as `Statements.noncommittal`
+    noncommittal: int = Field(default=0, ge=0, le=1)
     #: one usefulness verdict per context, in order
     contexts: list[ContextVerdict]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import helm_python as helm
@@ -791,3 +793,53 @@ def test_helm_test_script_passes_only_when_ready(
     with socket.socket() as sock:  # bound, not listening: connections are refused
         sock.bind(("127.0.0.1", 0))
         assert run(f"http://127.0.0.1:{sock.getsockname()[1]}/readyz").returncode == 1
+
+
+# --- the values table of the README ------------------------------------------------
+
+
+def values_table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "values_table", ROOT / "scripts" / "values_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_values_table_is_generated_from_values_yaml() -> None:
+    script = values_table()
+    generated, undocumented = script.table((CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert undocumented == [], "values without a comment in values.yaml"
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    assert script.updated_readme(readme, generated) == readme, (
+        "helm/rag-monitor/README.md is out of date: run python3 scripts/values_table.py"
+    )
+
+
+def test_values_table_covers_every_value_and_notices_a_missing_comment() -> None:
+    script = values_table()
+    text = (CHART / "values.yaml").read_text(encoding="utf-8")
+    generated, _ = script.table(text)
+    keys = {line.split("`")[1] for line in generated.splitlines()[2:]}
+
+    def leaves(node: dict[str, Any], path: str) -> Iterator[str]:
+        for key, value in node.items():
+            here = f"{path}{key}"
+            if here in keys:
+                yield here
+            if isinstance(value, dict):
+                yield from leaves(value, here + ".")
+
+    defaults = yaml.safe_load(text)
+    for top in defaults:  # every top-level value, and under it a row or its parent's
+        assert top in keys or any(k.startswith(top + ".") for k in keys), top
+    assert {"kafkaTls.secretName", "migrations.enabled", "image.digest"} <= set(
+        leaves(defaults, "")
+    )
+    assert '| `image.digest` | `""` |' in generated
+    broken = text.replace("  # Image digest (sha256:...)", "  digest_note: 1\n  # Image digest", 1)
+    _, undocumented = script.table(broken)
+    assert undocumented == ["image.digest_note"]

@@ -356,6 +356,17 @@ def test_rendered_rules_and_dashboard_are_the_sources() -> None:
     )
 
 
+def test_dashboard_slo_line_follows_the_slo_value() -> None:
+    values = {"prometheusRule": {"slo": {"maxHallucinationRatio": 0.02}}}
+    (config,) = [
+        c for c in by_kind(render(values))["ConfigMap"] if "dashboard" in c["metadata"]["name"]
+    ]
+    dashboard = json.loads(config["data"]["rag-monitor.json"])
+    targets = [t for p in dashboard["panels"] for t in p.get("targets", [])]
+    (slo,) = [t for t in targets if t["expr"].startswith("vector(")]
+    assert (slo["expr"], slo["legendFormat"]) == ("vector(0.02)", "SLO (2%)")
+
+
 # --- the sidecar template, from a parent chart -------------------------------
 
 PARENT_DEPLOYMENT = """\

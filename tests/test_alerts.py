@@ -217,6 +217,14 @@ MUTATIONS = {
         "rag_monitor_judge_requests_total[10m])) >= 0",
     ),
     "budget duration": ("for: 30m", "for: 5m"),
+    "idle replica guard": (
+        "(rag_monitor_token_budget_share) == 0",
+        "(rag_monitor_token_budget_share) == 42",
+    ),
+    "exhausted despite a share": (
+        "(rag_monitor_token_budget_share) == 0",
+        "(rag_monitor_token_budget_share) >= 0",
+    ),
     "lag growth": ("deriv(rag_monitor:consumer_lag:sum[15m]) > 0", "vector(1) > 0"),
     "lag dedup": ("max by (namespace, job, partition)", "sum by (namespace, job, partition)"),
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),

@@ -144,7 +144,11 @@ records are skipped, not scored.` $job $ns $value))) }}
 {{- if has "RagMonitorTokenBudgetExhausted" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorTokenBudgetExhausted"
         "expr" `
-max by (namespace, job, instance) (rag_monitor_token_budget_remaining) <= 0
+(
+  max by (namespace, job, instance) (rag_monitor_token_budget_remaining) <= 0
+  unless on (namespace, job, instance)
+  max by (namespace, job, instance) (rag_monitor_token_budget_share) == 0
+)
 or
 sum by (namespace, job, instance) (
   rate(rag_monitor_records_skipped_total{reason="budget"}[15m])

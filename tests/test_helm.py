@@ -214,8 +214,9 @@ def test_rendered_manifests_validate(values: dict[str, Any] | None) -> None:
         "NetworkPolicy",
     }
     if values is ALL_ON:
-        expected |= {"CronJob", "ScaledObject"}
+        expected |= {"CronJob", "ScaledObject", "Job", "PodMonitor"}
     assert expected <= kinds
+    assert "Pod" in kinds  # the helm test hook
     validate_all(docs)
 
 

@@ -27,7 +27,7 @@ Expects the root context; the knobs are under .Values.prometheusRule.
 {{- $slo := $r.slo }}
 {{- $o := $slo.maxHallucinationRatio }}
 {{- $pct := printf "%v%%" (mulf $o 100) }}
-{{- $n := $slo.minRecords }}
+{{- $n := include "rag-monitor.number" $slo.minRecords }}
 {{- $fast := printf "(%v * %v)" $slo.fastBurnFactor $o }}
 {{- $slow := printf "(%v * %v)" $slo.slowBurnFactor $o }}
 {{- $job := "{{ $labels.job }}" }}
@@ -134,7 +134,7 @@ twice (and 2 points above) the same hour one day earlier.` $job $ns $value))) }}
         "expr" (printf `
 rag_monitor:judge_error_ratio:rate10m > %v
 and
-sum by (namespace, job) (increase(rag_monitor_judge_requests_total[10m])) >= %v` $je.maxErrorRatio $je.minRequests)
+sum by (namespace, job) (increase(rag_monitor_judge_requests_total[10m])) >= %v` $je.maxErrorRatio (include "rag-monitor.number" $je.minRequests))
         "summary" (printf "More than %v%% of judge requests fail" (mulf $je.maxErrorRatio 100))
         "description" (printf `
 %s in %s: %s
@@ -165,11 +165,11 @@ for %s; the monitor sees less traffic than configured.` $job $ns (include "rag-m
         "expr" (printf `
 deriv(rag_monitor:consumer_lag:sum[15m]) > 0
 and
-rag_monitor:consumer_lag:sum > %v` $lag.minLag)
+rag_monitor:consumer_lag:sum > %s` (include "rag-monitor.number" $lag.minLag))
         "summary" "The monitor falls behind its Kafka topic"
         "description" (printf `
 %s in %s: consumer lag grows by
-{{ $value | humanize }} records per second and is above %v records.` $job $ns $lag.minLag))) }}
+{{ $value | humanize }} records per second and is above %s records.` $job $ns (include "rag-monitor.number" $lag.minLag)))) }}
 {{- end }}
 {{- if has "RagMonitorBacklogWriteErrors" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorBacklogWriteErrors"
@@ -195,6 +195,11 @@ hallucination alerts are blind.` (include "rag-monitor.duration" $r.alerts.RagMo
     rules:
 {{ join "\n\n" $rules | indent 6 }}
 {{- end }}
+{{- end }}
+
+{{/* A number as PromQL and people write it: 1000000, not 1e+06 (values arrive as floats). */}}
+{{- define "rag-monitor.number" -}}
+{{- if eq (float64 (int64 .)) (float64 .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
 {{- end }}
 
 {{/* A Prometheus duration in words: 30m -> "30 minutes", 1h -> "1 hour". */}}

@@ -742,6 +742,7 @@ def test_helm_test_pod_asks_the_service_for_readyz() -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["priorityClassName"] == "rag-critical"
     assert pod["metadata"]["annotations"]["example.com/owner"] == "search"
+    assert pod["metadata"]["labels"]["team"] == "search"
     # a NetworkPolicy that admits only some scrapers still admits the test pod
     (policy,) = by_kind(docs)["NetworkPolicy"]
     peers = policy["spec"]["ingress"][0]["from"]

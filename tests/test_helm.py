@@ -257,6 +257,13 @@ def test_schema_settings_match_the_config_module() -> None:
         assert field in defaults["settings"]
 
 
+def test_schema_knows_every_top_level_value() -> None:
+    """The schema's top level is open (a parent chart adds its keys): check it here."""
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert set(defaults) == set(schema["properties"]), "values.yaml and the schema disagree"
+
+
 # --- what the manifests say --------------------------------------------------
 
 

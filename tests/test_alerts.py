@@ -1,4 +1,10 @@
-"""The Prometheus rules in dashboards/alerts.yaml: syntax, unit tests, runbook links.
+"""The Prometheus rules: dashboards/alerts.yaml and the chart's renderings of them.
+
+The rules are defined once, in the Helm chart (templates/_rules.tpl, tuned by
+its `prometheusRule` values); dashboards/alerts.yaml is their rendering at the
+default values (scripts/render_alerts.py, through Helm's Go SDK). promtool
+checks and unit-tests that file, and a rendering at non-default values
+(dashboards/tests/tuned/).
 
 promtool comes from the Debian package ``prometheus``. Without it the tests
 skip on a workstation and fail in CI (``CI`` set), so CI cannot go green
@@ -7,12 +13,17 @@ without running them.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
 
@@ -21,6 +32,18 @@ RULES = ROOT / "dashboards" / "alerts.yaml"
 RULE_TESTS = sorted((ROOT / "dashboards" / "tests").glob("*.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
 RUNBOOK_PREFIX = "https://github.com/rag-monitor/rag-monitor/blob/main/docs/runbook.md#"
+TUNED = ROOT / "dashboards" / "tests" / "tuned"
+
+
+def render_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "render_alerts", ROOT / "scripts" / "render_alerts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def promtool() -> str:
@@ -43,8 +66,8 @@ def run_promtool(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedPro
     )
 
 
-def alerts() -> list[dict[str, object]]:
-    doc = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+def alerts(text: str | None = None) -> list[dict[str, Any]]:
+    doc = yaml.safe_load(RULES.read_text(encoding="utf-8") if text is None else text)
     return [rule for group in doc["groups"] for rule in group["rules"] if "alert" in rule]
 
 
@@ -93,7 +116,80 @@ def test_every_alert_links_its_runbook_section() -> None:
         assert url.removeprefix(RUNBOOK_PREFIX) == str(rule["alert"]).lower()
         assert url.removeprefix(RUNBOOK_PREFIX) in anchors, f"no runbook section for {url}"
         labels = rule["labels"]
-        assert isinstance(labels, dict) and labels["severity"] in {"page", "ticket"}
+        assert isinstance(labels, dict) and labels["severity"] in {"critical", "warning"}
+
+
+def test_rules_file_is_the_charts_default_rendering() -> None:
+    assert RULES.read_text(encoding="utf-8") == render_script().render_rules(), (
+        "dashboards/alerts.yaml is out of date: run python3 scripts/render_alerts.py"
+    )
+
+
+def test_default_severities_are_critical_for_the_fast_burn_and_warning_otherwise() -> None:
+    severities = {rule["alert"]: rule["labels"]["severity"] for rule in alerts()}
+    assert severities.pop("RagMonitorHallucinationBudgetBurnFast") == "critical"
+    assert set(severities.values()) == {"warning"}
+
+
+# --- the rules at non-default chart values -----------------------------------
+
+
+def tuned_values() -> dict[str, Any]:
+    values: dict[str, Any] = yaml.safe_load((TUNED / "values.yaml").read_text(encoding="utf-8"))
+    return values
+
+
+def test_tuned_rendering_passes_its_promtool_tests(tmp_path: Path) -> None:
+    text = render_script().render_rules(tuned_values())
+    (tmp_path / "alerts.yaml").write_text(text, encoding="utf-8")
+    shutil.copy(TUNED / "tuned.yaml", tmp_path / "tuned.yaml")
+    check = run_promtool("check", "rules", "alerts.yaml", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    result = run_promtool("test", "rules", "tuned.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_tuned_promtool_tests_fail_against_the_default_rules(tmp_path: Path) -> None:
+    shutil.copy(RULES, tmp_path / "alerts.yaml")
+    shutil.copy(TUNED / "tuned.yaml", tmp_path / "tuned.yaml")
+    result = run_promtool("test", "rules", "tuned.yaml", cwd=tmp_path)
+    assert result.returncode != 0, "the tuned cases pass at the defaults: they test nothing"
+    for name in ("fast burn", "slow burn", "judge errors", "lag above 50"):
+        assert f"name: {name}" in result.stdout + result.stderr, name
+
+
+def test_tuned_values_reach_every_alert() -> None:
+    rules = alerts(render_script().render_rules(tuned_values()))
+    names = {rule["alert"] for rule in rules}
+    assert names == {rule["alert"] for rule in alerts()} - {"RagMonitorAbsent"}
+    for rule in rules:
+        assert rule["labels"]["team"] == "search"
+        assert rule["annotations"]["runbook_url"] == (
+            "https://wiki.example.com/rag/runbook#" + rule["alert"].lower()
+        )
+    by_name = {rule["alert"]: rule for rule in rules}
+    assert by_name["RagMonitorHallucinationBudgetBurnFast"]["for"] == "5m"
+    assert "(10 * 0.02)" in by_name["RagMonitorHallucinationBudgetBurnFast"]["expr"]
+    assert "increase6h >= 20" in by_name["RagMonitorHallucinationBudgetBurnSlow"]["expr"]
+    assert "increase1h >= 20" in by_name["RagMonitorHallucinationSpike"]["expr"]
+
+
+def test_every_alert_off_leaves_the_recording_rules(tmp_path: Path) -> None:
+    off = {name: {"enabled": False} for name in {str(rule["alert"]) for rule in alerts()}}
+    text = render_script().render_rules({"prometheusRule": {"alerts": off}})
+    groups = [group["name"] for group in yaml.safe_load(text)["groups"]]
+    assert groups == ["rag-monitor.recording"]
+    (tmp_path / "alerts.yaml").write_text(text, encoding="utf-8")
+    result = run_promtool("check", "rules", "alerts.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_alert_durations_must_be_prometheus_durations() -> None:
+    chart = helm.Chart.load(str(ROOT / "helm" / "rag-monitor"))
+    with pytest.raises(helm.HelmError):
+        chart.validate_schema(
+            {"prometheusRule": {"alerts": {"RagMonitorAbsent": {"for": "10 minutes"}}}}
+        )
 
 
 # Each mutation removes one guard from the rules; the unit tests must notice.
@@ -121,6 +217,14 @@ MUTATIONS = {
         "rag_monitor_judge_requests_total[10m])) >= 0",
     ),
     "budget duration": ("for: 30m", "for: 5m"),
+    "idle replica guard": (
+        "(rag_monitor_token_budget_share) == 0",
+        "(rag_monitor_token_budget_share) == 42",
+    ),
+    "exhausted despite a share": (
+        "(rag_monitor_token_budget_share) == 0",
+        "(rag_monitor_token_budget_share) >= 0",
+    ),
     "lag growth": ("deriv(rag_monitor:consumer_lag:sum[15m]) > 0", "vector(1) > 0"),
     "lag dedup": ("max by (namespace, job, partition)", "sum by (namespace, job, partition)"),
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),

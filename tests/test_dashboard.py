@@ -9,18 +9,22 @@ scraping that running exporter.
 from __future__ import annotations
 
 import asyncio
+import copy
+import importlib.util
 import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -41,6 +45,10 @@ SUBSTITUTIONS = {
     "$__range": "1m",
     "${route}": ".*",
     "$route": ".*",
+    "${namespace}": ".*",
+    "$namespace": ".*",
+    "${job}": ".*",
+    "$job": ".*",
 }
 PROMQL_WORDS = {
     "and",
@@ -62,6 +70,22 @@ PROMQL_WORDS = {
 NOT_ON_DASHBOARD = {
     "rag_monitor_hallucinations_total",  # unweighted; the weighted rate is shown instead
 }
+#: Metrics a panel shows before this exporter serves them. The per-deployment
+#: token budget exports its share; once the exporter serves it, the test below
+#: says so: drop it here and give it a value in `populate`.
+NOT_YET_EXPORTED = {"rag_monitor_token_budget_share"}
+
+
+def lint() -> ModuleType:
+    """scripts/dashboard_lint.py, the check (and fix) of the deployment filters."""
+    spec = importlib.util.spec_from_file_location(
+        "dashboard_lint", ROOT / "scripts" / "dashboard_lint.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def tool(name: str) -> str:
@@ -182,18 +206,73 @@ def fetch(url: str, timeout: float = 5.0) -> str:
 # --- static checks -----------------------------------------------------------
 
 
-def test_datasource_and_route_are_template_variables() -> None:
-    variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
+def test_datasource_namespace_job_and_route_are_template_variables() -> None:
+    listed = dashboard()["templating"]["list"]
+    assert [v["name"] for v in listed][:4] == ["datasource", "namespace", "job", "route"]
+    variables = {v["name"]: v for v in listed}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    assert variables["route"]["type"] == "query"
-    assert variables["route"]["includeAll"] and variables["route"]["multi"]
+    for name in ("namespace", "job", "route"):
+        assert variables[name]["type"] == "query"
+        assert variables[name]["includeAll"] and variables[name]["multi"]
+        assert variables[name]["allValue"] == ".*"  # "All" also matches a missing label
+    # each variable offers the values left by the ones before it
+    assert 'namespace=~"$namespace"' in variables["job"]["query"]["query"]
+    assert 'job=~"$job"' in variables["route"]["query"]["query"]
     for panel in panels():
         if panel["type"] == "row":
             continue
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_every_query_filters_by_namespace_and_job() -> None:
+    script = lint()
+    assert script.problems(dashboard()) == []
+    checked = 0
+    for panel in panels():
+        for target in panel.get("targets", []):
+            for name, matchers in script.selectors(target["expr"]):
+                assert matchers["namespace"] == ("=~", "$namespace"), (panel["title"], name)
+                assert matchers["job"] == ("=~", "$job"), (panel["title"], name)
+                checked += 1
+    assert checked >= 30
+
+
+def test_lint_finds_and_fixes_an_unfiltered_panel() -> None:
+    script = lint()
+    assert list(script.selectors('a{x="rag_monitor_y"} + rag_monitor_z{a="b"}')) == [
+        ("rag_monitor_z", {"a": ("=", "b")})
+    ]
+    broken = copy.deepcopy(dashboard())
+    target = broken["panels"][1]["targets"][0]
+    target["expr"] = target["expr"].replace('namespace=~"$namespace",', "")
+    broken["panels"][1]["datasource"] = {"type": "prometheus", "uid": "prom-1"}
+    broken["templating"]["list"] = [
+        v for v in broken["templating"]["list"] if v["name"] not in {"namespace", "job"}
+    ]
+    found = script.problems(broken)
+    assert any("lacks namespace" in p for p in found)
+    assert any("datasource is not" in p for p in found)
+    assert any("variables start" in p for p in found)
+    assert script.dump(script.fix(broken)) == DASHBOARD.read_text(encoding="utf-8")
+    assert script.add_filters("sum(rate(rag_monitor_x_total[5m]))") == (
+        'sum(rate(rag_monitor_x_total{namespace=~"$namespace",job=~"$job"}[5m]))'
+    )
+    with pytest.raises(ValueError):
+        script.add_filters('rag_monitor_x_total{job="fixed"}')
+
+
+def test_budget_share_panel_sits_in_the_judge_row() -> None:
+    top = dashboard()["panels"]
+    titles = [p["title"] for p in top]
+    share = titles.index("Token budget share by replica")
+    rows = [i for i, p in enumerate(top) if p["type"] == "row"]
+    assert max(i for i in rows if i < share) == titles.index("Judge")
+    for earlier, later in zip(top, top[1:], strict=False):  # no panel overlaps the next row
+        if later["type"] == "row":
+            assert earlier["gridPos"]["y"] + earlier["gridPos"]["h"] <= later["gridPos"]["y"]
 
 
 def test_panel_ids_are_unique_and_titles_present() -> None:
@@ -243,10 +322,15 @@ def test_panels_name_only_metrics_the_exporter_serves(
     served = exposed_names(fetch(f"http://{address}/metrics"))
     assert "rag_monitor_backlog_size" in served
     assert fetch(f"http://{address}/healthz") == "ok\n"  # what the Dockerfile HEALTHCHECK asks
+    assert not NOT_YET_EXPORTED & served, (
+        "now exported: drop it from NOT_YET_EXPORTED and give it a value in populate()"
+    )
     used: set[str] = set()
     for title, expr in queries():
         names = metric_names(expr)
-        assert names <= served, f"{title!r} names metrics not served: {names - served}"
+        assert names <= served | NOT_YET_EXPORTED, (
+            f"{title!r} names metrics not served: {names - served}"
+        )
         used |= names
     families = {
         f.name + ("_total" if f.type == "counter" else "")
@@ -316,7 +400,9 @@ def test_every_panel_returns_data_from_a_real_prometheus(
     ticker.start()
     try:
         deadline = time.monotonic() + 90
-        pending = dict((expr, title) for title, expr in queries())
+        pending = {
+            expr: title for title, expr in queries() if not metric_names(expr) & NOT_YET_EXPORTED
+        }
         while pending and time.monotonic() < deadline:
             assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()
             time.sleep(1)

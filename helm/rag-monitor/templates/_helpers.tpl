@@ -40,6 +40,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: rag-monitor
 {{- end }}
 
+{{/* Labels of the `helm test` pod: not the selector labels, so no Service, PDB or policy picks it. */}}
+{{- define "rag-monitor.testPodLabels" -}}
+app.kubernetes.io/name: {{ include "rag-monitor.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+{{- end }}
+
 {{- define "rag-monitor.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "rag-monitor.fullname" .) .Values.serviceAccount.name }}
@@ -56,8 +63,13 @@ app.kubernetes.io/part-of: rag-monitor
 {{- default (include "rag-monitor.fullname" .) .Values.existingSecret }}
 {{- end }}
 
+{{/* repository@digest when image.digest is set (the tag is then ignored), else repository:tag. */}}
 {{- define "rag-monitor.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
 {{- end }}
 
 {{/* One settings value as an env string (see values.yaml `settings`). */}}
@@ -79,12 +91,16 @@ app.kubernetes.io/part-of: rag-monitor
 {{- end }}
 
 {{/*
-The monitor container. Used by the Deployment, the CronJob (with .args) and
-`rag-monitor.sidecarContainer`. Expects a dict: ctx (helper context), args
-(list), probes (bool), resources (map).
+The monitor container. Used by the Deployment, the CronJob, the migration Job
+(with .args) and `rag-monitor.sidecarContainer`. Expects a dict: ctx (helper
+context), args (list), probes (bool: ports and probes of `run`), kafka (bool:
+the Kafka TLS files and settings), resources (map); optional name, tmpVolume,
+tlsVolume (volume names) and optionalConfig (the ConfigMap may be missing, as
+it is before a first install).
 */}}
 {{- define "rag-monitor.container" -}}
 {{- $ctx := .ctx -}}
+{{- $tls := and .kafka $ctx.Values.kafkaTls.secretName -}}
 - name: {{ .name | default "rag-monitor" }}
   image: {{ include "rag-monitor.image" $ctx | quote }}
   imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
@@ -96,18 +112,33 @@ The monitor container. Used by the Deployment, the CronJob (with .args) and
       containerPort: {{ include "rag-monitor.metricsPort" $ctx }}
       protocol: TCP
   {{- end }}
-  {{- if and .probes $ctx.Values.deployment.staticMembership }}
+  {{- $member := and .probes $ctx.Values.deployment.staticMembership }}
+  {{- if or $member $tls $ctx.Values.extraEnv }}
   env:
+    {{- if $member }}
     - name: RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID
       valueFrom:
         fieldRef:
           fieldPath: metadata.name
+    {{- end }}
+    {{- if $tls }}
+    {{- include "rag-monitor.kafkaTlsEnv" $ctx | nindent 4 }}
+    {{- end }}
+    {{- with $ctx.Values.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- end }}
   envFrom:
     - configMapRef:
         name: {{ include "rag-monitor.configMapName" $ctx }}
+        {{- if .optionalConfig }}
+        optional: true
+        {{- end }}
     - secretRef:
-        name: {{ include "rag-monitor.secretName" $ctx }}
+        name: {{ .secretName | default (include "rag-monitor.secretName" $ctx) }}
+    {{- with $ctx.Values.extraEnvFrom }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- if .probes }}
   livenessProbe:
     {{- toYaml $ctx.Values.livenessProbe | nindent 4 }}
@@ -121,6 +152,14 @@ The monitor container. Used by the Deployment, the CronJob (with .args) and
   volumeMounts:
     - name: {{ .tmpVolume | default "tmp" }}
       mountPath: /tmp
+    {{- if $tls }}
+    - name: {{ .tlsVolume | default "kafka-tls" }}
+      mountPath: {{ include "rag-monitor.kafkaTlsDir" $ctx }}
+      readOnly: true
+    {{- end }}
+    {{- with $ctx.Values.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{/* The writable /tmp volume of the monitor. */}}
@@ -128,6 +167,84 @@ The monitor container. Used by the Deployment, the CronJob (with .args) and
 - name: {{ .name | default "tmp" }}
   emptyDir:
     sizeLimit: {{ .ctx.Values.tmpVolume.sizeLimit }}
+{{- end }}
+
+{{/*
+The volumes of a pod that runs the monitor: /tmp, the Kafka TLS Secret (with
+kafka: true) and extraVolumes. Expects a dict: ctx, kafka; optional tmpVolume
+and tlsVolume (names).
+*/}}
+{{- define "rag-monitor.volumes" -}}
+{{- include "rag-monitor.tmpVolume" (dict "ctx" .ctx "name" .tmpVolume) }}
+{{- if and .kafka .ctx.Values.kafkaTls.secretName }}
+- name: {{ .tlsVolume | default "kafka-tls" }}
+  secret:
+    secretName: {{ .ctx.Values.kafkaTls.secretName }}
+    defaultMode: {{ .ctx.Values.kafkaTls.defaultMode }}
+{{- end }}
+{{- with .ctx.Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "rag-monitor.kafkaTlsDir" -}}
+/etc/rag-monitor/kafka-tls
+{{- end }}
+
+{{/* The RAG_MONITOR_KAFKA_SSL_* variables that point at the mounted Secret. */}}
+{{- define "rag-monitor.kafkaTlsEnv" -}}
+{{- $t := .Values.kafkaTls }}
+{{- $dir := include "rag-monitor.kafkaTlsDir" . }}
+{{- $protocol := .Values.settings.kafka_security_protocol | default "PLAINTEXT" }}
+{{- if not (has $protocol (list "SSL" "SASL_SSL")) }}
+{{- fail (printf "kafkaTls.secretName is set but settings.kafka_security_protocol is %s: set SSL or SASL_SSL" $protocol) }}
+{{- end }}
+{{- if ne (empty $t.certKey) (empty $t.keyKey) }}
+{{- fail "kafkaTls: set both certKey and keyKey (a client certificate and its key), or neither" }}
+{{- end -}}
+- name: RAG_MONITOR_KAFKA_SSL_CAFILE
+  value: {{ printf "%s/%s" $dir $t.caKey | quote }}
+{{- if $t.certKey }}
+- name: RAG_MONITOR_KAFKA_SSL_CERTFILE
+  value: {{ printf "%s/%s" $dir $t.certKey | quote }}
+- name: RAG_MONITOR_KAFKA_SSL_KEYFILE
+  value: {{ printf "%s/%s" $dir $t.keyKey | quote }}
+{{- end }}
+- name: RAG_MONITOR_KAFKA_SSL_CHECK_HOSTNAME
+  value: {{ $t.checkHostname | toString | quote }}
+{{- end }}
+
+{{/* Pod-level fields every monitor pod shares (after the pod's own spec fields). */}}
+{{- define "rag-monitor.podExtras" -}}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Pod labels and annotations of the jobs (podLabels, podAnnotations). Expects dict ctx, name. */}}
+{{- define "rag-monitor.jobPodMetadata" -}}
+{{- with .ctx.Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+labels:
+  app.kubernetes.io/name: {{ include "rag-monitor.name" .ctx }}-{{ .name }}
+  app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+  {{- with .ctx.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 
 {{/*
@@ -143,9 +260,11 @@ rules and dashboard are rendered by this chart), passing the root context:
   volumes:
     {{- include "rag-monitor.sidecarVolume" . | nindent 4 }}
 
-The container mounts an emptyDir named `rag-monitor-tmp` at /tmp (add it with
-`rag-monitor.sidecarVolume`) and exposes port `metrics`; add
-`prometheus.io`-style scraping or a PodMonitor for it.
+The container mounts an emptyDir named `rag-monitor-tmp` at /tmp, the Kafka
+TLS Secret as `rag-monitor-kafka-tls` (with kafkaTls.secretName) and the
+extraVolumeMounts (add the volumes with `rag-monitor.sidecarVolume`, which also
+renders extraVolumes) and exposes port `metrics`; scrape it with the chart's
+PodMonitor (podMonitor.enabled).
 */}}
 {{- define "rag-monitor.sidecarContext" -}}
 {{- $values := .Values }}
@@ -161,10 +280,10 @@ The container mounts an emptyDir named `rag-monitor-tmp` at /tmp (add it with
 
 {{- define "rag-monitor.sidecarContainer" -}}
 {{- $ctx := include "rag-monitor.sidecarContext" . | fromJson }}
-{{- include "rag-monitor.container" (dict "ctx" $ctx "name" "rag-monitor" "args" (list "run") "probes" true "resources" $ctx.Values.resources "tmpVolume" "rag-monitor-tmp") }}
+{{- include "rag-monitor.container" (dict "ctx" $ctx "name" "rag-monitor" "args" (list "run") "probes" true "kafka" true "resources" $ctx.Values.resources "tmpVolume" "rag-monitor-tmp" "tlsVolume" "rag-monitor-kafka-tls") }}
 {{- end }}
 
 {{- define "rag-monitor.sidecarVolume" -}}
 {{- $ctx := include "rag-monitor.sidecarContext" . | fromJson }}
-{{- include "rag-monitor.tmpVolume" (dict "ctx" $ctx "name" "rag-monitor-tmp") }}
+{{- include "rag-monitor.volumes" (dict "ctx" $ctx "kafka" true "tmpVolume" "rag-monitor-tmp" "tlsVolume" "rag-monitor-kafka-tls") }}
 {{- end }}

@@ -90,7 +90,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "As a designer you'll be given a 14\" MacBook Pro with 18 GB of RAM, and it comes with a colour-calibrated external monitor."),
-            A("swapped_role", "Designers get the 16-inch MacBook Pro with 32 GB of memory, while the 14-inch model with the calibrated display goes to the engineers."),
+            A("swapped_role", "You'll be handed the big 16\" MacBook Pro with 32 GB of RAM; the smaller 14\" one with the colour-accurate monitor is what engineers are given."),
             A("added_claim", "You'll get a 14-inch MacBook Pro with 18 GB of memory plus a calibrated external display. If you prefer, you can ask for a Windows workstation instead."),
         ),
     ),
@@ -185,7 +185,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "You have 14 days from the invoice date to pay. If it's late, a 2% fee on the unpaid balance is added right away; once it's more than 30 days overdue the account is suspended, and 90 days after that your data is deleted."),
-            A("swapped_number", "Payment is due within 14 days. Missing that adds a 2% late fee, and at 60 days overdue your account is suspended; the data is deleted 90 days later."),
+            A("swapped_number", "You've got two weeks from the invoice date. Pay late and 2% of what you owe is added, and once you're 60 days behind the account gets switched off, with your data erased 90 days after that."),
             A("added_claim", "You'd pay a 2% late fee after the 14-day due date, and at 30 days overdue the account is suspended. At that point the debt is also passed to a collection agency."),
             A("evasive", "That depends on your contract, so I'd rather not guess. Please reach out to your account manager."),
         ),
@@ -202,7 +202,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "For adults, the most you should have in any 24-hour period is six 200 mg tablets. Each dose is one or two tablets, and you should leave at least four hours between doses."),
-            A("swapped_number", "You can take one or two 200 mg tablets every four to six hours, up to a maximum of eight tablets in 24 hours."),
+            A("swapped_number", "Take one or two 200 mg tablets at a time, spacing doses four to six hours apart, and don't go beyond eight tablets a day."),
             A("added_claim", "Up to six 200 mg tablets in 24 hours, in doses of one or two every four to six hours. It's fine to combine them with paracetamol if you need extra relief."),
             A("negation", "The daily limit is six 200 mg tablets. Take them on an empty stomach so they work faster."),
         ),
@@ -236,7 +236,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             A("faithful_paraphrase", "Stop the capsules and get in touch with your doctor if a rash shows up."),
             A("negation", "A mild rash is a common side effect and isn't a reason to stop. Keep taking the capsules and mention it at your next appointment."),
             A("multi_chunk", "A rash means you should stop taking it and call your doctor. Bear in mind that amoxicillin belongs to the penicillin family, so if you've ever reacted to penicillin your doctor needs to know."),
-            A("swapped_number", "The normal adult course is one 500 mg capsule twice a day for 5 to 7 days.", "How often do I take amoxicillin 500 mg?"),
+            A("swapped_number", "Adults usually take a single 500 mg capsule two times daily, over roughly a week (5 to 7 days).", "How often do I take amoxicillin 500 mg?"),
         ),
     ),
     # 12
@@ -250,8 +250,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "With economy you get a single cabin bag, which can weigh up to 8 kg and measure at most 55 × 40 × 23 cm. Checked luggage isn't part of the fare: adding a bag online costs €35, or €60 if you do it at the airport."),
-            A("swapped_number", "Economy includes one carry-on of up to 10 kg (55 × 40 × 23 cm). A checked bag costs €35 online or €60 at the airport."),
-            A("swapped_entity", "Economy fares come with two checked bags of up to 32 kg each, plus an 8 kg cabin bag."),
+            A("swapped_number", "You can bring one cabin bag weighing as much as 10 kg, within 55 × 40 × 23 cm. Anything going in the hold is extra: €35 if you add it on the website, €60 at the desk."),
+            A("swapped_entity", "You're allowed two suitcases in the hold, each as heavy as 32 kg, and a small 8 kg bag to take on board."),
             A("added_claim", "One 8 kg cabin bag is included (max 55 × 40 × 23 cm), and you can bring a small personal item such as a handbag on top of that. Checked bags cost extra: €35 online, €60 at the airport."),
         ),
     ),
@@ -266,7 +266,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "A 2,000 km flight falls in the 1,500–3,500 km band, so with a delay of more than three hours you could be owed €400, unless the delay was caused by something extraordinary such as severe weather or an air traffic control strike."),
-            A("swapped_number", "For a 2,000 km flight that arrived over three hours late, the compensation is €250."),
+            A("swapped_number", "With a distance like that and a four-hour delay, you'd be looking at €250."),
             A("negation", "You're entitled to €400 for that distance, and the airline has to pay it whatever caused the delay."),
             A("evasive", "I can't say whether you qualify; it depends on your specific case. I'd suggest filing a claim and waiting for the airline's assessment."),
         ),
@@ -282,7 +282,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "Normally you'd need to leave by 11 a.m., but you can ask reception to let you stay until 2 p.m. for €30 if they have the room free."),
-            A("swapped_date", "Standard check-out is 11:00; you can ask reception for a late check-out until 16:00 for €30, depending on availability."),
+            A("swapped_date", "Usually you have to be out by 11, but the front desk can let you keep the room until 4 p.m. for €30 if it isn't needed."),
             A("added_claim", "Yes, you can request a late check-out until 14:00 at reception for €30, depending on availability. Gold loyalty members get it free of charge."),
         ),
     ),
@@ -313,8 +313,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "Either side can walk away for convenience by giving 60 days' notice in writing. As for liability, the provider's total exposure is capped at whatever you paid in fees over the 12 months before the claim."),
-            A("swapped_number", "You can terminate for convenience with 30 days' written notice, and the provider's liability is capped at the fees you paid in the previous 12 months."),
-            A("swapped_role", "Either party can terminate with 60 days' written notice. The customer's liability is capped at the fees the provider received in the 12 months before a claim."),
+            A("swapped_number", "Either of you can leave without cause by writing to the other a month (30 days) ahead. The provider's exposure tops out at what you paid them over the past year."),
+            A("swapped_role", "Both sides can end it by giving two months' notice in writing. On liability, it's your company's exposure that's limited: at most the fees you paid over the year before a claim."),
             A("swapped_entity", "Either party may end it with 60 days' written notice, liability is limited to the last 12 months of fees, and the agreement falls under English law.", "Which law governs the agreement and how do we terminate it?"),
         ),
     ),
@@ -331,7 +331,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             A("faithful_paraphrase", "At €450 the repair is well over the €100 limit for small repairs, so it's the landlord who has to cover it."),
             A("swapped_role", "Because the repair is over €100, it falls to you as the tenant; the landlord only handles structural work."),
             A("evasive", "I'd recommend checking your own lease or speaking with a tenants' association. I can't give legal advice on that."),
-            A("swapped_number", "The deposit is two months' rent, and you get it back within two months of moving out, minus any documented damage.", "How big is the deposit and when do I get it back?"),
+            A("swapped_number", "You put down two months of rent as a deposit; it comes back within two months after you leave, less any damage that's been recorded.", "How big is the deposit and when do I get it back?"),
         ),
     ),
     # 18
@@ -428,10 +428,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "It lifted off on Christmas Day 2021, on an Ariane 5 from Kourou in French Guiana."),
-            A("swapped_date", "JWST launched on 25 December 2022 aboard an Ariane 5 from Kourou, French Guiana."),
-            A("swapped_entity", "It launched on 25 December 2021 on a Falcon Heavy from Kourou, French Guiana."),
+            A("swapped_date", "Webb went up on Christmas Day 2022, carried by an Ariane 5 from the spaceport in Kourou."),
+            A("swapped_entity", "A Falcon Heavy carried it into space from French Guiana on Christmas Day 2021."),
             A("multi_chunk", "The main mirror spans 6.5 m and is built from 18 beryllium segments with a gold coating. The telescope sits near L2, roughly 1.5 million km from Earth, circling the Sun.", "Tell me about Webb's mirror and where it is."),
-            A("swapped_number", "Its primary mirror is 8.5 metres wide and is made of 18 gold-coated beryllium segments.", "How big is Webb's mirror?"),
+            A("swapped_number", "The main mirror measures 8.5 m across and is assembled from 18 beryllium pieces with a thin gold layer.", "How big is Webb's mirror?"),
         ),
     ),
     # 24
@@ -481,7 +481,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "Ten weeks, on full pay."),
-            A("swapped_role", "Non-birthing parents get 20 weeks at full pay, and birthing parents 10."),
+            A("swapped_role", "As the partner who didn't give birth, you'd get 20 fully paid weeks; the parent who gave birth gets 10."),
             A("multi_chunk", "As the non-birthing parent you'd get 10 weeks fully paid. You need to start it within a year of the birth or adoption, and tell both your manager and the People team at least eight weeks ahead."),
             A("swapped_number", "You're entitled to 12 weeks at full pay, which you can take any time within 12 months of the birth."),
         ),
@@ -497,7 +497,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "For a 13-hour flight you can book premium economy without special sign-off. Business class is possible too, but only if a vice president approves it."),
-            A("negation", "Yes. Flights longer than six hours can be booked in business class without any extra approval."),
+            A("negation", "Yes, for a trip that long you're free to book business; nobody needs to sign it off."),
             A("swapped_entity", "Since the flight is over six hours, business class is possible once your line manager approves it."),
             A("evasive", "I'm not sure about that. I'd suggest checking with HR."),
         ),
@@ -513,7 +513,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "Tell the IT service desk within the hour and file a police report within 24 hours. The drive is encrypted with BitLocker, and once you've reported it IT can wipe the laptop remotely."),
-            A("swapped_role", "Report it to the police within one hour and to the IT service desk within 24 hours. IT can then wipe it remotely."),
+            A("swapped_role", "Call the police straight away, within the hour, and let the IT helpdesk know within a day. Once they know, they can erase the machine from afar."),
             A("swapped_entity", "Report it to the service desk within an hour and to the police within a day. Don't worry too much about the data: the disk is protected with FileVault."),
             A("evasive", "Sorry, I don't have information about lost devices. Please contact IT support."),
         ),
@@ -530,7 +530,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "Canada is outside the EU, so you'd be on World Pass: £6 for each day you actually use your phone, which gives you your normal allowance there. For a whole week that's at most £42."),
-            A("swapped_number", "Outside the EU you pay £8 a day for World Pass, but only on the days you use your phone."),
+            A("swapped_number", "Canada isn't covered by EU roaming, so World Pass applies: £8 for each day you actually use your phone there."),
             A("added_claim", "Canada isn't in the EU, so World Pass applies at £6 per day of use. Incoming calls are free while you're abroad."),
             A("negation", "World Pass is billed for every day of your trip, whether you use your phone or not, so budget £6 a day."),
         ),
@@ -547,7 +547,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "You've got 30 days from delivery, as long as the shoes are unworn and still in their box. Returns are free if you're a member; otherwise €4.95 is taken off your refund."),
-            A("swapped_role", "You have 30 days from delivery. Non-members return for free, while members pay a €4.95 fee that's deducted from the refund."),
+            A("swapped_role", "You've got a month from when they arrive. Sending them back costs nothing if you're not a member; members have €4.95 knocked off their refund."),
             A("swapped_number", "You have 14 days from delivery to return them unworn in the original box; shipping is free for members and €4.95 for everyone else."),
             A("evasive", "Return windows can vary, so I'd check your order confirmation email."),
             A("faithful_paraphrase", "Once the parcel reaches us, the money goes back to the card or account you paid with within five business days.", "When will I get my refund?"),
@@ -566,8 +566,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "For the 2024 tax year, online returns are due by 31 July 2025. If you're sending it on paper the deadline is earlier: it has to arrive by 30 April."),
-            A("swapped_date", "Online filing for 2024 closes on 30 April 2025, and paper returns have until 31 July 2025."),
-            A("swapped_date", "You have until 31 August 2025 to file your 2024 return online."),
+            A("swapped_date", "If you're doing it on the web, you need to get your 2024 return in by 30 April 2025; paper forms can arrive as late as 31 July 2025."),
+            A("swapped_date", "The online deadline for last year's return is the end of August 2025 (31 August)."),
             A("faithful_paraphrase", "No, with an income under €12,000 you don't need to file a return.", "Do I need to file if I only earned EUR 9,000?"),
             A("negation", "Yes. Everyone has to file whatever their income, and a late return costs €50 plus €10 for each extra month.", "Do I need to file if I only earned EUR 9,000?"),
         ),
@@ -615,7 +615,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "At a fast charger (up to 150 kW) you'll go from 10% to 80% in roughly half an hour. The battery is covered for 8 years or 160,000 km, whichever you reach first, with at least 70% of its capacity guaranteed."),
-            A("swapped_number", "A 10–80% fast charge takes about 30 minutes. The battery warranty runs for 8 years or 100,000 km and guarantees 70% capacity."),
+            A("swapped_number", "Topping up from 10 to 80 percent on a rapid charger takes around half an hour. The battery is guaranteed for 8 years or 100,000 km, whichever comes sooner, and should keep at least 70% of its capacity."),
             A("added_claim", "About 30 minutes from 10% to 80% on a fast charger. The battery is covered for 8 years or 160,000 km, and the warranty transfers to the next owner if you sell the car."),
             A("faithful_paraphrase", "About eight hours for a full charge.", "How long does a full charge take on my 11 kW wallbox?"),
         ),
@@ -632,7 +632,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "For a seven-year-old the dose is 5 ml, which is 240 mg, with at least four hours between doses and no more than four doses in a day."),
-            A("swapped_number", "Give 7.5 ml (360 mg) every four to six hours, and no more than four doses in 24 hours."),
+            A("swapped_number", "A seven-year-old can have 7.5 ml (that's 360 mg) at a time, leaving four to six hours in between, and at most four doses in a day."),
             A("evasive", "I'd really recommend checking with a pharmacist before giving any medicine to a child."),
         ),
     ),
@@ -650,7 +650,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             A("faithful_paraphrase", "Figma isn't on the standard list, so you'll need to raise a ticket for it. The security team looks at these requests, normally within three working days."),
             A("negation", "Sure, you can install it yourself: just ask IT to give your account administrator rights first."),
             A("swapped_number", "You'll need to open a ticket; the security team reviews software requests within five business days."),
-            A("swapped_entity", "Raise a ticket for it. The procurement team reviews software requests within three business days."),
+            A("swapped_entity", "You'll have to ask for it via a ticket; purchasing looks at these requests and usually answers within three working days."),
         ),
     ),
     # 37
@@ -680,9 +680,9 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("faithful_paraphrase", "They work in opposite directions. Insulin, made by the pancreas's beta cells, brings blood sugar down by letting cells absorb glucose; glucagon, from the alpha cells, pushes it back up by getting the liver to release its stores."),
-            A("swapped_role", "Glucagon, made by the beta cells, lowers blood glucose, while insulin from the alpha cells raises it by releasing glucose from the liver."),
+            A("swapped_role", "They pull in opposite directions: glucagon, which the beta cells make, brings sugar levels down, and insulin, from the alpha cells, pushes them up by getting the liver to release its stores."),
             A("multi_chunk", "Type 1 diabetes happens when the immune system destroys the beta cells, and those are the cells that make insulin, the hormone that lowers blood sugar.", "Why does type 1 diabetes affect blood sugar?"),
-            A("added_claim", "Insulin from the beta cells lowers blood glucose, and glucagon from the alpha cells raises it. Both are released mainly at night, while you sleep."),
+            A("added_claim", "Insulin, made by beta cells, brings blood sugar down, and glucagon, from alpha cells, raises it again via the liver. Both hormones are secreted mostly overnight, during sleep."),
         ),
     ),
     # 39
@@ -730,7 +730,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("faithful_paraphrase", "The hiring manager decides, once they've gone through the scorecards every interviewer has handed in."),
             A("swapped_role", "The interview panel makes the final call, and the hiring manager writes up a scorecard within 24 hours to support it."),
-            A("swapped_number", "Interviewers have 48 hours to submit their scorecards, and then the hiring manager makes the final decision."),
+            A("swapped_number", "Everyone on the panel has two days (48 hours) to hand in their written feedback; after that the hiring manager decides."),
             A("added_claim", "The hiring manager makes the decision after reading every scorecard. Candidates can then appeal a rejection to the recruiting team within a week."),
         ),
     ),
@@ -763,8 +763,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("faithful_paraphrase", "Version 3 keeps getting security fixes until the end of March 2026; the current major release is 4, which came out in January 2025."),
             A("swapped_date", "SDK 3.x will receive security fixes until 31 March 2027, so there's no rush to move to 4.x."),
-            A("swapped_date", "Security fixes for 3.x end on 31 March 2026. Version 4.x came out on 15 June 2025."),
-            A("swapped_entity", "3.x gets security fixes until 31 March 2026, and the SDK is released under the MIT licence."),
+            A("swapped_date", "Version 3 stops getting security patches at the end of March 2026. The newer major release, 4, has been out since 15 June 2025."),
+            A("swapped_entity", "Version 3 keeps receiving security patches until the end of March 2026. The SDK itself is open source under the MIT licence."),
         ),
     ),
     # 44
@@ -794,8 +794,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "You can make changes between 3 and 21 November, and they apply from 1 January. Outside that window you'd need a qualifying life event, like getting married or having a baby."),
-            A("swapped_date", "Open enrolment is from 3 to 21 October, and any changes kick in on 1 January."),
-            A("swapped_date", "Enrolment runs 3–21 November, and what you choose takes effect from 1 December."),
+            A("swapped_date", "The window to pick or change benefits runs 3–21 October, and whatever you choose applies from New Year's Day."),
+            A("swapped_date", "You can make your choices between 3 and 21 November; they start applying on 1 December."),
             A("negation", "Outside open enrolment you can change your benefits at any time; the November window is just the usual moment.", "Can I change my benefits in March?"),
         ),
     ),
@@ -811,7 +811,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("faithful_paraphrase", "The group flight goes from Dublin Airport, leaving at 07:40 on 12 June and landing in Lisbon at 11:05 local time."),
             A("swapped_entity", "You'll fly out of Amsterdam Schiphol at 07:40 on 12 June, arriving in Lisbon at 11:05."),
-            A("swapped_date", "The group flight leaves Dublin at 07:40 on 13 June and lands in Lisbon at 11:05 local time."),
+            A("swapped_date", "Everyone flies out together from Dublin at 7:40 a.m. on 13 June, landing in Lisbon just after 11 local time (11:05)."),
             A("multi_chunk", "You're away three nights: out on 12 June (Dublin 07:40, Lisbon 11:05 local), staying at the Marquês Plaza, and back on 15 June on the 18:20 from Lisbon.", "What's the full travel plan?"),
         ),
     ),
@@ -827,7 +827,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("faithful_paraphrase", "Every night a backup goes to Amazon S3, in the same region as your account, and each one is kept for 35 days."),
             A("swapped_entity", "Nightly backups are stored in Google Drive in your region and retained for 35 days."),
-            A("swapped_number", "Backups run nightly to Amazon S3 in your region and are kept for 30 days."),
+            A("swapped_number", "Each night a copy of your data goes to Amazon S3 in your own region, and each copy is kept for a month (30 days)."),
             A("multi_chunk", "There are two safety nets. Nightly backups go to S3 in your region and stay there for 35 days, and on the Business plan you can also do point-in-time recovery to any moment in the last week.", "How far back can I restore data?"),
             A("added_claim", "Nightly to Amazon S3 in your region, kept for 35 days. The backups are encrypted with a key that only you hold."),
         ),
@@ -843,7 +843,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (
             A("multi_chunk", "Unopened pens belong in the fridge at 2–8 °C, never in the freezer. The one you're using can stay at room temperature, under 30 °C, for up to 28 days."),
-            A("swapped_number", "Once you've started a pen, you can keep it at room temperature below 30 °C for up to 42 days."),
+            A("swapped_number", "After first use, the pen is fine out of the fridge, as long as it stays under 30 °C, for as long as 42 days."),
             A("negation", "You can keep unopened pens in the freezer to make them last longer, and in-use pens at room temperature for up to 28 days."),
             A("evasive", "Storage can depend on the brand, so please ask your pharmacist."),
         ),
@@ -860,8 +860,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("multi_chunk", "Across three seasons of field trials in South Australia, run by the University of Adelaide, the new line produced about 18% more grain than the standard variety when water was short, but with normal irrigation the two did about the same."),
             A("swapped_number", "Under drought stress the new line gave 28% more grain than the standard variety; with normal irrigation the yields were similar."),
-            A("negation", "The new wheat out-yielded the standard variety by 18% under drought, and it also did significantly better under normal irrigation."),
-            A("swapped_entity", "The University of Melbourne ran the trials over three seasons and found 18% more grain under water stress."),
+            A("negation", "When water was scarce it gave 18% more grain than the usual variety, and even with regular watering it clearly beat it."),
+            A("swapped_entity", "Researchers at the University of Melbourne tested it in the field for three years and saw roughly 18% higher yields when the crop was short of water."),
             A("added_claim", "It yielded 18% more grain under water stress and the same under normal irrigation. The line is expected to reach farmers within two years."),
         ),
     ),
@@ -877,7 +877,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             A("faithful_paraphrase", "You can, as long as the order hasn't been packed yet, which normally happens within two hours. After that, you'd have to arrange it with the courier using the tracking link."),
             A("swapped_number", "Address changes are possible for up to 24 hours after ordering; after that, use the courier's tracking link."),
-            A("swapped_date", "Express orders placed before 16:00 arrive the next business day; standard delivery takes 2 to 4 business days.", "How fast is delivery?"),
+            A("swapped_date", "Order express by 4 p.m. and it's with you the following working day; the regular option takes two to four working days.", "How fast is delivery?"),
             A("faithful_paraphrase", "Standard shipping takes two to four working days. If you order express before 2 p.m., it arrives the next working day.", "How fast is delivery?"),
             A("evasive", "I'm not sure whether that's possible for your order. Customer service should be able to help."),
         ),

@@ -94,7 +94,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_dataset(name: str, halueval: Path) -> list[Item]:
+def load_dataset(name: str, halueval: Path, demo: Path = DEMO) -> list[Item]:
     if name == "halueval":
         if not halueval.is_file():
             raise SystemExit(f"detection: no HaluEval dev set at {halueval}; pass --halueval PATH")
@@ -106,7 +106,7 @@ def load_dataset(name: str, halueval: Path) -> list[Item]:
         kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}
         return [
             Item(r, kinds.get(r["metadata"]["label"], OTHER), r["metadata"]["label"])
-            for r in _read(DEMO)
+            for r in _read(demo)
         ]
     split = name.removeprefix("realistic-")
     items = []
@@ -464,6 +464,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, metavar="N", help="first N records of each set")
     parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH",
                         help="the HaluEval QA dev set (default: ../shared/data/ beside the repo)")
+    parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH",
+                        help="the demo traffic (default: monitor/data/demo_traffic.jsonl)")
     parser.add_argument("--config", metavar="FILE", help="settings file, as for rag-monitor")
     parser.add_argument("--dump", type=Path, metavar="FILE",
                         help="also write every record's faithfulness per judge as JSON lines")
@@ -493,7 +495,7 @@ def main() -> int:
     per_category: list[tuple[str, list[Item], list[Scored]]] = []
     try:
         for name in datasets:
-            items = load_dataset(name, args.halueval)[: args.limit]
+            items = load_dataset(name, args.halueval, args.demo)[: args.limit]
             runs: list[Scored] = []
             for kind in judges:
                 print(f"{name}: {kind} judge, {len(items)} records", file=sys.stderr)

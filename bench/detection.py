@@ -55,7 +55,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -68,7 +68,8 @@ from ragas_venv import run_child  # noqa: E402
 from monitor.commands.score import DEFAULT_CONCURRENCY, _score_file  # noqa: E402
 from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
 from monitor.flags import threshold  # noqa: E402
-from monitor.judge_factory import JudgeConfigError, build_judge  # noqa: E402
+from monitor.judge_factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
+from monitor.records import validate_record  # noqa: E402
 from monitor.scoring import Scorer  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
@@ -144,10 +145,10 @@ def _number(value: Any) -> float | None:
 
 
 async def score_with_scorer(
-    settings: Settings, kind: str, items: Sequence[Item], concurrency: int | None = None
+    settings: Settings, kind: JudgeKind, items: Sequence[Item], concurrency: int | None = None
 ) -> Scored:
     """Score through `rag-monitor score`'s own path: `build_judge`, `Scorer`, `_score_file`."""
-    judge = build_judge(settings, kind=kind)  # type: ignore[arg-type]
+    judge = build_judge(settings, kind=kind)
     metrics = list(settings.online_metrics)
     scorer = Scorer(
         judge,
@@ -158,7 +159,7 @@ async def score_with_scorer(
     )
     if kind == "local":  # load the models before the clock starts (a sidecar loads them once)
         warm = Scorer(judge, metrics, cache_size=0)
-        await warm.score(_interaction(items[0].record))
+        await warm.score(validate_record(items[0].record))
     out = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="detection-") as tmp:
         path = Path(tmp) / "records.jsonl"
@@ -189,12 +190,6 @@ async def score_with_scorer(
         cpu_seconds=cpu,
         details=[line["details"].get("faithfulness", {}) for line in lines],
     )
-
-
-def _interaction(record: dict[str, Any]) -> Any:
-    from monitor.records import validate_record
-
-    return validate_record(record)
 
 
 #: function words: not content, not checked by the overlap baseline
@@ -272,8 +267,9 @@ def _ragas_faithfulness() -> None:  # runs in the --ragas-python interpreter, no
     metric = Faithfulness(llm=LangchainLLMWrapper(chat))
     metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
 
-    async def score_all():
-        scores, errors, cpu = [], 0, 0.0
+    async def score_all() -> tuple[list[float | None], int, float]:
+        scores: list[float | None] = []
+        errors, cpu = 0, 0.0
         for row in tqdm(job["records"], desc="ragas faithfulness", unit="record"):
             sample = SingleTurnSample(
                 user_input=row["user_input"],
@@ -471,8 +467,12 @@ def main() -> int:
                         help="also write every record's faithfulness per judge as JSON lines")
     args = parser.parse_args()
     datasets = _names(args.datasets, DATASETS, "--datasets")
-    judges = _names(args.judges or ("local,llm" if args.judge_url else "local"), JUDGES,
-                    "--judges")
+    judges = [
+        cast(JudgeKind, name)
+        for name in _names(
+            args.judges or ("local,llm" if args.judge_url else "local"), JUDGES, "--judges"
+        )
+    ]
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
     if args.concurrency is not None and args.concurrency < 1:

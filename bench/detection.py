@@ -267,6 +267,8 @@ def _ragas_faithfulness() -> None:  # runs in the --ragas-python interpreter, no
     metric = Faithfulness(llm=LangchainLLMWrapper(chat))
     metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
 
+    failures: dict[str, int] = {}
+
     async def score_all() -> tuple[list[float | None], int, float]:
         scores: list[float | None] = []
         errors, cpu = 0, 0.0
@@ -279,8 +281,9 @@ def _ragas_faithfulness() -> None:  # runs in the --ragas-python interpreter, no
             start = time.process_time()
             try:
                 value = float(await metric.single_turn_ascore(sample))
-            except Exception:
+            except Exception as exc:
                 value, errors = math.nan, errors + 1
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
             cpu += time.process_time() - start
             scores.append(None if math.isnan(value) else value)
         return scores, errors, cpu
@@ -288,7 +291,14 @@ def _ragas_faithfulness() -> None:  # runs in the --ragas-python interpreter, no
     scores, errors, cpu = asyncio.run(score_all())
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(
-            {"version": ragas.__version__, "scores": scores, "errors": errors, "cpu": cpu}, f
+            {
+                "version": ragas.__version__,
+                "scores": scores,
+                "errors": errors,
+                "failures": failures,
+                "cpu": cpu,
+            },
+            f,
         )
 
 
@@ -319,6 +329,9 @@ def score_ragas(python: str, settings: Settings, items: Sequence[Item]) -> Score
         show_stderr=True,
     )
     values = [_number(v) for v in result["scores"]]
+    if result["failures"]:
+        failed = ", ".join(f"{k} {v}" for k, v in sorted(result["failures"].items()))
+        print(f"Ragas: records that failed, by exception: {failed}", file=sys.stderr)
     return Scored(
         f"ragas {result['version']} faithfulness",
         values,

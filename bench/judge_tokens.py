@@ -43,14 +43,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import math
-import os
 import random
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +74,11 @@ from monitor.metrics.steps import (
 from monitor.records import Context, Interaction, ScoredRecord, Usage
 from monitor.scoring import ONLINE_METRICS, Scorer
 from monitor.tokens import count_tokens, estimate_prompt_tokens
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))  # the benches' shared helpers, beside this file
+from ragas_venv import run_child  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 EMBEDDING_MODEL = "text-embedding-3-small"
@@ -684,28 +686,7 @@ class RagasRun:
 def run_ragas(python: str, records: list[Interaction]) -> RagasRun:
     """Run `_ragas_child` in ``python``; count its requests' tokens as the judge server does."""
     job = ragas_job(records) | {"model": MODEL, "embedding_model": EMBEDDING_MODEL}
-    source = inspect.getsource(_ragas_child) + "\n_ragas_child()\n"
-    env = os.environ | {
-        "RAGAS_DO_NOT_TRACK": "true",  # Ragas's usage analytics would post over HTTP
-        "LANGCHAIN_TRACING_V2": "false",
-        "LANGSMITH_TRACING": "false",
-    }
-    with tempfile.TemporaryDirectory(prefix="judge-tokens-ragas-") as tmp:
-        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job_path.write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
-        done = subprocess.run(
-            [python, "-c", source, str(job_path), str(result_path)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-            check=False,
-        )
-        if done.returncode != 0 or not result_path.is_file():
-            raise RuntimeError(
-                f"{python} exited with {done.returncode}:\n{done.stderr.strip()[-3000:]}"
-            )
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+    result = run_child(python, _ragas_child, job, timeout=900)
     run = RagasRun(version=result["version"], scores=result["scores"])
     for call in result["calls"]:
         if call["step"] == "embeddings":

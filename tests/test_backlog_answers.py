@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from monitor.sinks.backlog import (
     ReviewProblem,
     VerdictInput,
     apply_migrations,
+    is_control,
     migration_files,
 )
 from monitor.sinks.prometheus import Exporter
@@ -254,3 +256,50 @@ def test_import_files_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("id,reference\nz,\n")
     assert [r.blank for r in parse_csv(path.read_text())] == [True]
+
+
+async def test_calibration_from_the_backlog_and_backlog_stats(
+    pg_dsn: str, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sink = BacklogSink(pg_dsn, make_settings(control_share=0.5), stats_interval=0)
+    await sink.start()
+    try:
+        await sink.migrate()
+        flagged = [scored(f"f{i}", f"flagged {i}") for i in range(4)]
+        controls = [
+            scored(f"c{i}", f"fine {i}", faithfulness=0.9)
+            for i in range(200)
+            if is_control(f"c{i}", 0.5)
+        ][:4]
+        await sink.write([*flagged, *controls])
+        assert (await sink.calibration()).calibrated_rate is None
+        for i, verdict in enumerate(["confirmed", "confirmed", "confirmed", "false_alarm"]):
+            await sink.review(f"f{i}", version=1, reviewer="ana",
+                              verdicts=[VerdictInput("hallucination", verdict)])
+        for i, control in enumerate(controls):
+            await sink.review(control.interaction.id, version=1, reviewer="ana",
+                              verdicts=[VerdictInput("control", "confirmed" if i == 0 else
+                                                     "false_alarm")])
+        result = await sink.calibration()
+    finally:
+        await sink.close()
+    # weights: flagged 1/0.1 each (40), controls 1/(0.1 * 0.5) each (80)
+    assert result.raw_rate == pytest.approx(40 / 120)
+    assert result.flag_precision == {"hallucination": 0.75}
+    assert result.control_hallucination_share == pytest.approx(0.25)
+    assert result.calibrated_rate == pytest.approx((40 * 0.75 + 80 * 0.25) / 120)
+    assert result.lower is not None and result.upper is not None
+    assert result.lower < result.calibrated_rate < result.upper
+
+    from monitor.cli import main
+
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", pg_dsn)
+    assert await asyncio.to_thread(main, ["backlog", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["calibration"]["calibrated_rate"] == pytest.approx(result.calibrated_rate)
+    assert stats["calibration"]["flag_precision"] == {"hallucination": 0.75}
+    assert await asyncio.to_thread(main, ["backlog", "stats"]) == 0
+    text = capsys.readouterr().out
+    assert "hallucination rate, calibrated:        41.7%" in text
+    assert "flag precision hallucination:" in text and "75.0%  (4 reviewed)" in text

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from monitor.config import Settings, load_settings
+from monitor.review.calibration import Calibration
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import (
     EXPORT_FORMATS,
@@ -275,6 +276,7 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     stats = await sink.stats()
+    calibration = await sink.calibration()
     oldest = stats.oldest_pending.isoformat() if stats.oldest_pending else None
     if as_json:
         print(
@@ -285,6 +287,7 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
                     "interactions": stats.interactions,
                     "seen_total": stats.seen_total,
                     "oldest_pending": oldest,
+                    "calibration": calibration.as_json(),
                 }
             )
         )
@@ -295,7 +298,35 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     print(f"{'interactions':<11} {stats.interactions:>7}")
     if oldest:
         print(f"oldest pending row: {oldest}")
+    for line in calibration_lines(calibration):
+        print(line)
     return EXIT_OK
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def calibration_lines(cal: Calibration) -> list[str]:
+    """The calibration as text lines (for ``backlog stats`` and the demo report)."""
+    lines = [f"hallucination rate, raw (judge):       {_pct(cal.raw_rate)}"]
+    if cal.calibrated_rate is None:
+        lines.append("hallucination rate, calibrated:        n/a (" + "; ".join(cal.missing) + ")")
+    else:
+        lines.append(
+            f"hallucination rate, calibrated:        {_pct(cal.calibrated_rate)}"
+            f"  (95% interval {_pct(cal.lower)}-{_pct(cal.upper)})"
+        )
+    for reason, value in cal.flag_precision.items():
+        lines.append(
+            f"flag precision {reason + ':':<22} {_pct(value)}"
+            f"  ({cal.reviewed.get(reason, 0)} reviewed)"
+        )
+    lines.append(
+        f"control answers that hallucinate:      {_pct(cal.control_hallucination_share)}"
+        f"  ({cal.reviewed.get('control', 0)} reviewed)"
+    )
+    return lines
 
 
 async def _write_export(sink: BacklogSink, status: str, fmt: ExportFormat, out: str | None) -> int:

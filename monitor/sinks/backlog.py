@@ -57,6 +57,7 @@ from monitor.config import Settings
 from monitor.flags import CONTROL, flag_reasons
 from monitor.records import Context, Interaction, ScoredRecord
 from monitor.redaction import Redactor, summarize
+from monitor.review.calibration import Calibration, Cell, estimate
 from monitor.sinks import SinkError
 from monitor.sinks.prometheus import Exporter
 
@@ -1135,6 +1136,11 @@ class BacklogSink:
             }
             for r in rows
         ]
+
+    async def calibration(self) -> Calibration:
+        """The calibrated hallucination rate from every answer's latest verdicts."""
+        cells = [Cell.from_json(c) for c in await self.calibration_cells()]
+        return await asyncio.to_thread(estimate, cells)
 
     async def verdict_counts(self) -> dict[tuple[str, str], int]:
         """Every verdict ever recorded, by (reason, verdict): a count that only grows."""

@@ -490,6 +490,30 @@ class BacklogStats:
         return sum(self.counts.values())
 
 
+QueueOrder = Literal["newest", "seen"]
+QUEUE_ORDERS: tuple[QueueOrder, ...] = ("newest", "seen")
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """A row as the review queue lists it."""
+
+    id: str
+    status: str
+    reasons: list[str]
+    seen_count: int
+    route: str | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    question: str
+    answers: int
+    verdicts: int
+
+    def sort_key(self, order: QueueOrder) -> Any:
+        return self.created_at if order == "newest" else self.seen_count
+
+
 class MigrationError(Exception):
     """An applied migration file changed, or a migration failed."""
 
@@ -628,6 +652,13 @@ SELECT b.*, coalesce((
 ), '[]'::jsonb) AS answers
 FROM backlog b
 """
+
+_QUEUE_SELECT = """
+SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
+    left(record->>'user_input', 300) AS question,
+    (SELECT count(*) FROM backlog_answers a WHERE a.backlog_id = b.id) AS answers,
+    (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts
+FROM backlog b"""
 
 _INSERT_VERDICT = """
 INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, reviewer, note)
@@ -1012,6 +1043,31 @@ class BacklogSink:
         Raises ReviewProblem(invalid) naming the verdict when its answer or reason is not
         the row's (the caller's transaction is then rolled back or not committed).
         """
+        await self._check_verdicts(conn, backlog_id, verdicts)
+        await conn.executemany(
+            _INSERT_VERDICT,
+            [
+                (
+                    backlog_id,
+                    v.interaction_id if v.interaction_id is not None else backlog_id,
+                    v.reason,
+                    v.verdict,
+                    reviewer,
+                    note,
+                )
+                for v in verdicts
+            ],
+        )
+        version: int = await conn.fetchval(_REVIEWED, backlog_id, note, reviewer)
+        return version
+
+    @staticmethod
+    async def _check_verdicts(
+        conn: asyncpg.Connection, backlog_id: str, verdicts: Sequence[VerdictInput]
+    ) -> None:
+        """ReviewProblem(invalid) naming the first verdict not on the row's answers and reasons."""
+        if not verdicts:
+            return
         answers = {
             r["interaction_id"]: list(r["reasons"])
             for r in await conn.fetch(
@@ -1038,22 +1094,6 @@ class BacklogSink:
                     "invalid", f"verdicts[{i}]: verdict must be one of {', '.join(VERDICTS)}",
                     f"verdicts[{i}].verdict",
                 )
-        await conn.executemany(
-            _INSERT_VERDICT,
-            [
-                (
-                    backlog_id,
-                    v.interaction_id if v.interaction_id is not None else backlog_id,
-                    v.reason,
-                    v.verdict,
-                    reviewer,
-                    note,
-                )
-                for v in verdicts
-            ],
-        )
-        version: int = await conn.fetchval(_REVIEWED, backlog_id, note, reviewer)
-        return version
 
     async def review(
         self,
@@ -1084,6 +1124,7 @@ class BacklogSink:
             )
             if current is None:
                 raise ReviewProblem("not_found", "no such row")
+            await self._check_verdicts(conn, backlog_id, verdicts)
             if current["version"] != version:
                 raise ReviewProblem(
                     "stale",
@@ -1136,6 +1177,69 @@ class BacklogSink:
             }
             for r in rows
         ]
+
+    async def queue(
+        self,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        route: str | None = None,
+        order: QueueOrder = "newest",
+        limit: int = 50,
+        after: tuple[Any, str] | None = None,
+    ) -> list[QueueItem]:
+        """One page of the review queue, keyset-paged: rows after ``after`` (its sort key, id)."""
+        if order not in QUEUE_ORDERS:
+            raise ValueError(f"unknown order {order!r}")
+        key = "created_at" if order == "newest" else "seen_count"
+        where: list[str] = []
+        args: list[Any] = []
+        # each filter is a fixed SQL fragment with a numbered parameter (no value in the text)
+        for fragment, value in (
+            ("status = ${}", status),
+            ("reasons @> ARRAY[${}::text]", reason),
+            ("route = ${}", route),
+        ):
+            if value is not None:
+                args.append(value)
+                where.append(fragment.format(len(args)))
+        if after is not None:
+            args.extend(after)
+            where.append(f"({key}, id) < (${len(args) - 1}, ${len(args)})")
+        args.append(limit)
+        # the text is built only from constant fragments and the order's column name
+        sql = _QUEUE_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY {key} DESC, id DESC LIMIT ${len(args)}"
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args)
+        return [QueueItem(**dict(r)) for r in rows]
+
+    async def neighbours(
+        self, backlog_id: str, *, status: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """(newer, older) row ids next to ``backlog_id`` in the newest-first queue of ``status``."""
+        async with self._connection() as conn:
+            here = await conn.fetchrow("SELECT created_at FROM backlog WHERE id = $1", backlog_id)
+            if here is None:
+                return None, None
+            newer = await conn.fetchval(
+                "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
+                " AND (created_at, id) > ($1, $2) ORDER BY created_at, id LIMIT 1",
+                here["created_at"], backlog_id, status,
+            )
+            older = await conn.fetchval(
+                "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
+                " AND (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT 1",
+                here["created_at"], backlog_id, status,
+            )
+        return newer, older
+
+    async def status_counts(self) -> dict[str, int]:
+        async with self._connection() as conn:
+            rows = await conn.fetch("SELECT status, count(*) AS n FROM backlog GROUP BY status")
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update({r["status"]: r["n"] for r in rows})
+        return counts
 
     async def calibration(self) -> Calibration:
         """The calibrated hallucination rate from every answer's latest verdicts."""

@@ -303,3 +303,40 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     text = capsys.readouterr().out
     assert "hallucination rate, calibrated:        41.7%" in text
     assert "flag precision hallucination:" in text and "75.0%  (4 reviewed)" in text
+
+
+async def test_calibration_series_are_refreshed_from_postgres(
+    pg_dsn: str, make_settings: SettingsFactory
+) -> None:
+    exporter = Exporter()
+    sink = BacklogSink(
+        pg_dsn, make_settings(migrate_on_start=True), exporter,
+        stats_interval=0.05, calibration_interval=0.05,
+    )
+    await sink.start()
+
+    def sample(name: str, **labels: str) -> float | None:
+        value: float | None = exporter.registry.get_sample_value(name, labels)
+        return value
+
+    try:
+        await sink.write([scored("m1", "q one"), scored("m2", "q two")])
+        await asyncio.sleep(0.2)
+        # no verdicts yet: the series are absent, not 0
+        assert sample("rag_monitor_flag_precision", reason="hallucination") is None
+        assert sample("rag_monitor_hallucination_rate_calibrated") is None
+        await sink.review("m1", version=1, reviewer="ana",
+                          verdicts=[VerdictInput("hallucination", "confirmed")])
+        await sink.review("m2", version=1, reviewer="ana",
+                          verdicts=[VerdictInput("hallucination", "false_alarm")])
+        for _ in range(400):  # a shared, busy machine: up to 20 s
+            if sample("rag_monitor_flag_precision", reason="hallucination") is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert sample("rag_monitor_flag_precision", reason="hallucination") == 0.5
+        assert sample(
+            "rag_monitor_review_verdicts_total", reason="hallucination", verdict="confirmed"
+        ) == 1
+        assert sample("rag_monitor_hallucination_rate_calibrated") is None  # no controls
+    finally:
+        await sink.close()

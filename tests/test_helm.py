@@ -30,7 +30,8 @@ CRD_KINDS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("keda.sh/v1alpha1", "ScaledObject"),
 }
-SECRET_SETTINGS = {"judge_api_key", "pg_dsn", "kafka_sasl_password"}
+# review_tokens: read by `rag-monitor review` only, which the chart does not deploy
+SECRET_SETTINGS = {"judge_api_key", "pg_dsn", "kafka_sasl_password", "review_tokens"}
 
 ALL_ON: dict[str, Any] = {
     "existingSecret": "",

@@ -763,6 +763,7 @@ class BacklogSink:
         command_timeout: float = 30.0,
         pool_size: int = 4,
         owner: str | None = None,
+        calibration_interval: float | None = None,
     ) -> None:
         self._dsn = dsn
         self._settings = settings
@@ -777,6 +778,12 @@ class BacklogSink:
         )
         self._pool: asyncpg.Pool | None = None
         self._stats_task: asyncio.Task[None] | None = None
+        self._calibration_interval = (
+            settings.calibration_interval_seconds
+            if calibration_interval is None
+            else calibration_interval
+        )
+        self._calibration_task: asyncio.Task[None] | None = None
 
     # --- lifecycle
 
@@ -798,13 +805,23 @@ class BacklogSink:
             await self.migrate()
         if self.exporter is not None and self._stats_interval > 0 and self._stats_task is None:
             self._stats_task = asyncio.create_task(self._refresh_stats(), name="backlog-stats")
+        if (
+            self.exporter is not None
+            and self._stats_interval > 0
+            and self._calibration_interval > 0
+            and self._calibration_task is None
+        ):
+            self._calibration_task = asyncio.create_task(
+                self._refresh_calibration(), name="backlog-calibration"
+            )
 
     async def close(self) -> None:
-        if self._stats_task is not None:
-            self._stats_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stats_task
-            self._stats_task = None
+        for task in (self._stats_task, self._calibration_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._stats_task = self._calibration_task = None
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -943,6 +960,30 @@ class BacklogSink:
             except SinkError as exc:
                 log.warning("backlog stats refresh failed: %s", exc)
             await asyncio.sleep(self._stats_interval)
+
+    async def refresh_calibration(self) -> Calibration:
+        """Read the verdicts and set the exporter's calibration series."""
+        calibration = await self.calibration()
+        verdicts = await self.verdict_counts()
+        if self.exporter is not None:
+            c = calibration
+            rate = (
+                (c.calibrated_rate, c.lower or 0.0, c.upper or 0.0)
+                if c.calibrated_rate is not None
+                else None
+            )
+            self.exporter.calibration.update(
+                c.flag_precision, c.control_hallucination_share, rate, verdicts
+            )
+        return calibration
+
+    async def _refresh_calibration(self) -> None:
+        while True:
+            try:
+                await self.refresh_calibration()
+            except SinkError as exc:
+                log.warning("backlog calibration refresh failed: %s", exc)
+            await asyncio.sleep(self._calibration_interval)
 
     # --- reading and annotating
 

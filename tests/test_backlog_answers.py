@@ -72,6 +72,10 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
     assert hallucinated.weight == pytest.approx(3 / 0.1)  # three interactions at p = 0.1
     n = await fetch(pg_dsn, "SELECT count(*) AS n FROM backlog_answers")
     assert n[0]["n"] == 2
+    links = await fetch(
+        pg_dsn, "SELECT interaction_id, answer_id FROM backlog_interactions ORDER BY 1"
+    )
+    assert [tuple(r) for r in links] == [("a1", "a1"), ("a2", "a2"), ("a3", "a2"), ("a4", "a2")]
 
 
 async def test_control_answers_are_never_merged_with_flagged_ones(

@@ -117,3 +117,16 @@ def test_unsure_counts_as_unreviewed_and_the_estimate_is_reproducible() -> None:
     # 58 flagged out of 2058: 75 % of them confirmed, none of the unflagged
     assert first.calibrated_rate == pytest.approx(58 * 0.75 / 2058)
     assert estimate(cells) == first
+
+
+def test_answers_without_a_faithfulness_score_count_for_precision_not_for_the_rate() -> None:
+    cells = [
+        Cell(("hallucination",), {"hallucination": "confirmed"}, 2, 2, 2, 2),
+        Cell(("control",), {"control": "false_alarm"}, 4, 8, 16, 16),
+        Cell(("noncommittal",), {"noncommittal": "confirmed"}, 5, 5, 5, 5,
+             faithfulness_scored=False),
+    ]
+    result = estimate(cells)
+    assert result.flag_precision["noncommittal"] == 1.0
+    assert result.raw_rate == pytest.approx(2 / 10)
+    assert result.calibrated_rate == pytest.approx(2 / 10)

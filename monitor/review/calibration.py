@@ -18,6 +18,10 @@ where each probability is a ratio of weighted totals (weights 1/pi, pi the
 chance the interaction was queued: the sample rate p, times the control share
 for control answers) and P(hallucination | N) comes from the control verdicts.
 
+Like the sidecar's raw rate, the rate is over records with a faithfulness
+score: answers whose faithfulness could not be scored count for flag precision
+but not for the rate.
+
 Assumptions (also in the README's "Review" section):
 
 1. The reviewed answers of a stratum are a random subset of it (missing at
@@ -74,6 +78,8 @@ class Cell:
     weight_squares: float
     #: sum over the answers of weight^2 (an answer is the unit a verdict covers)
     answer_weight_squares: float
+    #: the answers have a faithfulness score (only those count towards the rate)
+    faithfulness_scored: bool = True
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Cell:
@@ -84,6 +90,7 @@ class Cell:
             weight=float(data["weight"]),
             weight_squares=float(data["weight_squares"]),
             answer_weight_squares=float(data["answer_weight_squares"]),
+            faithfulness_scored=bool(data.get("faithfulness_scored", True)),
         )
 
 
@@ -205,7 +212,8 @@ def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> 
     cells = list(cells)
     by_stratum: dict[str, list[Cell]] = {"flagged": [], "control": [], "other": []}
     for cell in cells:
-        by_stratum[stratum(cell.reasons)].append(cell)
+        if cell.faithfulness_scored:  # the rate is over records with a faithfulness score
+            by_stratum[stratum(cell.reasons)].append(cell)
     totals = {k: sum(c.weight for c in v) for k, v in by_stratum.items()}
     # Horvitz-Thompson variance of a total under independent inclusion: sum(1/pi^2 - 1/pi)
     variances = {

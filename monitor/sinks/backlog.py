@@ -606,7 +606,9 @@ ON CONFLICT (question_hash) DO UPDATE SET
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
-_LINK_REPEAT = "UPDATE backlog_interactions SET backlog_id = $2 WHERE interaction_id = $1"
+_LINK = (
+    "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
+)
 
 # the interaction's answer: a new one, or merged into the row's answer with the same key
 _ADD_ANSWER = """
@@ -624,7 +626,7 @@ ON CONFLICT (backlog_id, answer_key) DO UPDATE SET
         GROUP BY r ORDER BY min(n)
     ),
     last_seen_at = now()
-RETURNING (xmax = 0) AS inserted
+RETURNING (xmax = 0) AS inserted, a.interaction_id
 """
 
 _BUMP = "UPDATE backlog SET version = version + 1, updated_at = now() WHERE id = $1"
@@ -678,10 +680,11 @@ RETURNING version
 
 # per stratum cell: answers with the same reasons and the same latest verdicts
 _CALIBRATION_CELLS = """
-SELECT reasons, verdicts, count(*) AS n, sum(weight) AS w, sum(weight_squares) AS wsq,
-       sum(weight * weight) AS w2
+SELECT reasons, verdicts, scored, count(*) AS n, sum(weight) AS w,
+       sum(weight_squares) AS wsq, sum(weight * weight) AS w2
 FROM (
-    SELECT a.reasons, a.weight, a.weight_squares, (
+    SELECT a.reasons, a.weight, a.weight_squares,
+        a.online_scores->>'faithfulness' IS NOT NULL AS scored, (
         SELECT jsonb_object_agg(l.reason, l.verdict) FROM (
             SELECT DISTINCT ON (reason) reason, verdict FROM backlog_verdicts v
             WHERE v.interaction_id = a.interaction_id
@@ -690,7 +693,7 @@ FROM (
     ) AS verdicts
     FROM backlog_answers a
 ) s
-GROUP BY reasons, verdicts
+GROUP BY reasons, verdicts, scored
 """
 
 _CLAIM = """
@@ -901,9 +904,7 @@ class BacklogSink:
                         continue  # a redelivery: this id is already in the backlog
                     if row["inserted"]:
                         created.append(entry)
-                    elif row["id"] != entry.id:
-                        await conn.execute(_LINK_REPEAT, entry.id, row["id"])
-                    new_answer = await conn.fetchval(
+                    answer = await conn.fetchrow(
                         _ADD_ANSWER,
                         entry.id,
                         row["id"],
@@ -916,7 +917,8 @@ class BacklogSink:
                         entry.inclusion_probability,
                         entry.weight,
                     )
-                    if new_answer and not row["inserted"]:
+                    await conn.execute(_LINK, entry.id, row["id"], answer["interaction_id"])
+                    if answer["inserted"] and not row["inserted"]:
                         await conn.execute(_BUMP, row["id"])
         except SinkError:
             if self.exporter is not None:
@@ -1211,6 +1213,7 @@ class BacklogSink:
             {
                 "reasons": list(r["reasons"]),
                 "verdicts": dict(r["verdicts"] or {}),
+                "faithfulness_scored": r["scored"],
                 "n": r["n"],
                 "weight": r["w"],
                 "weight_squares": r["wsq"],

@@ -47,6 +47,11 @@ SELECT id, id, 'legacy:' || id, reasons, record, online_scores, online_details, 
        seen_count, created_at, last_seen_at
 FROM backlog;
 
+-- which answer each interaction was merged into (NULL for rows queued before this
+-- migration: their interactions all belong to the row's one legacy answer)
+ALTER TABLE backlog_interactions ADD COLUMN answer_id text;
+UPDATE backlog_interactions SET answer_id = backlog_id;
+
 -- Verdicts, append-only: a later verdict on the same (answer, reason) supersedes
 -- an earlier one; the history stays (verdicts per day, who changed what).
 CREATE TABLE backlog_verdicts (

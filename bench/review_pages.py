@@ -6,7 +6,8 @@ Fills a fresh schema of an embedded Postgres (``RAG_MONITOR_PG_DSN`` instead, if
 set) with ``--rows`` backlog rows in the shape the sink stores them (a question,
 three contexts, one answer with its statements; every fourth row a second answer,
 every tenth a verdict; statuses and reasons mixed), inserted with set-based SQL
-(writing them through the sink one by one would take most of an hour). Then
+(writing them through the sink one by one would take most of an hour), then
+vacuumed and analysed as autovacuum would. Then
 `monitor.review.app.ReviewApp` serves them on 127.0.0.1 and one client asks,
 one request at a time, for each kind of page ``--requests`` times: the queue
 (first page; by status; by reason; most seen; 200 pages deep through keyset
@@ -92,7 +93,6 @@ INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, revie
 SELECT backlog_id, interaction_id, 'hallucination',
        (ARRAY['confirmed','false_alarm','unsure'])[1 + length(interaction_id) % 3], 'bench'
 FROM backlog_answers WHERE substr(backlog_id, 5)::int % 10 = 0;
-ANALYZE;
 """
 
 
@@ -118,6 +118,8 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
         try:
             await conn.execute(FILL, rows)
             await conn.execute(ANSWERS)
+            # what autovacuum does to a table in service (visibility map, statistics)
+            await conn.execute("VACUUM (ANALYZE)")
             answers = await conn.fetchval("SELECT count(*) FROM backlog_answers")
         finally:
             await conn.close()

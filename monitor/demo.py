@@ -940,7 +940,8 @@ class Demo:
                     if label is None:
                         continue
                     report.review_answers += 1
-                    report.backlog_controls += answer.reasons == [CONTROL]
+                    if answer.reasons == [CONTROL]:  # interactions, not answers
+                        report.backlog_controls += answer.seen_count
                     for reason in answer.reasons:
                         bad = (
                             label == "hallucinated"

@@ -344,3 +344,44 @@ async def test_calibration_series_are_refreshed_from_postgres(
         assert sample("rag_monitor_hallucination_rate_calibrated") is None  # no controls
     finally:
         await sink.close()
+
+
+async def test_a_filled_in_csv_export_with_blank_rows_imports_cleanly(
+    backlog: BacklogSink, pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from monitor.cli import main
+
+    await backlog.write([scored(f"b{i}", f"question {i}") for i in range(5)])
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", pg_dsn)
+    out = tmp_path / "todo.csv"
+    assert await asyncio.to_thread(
+        main, ["backlog", "export", "--format", "csv", "--out", str(out)]
+    ) == 0
+    lines = out.read_text().splitlines(keepends=True)
+    # a reviewer fills in the reference of one row and leaves the others blank
+    header = lines[0].strip().split(",")
+    import csv as csv_module
+    import io
+
+    rows = list(csv_module.reader(io.StringIO("".join(lines))))
+    rows[2][header.index("reference")] = "The right answer."
+    buffer = io.StringIO()
+    csv_module.writer(buffer, lineterminator="\n").writerows(rows)
+    out.write_text(buffer.getvalue())
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["backlog", "import", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 row(s) annotated, 0 line(s) rejected, 4 blank row(s) skipped" in printed
+
+
+async def test_saving_the_shown_verdicts_again_records_nothing(
+    backlog: BacklogSink, pg_dsn: str
+) -> None:
+    await backlog.write([scored("s1", Q)])
+    same = [VerdictInput("hallucination", "confirmed", "s1")]
+    version = await backlog.review("s1", version=1, reviewer="ana", verdicts=same)
+    # bo opens the row (ana's verdict pre-checked) and saves it unchanged
+    assert await backlog.review("s1", version=version, reviewer="bo", verdicts=same) == version
+    rows = await fetch(pg_dsn, "SELECT reviewer FROM backlog_verdicts")
+    assert [r["reviewer"] for r in rows] == ["ana"]

@@ -1105,6 +1105,28 @@ class BacklogSink:
         return version
 
     @staticmethod
+    async def _changed_verdicts(
+        conn: asyncpg.Connection, backlog_id: str, verdicts: Sequence[VerdictInput]
+    ) -> list[VerdictInput]:
+        """``verdicts`` without those equal to the latest on their answer and reason."""
+        if not verdicts:
+            return []
+        latest = {
+            (r["interaction_id"], r["reason"]): r["verdict"]
+            for r in await conn.fetch(
+                "SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict"
+                " FROM backlog_verdicts WHERE backlog_id = $1"
+                " ORDER BY interaction_id, reason, created_at DESC, id DESC",
+                backlog_id,
+            )
+        }
+        return [
+            v
+            for v in verdicts
+            if latest.get((v.interaction_id or backlog_id, v.reason)) != v.verdict
+        ]
+
+    @staticmethod
     async def _check_verdicts(
         conn: asyncpg.Connection, backlog_id: str, verdicts: Sequence[VerdictInput]
     ) -> None:
@@ -1162,7 +1184,8 @@ class BacklogSink:
         note = self._redacted(note.strip() if note is not None else None) or None
         async with self._connection() as conn, conn.transaction():
             current = await conn.fetchrow(
-                "SELECT status, version, reference FROM backlog WHERE id = $1 FOR UPDATE",
+                "SELECT status, version, reference, review_note FROM backlog"
+                " WHERE id = $1 FOR UPDATE",
                 backlog_id,
             )
             if current is None:
@@ -1184,7 +1207,9 @@ class BacklogSink:
                     "conflict", "the row is discarded; it takes no reference", "reference"
                 )
             new_version: int = current["version"]
-            if verdicts or note is not None:
+            # the form shows the latest verdicts checked: saving them again records nothing
+            verdicts = await self._changed_verdicts(conn, backlog_id, verdicts)
+            if verdicts or (note is not None and note != current["review_note"]):
                 new_version = await self._record_verdicts(
                     conn, backlog_id, verdicts, reviewer, note
                 )

@@ -253,3 +253,46 @@ def test_token_pairs_are_checked_without_echoing_them() -> None:
         with pytest.raises(TokenError) as err:
             parse_tokens(bad)
         assert "0123456789abcdef" not in str(err.value) and "short" not in str(err.value)
+
+
+def test_the_review_command_serves_until_interrupted(pg_dsn: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update(RAG_MONITOR_PG_DSN=pg_dsn, RAG_MONITOR_MIGRATE_ON_START="true")
+    refused = subprocess.run(
+        [sys.executable, "-m", "monitor", "review", "--host", "0.0.0.0", "--port", "0"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert refused.returncode == 2 and "RAG_MONITOR_REVIEW_TOKENS" in refused.stderr
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "review", "--port", "0"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        match = None
+        while match is None and len(seen) < 50:  # JSON log lines may come first
+            seen.append(proc.stderr.readline())
+            match = re.search(r"review: (http://127\.0\.0\.1:\d+/)", seen[-1])
+        assert match, seen
+        with urllib.request.urlopen(match.group(1), timeout=10) as response:
+            assert "rag-monitor review" in response.read().decode("utf-8")
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.returncode == 0
+        assert pg_dsn not in proc.stderr.read()  # the DSN (a secret) is never printed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()

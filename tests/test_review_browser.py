@@ -147,6 +147,10 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
         ("new", "low_relevancy", "false_alarm", "local"),
         ("new-2", "hallucination", "unsure", "local"),
     ]
+    await page.goto(base(app) + "/calibration")
+    await expect(page.locator("h1")).to_have_text("Judge accuracy")
+    await expect(page.locator("main")).to_contain_text("no control answers")
+    await shot(page, tmp_path, "calibration")
     await page.close()
 
 

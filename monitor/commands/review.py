@@ -38,6 +38,9 @@ def _review(args: argparse.Namespace) -> int:
     if settings.pg_dsn is None:
         print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
         return EXIT_USAGE
+    from monitor.logging import configure_logging
+
+    configure_logging(settings.log_level)
     try:
         tokens = parse_tokens(
             settings.review_tokens.get_secret_value() if settings.review_tokens else None

@@ -980,7 +980,13 @@ class Demo:
         app = ReviewApp(sink)
         try:
             await self._until(sink.start(), stop, what="connecting to Postgres")
-            await app.start("127.0.0.1", self.options.review_port or 0)
+            try:
+                await app.start("127.0.0.1", self.options.review_port or 0)
+            except OSError as exc:
+                raise DemoError(
+                    f"cannot serve the review page on port {self.options.review_port}: "
+                    f"{exc.strerror or exc}; try --review-port 0"
+                ) from exc
             report.review_url = f"http://127.0.0.1:{app.port}/"
             print(
                 f"demo: the review page is at {report.review_url} (Ctrl-C to stop)",

@@ -127,11 +127,18 @@ async def test_row_review_200_409_422(
             assert r.status == 422, body
             assert (await r.json())["field"] == field
 
-    # no CSRF header, or not JSON: refused before anything is read
-    async with http.post(url, json=review) as r:
+    # a browser's post without the page's CSRF token, or not JSON: refused before reading
+    async with http.post(url, json=review, headers={"Origin": base(app)}) as r:
+        assert r.status == 403
+    async with http.post(
+        url, json=review, headers={"Origin": base(app), "X-CSRF-Token": "f" * 64}
+    ) as r:
         assert r.status == 403
     async with http.post(url, data="version=2", headers=headers) as r:
         assert r.status == 403
+    # a script on the machine (no Origin, no cookie) needs no CSRF token
+    async with http.post(url, json={"version": stale["version"], "note": "a script"}) as r:
+        assert r.status == 200
     async with http.get(base(app) + "/api/calibration") as r:
         cal = await r.json()
     assert cal["flag_precision"] == {"hallucination": 1.0}

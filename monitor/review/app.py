@@ -24,8 +24,10 @@ request needs ``Authorization: Bearer <token>`` or the cookie set by
 ``/login``, else 401; the name is recorded as the reviewer. A non-loopback
 address without tokens is refused at start. Form posts carry a CSRF token (an
 HMAC of the reviewer under a per-process key) and must come from the same
-origin; API posts must be JSON and, when authenticated by the cookie, carry the
-CSRF token as ``X-CSRF-Token``. Every stored text is HTML-escaped, the CSP
+origin; API posts must be JSON (a cross-site page cannot send that without a
+CORS preflight, which is never granted) and, from a browser (an ``Origin``
+header or the sign-in cookie) without a bearer token, carry the CSRF token as
+``X-CSRF-Token``. Every stored text is HTML-escaped, the CSP
 forbids inline script, and only the redacted text the backlog holds is shown.
 Nothing secret is logged (no tokens, no interaction text; aiohttp's access log
 is off).
@@ -394,8 +396,15 @@ class ReviewApp:
             if request.content_type != "application/json":
                 return "the body must be application/json"
             bearer = request.headers.get("Authorization", "")[:7].lower() == "bearer "
+            # a browser (it sends Origin on every POST, and our cookie if signed in) must
+            # show the page's CSRF token; a script sends neither, or a bearer token
+            browser = "Origin" in request.headers or COOKIE in request.cookies
             token = request.headers.get("X-CSRF-Token", "")
-            if not bearer and not hmac.compare_digest(token, self.csrf_token(reviewer)):
+            if (
+                browser
+                and not bearer
+                and not hmac.compare_digest(token, self.csrf_token(reviewer))
+            ):
                 return "missing or wrong X-CSRF-Token"
         return None  # form posts check their csrf field once the body is read
 

@@ -11,8 +11,10 @@ vacuumed and analysed as autovacuum would. Then
 `monitor.review.app.ReviewApp` serves them on 127.0.0.1 and one client asks,
 one request at a time, for each kind of page ``--requests`` times: the queue
 (first page; by status; by reason; most seen; 200 pages deep through keyset
-cursors), a random row's page, and the same through the JSON API. Prints p50,
-p95 and max per kind, in milliseconds, as a Markdown table (target: p95 < 100 ms).
+cursors), a random row's page, and the same through the JSON API; then the
+calibration read the sidecar does on its slow interval, 10 times. Prints p50,
+p95 and max per kind, in milliseconds, as a Markdown table (target for the
+pages: p95 < 100 ms).
 """
 
 from __future__ import annotations
@@ -167,6 +169,14 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
                         times.append((time.perf_counter() - t0) * 1000)
                 results.append((name, times))
         await app.stop()
+        # the calibration the sidecar reads every RAG_MONITOR_CALIBRATION_INTERVAL_SECONDS
+        # (and /api/calibration at most every 15 s): the query and the estimator, uncached
+        calibration: list[float] = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            await sink.refresh_calibration()
+            calibration.append((time.perf_counter() - t0) * 1000)
+        results.append(("calibration read (`refresh_calibration`, 10 times)", calibration))
     finally:
         await sink.close()
         conn = await asyncpg.connect(dsn)

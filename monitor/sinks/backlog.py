@@ -678,22 +678,22 @@ WHERE id = $1
 RETURNING version
 """
 
-# per stratum cell: answers with the same reasons and the same latest verdicts
+# per stratum cell: answers with the same reasons and the same latest verdicts (the
+# verdicts are few: their latest per answer is found once, then joined to the answers)
 _CALIBRATION_CELLS = """
-SELECT reasons, verdicts, scored, count(*) AS n, sum(weight) AS w,
-       sum(weight_squares) AS wsq, sum(weight * weight) AS w2
-FROM (
-    SELECT a.reasons, a.weight, a.weight_squares,
-        a.online_scores->>'faithfulness' IS NOT NULL AS scored, (
-        SELECT jsonb_object_agg(l.reason, l.verdict) FROM (
-            SELECT DISTINCT ON (reason) reason, verdict FROM backlog_verdicts v
-            WHERE v.interaction_id = a.interaction_id
-            ORDER BY reason, created_at DESC, id DESC
-        ) l
-    ) AS verdicts
-    FROM backlog_answers a
-) s
-GROUP BY reasons, verdicts, scored
+WITH latest AS (
+    SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict
+    FROM backlog_verdicts
+    ORDER BY interaction_id, reason, created_at DESC, id DESC
+), per_answer AS (
+    SELECT interaction_id, jsonb_object_agg(reason, verdict) AS verdicts
+    FROM latest GROUP BY interaction_id
+)
+SELECT a.reasons, p.verdicts, a.online_scores->>'faithfulness' IS NOT NULL AS scored,
+       count(*) AS n, sum(a.weight) AS w, sum(a.weight_squares) AS wsq,
+       sum(a.weight * a.weight) AS w2
+FROM backlog_answers a LEFT JOIN per_answer p ON p.interaction_id = a.interaction_id
+GROUP BY 1, 2, 3
 """
 
 _CLAIM = """

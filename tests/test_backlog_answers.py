@@ -385,3 +385,21 @@ async def test_saving_the_shown_verdicts_again_records_nothing(
     assert await backlog.review("s1", version=version, reviewer="bo", verdicts=same) == version
     rows = await fetch(pg_dsn, "SELECT reviewer FROM backlog_verdicts")
     assert [r["reviewer"] for r in rows] == ["ana"]
+
+
+async def test_backlog_stats_before_migration_0002_still_counts(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.cli import main
+
+    conn = await asyncpg.connect(pg_dsn, timeout=10)
+    try:
+        await conn.execute(migration_files()[0][1])  # only 0001: an upgrade not migrated yet
+    finally:
+        await conn.close()
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", pg_dsn)
+    assert await asyncio.to_thread(main, ["backlog", "stats", "--json"]) == 0
+    captured = capsys.readouterr()
+    stats = json.loads(captured.out)
+    assert stats["rows"] == 0 and stats["calibration"] is None
+    assert "rag-monitor migrate" in captured.err

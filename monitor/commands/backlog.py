@@ -276,7 +276,12 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     stats = await sink.stats()
-    calibration = await sink.calibration()
+    calibration: Calibration | None
+    try:
+        calibration = await sink.calibration()
+    except SinkError as exc:  # e.g. migration 0002 not applied yet: the counts still help
+        print(f"rag-monitor: no calibration: {exc} (run `rag-monitor migrate`?)", file=sys.stderr)
+        calibration = None
     oldest = stats.oldest_pending.isoformat() if stats.oldest_pending else None
     if as_json:
         print(
@@ -287,7 +292,7 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
                     "interactions": stats.interactions,
                     "seen_total": stats.seen_total,
                     "oldest_pending": oldest,
-                    "calibration": calibration.as_json(),
+                    "calibration": calibration.as_json() if calibration else None,
                 }
             )
         )
@@ -298,7 +303,7 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     print(f"{'interactions':<11} {stats.interactions:>7}")
     if oldest:
         print(f"oldest pending row: {oldest}")
-    for line in calibration_lines(calibration):
+    for line in calibration_lines(calibration) if calibration else []:
         print(line)
     return EXIT_OK
 

@@ -22,6 +22,7 @@ COMMANDS = {
     "migrate": "backlog",
     "backlog": "backlog",
     "offline": "offline",
+    "review": "review",
     "demo": "demo",
 }
 

@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     offline_token_budget: Annotated[TokenBudgetSpec, NoDecode] = TokenBudgetSpec(
         tokens=0, window_seconds=3600
     )
+    #: `rag-monitor review`: name:token pairs (the name is the reviewer)
+    review_tokens: SecretStr | None = None
+    #: how often the sidecar reads the calibration series from Postgres
+    calibration_interval_seconds: float = Field(default=300.0, gt=0)
 
     # --- exporter and lifecycle
     metrics_port: int = Field(default=9108, ge=0, le=65535)

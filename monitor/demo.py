@@ -16,7 +16,9 @@ The demo is an orchestration of the real parts, in this order:
    sink), with a live progress line on stderr;
 5. the backlog annotated from the traffic set's reference answers (written to
    ``references.jsonl`` and read back with the code of ``rag-monitor backlog
-   import``), then the offline runner (the code of ``rag-monitor offline``);
+   import``), the reviewer played from the labels (a verdict on every answer's
+   every reason, saved as the review page saves them) and the calibration read
+   back, then the offline runner (the code of ``rag-monitor offline``);
 6. the report (`DemoReport`): built from what the exporter's registry, the
    broker's committed offsets and Postgres hold, plus the known labels.
 
@@ -69,6 +71,9 @@ PROGRESS_EVERY_TTY = 0.25
 PROGRESS_EVERY_PIPE = 5.0
 #: the longest any single setup or bookkeeping step may take
 PHASE_TIMEOUT = 120.0
+#: share of unflagged records the demo's sidecar also queues (reason control), so the
+#: played reviewer's verdicts on them measure the judge's misses (production: 0.01)
+DEMO_CONTROL_SHARE = 0.5
 
 
 class DemoError(Exception):
@@ -91,6 +96,8 @@ class DemoOptions:
     keep_dir: bool = False
     metrics_port: int = 0
     hold_seconds: float = 0.0
+    #: after the report, serve the review page on this port of 127.0.0.1 until Ctrl-C
+    review_port: int | None = None
     report_json: Path | None = None
     config: str | None = None
     #: give up (and say so) when the sidecar has not finished the traffic by then
@@ -330,6 +337,19 @@ class DemoReport:
     backlog_status: dict[str, int] = field(default_factory=dict)
     redacted_rows: int = 0
     annotated: int = 0
+    backlog_controls: int = 0
+    #: the played reviewer: verdicts saved, answers reviewed, and the calibration
+    review_verdicts: int = 0
+    review_answers: int = 0
+    flag_precision: dict[str, float | None] = field(default_factory=dict)
+    flag_reviewed: dict[str, int] = field(default_factory=dict)
+    calibrated_rate: float | None = None
+    calibrated_low: float | None = None
+    calibrated_high: float | None = None
+    raw_rate_backlog: float | None = None
+    #: share of scored records labelled hallucinated (the truth the demo knows)
+    true_rate: float | None = None
+    review_url: str = ""
     offline_evaluated: int = 0
     offline_means: dict[str, float | None] = field(default_factory=dict)
     offline_findings: list[str] = field(default_factory=list)
@@ -398,6 +418,26 @@ class DemoReport:
             add(f"              interval: {h.method}, n = {h.effective_n:.1f}")
         else:
             add("hallucination rate: n/a (no record with a faithfulness score)")
+        if self.review_verdicts:
+            add(
+                f"review:       the labels played the reviewer: {self.review_verdicts} verdicts"
+                f" on {self.review_answers} answers ({self.backlog_controls} control)"
+            )
+            for reason, value in sorted(self.flag_precision.items()):
+                shown = "n/a" if value is None else f"{value:.0%}"
+                add(
+                    f"  flag precision {reason:<14} {shown:>4} of "
+                    f"{self.flag_reviewed.get(reason, 0)} reviewed flags confirmed"
+                )
+            calibrated = (
+                "n/a"
+                if self.calibrated_rate is None
+                else f"{self.calibrated_rate:.1%} (95% interval {self.calibrated_low or 0:.1%}"
+                f" – {self.calibrated_high or 0:.1%})"
+            )
+            raw = "n/a" if h is None or h.rate is None else f"{h.rate:.1%}"
+            true = "n/a" if self.true_rate is None else f"{self.true_rate:.1%}"
+            add(f"  hallucination rate: raw {raw} · calibrated {calibrated} · labels {true}")
         add("flags against the known labels (bad = hallucinated, off_topic or evasive):")
         add(f"  any flag      → bad answer:   {_pr(self.flags_any)}")
         add(f"  hallucination → hallucinated: {_pr(self.flags_hallucination)}")
@@ -422,9 +462,9 @@ class DemoReport:
             add(f"              {self.tokens_records} with embeddings, over the scored records")
         statuses = ", ".join(f"{k} {v}" for k, v in self.backlog_status.items() if v)
         add(
-            f"backlog:      {self.backlog_rows} row(s) for {self.backlog_interactions} flagged "
-            f"interaction(s) (one row per distinct question); {self.redacted_rows} with PII "
-            f"redacted"
+            f"backlog:      {self.backlog_rows} row(s) for {self.backlog_interactions} "
+            f"interaction(s), {self.backlog_controls} of them control (one row per distinct "
+            f"question); {self.redacted_rows} with PII redacted"
         )
         add(f"              annotated from the references: {self.annotated}; now: {statuses}")
         add(
@@ -601,6 +641,8 @@ class Demo:
             await self._sidecar(settings, traffic, progress, report, stop, cleanup)
             progress.step("annotating the backlog from the traffic set's references")
             await self._annotate(settings, dsn, traffic, report, stop)
+            progress.step("playing the reviewer from the traffic set's labels")
+            await self._review(settings, dsn, traffic, report, stop)
             progress.step("running the offline metrics on the annotated rows")
             await self._offline(settings, report, stop)
             await self._backlog_summary(settings, dsn, report)
@@ -618,6 +660,8 @@ class Demo:
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.options.hold_seconds)
+            if self.options.review_port is not None and not stop.is_set():
+                await self._serve_review(settings, dsn, report, stop)
             return report
         except Interrupted:
             self.interrupted = True
@@ -651,7 +695,7 @@ class Demo:
             kafka_heartbeat_interval_ms=broker.heartbeat_interval_ms,
             pg_dsn=dsn,
             migrate_on_start=False,
-            control_share=0.0,
+            control_share=DEMO_CONTROL_SHARE,
             sample_rate=self.options.sample_rate,
             routes=routes,
             metrics_host="127.0.0.1",
@@ -825,6 +869,8 @@ class Demo:
             entry["scored"] += 1
             entry["flagged"] += bool(o.reasons)
         report.flagged_by_label = by_label
+        truth = [o.label == "hallucinated" for o in labelled if o.hallucinated is not None]
+        report.true_rate = sum(truth) / len(truth) if truth else None
         report.flag_reasons = dict(Counter(r for o in outcomes for r in o.reasons))
         report.hallucination = estimate_rate(
             [(o.hallucinated, o.weight) for o in outcomes if o.hallucinated is not None],
@@ -865,6 +911,92 @@ class Demo:
             line, rid, reason = imported.rejected[0]
             raise DemoError(f"{path} line {line}: {rid}: {reason}")
         report.annotated = len(imported.changed)
+
+    async def _review(
+        self,
+        settings: Settings,
+        dsn: str,
+        traffic: Sequence[TrafficRecord],
+        report: DemoReport,
+        stop: asyncio.Event,
+    ) -> None:
+        """Save a verdict on every reason of every answer, from the labels, then calibrate.
+
+        ``hallucination`` and ``control``: confirmed when the answer is labelled
+        hallucinated; any other reason: confirmed when the label is a bad answer.
+        """
+        from monitor.flags import CONTROL, HALLUCINATION
+        from monitor.sinks.backlog import BacklogSink, VerdictInput
+
+        labels = {r.id: r.label for r in traffic}
+        sink = BacklogSink(dsn, settings, stats_interval=0)
+        try:
+            await self._until(sink.start(), stop, what="connecting to Postgres")
+            rows = [row async for row in sink.rows()]
+            for row in rows:
+                verdicts = []
+                for answer in row.answers:
+                    label = labels.get(answer.interaction_id)
+                    if label is None:
+                        continue
+                    report.review_answers += 1
+                    if answer.reasons == [CONTROL]:  # interactions, not answers
+                        report.backlog_controls += answer.seen_count
+                    for reason in answer.reasons:
+                        bad = (
+                            label == "hallucinated"
+                            if reason in (HALLUCINATION, CONTROL)
+                            else label in PROBLEM_LABELS
+                        )
+                        verdict = "confirmed" if bad else "false_alarm"
+                        verdicts.append(VerdictInput(reason, verdict, answer.interaction_id))
+                if verdicts:
+                    await self._until(
+                        sink.review(row.id, version=row.version, reviewer="demo",
+                                    verdicts=verdicts),
+                        stop, what="saving verdicts",
+                    )
+                    report.review_verdicts += len(verdicts)
+            calibration = await self._until(sink.calibration(), stop, what="calibrating")
+        finally:
+            await sink.close()
+        report.flag_precision = dict(calibration.flag_precision)
+        report.flag_reviewed = {
+            r: n for r, n in calibration.reviewed.items() if r in calibration.flag_precision
+        }
+        report.calibrated_rate = calibration.calibrated_rate
+        report.calibrated_low = calibration.lower
+        report.calibrated_high = calibration.upper
+        report.raw_rate_backlog = calibration.raw_rate
+
+    async def _serve_review(
+        self, settings: Settings, dsn: str, report: DemoReport, stop: asyncio.Event
+    ) -> None:
+        """The review page on the demo's Postgres until Ctrl-C (like --hold, without an end)."""
+        from monitor.review.app import ReviewApp
+        from monitor.sinks.backlog import BacklogSink
+
+        sink = BacklogSink(dsn, settings, stats_interval=0)
+        app = ReviewApp(sink)
+        try:
+            await self._until(sink.start(), stop, what="connecting to Postgres")
+            try:
+                await app.start("127.0.0.1", self.options.review_port or 0)
+            except OSError as exc:
+                raise DemoError(
+                    f"cannot serve the review page on port {self.options.review_port}: "
+                    f"{exc.strerror or exc}; try --review-port 0"
+                ) from exc
+            report.review_url = f"http://127.0.0.1:{app.port}/"
+            print(
+                f"demo: the review page is at {report.review_url} (Ctrl-C to stop)",
+                file=self.err,
+                flush=True,
+            )
+            await stop.wait()
+        finally:
+            await app.stop()
+            await sink.close()
 
     async def _offline(self, settings: Settings, report: DemoReport, stop: asyncio.Event) -> None:
         from monitor.commands.offline import run_offline

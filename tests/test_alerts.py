@@ -228,6 +228,8 @@ MUTATIONS = {
     "lag growth": ("deriv(rag_monitor:consumer_lag:sum[15m]) > 0", "vector(1) > 0"),
     "lag dedup": ("max by (namespace, job, partition)", "sum by (namespace, job, partition)"),
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),
+    "precision evidence": ('verdict=~"confirmed|false_alarm"', 'verdict=~".+"'),
+    "precision level": ("(rag_monitor_flag_precision) < 0.5", "(rag_monitor_flag_precision) < 1"),
 }
 
 

@@ -133,7 +133,9 @@ async def test_migrate_from_empty_and_rerun(pg_dsn: str, make_settings: Settings
     )
     assert [r["tablename"] for r in tables] == [
         "backlog",
+        "backlog_answers",
         "backlog_interactions",
+        "backlog_verdicts",
         "schema_migrations",
     ]
 
@@ -336,7 +338,7 @@ async def test_sql_injection_strings_are_stored_verbatim(
     tables = await fetch(
         pg_dsn, "SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()"
     )
-    assert tables[0]["n"] == 3
+    assert tables[0]["n"] == 5
     for i, evil in enumerate(INJECTIONS):
         stored = evil.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
         row = await backlog.get(stored)
@@ -464,6 +466,7 @@ async def test_export_formats(backlog: BacklogSink) -> None:
     ragas = [json.loads(line) async for line in backlog.export("annotated", "ragas")]
     assert ragas == [
         {
+            "id": "e1",  # Ragas ignores it; the golden set keeps its way back to the row
             "user_input": 'Question one, with "quotes"\nand a newline?',
             "retrieved_contexts": ["c1", "c2"],
             "response": "Always attach it.",

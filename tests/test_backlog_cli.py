@@ -52,6 +52,7 @@ def assert_ragas_loads(path: Path, expected_rows: int) -> None:
     assert loaded["rows"] == expected_rows
     assert set(loaded["features"]) == {"user_input", "retrieved_contexts", "response", "reference"}
     first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    first.pop("id")  # the row id: Ragas ignores it
     assert {k: loaded["first"][k] for k in first} == first
 
 
@@ -180,6 +181,7 @@ def test_migrate_stats_export_import_round_trip(
     assert run_cli(["backlog", "export", "--status", "annotated", "--format", "ragas"]) == 0
     ragas = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert ragas[0] == {
+        "id": "id-0",
         "user_input": "question 0, mail me: [EMAIL]",
         "retrieved_contexts": ["context 0"],
         "response": "answer 0",

@@ -162,6 +162,12 @@ def populate(exporter: Exporter) -> None:
     exporter.backlog_enqueued.labels(reason="faithfulness").inc()
     exporter.backlog_write_errors.inc(0)
     exporter.backlog_size.labels(status="pending").set(3)
+    exporter.calibration.update(
+        {"hallucination": 0.8, "low_relevancy": None},
+        0.02,
+        (0.07, 0.05, 0.09),
+        {("hallucination", "confirmed"): 8, ("hallucination", "false_alarm"): 2},
+    )
 
 
 @pytest.fixture

@@ -417,12 +417,18 @@ async def query_postgres(dsn: str) -> dict[str, Any]:
         rows = await conn.fetch(
             "SELECT status, reference, offline_scores::text, record::text FROM backlog"
         )
-        interactions = await conn.fetch("SELECT interaction_id FROM backlog_interactions")
+        interactions = await conn.fetch(
+            "SELECT i.interaction_id, a.reasons = '{control}' AS control"
+            " FROM backlog_interactions i JOIN backlog_answers a ON a.interaction_id = i.answer_id"
+        )
+        verdicts = await conn.fetchval("SELECT count(*) FROM backlog_verdicts")
     finally:
         await conn.close()
     return {
         "rows": [dict(r) for r in rows],
-        "flagged_ids": {r["interaction_id"] for r in interactions},
+        "flagged_ids": {r["interaction_id"] for r in interactions if not r["control"]},
+        "control_ids": {r["interaction_id"] for r in interactions if r["control"]},
+        "verdicts": verdicts,
     }
 
 
@@ -458,7 +464,14 @@ def check_report_against_the_world(report: dict[str, Any], records: int) -> None
     pg = asyncio.run(query_postgres(report["pg_dsn"]))
     rows = pg["rows"]
     assert len(rows) == report["backlog_rows"]
-    assert len(pg["flagged_ids"]) == report["backlog_interactions"] == report["flagged"]
+    assert len(pg["flagged_ids"]) == report["flagged"]
+    assert len(pg["control_ids"]) == report["backlog_controls"]
+    assert report["backlog_interactions"] == report["flagged"] + report["backlog_controls"]
+    # the played reviewer: a verdict per reason of every answer, and the calibration
+    assert pg["verdicts"] == report["review_verdicts"] > 0
+    assert report["calibrated_low"] <= report["calibrated_rate"] <= report["calibrated_high"]
+    assert set(report["flag_precision"]) >= {"hallucination"}
+    assert 0 <= report["true_rate"] <= 1
     statuses = Counter(r["status"] for r in rows)
     assert statuses["evaluated"] == report["offline_evaluated"] == report["annotated"]
     assert sum(1 for r in rows if r["reference"]) == report["annotated"]
@@ -503,7 +516,7 @@ def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
     report_path = tmp_path / "report.json"
     demo = start_demo(
         ["--records", "40", "--workdir", str(workdir), "--report-json", str(report_path),
-         "--hold", "240"]  # fmt: skip
+         "--hold", "1", "--review", "--review-port", "0"]  # fmt: skip
     )
     try:
         report = wait_for_file(report_path, demo, timeout=240)
@@ -513,6 +526,10 @@ def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
         assert report["tokens"] == 0
         assert report["elapsed_seconds"] < 120
         check_report_against_the_world(report, 40)
+        # --review: after the hold, the review page on the demo's Postgres until Ctrl-C
+        review = demo.wait_for_line(r"the review page is at (http://127\.0\.0\.1:\d+/)", 30)
+        with urllib.request.urlopen(review.group(1), timeout=10) as response:
+            assert "rag-monitor review" in response.read().decode("utf-8")
         assert any(str(workdir) in line for line in demo.stderr)
         demo.proc.send_signal(signal.SIGINT)
         code = demo.finish(timeout=60)

@@ -46,7 +46,8 @@ CRD_KINDS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("keda.sh/v1alpha1", "ScaledObject"),
 }
-SECRET_SETTINGS = {"judge_api_key", "pg_dsn", "kafka_sasl_password"}
+# review_tokens: read by `rag-monitor review` only, which the chart does not deploy
+SECRET_SETTINGS = {"judge_api_key", "pg_dsn", "kafka_sasl_password", "review_tokens"}
 #: Settings the chart sets itself from `kafkaTls` (paths of the files it mounts).
 CHART_SET_SETTINGS = {
     "kafka_ssl_cafile",

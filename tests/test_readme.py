@@ -421,6 +421,7 @@ RUN_HERE = {"score", "migrate", "backlog", "offline"}
 RUN_ELSEWHERE = {
     "demo": "tests/test_demo.py runs the demo end to end",
     "run": "tests/test_run_command.py runs the sidecar against a real broker",
+    "review": "tests/test_review_api.py and tests/test_review_browser.py serve the page",
 }
 
 

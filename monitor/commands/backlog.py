@@ -10,6 +10,12 @@ The annotation loop::
 `import` checks every line on its own: unknown ids, rows in the wrong status
 (evaluated rows need ``--force``) and broken JSON/CSV lines are reported with
 their line numbers and skipped; the exit code is 1 if any line was rejected.
+A line may also carry reviewer ``verdicts`` (a JSON list of
+``{"interaction_id"?, "reason", "verdict"}``, in a CSV column of that name too)
+and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
+counted, not rejected (a filled-in export leaves most rows blank).
+
+`stats` also prints the calibrated hallucination rate (`monitor.review.calibration`).
 """
 
 from __future__ import annotations
@@ -27,15 +33,18 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from monitor.config import Settings, load_settings
+from monitor.review.calibration import Calibration
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import (
     EXPORT_FORMATS,
     STATUSES,
+    VERDICTS,
     BacklogSink,
     ExportFormat,
     ImportReport,
     ImportRow,
     MigrationError,
+    VerdictInput,
 )
 
 EXIT_OK = 0
@@ -101,7 +110,9 @@ def parse_jsonl(text: str) -> Iterator[ImportRow]:
         if not isinstance(data, dict):
             yield ImportRow(line=number, error="not a JSON object")
             continue
-        yield _row(number, data.get("id"), data.get("reference"))
+        yield _row(
+            number, data.get("id"), data.get("reference"), data.get("verdicts"), data.get("note")
+        )
 
 
 def parse_csv(text: str) -> Iterator[ImportRow]:
@@ -119,6 +130,8 @@ def parse_csv(text: str) -> Iterator[ImportRow]:
         yield ImportRow(line=1, error="CSV header must name the columns id and reference")
         return
     id_at, ref_at = columns.index("id"), columns.index("reference")
+    verdicts_at = columns.index("verdicts") if "verdicts" in columns else None
+    note_at = columns.index("note") if "note" in columns else None
     start = reader.line_num + 1
     while True:
         try:
@@ -137,15 +150,64 @@ def parse_csv(text: str) -> Iterator[ImportRow]:
                 line=line, error=f"broken CSV row: {len(fields)} fields, header has {len(columns)}"
             )
             continue
-        yield _row(line, fields[id_at], fields[ref_at])
+        verdicts_text = fields[verdicts_at].strip() if verdicts_at is not None else ""
+        if not fields[ref_at].strip() and not verdicts_text:
+            yield ImportRow(line=line, id=fields[id_at].strip() or None, blank=True)
+            continue
+        verdicts: object = None
+        if verdicts_text:
+            try:
+                verdicts = json.loads(verdicts_text)
+            except json.JSONDecodeError as exc:
+                problem = f"verdicts: broken JSON: {exc.msg}"
+                yield ImportRow(line=line, id=fields[id_at], error=problem)
+                continue
+        note = fields[note_at] if note_at is not None and fields[note_at].strip() else None
+        yield _row(line, fields[id_at], fields[ref_at] or None, verdicts, note)
 
 
-def _row(line: int, rid: object, reference: object) -> ImportRow:
+def _row(
+    line: int, rid: object, reference: object, verdicts: object = None, note: object = None
+) -> ImportRow:
     if not isinstance(rid, str) or not rid.strip():
         return ImportRow(line=line, error="missing id (a non-empty string)")
     if reference is not None and not isinstance(reference, str):
         return ImportRow(line=line, id=rid, error="reference must be a string")
-    return ImportRow(line=line, id=rid, reference=reference)
+    if note is not None and not isinstance(note, str):
+        return ImportRow(line=line, id=rid, error="note must be a string")
+    parsed: list[VerdictInput] = []
+    if verdicts is not None:
+        if not isinstance(verdicts, list):
+            return ImportRow(line=line, id=rid, error="verdicts must be a list")
+        for i, item in enumerate(verdicts):
+            problem = verdict_problem(item)
+            if problem is not None:
+                return ImportRow(line=line, id=rid, error=f"verdicts[{i}]: {problem}")
+            parsed.append(
+                VerdictInput(
+                    reason=item["reason"],
+                    verdict=item["verdict"],
+                    interaction_id=item.get("interaction_id"),
+                )
+            )
+    return ImportRow(
+        line=line, id=rid, reference=reference, verdicts=tuple(parsed), note=note
+    )
+
+
+def verdict_problem(item: object) -> str | None:
+    """Why ``item`` is not a verdict object (None: it is one)."""
+    if not isinstance(item, dict):
+        return "not an object"
+    for key in ("reason", "verdict"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            return f"{key} must be a non-empty string"
+    if item["verdict"] not in VERDICTS:
+        return f"verdict must be one of {', '.join(VERDICTS)}"
+    answer = item.get("interaction_id")
+    if answer is not None and not isinstance(answer, str):
+        return "interaction_id must be a string"
+    return None
 
 
 def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
@@ -154,10 +216,12 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
     for line, rejected_id, reason in report.rejected:
         who = f"{rejected_id}: " if rejected_id is not None else ""
         print(f"line {line}: rejected: {who}{reason}", file=err)
-    print(
-        f"{len(report.changed)} row(s) annotated, {len(report.rejected)} line(s) rejected",
-        file=out,
-    )
+    summary = f"{len(report.changed)} row(s) annotated, {len(report.rejected)} line(s) rejected"
+    if report.verdicts:
+        summary += f", {report.verdicts} verdict(s) recorded"
+    if report.skipped:
+        summary += f", {len(report.skipped)} blank row(s) skipped"
+    print(summary, file=out)
 
 
 # --- handlers
@@ -212,6 +276,12 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     stats = await sink.stats()
+    calibration: Calibration | None
+    try:
+        calibration = await sink.calibration()
+    except SinkError as exc:  # e.g. migration 0002 not applied yet: the counts still help
+        print(f"rag-monitor: no calibration: {exc} (run `rag-monitor migrate`?)", file=sys.stderr)
+        calibration = None
     oldest = stats.oldest_pending.isoformat() if stats.oldest_pending else None
     if as_json:
         print(
@@ -222,6 +292,7 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
                     "interactions": stats.interactions,
                     "seen_total": stats.seen_total,
                     "oldest_pending": oldest,
+                    "calibration": calibration.as_json() if calibration else None,
                 }
             )
         )
@@ -232,7 +303,35 @@ async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     print(f"{'interactions':<11} {stats.interactions:>7}")
     if oldest:
         print(f"oldest pending row: {oldest}")
+    for line in calibration_lines(calibration) if calibration else []:
+        print(line)
     return EXIT_OK
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def calibration_lines(cal: Calibration) -> list[str]:
+    """The calibration as text lines (for ``backlog stats`` and the demo report)."""
+    lines = [f"hallucination rate, raw (judge):       {_pct(cal.raw_rate)}"]
+    if cal.calibrated_rate is None:
+        lines.append("hallucination rate, calibrated:        n/a (" + "; ".join(cal.missing) + ")")
+    else:
+        lines.append(
+            f"hallucination rate, calibrated:        {_pct(cal.calibrated_rate)}"
+            f"  (95% interval {_pct(cal.lower)}-{_pct(cal.upper)})"
+        )
+    for reason, value in cal.flag_precision.items():
+        lines.append(
+            f"flag precision {reason + ':':<22} {_pct(value)}"
+            f"  ({cal.reviewed.get(reason, 0)} reviewed)"
+        )
+    lines.append(
+        f"control answers that hallucinate:      {_pct(cal.control_hallucination_share)}"
+        f"  ({cal.reviewed.get('control', 0)} reviewed)"
+    )
+    return lines
 
 
 async def _write_export(sink: BacklogSink, status: str, fmt: ExportFormat, out: str | None) -> int:

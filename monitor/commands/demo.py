@@ -73,6 +73,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(Ctrl-C ends it early)",
     )
     parser.add_argument(
+        "--review",
+        action="store_true",
+        help="after the report, keep the review page (rag-monitor review) open on the demo's "
+        "Postgres until Ctrl-C",
+    )
+    parser.add_argument(
+        "--review-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="port of 127.0.0.1 for --review (default 8080; 0: any free port)",
+    )
+    parser.add_argument(
         "--report-json", type=Path, metavar="FILE", help="also write the report as JSON here"
     )
     parser.set_defaults(handler=handle)
@@ -89,6 +102,8 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--metrics-port must be a port number (0: any free port)")
     if args.hold < 0:
         return _usage("--hold must not be negative")
+    if not 0 <= args.review_port <= 65535:
+        return _usage("--review-port must be a port number (0: any free port)")
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,
@@ -97,6 +112,7 @@ def handle(args: argparse.Namespace) -> int:
         keep_dir=args.keep_dir,
         metrics_port=args.metrics_port,
         hold_seconds=args.hold,
+        review_port=args.review_port if args.review else None,
         report_json=args.report_json,
         config=args.config,
     )

@@ -10,7 +10,15 @@ Idempotence: every interaction id ever queued is remembered in
 ``backlog_interactions``; a redelivered id changes nothing. A *new* id whose
 normalised question (lower-case, punctuation stripped, whitespace collapsed,
 SHA-256) is already in the backlog increments that row's ``seen_count`` and adds
-its reasons instead of adding a row. A batch is one transaction: stored whole or
+its reasons instead of adding a row. Every distinct answer of a question is kept
+as an *answer* of its row (``backlog_answers``: its own interaction id, redacted
+record, scores, details and reasons); an interaction whose normalised answer the
+row already holds is merged into that answer (its ``seen_count`` and ``weight``,
+the sum of 1/pi, grow). Control answers are never merged with flagged ones, so
+each answer belongs to one stratum of the calibration (`monitor.review.calibration`).
+Reviewer verdicts (``backlog_verdicts``) apply per answer and reason; ``version``
+on a row is bumped by every change a reviewer must not overwrite blindly (a new
+answer or reason, a reference, a review, a discard). A batch is one transaction: stored whole or
 not at all. `write` raises ``SinkError(retryable=True)`` when Postgres cannot be
 reached, and also for errors an operator fixes (schema not migrated, missing
 privilege, read-only server): the pipeline keeps the offsets and retries, and
@@ -49,6 +57,7 @@ from monitor.config import Settings
 from monitor.flags import CONTROL, flag_reasons
 from monitor.records import Context, Interaction, ScoredRecord
 from monitor.redaction import Redactor, summarize
+from monitor.review.calibration import Calibration, Cell, estimate
 from monitor.sinks import SinkError
 from monitor.sinks.prometheus import Exporter
 
@@ -114,6 +123,12 @@ def question_hash(text: str) -> str:
     return hashlib.sha256(normalise_question(text).encode("utf-8")).hexdigest()
 
 
+def answer_key(response: str, control: bool) -> str:
+    """The answer an interaction joins: its normalised text, and whether it is a control."""
+    marker = "control:" if control else "flagged:"
+    return hashlib.sha256((marker + normalise_question(response)).encode("utf-8")).hexdigest()
+
+
 def is_control(interaction_id: str, share: float) -> bool:
     """Deterministic, uniform in [0, 1), salted so it is independent of the sampler's hash."""
     if share <= 0.0:
@@ -159,9 +174,19 @@ class Entry:
     inclusion_probability: float
     online_scores: dict[str, float | None]
     online_details: dict[str, Any]
+    #: the answer this interaction joins within its row (`answer_key`)
+    answer_key: str = ""
+    #: 1/pi, pi = the chance it was queued: the sample rate (times the control share)
+    weight: float = 1.0
 
 
-def build_entry(record: ScoredRecord, reasons: Sequence[str], redactor: Redactor | None) -> Entry:
+def build_entry(
+    record: ScoredRecord,
+    reasons: Sequence[str],
+    redactor: Redactor | None,
+    *,
+    control_share: float = 1.0,
+) -> Entry:
     """Redact and shape ``record`` for storage. Pure."""
     interaction = record.interaction
     counts: Counter[str] = Counter()
@@ -188,6 +213,8 @@ def build_entry(record: ScoredRecord, reasons: Sequence[str], redactor: Redactor
             metric_details["error"] = result.error
         details[name] = red(metric_details)
     judges = {r.judge for r in record.results.values()}
+    control = list(reasons) == [CONTROL]
+    chance = record.inclusion_probability * (control_share if control else 1.0)
     return Entry(
         id=_clean(interaction.id),
         reasons=[_clean(r) for r in reasons],
@@ -203,7 +230,83 @@ def build_entry(record: ScoredRecord, reasons: Sequence[str], redactor: Redactor
             name: _clean(r.json_score()) for name, r in record.results.items()
         },
         online_details=details,
+        answer_key=answer_key(stored["response"], control),
+        weight=1.0 / max(chance, 1e-12),
     )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A reviewer's latest verdict on one reason of one answer."""
+
+    reason: str
+    verdict: str
+    reviewer: str
+    note: str | None
+    at: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "verdict": self.verdict,
+            "reviewer": self.reviewer,
+            "note": self.note,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One distinct answer of a backlog row (with the interactions merged into it)."""
+
+    interaction_id: str
+    reasons: list[str]
+    record: dict[str, Any]
+    online_scores: dict[str, float | None]
+    online_details: dict[str, Any]
+    seen_count: int
+    weight: float
+    verdicts: list[Verdict]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Answer:
+        return cls(
+            interaction_id=data["interaction_id"],
+            reasons=list(data["reasons"]),
+            record=data["record"],
+            online_scores=data["online_scores"],
+            online_details=data["online_details"],
+            seen_count=data["seen_count"],
+            weight=data["weight"],
+            verdicts=[Verdict(**v) for v in data.get("verdicts") or []],
+        )
+
+    @property
+    def response(self) -> str:
+        return str(self.record.get("response", ""))
+
+    @property
+    def contexts(self) -> list[dict[str, Any]]:
+        return list(self.record.get("retrieved_contexts", []))
+
+    def statements(self) -> list[dict[str, Any]]:
+        """The faithfulness judge's statements ({"statement", "verdict", "reason"?}), if any."""
+        faithfulness = self.online_details.get("faithfulness")
+        found = faithfulness.get("statements") if isinstance(faithfulness, dict) else None
+        return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "interaction_id": self.interaction_id,
+            "response": self.response,
+            "retrieved_contexts": self.contexts,
+            "reasons": self.reasons,
+            "scores": self.online_scores,
+            "details": self.online_details,
+            "statements": self.statements(),
+            "seen_count": self.seen_count,
+            "verdicts": [v.as_json() for v in self.verdicts],
+        }
 
 
 @dataclass(frozen=True)
@@ -224,6 +327,10 @@ class BacklogRow:
     evaluation_count: int
     created_at: datetime
     updated_at: datetime
+    version: int = 1
+    route: str | None = None
+    review_note: str | None = None
+    answers: list[Answer] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> BacklogRow:
@@ -242,6 +349,10 @@ class BacklogRow:
             evaluation_count=row["evaluation_count"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
+            version=row["version"],
+            route=row["route"],
+            review_note=row["review_note"],
+            answers=[Answer.from_json(a) for a in row.get("answers") or []],
         )
 
     @property
@@ -277,6 +388,7 @@ def export_line(row: BacklogRow, fmt: ExportFormat) -> str:
     if fmt == "ragas":
         # the columns of a Ragas SingleTurnSample: EvaluationDataset.from_list(lines)
         sample = {
+            "id": row.id,
             "user_input": row.user_input,
             "retrieved_contexts": row.context_texts,
             "response": row.response,
@@ -300,6 +412,9 @@ def export_line(row: BacklogRow, fmt: ExportFormat) -> str:
         fields["details"] = row.online_details
         fields["offline_details"] = row.offline_details
         fields["redactions"] = row.redactions
+        fields["version"] = row.version
+        fields["note"] = row.review_note
+        fields["answers"] = [a.as_json() for a in row.answers]
         return json.dumps(fields, ensure_ascii=False) + "\n"
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -316,6 +431,18 @@ def csv_header() -> str:
     return ",".join(CSV_COLUMNS) + "\n"
 
 
+VERDICTS = ("confirmed", "false_alarm", "unsure")
+
+
+@dataclass(frozen=True)
+class VerdictInput:
+    """A verdict on ``reason`` of the answer ``interaction_id`` (None: the row's first answer)."""
+
+    reason: str
+    verdict: str
+    interaction_id: str | None = None
+
+
 @dataclass(frozen=True)
 class ImportRow:
     """One line of an annotation file: an id and its reference, or why it could not be read."""
@@ -324,6 +451,10 @@ class ImportRow:
     id: str | None = None
     reference: str | None = None
     error: str | None = None
+    verdicts: tuple[VerdictInput, ...] = ()
+    note: str | None = None
+    #: a CSV row left blank (no reference, no verdicts): skipped and counted, not rejected
+    blank: bool = False
 
 
 @dataclass
@@ -332,6 +463,19 @@ class ImportReport:
     changed: list[tuple[int, str, str]] = field(default_factory=list)
     #: (line, id or None, reason)
     rejected: list[tuple[int, str | None, str]] = field(default_factory=list)
+    #: (line, id) of blank CSV rows
+    skipped: list[tuple[int, str | None]] = field(default_factory=list)
+    #: verdicts recorded
+    verdicts: int = 0
+
+
+class ReviewProblem(Exception):
+    """A review that cannot be applied: ``kind`` is stale, conflict, invalid or not_found."""
+
+    def __init__(self, kind: str, message: str, field_name: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.field = field_name
 
 
 @dataclass(frozen=True)
@@ -344,6 +488,30 @@ class BacklogStats:
     @property
     def rows(self) -> int:
         return sum(self.counts.values())
+
+
+QueueOrder = Literal["newest", "seen"]
+QUEUE_ORDERS: tuple[QueueOrder, ...] = ("newest", "seen")
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """A row as the review queue lists it."""
+
+    id: str
+    status: str
+    reasons: list[str]
+    seen_count: int
+    route: str | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    question: str
+    answers: int
+    verdicts: int
+
+    def sort_key(self, order: QueueOrder) -> Any:
+        return self.created_at if order == "newest" else self.seen_count
 
 
 class MigrationError(Exception):
@@ -432,12 +600,101 @@ ON CONFLICT (question_hash) DO UPDATE SET
         SELECT r FROM unnest(b.reasons || EXCLUDED.reasons) WITH ORDINALITY AS t(r, n)
         GROUP BY r ORDER BY min(n)
     ),
+    version = b.version + CASE WHEN b.reasons @> EXCLUDED.reasons THEN 0 ELSE 1 END,
     last_seen_at = now(),
     updated_at = now()
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
-_LINK_REPEAT = "UPDATE backlog_interactions SET backlog_id = $2 WHERE interaction_id = $1"
+_LINK = (
+    "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
+)
+
+# the interaction's answer: a new one, or merged into the row's answer with the same key
+_ADD_ANSWER = """
+INSERT INTO backlog_answers AS a (
+    interaction_id, backlog_id, answer_key, reasons, record, online_scores, online_details,
+    judge, inclusion_probability, weight, weight_squares
+)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8)
+ON CONFLICT (backlog_id, answer_key) DO UPDATE SET
+    seen_count = a.seen_count + 1,
+    weight = a.weight + EXCLUDED.weight,
+    weight_squares = a.weight_squares + EXCLUDED.weight_squares,
+    reasons = ARRAY(
+        SELECT r FROM unnest(a.reasons || EXCLUDED.reasons) WITH ORDINALITY AS t(r, n)
+        GROUP BY r ORDER BY min(n)
+    ),
+    last_seen_at = now()
+RETURNING (xmax = 0) AS inserted, a.interaction_id
+"""
+
+_BUMP = "UPDATE backlog SET version = version + 1, updated_at = now() WHERE id = $1"
+
+# a row with its answers, each with its latest verdict per reason
+_ROW_SELECT = """
+SELECT b.*, coalesce((
+    SELECT jsonb_agg(jsonb_build_object(
+        'interaction_id', a.interaction_id, 'reasons', to_jsonb(a.reasons),
+        'record', a.record, 'online_scores', a.online_scores,
+        'online_details', a.online_details, 'seen_count', a.seen_count,
+        'weight', a.weight,
+        'verdicts', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'reason', v.reason, 'verdict', v.verdict, 'reviewer', v.reviewer,
+                'note', v.note, 'at', v.created_at) ORDER BY v.reason)
+            FROM (
+                SELECT DISTINCT ON (reason) * FROM backlog_verdicts
+                WHERE interaction_id = a.interaction_id
+                ORDER BY reason, created_at DESC, id DESC
+            ) v
+        ), '[]'::jsonb)
+    ) ORDER BY a.created_at, a.interaction_id)
+    FROM backlog_answers a WHERE a.backlog_id = b.id
+), '[]'::jsonb) AS answers
+FROM backlog b
+"""
+
+_QUEUE_SELECT = """
+SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
+    left(record->>'user_input', 300) AS question,
+    (SELECT count(*) FROM backlog_answers a WHERE a.backlog_id = b.id) AS answers,
+    (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts
+FROM backlog b"""
+
+_INSERT_VERDICT = """
+INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, reviewer, note)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+
+_REVIEWED = """
+UPDATE backlog SET
+    version = version + 1,
+    review_note = coalesce($2, review_note),
+    reviewed_at = now(),
+    reviewed_by = $3,
+    updated_at = now()
+WHERE id = $1
+RETURNING version
+"""
+
+# per stratum cell: answers with the same reasons and the same latest verdicts (the
+# verdicts are few: their latest per answer is found once, then joined to the answers)
+_CALIBRATION_CELLS = """
+WITH latest AS (
+    SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict
+    FROM backlog_verdicts
+    ORDER BY interaction_id, reason, created_at DESC, id DESC
+), per_answer AS (
+    SELECT interaction_id, jsonb_object_agg(reason, verdict) AS verdicts
+    FROM latest GROUP BY interaction_id
+)
+SELECT a.reasons, p.verdicts, a.online_scores->>'faithfulness' IS NOT NULL AS scored,
+       count(*) AS n, sum(a.weight) AS w, sum(a.weight_squares) AS wsq,
+       sum(a.weight * a.weight) AS w2
+FROM backlog_answers a LEFT JOIN per_answer p ON p.interaction_id = a.interaction_id
+GROUP BY 1, 2, 3
+"""
 
 _CLAIM = """
 WITH claimable AS (
@@ -483,6 +740,7 @@ UPDATE backlog SET
     offline_scores = NULL,
     offline_details = NULL,
     annotated_at = now(),
+    version = version + 1,
     updated_at = now()
 WHERE id = $1
 """
@@ -508,6 +766,7 @@ class BacklogSink:
         command_timeout: float = 30.0,
         pool_size: int = 4,
         owner: str | None = None,
+        calibration_interval: float | None = None,
     ) -> None:
         self._dsn = dsn
         self._settings = settings
@@ -522,6 +781,12 @@ class BacklogSink:
         )
         self._pool: asyncpg.Pool | None = None
         self._stats_task: asyncio.Task[None] | None = None
+        self._calibration_interval = (
+            settings.calibration_interval_seconds
+            if calibration_interval is None
+            else calibration_interval
+        )
+        self._calibration_task: asyncio.Task[None] | None = None
 
     # --- lifecycle
 
@@ -543,13 +808,23 @@ class BacklogSink:
             await self.migrate()
         if self.exporter is not None and self._stats_interval > 0 and self._stats_task is None:
             self._stats_task = asyncio.create_task(self._refresh_stats(), name="backlog-stats")
+        if (
+            self.exporter is not None
+            and self._stats_interval > 0
+            and self._calibration_interval > 0
+            and self._calibration_task is None
+        ):
+            self._calibration_task = asyncio.create_task(
+                self._refresh_calibration(), name="backlog-calibration"
+            )
 
     async def close(self) -> None:
-        if self._stats_task is not None:
-            self._stats_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stats_task
-            self._stats_task = None
+        for task in (self._stats_task, self._calibration_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._stats_task = self._calibration_task = None
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -600,8 +875,9 @@ class BacklogSink:
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
         """Queue the flagged and control records of ``batch``, in one transaction."""
+        share = self._settings.control_share
         entries = [
-            build_entry(record, reasons, self._redactor)
+            build_entry(record, reasons, self._redactor, control_share=share)
             for record in batch
             if (reasons := backlog_reasons(record, self._settings))
         ]
@@ -628,8 +904,22 @@ class BacklogSink:
                         continue  # a redelivery: this id is already in the backlog
                     if row["inserted"]:
                         created.append(entry)
-                    elif row["id"] != entry.id:
-                        await conn.execute(_LINK_REPEAT, entry.id, row["id"])
+                    answer = await conn.fetchrow(
+                        _ADD_ANSWER,
+                        entry.id,
+                        row["id"],
+                        entry.answer_key,
+                        entry.reasons,
+                        entry.record,
+                        entry.online_scores,
+                        entry.online_details,
+                        entry.judge,
+                        entry.inclusion_probability,
+                        entry.weight,
+                    )
+                    await conn.execute(_LINK, entry.id, row["id"], answer["interaction_id"])
+                    if answer["inserted"] and not row["inserted"]:
+                        await conn.execute(_BUMP, row["id"])
         except SinkError:
             if self.exporter is not None:
                 self.exporter.backlog_write_errors.inc()
@@ -673,11 +963,35 @@ class BacklogSink:
                 log.warning("backlog stats refresh failed: %s", exc)
             await asyncio.sleep(self._stats_interval)
 
+    async def refresh_calibration(self) -> Calibration:
+        """Read the verdicts and set the exporter's calibration series."""
+        calibration = await self.calibration()
+        verdicts = await self.verdict_counts()
+        if self.exporter is not None:
+            c = calibration
+            rate = (
+                (c.calibrated_rate, c.lower or 0.0, c.upper or 0.0)
+                if c.calibrated_rate is not None
+                else None
+            )
+            self.exporter.calibration.update(
+                c.flag_precision, c.control_hallucination_share, rate, verdicts
+            )
+        return calibration
+
+    async def _refresh_calibration(self) -> None:
+        while True:
+            try:
+                await self.refresh_calibration()
+            except SinkError as exc:
+                log.warning("backlog calibration refresh failed: %s", exc)
+            await asyncio.sleep(self._calibration_interval)
+
     # --- reading and annotating
 
     async def get(self, backlog_id: str) -> BacklogRow | None:
         async with self._connection() as conn:
-            row = await conn.fetchrow("SELECT * FROM backlog WHERE id = $1", backlog_id)
+            row = await conn.fetchrow(_ROW_SELECT + " WHERE b.id = $1", backlog_id)
         return None if row is None else BacklogRow.from_record(row)
 
     async def rows(self, status: str | None = None) -> AsyncIterator[BacklogRow]:
@@ -686,8 +1000,8 @@ class BacklogSink:
             raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
         async with self._connection() as conn, conn.transaction():
             cursor = conn.cursor(
-                "SELECT * FROM backlog WHERE $1::text IS NULL OR status = $1"
-                " ORDER BY created_at, id",
+                _ROW_SELECT + " WHERE $1::text IS NULL OR b.status = $1"
+                " ORDER BY b.created_at, b.id",
                 status,
                 prefetch=200,
             )
@@ -717,33 +1031,304 @@ class BacklogSink:
             if item.error is not None:
                 report.rejected.append((item.line, item.id, item.error))
                 continue
+            if item.blank:
+                report.skipped.append((item.line, item.id))
+                continue
             if not item.id:
                 report.rejected.append((item.line, None, "missing id"))
                 continue
-            reference = (item.reference or "").strip()
-            if not reference:
+            reference = self._redacted((item.reference or "").strip())
+            if not reference and not item.verdicts:
                 report.rejected.append((item.line, item.id, "missing or empty reference"))
                 continue
-            counts: Counter[str] = Counter()
-            if self._redactor is not None:
-                reference = self._redactor.redact_value(reference, counts)
             async with self._connection() as conn, conn.transaction():
                 status = await conn.fetchval(
                     "SELECT status FROM backlog WHERE id = $1 FOR UPDATE", item.id
                 )
-                problem = _reference_problem(status, force)
+                problem = _reference_problem(status, force) if reference else (
+                    "unknown id" if status is None else None
+                )
+                if problem is None and item.verdicts:
+                    try:
+                        await self._record_verdicts(
+                            conn, item.id, item.verdicts, "import", self._redacted(item.note)
+                        )
+                    except ReviewProblem as exc:
+                        problem = str(exc)
                 if problem is not None:
                     report.rejected.append((item.line, item.id, problem))
                     continue
-                await conn.execute(_ANNOTATE, item.id, _clean(reference))
-            report.changed.append((item.line, item.id, str(status)))
+                if reference:
+                    await conn.execute(_ANNOTATE, item.id, reference)
+            report.verdicts += len(item.verdicts)
+            if reference:
+                report.changed.append((item.line, item.id, str(status)))
         return report
+
+    def _redacted(self, text: str | None) -> str | None:
+        """``text`` as it may be stored: redacted (like everything else), NULs replaced."""
+        if text is None:
+            return None
+        if self._redactor is not None:
+            text = self._redactor.redact_value(text, Counter())
+        return str(_clean(text))
+
+    async def _record_verdicts(
+        self,
+        conn: asyncpg.Connection,
+        backlog_id: str,
+        verdicts: Sequence[VerdictInput],
+        reviewer: str,
+        note: str | None,
+    ) -> int:
+        """Insert ``verdicts`` on the row's answers and bump its version; returns the version.
+
+        Raises ReviewProblem(invalid) naming the verdict when its answer or reason is not
+        the row's (the caller's transaction is then rolled back or not committed).
+        """
+        await self._check_verdicts(conn, backlog_id, verdicts)
+        await conn.executemany(
+            _INSERT_VERDICT,
+            [
+                (
+                    backlog_id,
+                    v.interaction_id if v.interaction_id is not None else backlog_id,
+                    v.reason,
+                    v.verdict,
+                    reviewer,
+                    note,
+                )
+                for v in verdicts
+            ],
+        )
+        version: int = await conn.fetchval(_REVIEWED, backlog_id, note, reviewer)
+        return version
+
+    @staticmethod
+    async def _changed_verdicts(
+        conn: asyncpg.Connection, backlog_id: str, verdicts: Sequence[VerdictInput]
+    ) -> list[VerdictInput]:
+        """``verdicts`` without those equal to the latest on their answer and reason."""
+        if not verdicts:
+            return []
+        latest = {
+            (r["interaction_id"], r["reason"]): r["verdict"]
+            for r in await conn.fetch(
+                "SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict"
+                " FROM backlog_verdicts WHERE backlog_id = $1"
+                " ORDER BY interaction_id, reason, created_at DESC, id DESC",
+                backlog_id,
+            )
+        }
+        return [
+            v
+            for v in verdicts
+            if latest.get((v.interaction_id or backlog_id, v.reason)) != v.verdict
+        ]
+
+    @staticmethod
+    async def _check_verdicts(
+        conn: asyncpg.Connection, backlog_id: str, verdicts: Sequence[VerdictInput]
+    ) -> None:
+        """ReviewProblem(invalid) naming the first verdict not on the row's answers and reasons."""
+        if not verdicts:
+            return
+        answers = {
+            r["interaction_id"]: list(r["reasons"])
+            for r in await conn.fetch(
+                "SELECT interaction_id, reasons FROM backlog_answers WHERE backlog_id = $1",
+                backlog_id,
+            )
+        }
+        for i, v in enumerate(verdicts):
+            answer = v.interaction_id if v.interaction_id is not None else backlog_id
+            if answer not in answers:
+                raise ReviewProblem(
+                    "invalid", f"verdicts[{i}]: {answer!r} is not an answer of this row",
+                    f"verdicts[{i}].interaction_id",
+                )
+            if v.reason not in answers[answer]:
+                raise ReviewProblem(
+                    "invalid",
+                    f"verdicts[{i}]: the answer was not flagged for {v.reason!r}"
+                    f" (its reasons: {', '.join(answers[answer])})",
+                    f"verdicts[{i}].reason",
+                )
+            if v.verdict not in VERDICTS:
+                raise ReviewProblem(
+                    "invalid", f"verdicts[{i}]: verdict must be one of {', '.join(VERDICTS)}",
+                    f"verdicts[{i}].verdict",
+                )
+
+    async def review(
+        self,
+        backlog_id: str,
+        *,
+        version: int,
+        reviewer: str,
+        reference: str | None = None,
+        verdicts: Sequence[VerdictInput] = (),
+        note: str | None = None,
+        discard: bool = False,
+    ) -> int:
+        """Apply one reviewer's save, all of it or nothing; returns the row's new version.
+
+        Raises ReviewProblem: ``not_found``; ``stale`` when ``version`` is not the
+        row's (someone saved first); ``conflict`` when the row's status refuses it
+        (being evaluated, or discarded and given a reference); ``invalid`` naming the
+        field. A reference equal to the stored one changes nothing; a new one sets
+        the row annotated (an evaluated row's offline scores are cleared, as with
+        ``import --force``).
+        """
+        reference = self._redacted(reference.strip() if reference is not None else None)
+        note = self._redacted(note.strip() if note is not None else None) or None
+        async with self._connection() as conn, conn.transaction():
+            current = await conn.fetchrow(
+                "SELECT status, version, reference, review_note FROM backlog"
+                " WHERE id = $1 FOR UPDATE",
+                backlog_id,
+            )
+            if current is None:
+                raise ReviewProblem("not_found", "no such row")
+            await self._check_verdicts(conn, backlog_id, verdicts)
+            if current["version"] != version:
+                raise ReviewProblem(
+                    "stale",
+                    f"the row changed since version {version}: it is at version"
+                    f" {current['version']} now (another reviewer saved first)",
+                    "version",
+                )
+            status = current["status"]
+            if status == EVALUATING:
+                raise ReviewProblem("conflict", "being evaluated by an offline runner; retry later")
+            new_reference = bool(reference) and reference != current["reference"]
+            if new_reference and status == DISCARDED:
+                raise ReviewProblem(
+                    "conflict", "the row is discarded; it takes no reference", "reference"
+                )
+            new_version: int = current["version"]
+            # the form shows the latest verdicts checked: saving them again records nothing
+            verdicts = await self._changed_verdicts(conn, backlog_id, verdicts)
+            if verdicts or (note is not None and note != current["review_note"]):
+                new_version = await self._record_verdicts(
+                    conn, backlog_id, verdicts, reviewer, note
+                )
+            if new_reference:
+                await conn.execute(_ANNOTATE, backlog_id, reference)
+            if discard and status != DISCARDED:
+                await conn.execute(
+                    "UPDATE backlog SET status = 'discarded', updated_at = now() WHERE id = $1",
+                    backlog_id,
+                )
+            if new_reference or discard:
+                new_version = await conn.fetchval(
+                    "UPDATE backlog SET version = $2 + 1, reviewed_at = now(), reviewed_by = $3"
+                    " WHERE id = $1 RETURNING version",
+                    backlog_id,
+                    current["version"],
+                    reviewer,
+                )
+        return new_version
+
+    async def calibration_cells(self) -> list[dict[str, Any]]:
+        """Answers grouped by reasons and latest verdicts, with weight sums (for calibration)."""
+        async with self._connection() as conn:
+            rows = await conn.fetch(_CALIBRATION_CELLS)
+        return [
+            {
+                "reasons": list(r["reasons"]),
+                "verdicts": dict(r["verdicts"] or {}),
+                "faithfulness_scored": r["scored"],
+                "n": r["n"],
+                "weight": r["w"],
+                "weight_squares": r["wsq"],
+                "answer_weight_squares": r["w2"],
+            }
+            for r in rows
+        ]
+
+    async def queue(
+        self,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        route: str | None = None,
+        order: QueueOrder = "newest",
+        limit: int = 50,
+        after: tuple[Any, str] | None = None,
+    ) -> list[QueueItem]:
+        """One page of the review queue, keyset-paged: rows after ``after`` (its sort key, id)."""
+        if order not in QUEUE_ORDERS:
+            raise ValueError(f"unknown order {order!r}")
+        key = "created_at" if order == "newest" else "seen_count"
+        where: list[str] = []
+        args: list[Any] = []
+        # each filter is a fixed SQL fragment with a numbered parameter (no value in the text)
+        for fragment, value in (
+            ("status = ${}", status),
+            ("reasons @> ARRAY[${}::text]", reason),
+            ("route = ${}", route),
+        ):
+            if value is not None:
+                args.append(value)
+                where.append(fragment.format(len(args)))
+        if after is not None:
+            args.extend(after)
+            where.append(f"({key}, id) < (${len(args) - 1}, ${len(args)})")
+        args.append(limit)
+        # the text is built only from constant fragments and the order's column name
+        sql = _QUEUE_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY {key} DESC, id DESC LIMIT ${len(args)}"
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args)
+        return [QueueItem(**dict(r)) for r in rows]
+
+    async def neighbours(
+        self, backlog_id: str, *, status: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """(newer, older) row ids next to ``backlog_id`` in the newest-first queue of ``status``."""
+        async with self._connection() as conn:
+            here = await conn.fetchrow("SELECT created_at FROM backlog WHERE id = $1", backlog_id)
+            if here is None:
+                return None, None
+            newer = await conn.fetchval(
+                "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
+                " AND (created_at, id) > ($1, $2) ORDER BY created_at, id LIMIT 1",
+                here["created_at"], backlog_id, status,
+            )
+            older = await conn.fetchval(
+                "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
+                " AND (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT 1",
+                here["created_at"], backlog_id, status,
+            )
+        return newer, older
+
+    async def status_counts(self) -> dict[str, int]:
+        async with self._connection() as conn:
+            rows = await conn.fetch("SELECT status, count(*) AS n FROM backlog GROUP BY status")
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update({r["status"]: r["n"] for r in rows})
+        return counts
+
+    async def calibration(self) -> Calibration:
+        """The calibrated hallucination rate from every answer's latest verdicts."""
+        cells = [Cell.from_json(c) for c in await self.calibration_cells()]
+        return await asyncio.to_thread(estimate, cells)
+
+    async def verdict_counts(self) -> dict[tuple[str, str], int]:
+        """Every verdict ever recorded, by (reason, verdict): a count that only grows."""
+        async with self._connection() as conn:
+            rows = await conn.fetch(
+                "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"
+            )
+        return {(r["reason"], r["verdict"]): r["n"] for r in rows}
 
     async def discard(self, ids: Iterable[str]) -> int:
         """Mark rows discarded (not while being evaluated); returns how many changed."""
         async with self._connection() as conn:
             result: str = await conn.execute(
-                "UPDATE backlog SET status = 'discarded', updated_at = now()"
+                "UPDATE backlog SET status = 'discarded', version = version + 1,"
+                " updated_at = now()"
                 " WHERE id = ANY($1::text[]) AND status <> 'evaluating'",
                 list(ids),
             )

@@ -7,9 +7,11 @@ is passed through `Settings.route_label` (allow-list, else ``other``),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from monitor.config import Settings
 from monitor.flags import is_hallucination, threshold
@@ -122,6 +124,75 @@ class Exporter:
         self.backlog_size = Gauge(
             p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
         )
+        self.calibration = CalibrationCollector()
+        r.register(self.calibration)
+
+
+class CalibrationCollector(Collector):
+    """The judge's accuracy from reviewer verdicts, as last read from Postgres.
+
+    Set by the backlog sink on a slow interval (never on the scoring path).
+    A value that cannot be estimated yet (no verdicts) is left out, not 0.
+    Every replica reads the same Postgres: aggregate with ``max``, not ``sum``.
+    """
+
+    def __init__(self) -> None:
+        self.precision: dict[str, float | None] = {}
+        self.control_share: float | None = None
+        self.rate: tuple[float, float, float] | None = None
+        self.verdicts: dict[tuple[str, str], int] = {}
+
+    def update(
+        self,
+        precision: dict[str, float | None],
+        control_share: float | None,
+        rate: tuple[float, float, float] | None,
+        verdicts: dict[tuple[str, str], int],
+    ) -> None:
+        self.precision, self.control_share, self.rate, self.verdicts = (
+            dict(precision), control_share, rate, dict(verdicts)
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def _families(self) -> list[Metric]:
+        p = PREFIX
+        precision = GaugeMetricFamily(
+            p + "flag_precision",
+            "Share of reviewed flagged answers whose flag reviewers confirmed, by reason.",
+            labels=["reason"],
+        )
+        for reason, value in sorted(self.precision.items()):
+            if value is not None:
+                precision.add_metric([reason], value)
+        control = GaugeMetricFamily(
+            p + "control_hallucination_share",
+            "Share of reviewed control (unflagged) answers that were hallucinations.",
+        )
+        rates = [
+            GaugeMetricFamily(
+                p + "hallucination_rate_calibrated" + suffix,
+                f"Hallucination rate corrected by reviewer verdicts{what}.",
+            )
+            for suffix, what in (("", ""), ("_lower", ", 95% lower"), ("_upper", ", 95% upper"))
+        ]
+        if self.control_share is not None:
+            control.add_metric([], self.control_share)
+        if self.rate is not None:
+            for family, value in zip(rates, self.rate, strict=True):
+                family.add_metric([], value)
+        verdicts = CounterMetricFamily(
+            p + "review_verdicts",
+            "Reviewer verdicts recorded in Postgres, by flag reason and verdict.",
+            labels=["reason", "verdict"],
+        )
+        for (reason, verdict), n in sorted(self.verdicts.items()):
+            verdicts.add_metric([reason, verdict], n)
+        return [precision, control, *rates, verdicts]
 
 
 class PrometheusSink:

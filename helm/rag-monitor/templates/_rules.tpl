@@ -181,6 +181,23 @@ sum by (namespace, job) (increase(rag_monitor_backlog_write_errors_total[10m])) 
 writes failed in the last 10 minutes. Offsets do not move past
 unwritten records, so lag will grow.` $job $ns))) }}
 {{- end }}
+{{- if has "RagMonitorFlagPrecisionLow" $alerts }}
+{{- $fp := $r.alerts.RagMonitorFlagPrecisionLow }}
+{{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorFlagPrecisionLow"
+        "expr" (printf `
+max by (namespace, job, reason) (rag_monitor_flag_precision) < %v
+and on (namespace, job, reason)
+sum by (namespace, job, reason) (
+  max by (namespace, job, reason, verdict) (
+    rag_monitor_review_verdicts_total{verdict=~"confirmed|false_alarm"}
+  )
+) >= %s` $fp.minPrecision (include "rag-monitor.number" $fp.minVerdicts))
+        "summary" "Reviewers reject most of the judge's {{ $labels.reason }} flags"
+        "description" (printf `
+%s in %s: reviewers confirmed only
+{{ $value | humanizePercentage }} of the reviewed {{ $labels.reason }} flags;
+the raw rate overstates the problem and the backlog fills with false alarms.` $job $ns))) }}
+{{- end }}
 {{- if has "RagMonitorAbsent" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorAbsent"
         "expr" `

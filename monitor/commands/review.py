@@ -1,0 +1,92 @@
+"""``rag-monitor review [--host 127.0.0.1] [--port 8080]``: the review pages over the backlog.
+
+Serves until Ctrl-C or SIGTERM. On a non-loopback address it needs
+``RAG_MONITOR_REVIEW_TOKENS`` (exit 2 without). The backlog must be migrated
+(``rag-monitor migrate``), or ``RAG_MONITOR_MIGRATE_ON_START=true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import cast
+
+from monitor.config import Settings, load_settings
+from monitor.review.app import ReviewApp, TokenError, parse_tokens
+from monitor.sinks import SinkError
+from monitor.sinks.backlog import BacklogSink
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    review = subparsers.add_parser(
+        "review", help="the web page for reviewing and annotating the golden-set backlog"
+    )
+    review.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    review.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
+    review.set_defaults(handler=_review)
+
+
+def _review(args: argparse.Namespace) -> int:
+    settings = load_settings(cast(str | None, args.config))
+    if settings.pg_dsn is None:
+        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
+        return EXIT_USAGE
+    from monitor.logging import configure_logging
+
+    configure_logging(settings.log_level)
+    try:
+        tokens = parse_tokens(
+            settings.review_tokens.get_secret_value() if settings.review_tokens else None
+        )
+    except TokenError as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(
+            serve(settings.pg_dsn.get_secret_value(), settings, args.host, args.port, tokens)
+        )
+    except TokenError as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SinkError as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+async def serve(
+    dsn: str,
+    settings: Settings,
+    host: str,
+    port: int,
+    tokens: dict[str, str],
+    *,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run the review app until ``stop`` is set (or SIGINT/SIGTERM)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+    sink = BacklogSink(dsn, settings, stats_interval=0)
+    await sink.start()
+    app = ReviewApp(sink, tokens=tokens)
+    try:
+        await app.start(host, port)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"review: http://{shown}:{app.port}/ (Ctrl-C stops it)", file=sys.stderr)
+        await stop.wait()
+    finally:
+        await app.stop()
+        await sink.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+    return EXIT_OK

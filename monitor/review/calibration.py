@@ -1,0 +1,283 @@
+"""The hallucination rate of all traffic, corrected by reviewer verdicts. Pure.
+
+The judge flags a record as a hallucination when its faithfulness falls below
+the threshold. Reviewers then say, for a random subset of the flagged answers,
+whether the flag was right (``confirmed``) or not (``false_alarm``), and for the
+control share (unflagged answers queued at random) whether the answer was a
+hallucination after all (``confirmed``) or fine (``false_alarm``). With
+
+- F: answers flagged ``hallucination``,
+- N: every other answer: flagged for another reason only (O), or unflagged (C,
+  known through the control answers, each standing for 1/(p*share) records),
+
+the rate is estimated as
+
+    H = P(F) * P(confirmed | F) + P(N) * P(hallucination | N)
+
+where each probability is a ratio of weighted totals (weights 1/pi, pi the
+chance the interaction was queued: the sample rate p, times the control share
+for control answers) and P(hallucination | N) comes from the control verdicts.
+
+Like the sidecar's raw rate, the rate is over records with a faithfulness
+score: answers whose faithfulness could not be scored count for flag precision
+but not for the rate.
+
+Assumptions (also in the README's "Review" section):
+
+1. The reviewed answers of a stratum are a random subset of it (missing at
+   random). If reviewers pick the obvious cases, precision is overstated and
+   the rate is biased in the same direction; review in queue order, not by
+   what looks bad.
+2. Answers flagged only for another reason (low relevancy, low utility,
+   noncommittal) hallucinate at the rate of unflagged answers.
+3. ``unsure`` verdicts carry no information: those answers count as unreviewed.
+4. An answer stands for every interaction merged into it (same question, same
+   normalised text); one verdict covers them all.
+5. The control share was the same while the rows were queued (each control
+   answer stores its own weight, so a change is handled, but the weights of
+   rows queued before the change are what they were).
+
+The 95 % interval is Monte Carlo over the posteriors: each proportion Beta
+with the Jeffreys prior on its Kish effective sample size (with a finite
+population correction when most of a stratum's interactions were reviewed), each weighted total
+Gamma with the Horvitz-Thompson variance sum(1/pi^2 - 1/pi); 2.5 % and 97.5 %
+quantiles of H over the draws (a fixed seed: the same data give the same
+interval).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from monitor.flags import CONTROL, HALLUCINATION
+
+CONFIRMED = "confirmed"
+FALSE_ALARM = "false_alarm"
+UNSURE = "unsure"
+VERDICTS = (CONFIRMED, FALSE_ALARM, UNSURE)
+
+DRAWS = 20_000
+SEED = 20261201
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Answers with the same reasons and the same latest verdicts (per reason)."""
+
+    reasons: tuple[str, ...]
+    verdicts: Mapping[str, str]
+    #: how many answers
+    n: int
+    #: sum over the answers of their weight (sum of 1/pi of their interactions)
+    weight: float
+    #: sum over the answers of the sum of 1/pi^2 of their interactions
+    weight_squares: float
+    #: sum over the answers of weight^2 (an answer is the unit a verdict covers)
+    answer_weight_squares: float
+    #: the answers have a faithfulness score (only those count towards the rate)
+    faithfulness_scored: bool = True
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cell:
+        return cls(
+            reasons=tuple(data["reasons"]),
+            verdicts=dict(data.get("verdicts") or {}),
+            n=int(data["n"]),
+            weight=float(data["weight"]),
+            weight_squares=float(data["weight_squares"]),
+            answer_weight_squares=float(data["answer_weight_squares"]),
+            faithfulness_scored=bool(data.get("faithfulness_scored", True)),
+        )
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """A weighted share of ``confirmed`` among the reviewed answers of a group."""
+
+    reviewed: int
+    confirmed_weight: float
+    reviewed_weight: float
+    reviewed_weight_squares: float
+    #: the whole group's weight (reviewed or not): for the finite population correction
+    total_weight: float
+
+    @property
+    def value(self) -> float | None:
+        if self.reviewed == 0 or self.reviewed_weight <= 0:
+            return None
+        return self.confirmed_weight / self.reviewed_weight
+
+    @property
+    def effective_n(self) -> float:
+        """Kish's effective sample size, corrected for the share of the group reviewed."""
+        if self.reviewed_weight_squares <= 0:
+            return 0.0
+        kish = self.reviewed_weight**2 / self.reviewed_weight_squares
+        # the share of the stratum's interactions (estimated: its weighted total) reviewed
+        share = min(self.reviewed / self.total_weight, 1.0) if self.total_weight > 0 else 0.0
+        return kish / max(1.0 - share, 1e-6)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    #: share of (weighted) traffic flagged as hallucination by the judge (None: no controls)
+    raw_rate: float | None
+    #: the corrected rate and its 95 % interval (None: not enough verdicts to say)
+    calibrated_rate: float | None
+    lower: float | None
+    upper: float | None
+    #: per flag reason, the weighted share of reviewed answers confirmed (None: no verdicts)
+    flag_precision: dict[str, float | None]
+    #: among reviewed control answers, the weighted share that were hallucinations
+    control_hallucination_share: float | None
+    #: informative verdicts (confirmed or false_alarm) behind each reason
+    reviewed: dict[str, int]
+    #: latest verdicts of every kind (unsure included)
+    verdicts: int
+    #: estimated weighted totals of the strata
+    flagged_weight: float
+    other_weight: float
+    control_weight: float
+    #: why calibrated_rate is None, when it is
+    missing: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "raw_rate": self.raw_rate,
+            "calibrated_rate": self.calibrated_rate,
+            "lower": self.lower,
+            "upper": self.upper,
+            "flag_precision": self.flag_precision,
+            "control_hallucination_share": self.control_hallucination_share,
+            "reviewed": self.reviewed,
+            "verdicts": self.verdicts,
+            "strata": {
+                "flagged": self.flagged_weight,
+                "other_flags": self.other_weight,
+                "unflagged": self.control_weight,
+            },
+            "missing": self.missing,
+        }
+
+
+def stratum(reasons: Sequence[str]) -> str:
+    """``flagged`` (hallucination), ``control`` or ``other`` (another flag reason only)."""
+    if HALLUCINATION in reasons:
+        return "flagged"
+    if CONTROL in reasons:
+        return "control"
+    return "other"
+
+
+def _proportion(cells: Iterable[Cell], reason: str, total: float) -> Proportion:
+    reviewed = 0
+    confirmed = rw = rw2 = 0.0
+    for cell in cells:
+        verdict = cell.verdicts.get(reason)
+        if verdict not in (CONFIRMED, FALSE_ALARM):
+            continue
+        reviewed += cell.n
+        rw += cell.weight
+        rw2 += cell.answer_weight_squares
+        if verdict == CONFIRMED:
+            confirmed += cell.weight
+    return Proportion(reviewed, confirmed, rw, rw2, total)
+
+
+def _beta_draws(rng: np.random.Generator, share: Proportion, size: int) -> np.ndarray[Any, Any]:
+    value = share.value
+    assert value is not None
+    n = share.effective_n
+    return rng.beta(value * n + 0.5, (1.0 - value) * n + 0.5, size)
+
+
+def _total_draws(
+    rng: np.random.Generator, total: float, variance: float, size: int
+) -> np.ndarray[Any, Any]:
+    """A weighted total: exact when every interaction was certain to be queued, else Gamma."""
+    if total <= 0:
+        return np.zeros(size)
+    if variance <= total * 1e-9:
+        return np.full(size, total)
+    shape = total**2 / variance
+    return rng.gamma(shape, variance / total, size)
+
+
+def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> Calibration:
+    """The calibrated hallucination rate, flag precision per reason, and their counts."""
+    cells = list(cells)
+    by_stratum: dict[str, list[Cell]] = {"flagged": [], "control": [], "other": []}
+    for cell in cells:
+        if cell.faithfulness_scored:  # the rate is over records with a faithfulness score
+            by_stratum[stratum(cell.reasons)].append(cell)
+    totals = {k: sum(c.weight for c in v) for k, v in by_stratum.items()}
+    # Horvitz-Thompson variance of a total under independent inclusion: sum(1/pi^2 - 1/pi)
+    variances = {
+        k: max(sum(c.weight_squares - c.weight for c in v), 0.0) for k, v in by_stratum.items()
+    }
+
+    reasons = sorted({r for c in cells for r in c.reasons if r != CONTROL})
+    precision: dict[str, float | None] = {}
+    reviewed: dict[str, int] = {}
+    for reason in [*reasons, CONTROL]:
+        group = [c for c in cells if reason in c.reasons]
+        share = _proportion(group, reason, sum(c.weight for c in group))
+        reviewed[reason] = share.reviewed
+        if reason != CONTROL:
+            precision[reason] = share.value
+    verdicts = sum(c.n * len(c.verdicts) for c in cells)
+
+    flagged = _proportion(by_stratum["flagged"], HALLUCINATION, totals["flagged"])
+    control = _proportion(by_stratum["control"], CONTROL, totals["control"])
+    grand = sum(totals.values())
+    missing: list[str] = []
+    if totals["control"] <= 0:
+        missing.append("no control answers (control_share = 0?): unflagged traffic is unknown")
+    raw = totals["flagged"] / grand if grand > 0 and totals["control"] > 0 else None
+    if totals["flagged"] > 0 and flagged.value is None:
+        missing.append("no verdicts on answers flagged hallucination")
+    if totals["control"] > 0 and control.value is None:
+        missing.append("no verdicts on control answers")
+    base = Calibration(
+        raw_rate=raw,
+        calibrated_rate=None,
+        lower=None,
+        upper=None,
+        flag_precision=precision,
+        control_hallucination_share=control.value,
+        reviewed=reviewed,
+        verdicts=verdicts,
+        flagged_weight=totals["flagged"],
+        other_weight=totals["other"],
+        control_weight=totals["control"],
+        missing=missing,
+    )
+    if missing:
+        return base
+
+    p_flagged = flagged.value if flagged.value is not None else 0.0
+    p_control = control.value
+    assert p_control is not None
+    unflagged = totals["other"] + totals["control"]
+    point = (totals["flagged"] * p_flagged + unflagged * p_control) / grand
+
+    rng = np.random.default_rng(seed)
+    w_f = _total_draws(rng, totals["flagged"], variances["flagged"], draws)
+    w_o = _total_draws(rng, totals["other"], variances["other"], draws)
+    w_c = _total_draws(rng, totals["control"], variances["control"], draws)
+    p_f = _beta_draws(rng, flagged, draws) if flagged.value is not None else np.zeros(draws)
+    p_c = _beta_draws(rng, control, draws)
+    rates = (w_f * p_f + (w_o + w_c) * p_c) / np.maximum(w_f + w_o + w_c, 1e-12)
+    lower, upper = np.quantile(rates, [0.025, 0.975])
+    return Calibration(
+        **{
+            **base.__dict__,
+            "calibrated_rate": point,
+            "lower": float(min(lower, point)),
+            "upper": float(max(upper, point)),
+        }
+    )

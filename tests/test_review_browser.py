@@ -1,0 +1,256 @@
+"""The review page end to end in a real browser: Debian's chromium driven by Playwright.
+
+Playwright is launched on the system binary (``executable_path``), so nothing is
+downloaded. The app runs on 127.0.0.1 on a real Postgres; what the browser saves
+is read back from Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+from test_backlog import fetch, scored
+from test_review_api import XSS_IMG, XSS_SCRIPT
+
+from monitor.records import MetricResult
+from monitor.review.app import ReviewApp, parse_tokens
+from monitor.sinks.backlog import BacklogSink, VerdictInput
+
+pytest_plugins = ["conftest_postgres"]
+
+pytestmark = pytest.mark.postgres
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: set to a directory to keep the screenshots (they are taken either way)
+SHOTS = os.environ.get("RAG_MONITOR_TEST_SCREENSHOTS")
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+async def app(backlog: BacklogSink) -> AsyncIterator[ReviewApp]:
+    review = ReviewApp(backlog)
+    await review.start("127.0.0.1", 0)
+    try:
+        yield review
+    finally:
+        await review.stop()
+
+
+def base(app: ReviewApp) -> str:
+    return f"http://127.0.0.1:{app.port}"
+
+
+async def seed(backlog: BacklogSink) -> None:
+    await backlog.write([scored("old", "How many vacation days do I get?",
+                                response="25 days a year.", faithfulness=0.3)])
+    hallucinated = scored(
+        "new", "When do I need to attach a receipt?",
+        response="Receipts are never needed. Ask your manager.",
+        contexts=("Receipts are needed for expenses over $100.", "Managers approve trips."),
+        details={"statements": [
+            {"statement": "Receipts are never needed.", "verdict": 0,
+             "reason": "the context says receipts are needed over $100"},
+            {"statement": "Ask your manager.", "verdict": 1, "reason": "managers approve"},
+        ]},
+    )
+    hallucinated.results["response_relevancy"] = MetricResult(
+        metric="response_relevancy", score=0.2
+    )
+    await backlog.write([hallucinated])
+    await backlog.write([scored("new-2", "when do i need to attach a receipt",
+                                response="Only for meals.")])
+
+
+async def shot(page: Page, tmp_path: Path, name: str) -> None:
+    folder = Path(SHOTS) if SHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    assert (folder / f"{name}.png").stat().st_size > 10_000
+
+
+async def test_queue_row_keyboard_review_lands_in_postgres(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser, pg_dsn: str, tmp_path: Path
+) -> None:
+    await seed(backlog)
+    page = await browser.new_page(viewport={"width": 1200, "height": 900})
+    await page.goto(base(app) + "/")
+    await expect(page.locator("table.queue tbody tr")).to_have_count(2)
+    await expect(page.locator("nav.tabs a.on")).to_contain_text("all 2")
+    await expect(page.locator(".shortcuts")).to_contain_text("next / previous row")
+    await shot(page, tmp_path, "queue")
+    # j moves to the older row, k back to the newest; Enter opens it
+    await page.keyboard.press("j")
+    await expect(page.locator("tr.current")).to_contain_text("vacation")
+    await page.keyboard.press("k")
+    await page.keyboard.press("Enter")
+    await page.wait_for_url("**/rows/new")
+    await expect(page.locator("h1.question")).to_have_text("When do I need to attach a receipt?")
+    await expect(page.locator("section.answer")).to_have_count(2)
+    await expect(page.locator("mark.unsupported").first).to_have_text("Receipts are never needed.")
+    await expect(page.locator("mark.supported").first).to_have_attribute(
+        "title", "managers approve"
+    )
+    await expect(page.locator("ol.contexts li").first).to_contain_text("over $100")
+    for key in ("Ctrl-Enter", "1 / 2 / 3", "j / k"):
+        await expect(page.locator(".shortcuts")).to_contain_text(key)
+
+    # e edits the reference; Esc leaves it; 1/2/3 mark the verdicts in order
+    await page.keyboard.press("e")
+    await page.keyboard.type("Receipts are needed for expenses over $100.")
+    await page.keyboard.press("Escape")
+    await page.keyboard.press("1")  # answer 1, hallucination: confirmed
+    await page.keyboard.press("2")  # answer 1, low_relevancy: false alarm
+    await page.keyboard.press("3")  # answer 2, hallucination: unsure
+    await page.locator("#note").fill("checked against the expense policy")
+    await shot(page, tmp_path, "row")
+    await page.keyboard.press("Control+Enter")
+    await page.wait_for_url("**/rows/old")
+
+    rows = await fetch(pg_dsn, "SELECT reference, status, review_note, version FROM backlog"
+                       " WHERE id = 'new'")
+    assert tuple(rows[0]) == (
+        "Receipts are needed for expenses over $100.", "annotated",
+        "checked against the expense policy", 3,
+    )
+    verdicts = await fetch(
+        pg_dsn, "SELECT interaction_id, reason, verdict, reviewer FROM backlog_verdicts ORDER BY id"
+    )
+    assert [tuple(v) for v in verdicts] == [
+        ("new", "hallucination", "confirmed", "local"),
+        ("new", "low_relevancy", "false_alarm", "local"),
+        ("new-2", "hallucination", "unsure", "local"),
+    ]
+    await page.goto(base(app) + "/calibration")
+    await expect(page.locator("h1")).to_have_text("Judge accuracy")
+    await expect(page.locator("main")).to_contain_text("no control answers")
+    await shot(page, tmp_path, "calibration")
+    await page.close()
+
+
+async def test_a_stale_save_shows_the_conflict(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser, tmp_path: Path
+) -> None:
+    await seed(backlog)
+    page = await browser.new_page()
+    await page.goto(base(app) + "/rows/old")
+    # another reviewer saves first
+    row = await backlog.get("old")
+    assert row is not None
+    await backlog.review("old", version=row.version, reviewer="bo", reference="25 days.",
+                         verdicts=[VerdictInput("hallucination", "false_alarm")])
+    await page.keyboard.press("1")
+    await page.keyboard.press("Control+Enter")
+    banner = page.locator("#banner.conflict")
+    await expect(banner).to_contain_text("another reviewer saved this row first")
+    await expect(banner).to_contain_text('"25 days."')
+    await expect(banner).to_contain_text("false alarm by bo")
+    await expect(page.locator("#version-shown")).to_have_text(str(row.version + 1))
+    await shot(page, tmp_path, "conflict")
+    assert page.url.endswith("/rows/old")  # nothing was saved, the page stays
+    kept = await backlog.get("old")
+    assert kept is not None and kept.answers[0].verdicts[0].reviewer == "bo"
+    # saving again on purpose replaces the verdict
+    await page.keyboard.press("Control+Enter")
+    await page.wait_for_url(base(app) + "/")
+    kept = await backlog.get("old")
+    assert kept is not None and kept.answers[0].verdicts[0].verdict == "confirmed"
+
+
+async def test_saving_works_without_javascript(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser
+) -> None:
+    await seed(backlog)
+    context = await browser.new_context(java_script_enabled=False)
+    page = await context.new_page()
+    await page.goto(base(app) + "/rows/old")
+    await page.locator("textarea#reference").fill("25 days, plus public holidays.")
+    await page.locator("fieldset.verdict input[value=confirmed]").check()
+    await page.get_by_role("button", name="Save").click()
+    await page.wait_for_url("**/rows/old?saved=2")
+    await expect(page.locator("#banner")).to_contain_text("Saved (version 2)")
+    row = await backlog.get("old")
+    assert row is not None and row.reference == "25 days, plus public holidays."
+    assert row.answers[0].verdicts[0].verdict == "confirmed"
+    await context.close()
+
+
+async def test_xss_payloads_render_inert(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser
+) -> None:
+    await backlog.write([scored(
+        "xss", f"Question {XSS_SCRIPT}", response=f"Answer {XSS_IMG} and {XSS_SCRIPT}",
+        contexts=(f"ctx {XSS_IMG}",), metadata={"route": XSS_SCRIPT},
+        details={"statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]},
+    )])
+    page = await browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: dialogs.append(d.message))
+    for path in ("/", "/rows/xss"):
+        await page.goto(base(app) + path)
+        assert await page.evaluate("document.querySelectorAll('main img').length") == 0
+        assert await page.evaluate("document.querySelectorAll('main script').length") == 0
+        assert await page.title() != "pwned"  # the payload's own title change never ran
+    await expect(page.locator(".response")).to_contain_text(XSS_IMG)
+    await expect(page.locator("h1.question")).to_have_text(f"Question {XSS_SCRIPT}")
+    assert dialogs == []
+
+
+async def test_a_missing_token_gets_401_off_loopback(
+    backlog: BacklogSink, browser: Browser
+) -> None:
+    await seed(backlog)
+    token = "ana-token-0123456789"
+    app = ReviewApp(backlog, tokens=parse_tokens(f"ana:{token}"))
+    await app.start("0.0.0.0", 0)  # not loopback: tokens required; we connect on loopback
+    try:
+        page = await browser.new_page()
+        response = await page.goto(base(app) + "/")
+        assert response is not None and response.status == 401
+        response = await page.goto(base(app) + "/api/rows")
+        assert response is not None and response.status == 401
+        # signing in with the token sets the cookie; the queue then opens
+        await page.goto(base(app) + "/login")
+        await page.locator("input[name=token]").fill(token)
+        await page.get_by_role("button", name="sign in").click()
+        await page.wait_for_url(base(app) + "/")
+        await expect(page.locator("table.queue tbody tr")).to_have_count(2)
+        await page.goto(base(app) + "/rows/old")
+        await expect(page.locator(".buttons .who")).to_contain_text("ana")
+        await page.keyboard.press("2")
+        await page.keyboard.press("Control+Enter")
+        await page.wait_for_url(base(app) + "/")
+        row = await backlog.get("old")
+        assert row is not None and row.answers[0].verdicts[0].reviewer == "ana"
+        bearer = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {token}"})
+        response = await (await bearer.new_page()).goto(base(app) + "/api/rows")
+        assert response is not None and response.status == 200
+        await bearer.close()
+    finally:
+        await app.stop()

@@ -334,7 +334,10 @@ async def test_calibration_series_are_refreshed_from_postgres(
         await sink.review("m2", version=1, reviewer="ana",
                           verdicts=[VerdictInput("hallucination", "false_alarm")])
         for _ in range(400):  # a shared, busy machine: up to 20 s
-            if sample("rag_monitor_flag_precision", reason="hallucination") is not None:
+            # a refresh may land between the two reviews: wait for one that saw both
+            if sample(
+                "rag_monitor_review_verdicts_total", reason="hallucination", verdict="false_alarm"
+            ) is not None:
                 break
             await asyncio.sleep(0.05)
         assert sample("rag_monitor_flag_precision", reason="hallucination") == 0.5

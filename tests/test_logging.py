@@ -108,13 +108,14 @@ async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
 
     logged = lines()
     fallback = by_event(logged, "judge endpoint rejected response_format json_schema")
+    judge_logger = OpenAIJudge.__module__  # the stdlib logger is getLogger(__name__)
     assert (fallback["level"], fallback["logger"], fallback["model"]) == (
         "warning",
-        "monitor.judge",
+        judge_logger,
         MODEL,
     )
     reask = by_event(logged, "judge answer invalid")
-    assert reask["level"] == "info" and reask["logger"] == "monitor.judge"
+    assert reask["level"] == "info" and reask["logger"] == judge_logger
     assert (reask["step"], reask["metric"], reask["error"]) == (
         "statements",
         "faithfulness",

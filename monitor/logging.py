@@ -1,9 +1,18 @@
-"""structlog JSON logs, configured once per process.
+"""JSON log lines, configured once per process: one stack for structlog and the stdlib.
 
 One JSON object per line on stderr: ``timestamp``, ``level``, ``logger``,
-``event`` and the event's fields. Logs carry ids, offsets, reasons and counts,
-never interaction text or secrets: as a last line of defence, fields whose
-names say they hold text or secrets are replaced by ``"[redacted]"``.
+``event``, then the event's fields. Both kinds of logger end in the same
+stdlib handler and formatter, so their lines have the same shape:
+
+- structlog loggers (``structlog.get_logger(name)``): the keyword arguments
+  are the fields;
+- stdlib loggers (``logging.getLogger(__name__)``, and libraries such as
+  aiokafka and asyncpg): the formatted message is the ``event`` and the
+  ``extra={...}`` keys are the fields.
+
+Logs carry ids, offsets, reasons and counts, never interaction text or
+secrets: as a last line of defence, fields whose names say they hold text or
+secrets are replaced by ``"[redacted]"``, on both paths.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
+from structlog.stdlib import ProcessorFormatter
 
 #: fields that may hold user text or credentials; never written as they are
 REDACTED_FIELDS = frozenset(
@@ -42,6 +52,12 @@ REDACTED_FIELDS = frozenset(
     }
 )
 
+#: library loggers held at warning or above: at debug the SDKs log request bodies
+NOISY_LOGGERS = ("aiokafka", "httpx", "httpx2", "httpcore", "openai")
+
+#: the fields every line starts with, in this order
+_HEAD = ("timestamp", "level", "logger", "event")
+
 _configured = False
 
 
@@ -53,45 +69,66 @@ def redact_fields(
     return event
 
 
-def configure_logging(level: str = "info", stream: TextIO | None = None) -> None:
-    """Set up structlog (and the stdlib root logger) for JSON lines. Later calls are no-ops."""
+def _head_first(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """``timestamp``, ``level``, ``logger``, ``event`` lead the line (easier to read)."""
+    head = {key: event.pop(key) for key in _HEAD if key in event}
+    head.update(event)
+    return head
+
+
+def configure_logging(
+    level: str = "info", stream: TextIO | None = None, *, force: bool = False
+) -> None:
+    """Send structlog and stdlib logging to ``stream`` (stderr) as JSON lines.
+
+    Later calls are no-ops, unless ``force`` (tests, to capture the lines): the
+    handler, its stream and the stdlib levels are then replaced. A structlog
+    logger keeps the level filter it had on first use after a configuration.
+    """
     global _configured
-    if _configured:
+    if _configured and not force:
         return
     _configured = True
     numeric = logging.getLevelNamesMapping()[level.upper()]
-    out = stream if stream is not None else sys.stderr
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact_fields,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            stamp,
+            ProcessorFormatter.wrap_for_formatter,
         ],
+        # drops calls below the level before any processor runs (the cheap path)
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(out),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
-    # libraries (aiokafka, asyncpg) log through the stdlib: same stream, JSON too
-    handler = logging.StreamHandler(out)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                redact_fields,
-                structlog.processors.JSONRenderer(),
-            ],
+        ProcessorFormatter(
+            # records that did not come through structlog: ours and the libraries'
             foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
                 structlog.stdlib.add_log_level,
                 structlog.stdlib.add_logger_name,
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.stdlib.ExtraAdder(),
+                stamp,
+            ],
+            # every line, from either path
+            processors=[
+                ProcessorFormatter.remove_processors_meta,
+                redact_fields,
+                structlog.processors.format_exc_info,
+                _head_first,
+                structlog.processors.JSONRenderer(),
             ],
         )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
-    for noisy in ("aiokafka", "httpx", "httpx2", "httpcore", "openai"):
+    for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))

@@ -122,6 +122,18 @@ class Exporter:
         self.backlog_size = Gauge(
             p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
         )
+        self.traces = Counter(
+            p + "traces_total",
+            "OTLP traces out of the trace buffer, by outcome (assembled, split, no_llm, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.trace_buffer_traces = Gauge(
+            p + "trace_buffer_traces", "Traces held in the trace buffer.", registry=r
+        )
+        self.trace_buffer_bytes = Gauge(
+            p + "trace_buffer_bytes", "Estimated bytes of the spans held there.", registry=r
+        )
 
 
 class PrometheusSink:

@@ -153,6 +153,9 @@ class KafkaSource:
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
         self.on_revoke: Callable[[], Awaitable[object]] | None = None
+        #: records of a partition held on purpose (spans of traces still being buffered):
+        #: a revoke does not wait for them (they are re-read by the new owner)
+        self.held: Callable[[Partition], int] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._paused = False
@@ -392,7 +395,8 @@ class KafkaSource:
         while time.monotonic() < deadline:
             if self.on_revoke is not None:
                 await self.on_revoke()
-            if all(self.tracker.in_flight(tp) == 0 for tp in revoked):
+            held = self.held or (lambda tp: 0)
+            if all(self.tracker.in_flight(tp) <= held(tp) for tp in revoked):
                 break
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)

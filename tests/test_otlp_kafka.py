@@ -1,0 +1,138 @@
+"""OTLP span messages through the real broker and the real sidecar (`serve`).
+
+Spans are made with the OpenTelemetry SDK and encoded with its OTLP protobuf encoder
+(the bytes the Collector's Kafka exporter writes); each partition gets whole traces,
+as with the Collector's ``partition_traces_by_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from monitor.commands.run import Components, build, serve
+from monitor.embedded.broker import Broker
+from monitor.embedded.judge_server import JudgeServer
+from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce, read_topic
+from tests.conftest import Topic, interaction, monitor_settings, samples
+from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
+
+pytestmark = pytest.mark.kafka
+
+GARBAGE = [b"\x0a\xff\xff\xff garbage", b'{"id": "not-a-span-message"}']
+
+
+def build_traffic(fmt: str) -> tuple[dict[int, list[bytes]], set[str], dict[str, int]]:
+    """Per partition, the messages; the trace ids that can be scored; incomplete counts."""
+    recorder = SpanRecorder(service="search-api", environment="test")
+    chunks: dict[str, list[list[Any]]] = {}
+    complete: set[str] = set()
+    for i in range(12):
+        trace_id = openinference_trace(recorder, interaction(i, supported=i % 3 != 0),
+                                       start_ns=T0 + i * 1000 * MS, route="search",
+                                       extra_spans=2)  # fmt: skip
+        spans = recorder.take()  # children first, the root last
+        parts = [spans[:2], spans[2:4], spans[4:]]
+        if i % 2:
+            parts.reverse()  # out of order: the root span arrives first
+        chunks[trace_id] = parts
+        complete.add(trace_id)
+    incomplete = {"no_retrieval": 0, "no_llm": 0}
+    for reason, kinds in (("no_retrieval", ("llm",)), ("no_llm", ("retriever",))):
+        t = TraceMaker(recorder)
+        t.span("root", chain("q", "a"), 0, 100, root=True)
+        if "retriever" in kinds:
+            t.span("retrieve", docs("ctx"), 1, 10)
+        if "llm" in kinds:
+            t.span("llm", llm("a"), 20, 90)
+        spans = recorder.take()
+        chunks[format(spans[0].context.trace_id, "032x")] = [spans]
+        incomplete[reason] += 1
+    encoder = encode if fmt == "otlp_proto" else otlp_json
+    # two traces of one partition share each message (the Collector batches across traces)
+    by_partition: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    ids = sorted(chunks)
+    for n in range(0, len(ids), 2):
+        pair = ids[n : n + 2]
+        partition = (n // 2) % 4
+        rounds = max(len(chunks[t]) for t in pair)
+        for k in range(rounds):
+            spans = [s for t in pair if k < len(chunks[t]) for s in chunks[t][k]]
+            by_partition[partition].append(encoder(spans))
+    by_partition[0].insert(1, GARBAGE[0])
+    by_partition[1].append(GARBAGE[1] if fmt == "otlp_proto" else b"not json at all")
+    recorder.shutdown()
+    return by_partition, complete, incomplete
+
+
+async def run_until(parts: Components, stop: asyncio.Event, done: Any, within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and not done():
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("fmt", ["otlp_proto", "otlp_json"])
+async def test_traces_split_over_messages_are_scored_once_each(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, fmt: str
+) -> None:
+    by_partition, complete, incomplete = build_traffic(fmt)
+    for partition, messages in by_partition.items():
+        await produce(topic.bootstrap, topic.name, [(None, m) for m in messages],
+                      partition=partition)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format=fmt,
+                                trace_grace_seconds=0.3, trace_timeout_seconds=5.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    scored = parts.exporter.records_scored
+    try:
+        await run_until(parts, stop, lambda: scored._value.get() >= len(complete), 60)
+        await asyncio.sleep(1.0)  # nothing more may come
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    text = generate_latest(parts.exporter.registry).decode()
+    assert scored._value.get() == len(complete)
+    traces = samples(text, "rag_monitor_traces_total")
+    assert traces[(("outcome", "assembled"),)] == len(complete)
+    for reason, n in incomplete.items():
+        assert traces[(("outcome", reason),)] == n
+    assert (("outcome", "split"),) not in traces
+    # the judge saw one scored record per trace: hallucinations are the unsupported ones
+    hallucinated = samples(text, "rag_monitor_hallucinations_total")
+    assert sum(hallucinated.values()) == 4  # i = 0, 3, 6, 9
+    dead = await read_topic(topic.bootstrap, topic.dlq, expected=2)
+    assert sorted(dict(d.headers)[HEADER_REASON] for d in dead) == [b"not_otlp", b"not_otlp"]
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: len(m) for p, m in by_partition.items()}
+
+
+async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    recorder = SpanRecorder()
+    openinference_trace(recorder, interaction(1), start_ns=T0)
+    spans = recorder.take()
+    # without partition_traces_by_id the Collector may put a trace's spans anywhere
+    await produce(topic.bootstrap, topic.name, [(None, encode(spans[:2]))], partition=0)
+    await produce(topic.bootstrap, topic.name, [(None, encode(spans[2:]))], partition=1)
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=2.0, trace_timeout_seconds=3.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(parts, stop, lambda: traces.labels(outcome="split")._value.get() >= 1, 60)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert traces.labels(outcome="split")._value.get() == 1
+    assert parts.exporter.records_scored._value.get() == 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 1 and positions[1] == 1

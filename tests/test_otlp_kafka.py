@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
 
-from monitor.commands.run import Components, build, serve
+from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
@@ -70,9 +71,11 @@ def build_traffic(fmt: str) -> tuple[dict[int, list[bytes]], set[str], dict[str,
     return by_partition, complete, incomplete
 
 
-async def run_until(parts: Components, stop: asyncio.Event, done: Any, within: float) -> None:
+async def run_until(done: Callable[[], bool], within: float) -> None:
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline and not done():
+    while time.monotonic() < deadline:
+        if done():
+            return
         await asyncio.sleep(0.1)
 
 
@@ -91,7 +94,7 @@ async def test_traces_split_over_messages_are_scored_once_each(
     task = asyncio.create_task(serve(settings, stop, parts))
     scored = parts.exporter.records_scored
     try:
-        await run_until(parts, stop, lambda: scored._value.get() >= len(complete), 60)
+        await run_until(lambda: scored._value.get() >= len(complete), 60)
         await asyncio.sleep(1.0)  # nothing more may come
     finally:
         stop.set()
@@ -128,7 +131,7 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
     task = asyncio.create_task(serve(settings, stop, parts))
     traces = parts.exporter.traces
     try:
-        await run_until(parts, stop, lambda: traces.labels(outcome="split")._value.get() >= 1, 60)
+        await run_until(lambda: traces.labels(outcome="split")._value.get() >= 1, 60)
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0

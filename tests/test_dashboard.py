@@ -138,6 +138,9 @@ def populate(exporter: Exporter) -> None:
     exporter.backlog_enqueued.labels(reason="faithfulness").inc()
     exporter.backlog_write_errors.inc(0)
     exporter.backlog_size.labels(status="pending").set(3)
+    exporter.traces.labels(outcome="assembled").inc(8)
+    exporter.trace_buffer_traces.set(4)
+    exporter.trace_buffer_bytes.set(40_000)
 
 
 @pytest.fixture

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
@@ -71,6 +75,26 @@ def build_traffic(fmt: str) -> tuple[dict[int, list[bytes]], set[str], dict[str,
     return by_partition, complete, incomplete
 
 
+def scrape_openmetrics(port: int) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics",
+        headers={"Accept": "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;q=0.5"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+        return str(response.read().decode())
+
+
+def exemplar_traces(text: str) -> dict[str, set[str]]:
+    """Sample name → the trace ids of its exemplars."""
+    out: dict[str, set[str]] = {}
+    for family in openmetrics_families(text):
+        for sample in family.samples:
+            if sample.exemplar is not None:
+                out.setdefault(sample.name, set()).add(sample.exemplar.labels["trace_id"])
+    return out
+
+
 async def run_until(done: Callable[[], bool], within: float) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -96,6 +120,7 @@ async def test_traces_split_over_messages_are_scored_once_each(
     try:
         await run_until(lambda: scored._value.get() >= len(complete), 60)
         await asyncio.sleep(1.0)  # nothing more may come
+        exposition = await asyncio.to_thread(scrape_openmetrics, parts.server.port)
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -109,6 +134,13 @@ async def test_traces_split_over_messages_are_scored_once_each(
     # the judge saw one scored record per trace: hallucinations are the unsupported ones
     hallucinated = samples(text, "rag_monitor_hallucinations_total")
     assert sum(hallucinated.values()) == 4  # i = 0, 3, 6, 9
+    # exemplars link the score samples to the produced traces
+    exemplars = exemplar_traces(exposition)
+    score_traces = exemplars["rag_monitor_metric_score_bucket"]
+    assert score_traces and score_traces <= complete
+    hallucination_traces = exemplars["rag_monitor_hallucination_weight_total"]
+    assert hallucination_traces and hallucination_traces <= complete
+    assert len(hallucination_traces) <= 1  # one series (route search, judge llm): its latest
     dead = await read_topic(topic.bootstrap, topic.dlq, expected=2)
     assert sorted(dict(d.headers)[HEADER_REASON] for d in dead) == [b"not_otlp", b"not_otlp"]
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)

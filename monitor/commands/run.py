@@ -29,7 +29,7 @@ from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
-from monitor.sources.kafka import KafkaSource
+from monitor.sources.kafka import KafkaPublisher, KafkaSource
 from monitor.sources.traces import TraceSource
 from monitor.tokens import count_tokens
 
@@ -137,6 +137,13 @@ def build(settings: Settings) -> Components:
             return True
 
         checks["postgres"] = postgres
+    if settings.scores_topic:
+        from monitor.sinks.scores_topic import ScoresTopicSink
+
+        publisher = KafkaPublisher(settings)
+        sinks.append(ScoresTopicSink(publisher, settings))
+        parts.starters.append(publisher.start)
+        parts.closers.append(publisher.stop)
     server.checks.update(checks)
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding

@@ -77,6 +77,8 @@ CSV_COLUMNS = (
     "offline_scores",
     "seen_count",
     "created_at",
+    "trace_id",
+    "span_id",
 )
 
 #: pg_advisory_lock key for migrations ("rag-monitor" folded to a bigint)
@@ -159,6 +161,8 @@ class Entry:
     inclusion_probability: float
     online_scores: dict[str, float | None]
     online_details: dict[str, Any]
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 def build_entry(record: ScoredRecord, reasons: Sequence[str], redactor: Redactor | None) -> Entry:
@@ -203,6 +207,8 @@ def build_entry(record: ScoredRecord, reasons: Sequence[str], redactor: Redactor
             name: _clean(r.json_score()) for name, r in record.results.items()
         },
         online_details=details,
+        trace_id=interaction.trace_id,
+        span_id=interaction.span_id,
     )
 
 
@@ -224,6 +230,8 @@ class BacklogRow:
     evaluation_count: int
     created_at: datetime
     updated_at: datetime
+    trace_id: str | None = None
+    span_id: str | None = None
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> BacklogRow:
@@ -242,6 +250,8 @@ class BacklogRow:
             evaluation_count=row["evaluation_count"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
+            trace_id=row.get("trace_id"),
+            span_id=row.get("span_id"),
         )
 
     @property
@@ -295,6 +305,8 @@ def export_line(row: BacklogRow, fmt: ExportFormat) -> str:
         "offline_scores": row.offline_scores,
         "seen_count": row.seen_count,
         "created_at": row.created_at.isoformat(),
+        "trace_id": row.trace_id,
+        "span_id": row.span_id,
     }
     if fmt == "jsonl":
         fields["details"] = row.online_details
@@ -423,9 +435,9 @@ WITH new_interaction AS (
 )
 INSERT INTO backlog AS b (
     id, reasons, question_hash, record, redactions, route, judge,
-    inclusion_probability, online_scores, online_details
+    inclusion_probability, online_scores, online_details, trace_id, span_id
 )
-SELECT interaction_id, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM new_interaction
+SELECT interaction_id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM new_interaction
 ON CONFLICT (question_hash) DO UPDATE SET
     seen_count = b.seen_count + 1,
     reasons = ARRAY(
@@ -623,6 +635,8 @@ class BacklogSink:
                         entry.inclusion_probability,
                         entry.online_scores,
                         entry.online_details,
+                        entry.trace_id,
+                        entry.span_id,
                     )
                     if row is None:
                         continue  # a redelivery: this id is already in the backlog

@@ -693,3 +693,49 @@ async def bare_consume(
         return BareConsume(seen, last - (assigned.at or last))
     finally:
         await consumer.stop()
+
+
+# --- a producer for sinks that write to Kafka (the scores topic)
+
+
+class PublishError(Exception):
+    """Kafka did not take a batch; ``retryable`` False for a record it will never take."""
+
+    def __init__(self, detail: str, *, retryable: bool) -> None:
+        super().__init__(detail)
+        self.retryable = retryable
+
+
+class KafkaPublisher:
+    """``acks=all`` producer; `publish` returns once Kafka has every record of the batch."""
+
+    def __init__(self, settings: Settings, *, client_id: str = "rag-monitor-scores") -> None:
+        self.settings = settings
+        self.client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        _release_frames()
+        producer = AIOKafkaProducer(
+            **_client_options(self.settings), client_id=self.client_id, acks="all"
+        )
+        await producer.start()
+        self._producer = producer
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    async def publish(self, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> None:
+        producer = self._producer
+        if producer is None:
+            raise PublishError("the publisher is not started", retryable=True)
+        try:
+            futures = [await producer.send(topic, value=v, key=k) for k, v in records]
+            for future in futures:
+                await future
+        except MessageSizeTooLargeError as exc:
+            raise PublishError(type(exc).__name__, retryable=False) from exc
+        except KafkaError as exc:
+            raise PublishError(type(exc).__name__, retryable=True) from exc

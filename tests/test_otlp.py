@@ -94,8 +94,11 @@ def test_an_openinference_trace_becomes_one_valid_interaction(recorder: SpanReco
             {"text": "Lodging always.", "id": "b", "score": 0.5},
         ],
         "response": "Over $100.",
+        "metadata": {"label": "good", "route": "/from-metadata"},  # OpenInference `metadata`
     }
-    trace_id = openinference_trace(recorder, record, start_ns=T0, route="/ask", extra_spans=2)
+    trace_id = openinference_trace(recorder, record, start_ns=T0, route="/ask", extra_spans=2,
+                                   trace_id=0xABC)  # fmt: skip
+    assert trace_id == f"{0xABC:032x}"
     spans = spans_of(recorder)
     assert len(spans) == 5 and {s.trace_id for s in spans} == {trace_id}
     out = assemble(spans, route_attribute="http.route")
@@ -108,8 +111,9 @@ def test_an_openinference_trace_becomes_one_valid_interaction(recorder: SpanReco
         {"text": "Receipts over $100.", "id": "a", "score": 0.8},
         {"text": "Lodging always.", "id": "b", "score": 0.5},
     ]
+    # the route attribute wins over the application's metadata
     assert out["metadata"] == {"service": "search-api", "environment": "prod", "route": "/ask",
-                               "model": "demo-llm"}  # fmt: skip
+                               "model": "demo-llm", "label": "good"}  # fmt: skip
     interaction = validate_record(out)
     assert interaction.trace_id == trace_id and interaction.span_id == root.span_id
 

@@ -21,9 +21,21 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import set_span_in_context
 
 MS = 1_000_000  # nanoseconds
+
+
+class _TraceIds(RandomIdGenerator):
+    """Random ids, except a trace id the caller chose for the next trace."""
+
+    def __init__(self) -> None:
+        self.next_trace_id: int | None = None
+
+    def generate_trace_id(self) -> int:
+        chosen, self.next_trace_id = self.next_trace_id, None
+        return chosen if chosen is not None else super().generate_trace_id()
 
 
 class SpanRecorder:
@@ -32,7 +44,8 @@ class SpanRecorder:
     def __init__(self, service: str = "rag-service", environment: str = "demo") -> None:
         self.exporter = InMemorySpanExporter()
         resource = Resource.create({"service.name": service, "deployment.environment": environment})
-        self.provider = TracerProvider(resource=resource)
+        self.ids = _TraceIds()
+        self.provider = TracerProvider(resource=resource, id_generator=self.ids)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("rag-monitor.demo")
 
@@ -54,12 +67,14 @@ def openinference_trace(
     route: str | None = None,
     extra_spans: int = 0,
     model: str = "demo-llm",
+    trace_id: int | None = None,
 ) -> str:
     """Record ``record`` (the interaction schema) as one trace; returns its trace id (hex).
 
     Spans end children first, the root last, as a service exports them.
     """
     tracer = recorder.tracer
+    recorder.ids.next_trace_id = trace_id
     question = str(record.get("user_input", ""))
     answer = str(record.get("response", ""))
     contexts = [
@@ -73,6 +88,9 @@ def openinference_trace(
     }
     if route is not None:
         root_attributes["http.route"] = route
+    metadata = record.get("metadata")
+    if isinstance(metadata, Mapping) and metadata:
+        root_attributes["metadata"] = json.dumps(dict(metadata), ensure_ascii=False)
     root = tracer.start_span("rag.query", start_time=start_ns, attributes=root_attributes)
     parent = set_span_in_context(root)
     at = start_ns + MS

@@ -54,6 +54,7 @@ DOCUMENTS = "retrieval.documents."
 LLM_INPUT = "llm.input_messages."
 LLM_OUTPUT = "llm.output_messages."
 LLM_MODEL = "llm.model_name"
+METADATA = "metadata"  # OpenInference: the application's metadata, a JSON object
 GENAI_OPERATION = "gen_ai.operation.name"
 GENAI_INPUT = "gen_ai.input.messages"
 GENAI_OUTPUT = "gen_ai.output.messages"
@@ -64,7 +65,8 @@ SERVICE = "service.name"
 ENVIRONMENT = ("deployment.environment.name", "deployment.environment")
 
 _KEEP = frozenset(
-    {SPAN_KIND, INPUT_VALUE, INPUT_MIME, OUTPUT_VALUE, OUTPUT_MIME, LLM_MODEL, GENAI_OPERATION,
+    {SPAN_KIND, INPUT_VALUE, INPUT_MIME, OUTPUT_VALUE, OUTPUT_MIME, LLM_MODEL, METADATA,
+     GENAI_OPERATION,
      GENAI_INPUT, GENAI_OUTPUT, GENAI_DOCUMENTS, GENAI_QUERY, GENAI_MODEL, SERVICE, *ENVIRONMENT}
 )  # fmt: skip
 _KEEP_PREFIXES = (DOCUMENTS, LLM_INPUT, LLM_OUTPUT)
@@ -289,7 +291,7 @@ def assemble(spans: Iterable[Span], *, route_attribute: str | None = None) -> di
         "retrieved_contexts": contexts,
         "response": answer,
         "timestamp": _iso(min(s.start_ns for s in spans)),
-        "metadata": _metadata(spans, anchor, answering, route_attribute),
+        "metadata": _metadata(spans, chain or anchor, anchor, answering, route_attribute),
     }
     return record
 
@@ -459,9 +461,10 @@ def _last_message(messages: list[tuple[str, str]], role: str) -> str | None:
 
 
 def _metadata(
-    spans: list[Span], anchor: Span, answering: Span, route_attribute: str | None
+    spans: list[Span], chain: Span, anchor: Span, answering: Span, route_attribute: str | None
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
+    own = _structured(chain.attributes.get(METADATA))
+    meta: dict[str, Any] = dict(own) if isinstance(own, dict) else {}
     service = anchor.resource.get(SERVICE)
     if isinstance(service, str):
         meta["service"] = service

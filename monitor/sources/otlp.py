@@ -138,17 +138,15 @@ def decode_spans(
     keep = _KEEP | {route_attribute} if route_attribute else _KEEP
     spans: list[Span] = []
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes, keep, ())
-        resource_size = sum(_size(v) for v in resource.values())
+        resource, resource_size = _attributes(resource_spans.resource.attributes, keep, ())
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 if len(span.trace_id) != 16 or len(span.span_id) != 8:
                     raise InvalidRecord(
                         "not_otlp", "a span's trace or span id has the wrong length"
                     )
-                attributes = _attributes(span.attributes, keep, _KEEP_PREFIXES)
-                size = _SPAN_OVERHEAD + resource_size + len(span.name)
-                size += sum(len(k) + _ATTRIBUTE_OVERHEAD + _size(v) for k, v in attributes.items())
+                attributes, size = _attributes(span.attributes, keep, _KEEP_PREFIXES)
+                size += _SPAN_OVERHEAD + resource_size + len(span.name)
                 spans.append(
                     Span(
                         trace_id=span.trace_id.hex(),
@@ -180,15 +178,24 @@ def _hex_ids_to_base64(data: dict[str, Any]) -> None:
 
 def _attributes(
     pairs: Iterable[Any], keep: frozenset[str] | set[str], prefixes: tuple[str, ...]
-) -> dict[str, AttrValue]:
+) -> tuple[dict[str, AttrValue], int]:
+    """The kept attributes, and what they cost (bytes, an estimate)."""
     out: dict[str, AttrValue] = {}
+    size = 0
     for pair in pairs:
         key = pair.key
         if key in keep or key.startswith(prefixes):
-            value = _value(pair.value)
+            any_value = pair.value
+            if any_value.WhichOneof("value") == "string_value":  # the common case, inline
+                text = any_value.string_value
+                out[key] = text
+                size += len(key) + len(text) + _ATTRIBUTE_OVERHEAD
+                continue
+            value = _value(any_value)
             if value is not None:
                 out[key] = value
-    return out
+                size += len(key) + _size(value) + _ATTRIBUTE_OVERHEAD
+    return out, size
 
 
 def _value(value: AnyValue) -> AttrValue | None:

@@ -44,7 +44,7 @@ def traces() -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], dict[str
         questions[trace_id] = record["user_input"]
         spans = recorder.take()
         partition = i % 4
-        first, rest = encode(spans[:3]), encode(spans[3:])
+        first, rest = encode(spans[:4]), encode(spans[4:])  # the retrieval, then the rest
         if i < WHOLE:
             before += [(partition, first), (partition, rest)]
         else:

@@ -24,6 +24,7 @@ from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce, read_topic
+from monitor.sources.traces import TraceSource
 from tests.conftest import Topic, interaction, monitor_settings, samples
 from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
 
@@ -171,3 +172,92 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
     assert parts.exporter.records_scored._value.get() == 0
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions[0] == 1 and positions[1] == 1
+
+
+async def test_a_revoke_does_not_wait_for_messages_buffered_traces_hold() -> None:
+    from monitor.config import Settings
+    from monitor.sinks.prometheus import Exporter
+    from monitor.sources.kafka import KafkaSource
+
+    source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.5)
+    tp = ("otlp_spans", 0)
+    generation = source.tracker.assign(tp)
+    for offset in range(3):
+        source.tracker.start(tp, offset, generation)
+    source.held = lambda partition: 3 if partition == tp else 0  # three spans' messages held
+    started = time.monotonic()
+    await source._on_revoked([tp])
+    assert time.monotonic() - started < 1.0
+    source.tracker.assign(tp)
+    generation = source.tracker.generation(tp) or 0
+    source.tracker.start(tp, 0, generation)
+    source.held = lambda partition: 0  # unfinished work that is not held: the revoke waits
+    started = time.monotonic()
+    await source._on_revoked([tp])
+    assert time.monotonic() - started >= 1.5
+
+
+class Recorded:
+    """A sink that keeps the ids it was given (the pipeline's last sink)."""
+
+    name = "recorded"
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    async def write(self, batch: Any) -> None:
+        self.ids.extend(r.interaction.id for r in batch)
+
+    async def flush(self) -> None:
+        return None
+
+
+async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    if broker.kind == "noida":
+        # seen with noida-db 0.2.3: when the second member joins while the first holds
+        # uncommitted messages (its commits refused during the rebalance), the revoke
+        # completes and the group then never assigns again (150 s); Tansu runs this
+        pytest.skip("noida-db 0.2.3 never settles this rebalance")
+    recorder = SpanRecorder()
+    halves: list[tuple[int, bytes, bytes]] = []
+    for i in range(8):
+        trace_id = openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        halves.append((i % 4, encode(spans[:1]), encode(spans[1:])))  # the root comes last
+        assert trace_id
+    for partition in range(4):
+        await produce(topic.bootstrap, topic.name,
+                      [(None, a) for p, a, _ in halves if p == partition],
+                      partition=partition)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=0.3)  # fmt: skip
+    first, second = build(settings), build(settings)
+    seen = [Recorded(), Recorded()]
+    first.sinks.append(seen[0])
+    second.sinks.append(seen[1])
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(serve(settings, stop, first))]
+    try:
+        consumed = first.exporter.records_consumed.labels(topic=topic.name)
+        await run_until(lambda: consumed._value.get() >= 8, 60)
+        assert isinstance(first.source, TraceSource) and len(first.source.buffer) == 8
+        tasks.append(asyncio.create_task(serve(settings, stop, second)))
+        await run_until(lambda: bool(second.source.assignment) and
+                        len(first.source.assignment) + len(second.source.assignment) == 4,
+                        60)  # fmt: skip
+        for partition in range(4):
+            await produce(topic.bootstrap, topic.name,
+                          [(None, b) for p, _, b in halves if p == partition],
+                          partition=partition)  # fmt: skip
+        await run_until(lambda: len(set(seen[0].ids) | set(seen[1].ids)) >= 8, 60)
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0
+    scored = set(seen[0].ids) | set(seen[1].ids)
+    assert len(scored) == 8
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: 4 for p in range(4)}

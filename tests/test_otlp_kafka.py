@@ -261,3 +261,42 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
     assert len(scored) == 8
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions == {p: 4 for p in range(4)}
+
+
+@pytest.mark.parametrize("overflow", ["assemble", "drop"])
+async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, overflow: str
+) -> None:
+    recorder = SpanRecorder()
+    children, roots = [], []
+    for i in range(4):
+        openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        children.append(encode(spans[:-1]))
+        roots.append(encode(spans[-1:]))
+    # every trace's children first, the roots after: four traces open at once, two fit
+    await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
+                  partition=0)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=0.2, trace_buffer_max_traces=2,
+                                trace_buffer_overflow=overflow)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60)
+        await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    text = generate_latest(parts.exporter.registry).decode()
+    counted = samples(text, "rag_monitor_traces_total")
+    early = "overflow_assembled" if overflow == "assemble" else "overflow_dropped"
+    assert counted[(("outcome", early),)] == 2  # the two oldest, pushed out
+    assert counted[(("outcome", "assembled"),)] == 2
+    assert counted[(("outcome", "late_span"),)] == 2  # their roots came after they closed
+    # closed early but whole enough: scored as they stood (the root only held the question)
+    assert parts.exporter.records_scored._value.get() == (4 if overflow == "assemble" else 2)
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 8

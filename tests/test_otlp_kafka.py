@@ -300,3 +300,35 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
     assert parts.exporter.records_scored._value.get() == (4 if overflow == "assemble" else 2)
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions[0] == 8
+
+
+async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stalling(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    recorder = SpanRecorder()
+    children, roots = [], []
+    for i in range(6):
+        openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        children.append(encode(spans[:-1]))
+        roots.append(encode(spans[-1:]))
+    await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
+                  partition=0)  # fmt: skip
+    # 4 messages in flight at most: the children of 4 traces fill the window, their roots
+    # are behind it; the timeout is far beyond the wait below
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                max_in_flight=4, trace_grace_seconds=0.2,
+                                trace_timeout_seconds=120.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    scored = parts.exporter.records_scored
+    try:
+        await run_until(lambda: scored._value.get() >= 6, 20)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert scored._value.get() == 6
+    assert parts.exporter.traces.labels(outcome="overflow_assembled")._value.get() >= 2
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 12

@@ -656,6 +656,19 @@ class TraceBuffer(Generic[H, P]):
         self._closed.clear()  # a re-read of the partition brings these traces again
         return len(gone)
 
+    def close_oldest(self) -> ClosedTrace[H] | None:
+        """Close the oldest open trace early (``overflow``); None when none is open."""
+        if not self._open:
+            return None
+        return self._close(next(iter(self._open)), "overflow")
+
+    def held_total(self) -> int:
+        """Messages needed by a trace that is still open, over every partition."""
+        needed: set[H] = set()
+        for state in self._open.values():
+            needed.update(state.handles)
+        return len(needed)
+
     def held(self, partition: P) -> int:
         """Messages of ``partition`` needed by a trace that is still open."""
         needed: set[H] = set()

@@ -147,6 +147,8 @@ class TraceSource:
                 self._free([key])
         for trace in self.buffer.due(now):
             out.extend(self._closed(trace))
+        if self.inner.in_flight >= self.inner.max_in_flight:
+            out.extend(self._relieve())
         self.exporter.trace_buffer_traces.set(len(self.buffer))
         self.exporter.trace_buffer_bytes.set(self.buffer.bytes)
         return out
@@ -197,6 +199,21 @@ class TraceSource:
                 trace=trace,
             )
         ]
+
+    def _relieve(self) -> list[SourceRecord]:
+        """The in-flight window is full: close the oldest open traces until they hold half.
+
+        Held messages count as unfinished, so a window full of them fetches nothing
+        more, and the spans that would complete those traces are never read: without
+        this, consumption would stall until the traces time out.
+        """
+        out: list[SourceRecord] = []
+        while self.buffer.held_total() > self.inner.max_in_flight // 2:
+            trace = self.buffer.close_oldest()
+            if trace is None:
+                break
+            out.extend(self._closed(trace))
+        return out
 
     def _drop(self, trace: ClosedTrace[MessageKey], outcome: str) -> list[SourceRecord]:
         self._count(outcome)

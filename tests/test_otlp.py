@@ -358,3 +358,21 @@ def test_discarding_a_partition_forgets_its_traces_without_freeing(recorder: Spa
     assert buffer.discard(3) == 1
     assert len(buffer) == 0 and buffer.bytes == 0 and buffer.held(3) == 0
     assert buffer.due(100.0) == []
+
+
+def test_spans_of_a_skipped_trace_keep_no_attributes(recorder: SpanRecorder) -> None:
+    record = {"user_input": "q", "retrieved_contexts": ["c"], "response": "a"}
+    kept = openinference_trace(recorder, record, start_ns=T0)
+    dropped = openinference_trace(recorder, record, start_ns=T0 + 1000 * MS)
+    asked: list[str] = []
+
+    def skip(trace_id: str) -> bool:
+        asked.append(trace_id)
+        return trace_id == dropped
+
+    spans = decode_spans(encode(recorder.take()), "otlp_proto", skip=skip)  # one message
+    assert sorted(asked) == sorted([kept, dropped])  # once per trace, not per span
+    assert len([s for s in spans if s.trace_id == dropped]) == 3
+    assert all(not s.attributes for s in spans if s.trace_id == dropped)
+    assert any(s.is_root for s in spans if s.trace_id == dropped)  # still closes on its root
+    assert all(s.attributes for s in spans if s.trace_id == kept)

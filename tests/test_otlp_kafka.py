@@ -332,3 +332,46 @@ async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stall
     assert parts.exporter.traces.labels(outcome="overflow_assembled")._value.get() >= 2
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions[0] == 12
+
+
+async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_scored(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    from monitor.sampling import unit_hash
+
+    recorder = SpanRecorder()
+    ids = []
+    messages: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    for i in range(24):
+        trace_id = openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        ids.append(trace_id)
+        messages[i % 4] += [encode(spans[:2]), encode(spans[2:])]
+    for partition, values in messages.items():
+        await produce(topic.bootstrap, topic.name, [(None, v) for v in values],
+                      partition=partition)  # fmt: skip
+    rate = 0.4
+    kept = {t for t in ids if unit_hash(t.encode()) < rate}
+    assert 0 < len(kept) < len(ids)
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                sample_rate=rate, trace_grace_seconds=0.2)  # fmt: skip
+    parts = build(settings)
+    seen = Recorded()
+    parts.sinks.append(seen)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(lambda: traces.labels(outcome="assembled")._value.get()
+                        + traces.labels(outcome="sampled_out")._value.get() >= 24, 60)  # fmt: skip
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert set(seen.ids) == kept
+    assert traces.labels(outcome="assembled")._value.get() == len(kept)
+    assert traces.labels(outcome="sampled_out")._value.get() == len(ids) - len(kept)
+    assert samples(generate_latest(parts.exporter.registry).decode(),
+                   "rag_monitor_records_invalid_total") == {}  # fmt: skip
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: 12 for p in range(4)}

@@ -115,7 +115,7 @@ def build(settings: Settings) -> Components:
     kafka = KafkaSource(settings, exporter)
     source: KafkaSource | TraceSource = kafka
     if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
-        source = TraceSource(kafka, settings, exporter)
+        source = TraceSource(kafka, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(

@@ -28,7 +28,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
@@ -105,10 +105,16 @@ class Span(NamedTuple):
 
 
 def decode_spans(
-    value: bytes | None, fmt: OtlpFormat, *, route_attribute: str | None = None
+    value: bytes | None,
+    fmt: OtlpFormat,
+    *,
+    route_attribute: str | None = None,
+    skip: Callable[[str], bool] | None = None,
 ) -> list[Span]:
     """One Kafka message (an ``ExportTraceServiceRequest``) → its spans.
 
+    A span of a trace for which ``skip(trace_id)`` is true keeps no attributes (the
+    trace will not be assembled: the sampler drops it whatever its content).
     Raises `InvalidRecord` with reason ``not_otlp`` when the bytes are not a request
     (the detail says what failed, never quotes the content).
     """
@@ -139,6 +145,7 @@ def decode_spans(
     if value and not request.resource_spans:
         raise InvalidRecord("not_otlp", "no resource spans in a non-empty message")
     keep = _KEEP | {route_attribute} if route_attribute else _KEEP
+    skipped: dict[bytes, bool] = {}
     spans: list[Span] = []
     for resource_spans in request.resource_spans:
         resource, resource_size = _attributes(resource_spans.resource.attributes, keep, ())
@@ -148,11 +155,20 @@ def decode_spans(
                     raise InvalidRecord(
                         "not_otlp", "a span's trace or span id has the wrong length"
                     )
-                attributes, size = _attributes(span.attributes, keep, _KEEP_PREFIXES)
-                size += _SPAN_OVERHEAD + resource_size + len(span.name)
+                raw_id = span.trace_id
+                trace_id = raw_id.hex()
+                drop = skipped.get(raw_id) if skip is not None else False
+                if drop is None and skip is not None:
+                    drop = skipped[raw_id] = skip(trace_id)
+                if drop:
+                    attributes: dict[str, AttrValue] = {}
+                    size = _SPAN_OVERHEAD
+                else:
+                    attributes, size = _attributes(span.attributes, keep, _KEEP_PREFIXES)
+                    size += _SPAN_OVERHEAD + resource_size + len(span.name)
                 spans.append(
                     Span(
-                        trace_id=span.trace_id.hex(),
+                        trace_id=trace_id,
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex() or None,
                         name=span.name,

@@ -29,6 +29,7 @@ import structlog
 
 from monitor.config import Settings
 from monitor.records import InvalidRecord
+from monitor.sampling import Sampler
 from monitor.sinks.prometheus import Exporter
 from monitor.sources.kafka import KafkaSource, SourceRecord
 from monitor.sources.offsets import Partition
@@ -70,6 +71,7 @@ class TraceSource:
         settings: Settings,
         exporter: Exporter,
         *,
+        sampler: Sampler | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         if settings.input_format == "interaction":
@@ -90,6 +92,15 @@ class TraceSource:
         self._messages: dict[MessageKey, SourceRecord] = {}
         self._generations: dict[Partition, int] = {}
         inner.held = self.buffer.held
+        #: traces the sampler drops whatever their content are neither kept nor assembled;
+        #: the pipeline drops their record on the trace id alone. Only without metadata
+        #: rules and risk sampling: then the rate is the same for every record and the
+        #: budget only ever scales it down, so the decision cannot change later
+        self._certain_drop: Callable[[str], bool] | None = None
+        if sampler is not None and not sampler.rules and sampler.adjuster is None:
+            self._certain_drop = lambda trace_id: sampler.precheck(
+                trace_id.encode("ascii"), None, 1.0
+            ).drop
 
     # --- lifecycle and what run.py reads: the inner source's
 
@@ -130,7 +141,10 @@ class TraceSource:
                 continue
             try:
                 spans = decode_spans(
-                    message.value, self.format, route_attribute=self.route_attribute
+                    message.value,
+                    self.format,
+                    route_attribute=self.route_attribute,
+                    skip=self._certain_drop,
                 )
             except InvalidRecord as invalid:
                 out.append(_rejected(message, invalid))
@@ -178,27 +192,32 @@ class TraceSource:
             return self._drop(trace, "split")
         if trace.closing == "overflow" and self.settings.trace_buffer_overflow == "drop":
             return self._drop(trace, "overflow_dropped")
+        if self._certain_drop is not None and self._certain_drop(trace.trace_id):
+            # not assembled: the pipeline's sampler drops it on the key (not parsed, as any
+            # sampled-out record); an empty value, should it ever be kept, is dead-lettered
+            self._count("sampled_out")
+            return [self._record(trace, b"")]
         try:
             record = assemble(trace.spans, route_attribute=self.route_attribute)
         except IncompleteTrace as incomplete:
             return self._drop(trace, incomplete.reason)
         self._count("assembled" if trace.closing != "overflow" else "overflow_assembled")
+        return [self._record(trace, json.dumps(record, ensure_ascii=False).encode("utf-8"))]
+
+    def _record(self, trace: ClosedTrace[MessageKey], value: bytes) -> TraceRecord:
         last = max(trace.handles, key=lambda h: h[1])
         (topic, partition), offset, generation = last
-        value = json.dumps(record, ensure_ascii=False).encode("utf-8")
         first_ns = min(s.start_ns for s in trace.spans)
-        return [
-            TraceRecord(
-                topic=topic,
-                partition=partition,
-                offset=offset,
-                key=trace.trace_id.encode("ascii"),
-                value=value,
-                timestamp_ms=first_ns // 1_000_000,
-                generation=generation,
-                trace=trace,
-            )
-        ]
+        return TraceRecord(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=trace.trace_id.encode("ascii"),
+            value=value,
+            timestamp_ms=first_ns // 1_000_000,
+            generation=generation,
+            trace=trace,
+        )
 
     def _relieve(self) -> list[SourceRecord]:
         """The in-flight window is full: close the oldest open traces until they hold half.

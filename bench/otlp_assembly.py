@@ -14,8 +14,12 @@ writes with ``partition_traces_by_id``.
    (`decode_spans`), buffered (`TraceBuffer`), each trace assembled (`assemble`) and
    turned into the JSON record the pipeline parses (`parse_record`), against
    `parse_record` of the interaction records. Best of ``--rounds``.
+   Also with every trace sampled out (what `TraceSource` does for a trace the rate
+   drops when there are no sample rules: spans decoded without attributes, never
+   assembled).
 2. **Through the sidecar** (`build` + ``serve`` exactly as ``rag-monitor run``, at
-   sample rate 0: nothing scored, so this is the ingest path's own cost): one topic
+   sample rate 0: nothing scored, so this is the ingest path's own cost; with OTLP
+   input every trace is a sampled-out one): one topic
    of each kind, 4 partitions, a fresh consumer group per run; the rate counts from
    the partition assignment to the moment every record (interaction input) or every
    trace (OTLP input, ``traces_total``) is through. Trace grace 0: a trace is due as
@@ -93,20 +97,29 @@ def _cpu() -> float:
 # --- 1. assembly alone
 
 
-def assembly_alone(messages: list[tuple[bytes, bytes]]) -> tuple[float, int]:
-    """CPU seconds to turn every message into parsed interactions; how many came out."""
+def assembly_alone(
+    messages: list[tuple[bytes, bytes]], *, sampled_out: bool = False
+) -> tuple[float, int]:
+    """CPU seconds to turn every message into parsed interactions; how many came out.
+
+    ``sampled_out``: every trace is one the sampler drops (decoded without attributes,
+    closed, not assembled), as `TraceSource` does without sample rules.
+    """
     from monitor.records import parse_record
     from monitor.sources.otlp import TraceBuffer, assemble, decode_spans
 
     buffer: TraceBuffer[int, int] = TraceBuffer(grace=0.0, timeout=30.0, max_traces=10_000,
                                                 max_bytes=1 << 30)  # fmt: skip
     made = 0
+    skip = (lambda trace_id: True) if sampled_out else None
     started = time.process_time()
     for offset, (key, value) in enumerate(messages):
-        buffer.add(decode_spans(value, "otlp_proto", route_attribute="http.route"), offset, 0, 0.0)
+        spans = decode_spans(value, "otlp_proto", route_attribute="http.route", skip=skip)
+        buffer.add(spans, offset, 0, 0.0)
         for trace in buffer.due(0.0):
-            record = json.dumps(assemble(trace.spans, route_attribute="http.route")).encode()
-            parse_record(record, key)
+            if not sampled_out:
+                record = json.dumps(assemble(trace.spans, route_attribute="http.route")).encode()
+                parse_record(record, key)
             buffer.release(trace)
             made += 1
     return time.process_time() - started, made
@@ -186,6 +199,7 @@ def main() -> int:
           f"{statistics.mean(len(v) for _, v in records):.0f} B a record", flush=True)  # fmt: skip
 
     alone_otlp = min(assembly_alone(messages)[0] for _ in range(args.rounds))
+    alone_out = min(assembly_alone(messages, sampled_out=True)[0] for _ in range(args.rounds))
     alone_records = min(records_alone(records)[0] for _ in range(args.rounds))
     n = args.traces
     print("\n| assembly alone, per CPU second of one thread | messages | spans | interactions "
@@ -194,6 +208,9 @@ def main() -> int:
     print(f"| OTLP: decode, buffer, assemble, parse | {2 * n / alone_otlp:,.0f} | "
           f"{SPANS_PER_TRACE * n / alone_otlp:,.0f} | {n / alone_otlp:,.0f} | "
           f"{1e6 * alone_otlp / n:.0f} |")  # fmt: skip
+    print(f"| OTLP, trace sampled out: decode (no attributes), buffer | {2 * n / alone_out:,.0f} | "
+          f"{SPANS_PER_TRACE * n / alone_out:,.0f} | {n / alone_out:,.0f} | "
+          f"{1e6 * alone_out / n:.0f} |")  # fmt: skip
     print(f"| interaction records: parse | {n / alone_records:,.0f} | | {n / alone_records:,.0f} | "
           f"{1e6 * alone_records / n:.0f} |", flush=True)  # fmt: skip
 

@@ -159,6 +159,16 @@ class Settings(BaseSettings):
     #: how often the sidecar reads the calibration series from Postgres
     calibration_interval_seconds: float = Field(default=300.0, gt=0)
 
+    # --- OpenTelemetry traces in (input_format otlp_*), scores out
+    input_format: Literal["interaction", "otlp_proto", "otlp_json"] = "interaction"
+    trace_grace_seconds: float = Field(default=2.0, ge=0)
+    trace_timeout_seconds: float = Field(default=30.0, gt=0)
+    trace_buffer_max_traces: int = Field(default=10_000, gt=0)
+    trace_buffer_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    trace_buffer_overflow: Literal["assemble", "drop"] = "assemble"
+    trace_route_attribute: str | None = "http.route"
+    scores_topic: str | None = None
+
     # --- exporter and lifecycle
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"

@@ -8,7 +8,10 @@ The demo is an orchestration of the real parts, in this order:
    embedded Postgres (`monitor.embedded.postgres.EmbeddedPostgres`), started
    in worker threads;
 3. the topics, the backlog migrations (the code of ``rag-monitor migrate``), and
-   the traffic produced to the topic, keyed by interaction id;
+   the traffic produced to the topic, keyed by interaction id (with
+   ``traffic_format="otlp"``: each interaction as an OpenInference trace made
+   with the OpenTelemetry SDK, two OTLP messages keyed by its trace id, as the
+   Collector's Kafka exporter writes them; `otlp_traffic`);
 4. the sidecar, wired exactly as ``rag-monitor run`` wires it
    (`monitor.commands.run.build`), plus one extra sink, `Tally`, that keeps each
    record's outcome for the label report; it runs in-process until every
@@ -100,6 +103,8 @@ class DemoOptions:
     review_port: int | None = None
     report_json: Path | None = None
     config: str | None = None
+    #: ``interaction`` records, or ``otlp`` span messages (needs the ``demo`` extra)
+    traffic_format: str = "interaction"
     #: give up (and say so) when the sidecar has not finished the traffic by then
     timeout_seconds: float = 600.0
     #: ... or has not consumed a single record by then (no partitions assigned?)
@@ -161,6 +166,39 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
     if not out:
         raise DemoError(f"{where} holds no records")
     return out
+
+
+def otlp_traffic(
+    traffic: Sequence[TrafficRecord],
+) -> tuple[list[TrafficRecord], list[tuple[bytes, bytes]]]:
+    """The traffic as OpenInference traces: records renamed to their trace ids, and the
+    OTLP messages (children, then the root span), keyed by trace id.
+
+    Each trace id is derived from the record's id, so a run is reproducible.
+    """
+    import hashlib
+
+    from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+
+    recorder = SpanRecorder(service="demo-rag-service", environment="demo")
+    renamed: list[TrafficRecord] = []
+    messages: list[tuple[bytes, bytes]] = []
+    start_ns = int(time.time() * 1000) * MS
+    try:
+        for n, record in enumerate(traffic):
+            data = json.loads(record.value)
+            chosen = int.from_bytes(hashlib.sha256(record.key).digest()[:16], "big") or 1
+            trace_id = openinference_trace(recorder, data, start_ns=start_ns + n * 100 * MS,
+                                           route=record.route, extra_spans=2,
+                                           trace_id=chosen)  # fmt: skip
+            spans = recorder.take()
+            key = trace_id.encode("ascii")
+            messages += [(key, encode(spans[:-1])), (key, encode(spans[-1:]))]
+            renamed.append(TrafficRecord(trace_id, record.value, record.route, record.label,
+                                         record.reference))  # fmt: skip
+    finally:
+        recorder.shutdown()
+    return renamed, messages
 
 
 # ---------------------------------------------------------------------- the label sink
@@ -614,7 +652,10 @@ class Demo:
 
         started = time.monotonic()
         traffic = read_traffic(self.options.traffic, self.options.records)
-        progress = Progress(self.err, len(traffic))
+        messages: list[tuple[bytes, bytes]] | None = None
+        if self.options.traffic_format == "otlp":
+            traffic, messages = otlp_traffic(traffic)
+        progress = Progress(self.err, len(traffic) if messages is None else len(messages))
         broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
         postgres = EmbeddedPostgres()
         self.workdir = self._make_workdir()
@@ -635,10 +676,11 @@ class Demo:
             report.pg_dsn = dsn
             report.workdir = str(self.workdir)
             progress.step(f"judge: {report.judge}")
-            ends = await self._prepare(settings, dsn, traffic, stop)
+            ends = await self._prepare(settings, dsn, traffic, stop, messages)
             report.end_offsets = {str(p): o for p, o in sorted(ends.items())}
             progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
-            await self._sidecar(settings, traffic, progress, report, stop, cleanup)
+            total = len(traffic) if messages is None else len(messages)
+            await self._sidecar(settings, total, progress, report, stop, cleanup)
             progress.step("annotating the backlog from the traffic set's references")
             await self._annotate(settings, dsn, traffic, report, stop)
             progress.step("playing the reviewer from the traffic set's labels")
@@ -701,10 +743,22 @@ class Demo:
             metrics_host="127.0.0.1",
             metrics_port=self.options.metrics_port,
             shutdown_grace_seconds=10.0,
+            **self._format_settings(),
         )
 
+    def _format_settings(self) -> dict[str, Any]:
+        if self.options.traffic_format != "otlp":
+            return {}
+        # each trace comes whole (two messages, one after the other): a short grace will do
+        return {"input_format": "otlp_proto", "trace_grace_seconds": 0.2}
+
     async def _prepare(
-        self, settings: Settings, dsn: str, traffic: Sequence[TrafficRecord], stop: asyncio.Event
+        self,
+        settings: Settings,
+        dsn: str,
+        traffic: Sequence[TrafficRecord],
+        stop: asyncio.Event,
+        messages: Sequence[tuple[bytes, bytes]] | None = None,
     ) -> dict[int, int]:
         """Topics, migrations, traffic; returns the end offset of each partition after producing."""
         from monitor.sinks.backlog import BacklogSink
@@ -720,11 +774,10 @@ class Demo:
             await self._until(sink.migrate(), stop, what="migrating")
         finally:
             await sink.close()
-        acks = await self._until(
-            produce(servers, TOPIC, [(r.key, r.value) for r in traffic]), stop, what="producing"
-        )
-        if len(acks) != len(traffic):
-            raise DemoError(f"produced {len(acks)} of {len(traffic)} records")
+        values = [(r.key, r.value) for r in traffic] if messages is None else list(messages)
+        acks = await self._until(produce(servers, TOPIC, values), stop, what="producing")
+        if len(acks) != len(values):
+            raise DemoError(f"produced {len(acks)} of {len(values)} records")
         ends: dict[int, int] = {}
         for partition, offset in acks:
             ends[partition] = max(ends.get(partition, 0), offset + 1)
@@ -733,7 +786,7 @@ class Demo:
     async def _sidecar(
         self,
         settings: Settings,
-        traffic: Sequence[TrafficRecord],
+        total: int,
         progress: Progress,
         report: DemoReport,
         stop: asyncio.Event,
@@ -756,7 +809,7 @@ class Demo:
             await self._until(parts.source.start(), stop, what="starting the Kafka source")
             try:
                 pipeline = parts.pipeline(settings)
-                await self._consume(pipeline, parts, tally, progress, len(traffic), stop)
+                await self._consume(pipeline, parts, tally, progress, total, stop)
             finally:
                 await parts.source.stop()
         finally:

@@ -1,6 +1,8 @@
 """The exporter's HTTP endpoints on a small asyncio server (no web framework).
 
-- ``GET /metrics`` — the Prometheus text format of the exporter's registry;
+- ``GET /metrics`` — the Prometheus text format of the exporter's registry, or
+  OpenMetrics (with exemplars: the trace behind a score) when the scraper's
+  ``Accept`` header asks for ``application/openmetrics-text``;
 - ``GET /healthz`` — 200 while the event loop answers (liveness);
 - ``GET /readyz`` — 200 when every readiness check passes, else 503; the body
   is JSON ``{"ready": bool, "checks": {name: bool}}``.
@@ -20,6 +22,7 @@ from urllib.parse import urlsplit
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 log = structlog.get_logger("monitor.http")
 
@@ -105,6 +108,10 @@ class MetricsServer:
         if method not in (b"GET", b"HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if target == "/metrics":
+            accept = _header(request, b"accept")
+            if "application/openmetrics-text" in accept:  # exemplars are in this format only
+                encoder, content_type = choose_encoder(accept)
+                return 200, content_type, encoder(self.registry)
             return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if target == "/healthz":
             return 200, "text/plain", b"ok\n"
@@ -114,6 +121,15 @@ class MetricsServer:
             body = json.dumps({"ready": ready, "checks": checks}).encode() + b"\n"
             return (200 if ready else 503), "application/json", body
         return 404, "text/plain", b"not found\n"
+
+
+def _header(request: bytes, name: bytes) -> str:
+    """The value of header ``name`` (lower case) in ``request``, or ``""``."""
+    for line in request.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
 
 
 async def tcp_reachable(host: str, port: int, within_seconds: float = 1.0) -> bool:

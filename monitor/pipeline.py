@@ -47,6 +47,7 @@ from monitor.sampling import Sampler
 from monitor.sinks import Sink, SinkError
 from monitor.sinks.prometheus import Exporter
 from monitor.sources.kafka import DeadLetterError, SourceRecord
+from monitor.sources.traces import RejectedRecord
 
 log = structlog.get_logger("monitor.pipeline")
 
@@ -177,7 +178,7 @@ class Pipeline:
         True when the record was dropped and is finished; the others go to `_handle`
         (which takes the same, deterministic decision again).
         """
-        if record.size > self.settings.max_record_bytes:
+        if record.size > self.settings.max_record_bytes or isinstance(record, RejectedRecord):
             return False
         scale = self.adaptive.scale() if self.adaptive is not None else 1.0
         if not self.sampler.precheck(record.key, record.value, scale).drop:
@@ -187,6 +188,9 @@ class Pipeline:
         return True
 
     async def _handle(self, record: SourceRecord) -> None:
+        if isinstance(record, RejectedRecord):  # the source found it invalid (not OTLP)
+            await self._dead_letter(record, record.invalid)
+            return
         if record.size > self.settings.max_record_bytes:
             detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
             await self._dead_letter(record, InvalidRecord("too_large", detail))
@@ -215,7 +219,7 @@ class Pipeline:
         self.exporter.records_sampled.inc()
         scored = await self._score(interaction)
         if scored.error is not None:
-            self._skip(record, scored.error)
+            self._skip(record, scored.error, interaction.trace_id)
             return
         scored.inclusion_probability = probability
         self.pending.append(_Pending(record, scored))
@@ -239,9 +243,10 @@ class Pipeline:
         if self.adaptive is not None:
             self.adaptive.offered(rate)
 
-    def _skip(self, record: SourceRecord, reason: str) -> None:
+    def _skip(self, record: SourceRecord, reason: str, trace_id: str | None = None) -> None:
         self.exporter.records_skipped.labels(reason=reason).inc()
-        log.debug("record skipped", reason=reason, partition=record.partition, offset=record.offset)
+        log.debug("record skipped", reason=reason, partition=record.partition, offset=record.offset,
+                  trace_id=trace_id)  # fmt: skip
         self.source.finish(record)
 
     async def _dead_letter(self, record: SourceRecord, invalid: InvalidRecord) -> None:
@@ -286,6 +291,9 @@ class Pipeline:
                 for p in done:
                     self.exporter.records_scored.inc()
                     self.source.finish(p.record)
+                    log.debug("record scored", id=p.scored.interaction.id,
+                              trace_id=p.scored.interaction.trace_id,
+                              span_id=p.scored.interaction.span_id)  # fmt: skip
             await self.source.commit()
             self._gauges()
             return healthy

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -18,10 +19,14 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 #: Largest record value accepted from Kafka or a file, in bytes.
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
+#: what a trace or span id may look like (hex from OpenTelemetry; a metadata id that does
+#: not fit is ignored, so an exemplar label never carries text)
+_TRACE_ID = r"^[0-9A-Za-z_.:-]{1,64}$"
 
 
 class Context(BaseModel):
@@ -50,6 +55,24 @@ class Interaction(BaseModel):
     )
     timestamp: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: the trace the interaction came from (hex; ``metadata.trace_id``/``span_id`` otherwise)
+    trace_id: str | None = Field(default=None, pattern=_TRACE_ID)
+    span_id: str | None = Field(default=None, pattern=_TRACE_ID)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_from_metadata(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("trace_id") is not None:
+            return data
+        metadata = data.get("metadata")
+        if not isinstance(metadata, dict):
+            return data
+        trace_id, span_id = metadata.get("trace_id"), metadata.get("span_id")
+        if isinstance(trace_id, str) and re.fullmatch(_TRACE_ID, trace_id):
+            data = {**data, "trace_id": trace_id}
+            if isinstance(span_id, str) and re.fullmatch(_TRACE_ID, span_id):
+                data.setdefault("span_id", span_id)
+        return data
 
     @field_validator("retrieved_contexts", mode="before")
     @classmethod

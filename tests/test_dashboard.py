@@ -168,6 +168,9 @@ def populate(exporter: Exporter) -> None:
         (0.07, 0.05, 0.09),
         {("hallucination", "confirmed"): 8, ("hallucination", "false_alarm"): 2},
     )
+    exporter.traces.labels(outcome="assembled").inc(8)
+    exporter.trace_buffer_traces.set(4)
+    exporter.trace_buffer_bytes.set(40_000)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import signal
 import sys
 from pathlib import Path
@@ -47,6 +48,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="another JSON-lines traffic file (DESIGN §2 records, with reference and "
         "metadata.label for the label report)",
+    )
+    parser.add_argument(
+        "--traffic-format",
+        choices=("interaction", "otlp"),
+        default="interaction",
+        help="produce the traffic as interaction records (default) or as OpenInference "
+        "traces in OTLP messages, as the OpenTelemetry Collector writes them (needs the "
+        "demo extra: pip install 'rag-monitor[demo]')",
     )
     parser.add_argument(
         "--workdir",
@@ -104,6 +113,8 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--hold must not be negative")
     if not 0 <= args.review_port <= 65535:
         return _usage("--review-port must be a port number (0: any free port)")
+    if args.traffic_format == "otlp" and importlib.util.find_spec("opentelemetry.sdk") is None:
+        return _usage("--traffic-format otlp needs the demo extra: pip install 'rag-monitor[demo]'")
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,
@@ -115,6 +126,7 @@ def handle(args: argparse.Namespace) -> int:
         review_port=args.review_port if args.review else None,
         report_json=args.report_json,
         config=args.config,
+        traffic_format=args.traffic_format,
     )
     # the progress line and the report own the terminal: logs only for trouble
     configure_logging("warning")

@@ -29,7 +29,8 @@ from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
-from monitor.sources.kafka import KafkaSource
+from monitor.sources.kafka import KafkaPublisher, KafkaSource
+from monitor.sources.traces import TraceSource
 from monitor.tokens import count_tokens
 
 log = structlog.get_logger("monitor.commands.run")
@@ -62,7 +63,7 @@ class Components:
     fallback: RecordScorer | None
     sampler: Sampler
     sinks: list[Sink]
-    source: KafkaSource
+    source: KafkaSource | TraceSource
     server: MetricsServer
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -111,7 +112,10 @@ def build(settings: Settings) -> Components:
         raise ConfigError(str(exc)) from None
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
-    source = KafkaSource(settings, exporter)
+    kafka = KafkaSource(settings, exporter)
+    source: KafkaSource | TraceSource = kafka
+    if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
+        source = TraceSource(kafka, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(
@@ -133,6 +137,13 @@ def build(settings: Settings) -> Components:
             return True
 
         checks["postgres"] = postgres
+    if settings.scores_topic:
+        from monitor.sinks.scores_topic import ScoresTopicSink
+
+        publisher = KafkaPublisher(settings)
+        sinks.append(ScoresTopicSink(publisher, settings))
+        parts.starters.append(publisher.start)
+        parts.closers.append(publisher.stop)
     server.checks.update(checks)
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
@@ -157,7 +168,7 @@ async def _load_tokenizers(models: tuple[str, ...]) -> None:
     await asyncio.to_thread(load)
 
 
-def _assigned(source: KafkaSource) -> ReadinessCheck:
+def _assigned(source: KafkaSource | TraceSource) -> ReadinessCheck:
     async def check() -> bool:
         return bool(source.assignment)
 

@@ -86,6 +86,8 @@ CSV_COLUMNS = (
     "offline_scores",
     "seen_count",
     "created_at",
+    "trace_id",
+    "span_id",
 )
 
 #: pg_advisory_lock key for migrations ("rag-monitor" folded to a bigint)
@@ -178,6 +180,8 @@ class Entry:
     answer_key: str = ""
     #: 1/pi, pi = the chance it was queued: the sample rate (times the control share)
     weight: float = 1.0
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 def build_entry(
@@ -232,6 +236,8 @@ def build_entry(
         online_details=details,
         answer_key=answer_key(stored["response"], control),
         weight=1.0 / max(chance, 1e-12),
+        trace_id=interaction.trace_id,
+        span_id=interaction.span_id,
     )
 
 
@@ -331,6 +337,8 @@ class BacklogRow:
     route: str | None = None
     review_note: str | None = None
     answers: list[Answer] = field(default_factory=list)
+    trace_id: str | None = None
+    span_id: str | None = None
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> BacklogRow:
@@ -353,6 +361,8 @@ class BacklogRow:
             route=row["route"],
             review_note=row["review_note"],
             answers=[Answer.from_json(a) for a in row.get("answers") or []],
+            trace_id=row.get("trace_id"),
+            span_id=row.get("span_id"),
         )
 
     @property
@@ -407,6 +417,8 @@ def export_line(row: BacklogRow, fmt: ExportFormat) -> str:
         "offline_scores": row.offline_scores,
         "seen_count": row.seen_count,
         "created_at": row.created_at.isoformat(),
+        "trace_id": row.trace_id,
+        "span_id": row.span_id,
     }
     if fmt == "jsonl":
         fields["details"] = row.online_details
@@ -591,9 +603,9 @@ WITH new_interaction AS (
 )
 INSERT INTO backlog AS b (
     id, reasons, question_hash, record, redactions, route, judge,
-    inclusion_probability, online_scores, online_details
+    inclusion_probability, online_scores, online_details, trace_id, span_id
 )
-SELECT interaction_id, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM new_interaction
+SELECT interaction_id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM new_interaction
 ON CONFLICT (question_hash) DO UPDATE SET
     seen_count = b.seen_count + 1,
     reasons = ARRAY(
@@ -899,6 +911,8 @@ class BacklogSink:
                         entry.inclusion_probability,
                         entry.online_scores,
                         entry.online_details,
+                        entry.trace_id,
+                        entry.span_id,
                     )
                     if row is None:
                         continue  # a redelivery: this id is already in the backlog

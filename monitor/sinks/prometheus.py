@@ -124,6 +124,18 @@ class Exporter:
         self.backlog_size = Gauge(
             p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
         )
+        self.traces = Counter(
+            p + "traces_total",
+            "OTLP traces out of the trace buffer, by outcome (assembled, split, no_llm, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.trace_buffer_traces = Gauge(
+            p + "trace_buffer_traces", "Traces held in the trace buffer.", registry=r
+        )
+        self.trace_buffer_bytes = Gauge(
+            p + "trace_buffer_bytes", "Estimated bytes of the spans held there.", registry=r
+        )
         self.calibration = CalibrationCollector()
         r.register(self.calibration)
 
@@ -224,10 +236,11 @@ class PrometheusSink:
     def observe(self, record: ScoredRecord) -> None:
         e = self.exporter
         route = self.settings.route_label(record.interaction.route)
+        exemplar = trace_exemplar(record)
         for name, result in record.results.items():
             if result.scoreable:
                 e.metric_score.labels(metric=name, route=route, judge=result.judge).observe(
-                    result.score
+                    result.score, exemplar
                 )
                 passed = result.score >= threshold(self.settings.thresholds, name)
                 verdict = Verdict.PASS if passed else Verdict.FAIL
@@ -243,7 +256,28 @@ class PrometheusSink:
         e.scored_weight.labels(route=route, judge=judge).inc(weight)
         if hallucinated:
             e.hallucinations.labels(route=route, judge=judge).inc()
-            e.hallucination_weight.labels(route=route, judge=judge).inc(weight)
+            e.hallucination_weight.labels(route=route, judge=judge).inc(weight, exemplar)
+
+
+#: what an exemplar's labels may hold at most (OpenMetrics), in characters
+EXEMPLAR_MAX_CHARS = 128
+
+
+def trace_exemplar(record: ScoredRecord) -> dict[str, str] | None:
+    """``{trace_id, span_id}`` of the record's trace, for an OpenMetrics exemplar (or None).
+
+    Exemplars are how a Grafana panel links a sample to its trace; they are only in
+    the OpenMetrics exposition, never labels (ids would make series unbounded).
+    """
+    interaction = record.interaction
+    if interaction.trace_id is None:
+        return None
+    labels = {"trace_id": interaction.trace_id}
+    if interaction.span_id is not None:
+        size = sum(len(k) + len(v) for k, v in labels.items()) + len("span_id")
+        if size + len(interaction.span_id) <= EXEMPLAR_MAX_CHARS:
+            labels["span_id"] = interaction.span_id
+    return labels
 
 
 class JudgeMetrics:

@@ -153,6 +153,9 @@ class KafkaSource:
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
         self.on_revoke: Callable[[], Awaitable[object]] | None = None
+        #: records of a partition held on purpose (spans of traces still being buffered):
+        #: a revoke does not wait for them (they are re-read by the new owner)
+        self.held: Callable[[Partition], int] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._paused = False
@@ -392,7 +395,8 @@ class KafkaSource:
         while time.monotonic() < deadline:
             if self.on_revoke is not None:
                 await self.on_revoke()
-            if all(self.tracker.in_flight(tp) == 0 for tp in revoked):
+            held = self.held or (lambda tp: 0)
+            if all(self.tracker.in_flight(tp) <= held(tp) for tp in revoked):
                 break
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
@@ -689,3 +693,49 @@ async def bare_consume(
         return BareConsume(seen, last - (assigned.at or last))
     finally:
         await consumer.stop()
+
+
+# --- a producer for sinks that write to Kafka (the scores topic)
+
+
+class PublishError(Exception):
+    """Kafka did not take a batch; ``retryable`` False for a record it will never take."""
+
+    def __init__(self, detail: str, *, retryable: bool) -> None:
+        super().__init__(detail)
+        self.retryable = retryable
+
+
+class KafkaPublisher:
+    """``acks=all`` producer; `publish` returns once Kafka has every record of the batch."""
+
+    def __init__(self, settings: Settings, *, client_id: str = "rag-monitor-scores") -> None:
+        self.settings = settings
+        self.client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        _release_frames()
+        producer = AIOKafkaProducer(
+            **_client_options(self.settings), client_id=self.client_id, acks="all"
+        )
+        await producer.start()
+        self._producer = producer
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    async def publish(self, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> None:
+        producer = self._producer
+        if producer is None:
+            raise PublishError("the publisher is not started", retryable=True)
+        try:
+            futures = [await producer.send(topic, value=v, key=k) for k, v in records]
+            for future in futures:
+                await future
+        except MessageSizeTooLargeError as exc:
+            raise PublishError(type(exc).__name__, retryable=False) from exc
+        except KafkaError as exc:
+            raise PublishError(type(exc).__name__, retryable=True) from exc

@@ -1,0 +1,91 @@
+"""Scored records → a Kafka topic as JSON, so other tools can join scores to their traces.
+
+One message per scored record, keyed by the interaction id (the trace id for OTLP
+input), value ``{id, trace_id, span_id, scores, flags, judge, scored_at}``:
+``scores`` maps each metric to its score (``null`` = unscoreable), ``flags`` lists
+the flag reasons (``hallucination``, ``low_relevancy``, ...), ``judge`` is ``llm``
+or ``local`` (``mixed`` when metrics used both), ``scored_at`` the time of writing
+(RFC 3339, UTC). The pipeline writes it like every sink, before offsets are
+committed: at-least-once, so a reader may see a record twice after a restart
+(same ``id``; keep the last).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from monitor.config import Settings
+from monitor.flags import flag_reasons
+from monitor.records import ScoredRecord
+from monitor.sinks import SinkError
+
+SINK = "scores_topic"
+
+
+class Publisher(Protocol):
+    """`monitor.sources.kafka.KafkaPublisher`; raises its `PublishError`."""
+
+    async def publish(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None: ...
+
+
+def score_message(record: ScoredRecord, settings: Settings, scored_at: datetime) -> dict[str, Any]:
+    """The JSON object written for ``record``. Pure."""
+    interaction = record.interaction
+    judges = {r.judge for r in record.results.values()}
+    scores = {
+        name: (r.score if math.isfinite(r.score) else None) for name, r in record.results.items()
+    }
+    return {
+        "id": interaction.id,
+        "trace_id": interaction.trace_id,
+        "span_id": interaction.span_id,
+        "scores": scores,
+        "flags": flag_reasons(record, settings.thresholds),
+        "judge": judges.pop() if len(judges) == 1 else ("mixed" if judges else None),
+        "scored_at": scored_at.isoformat(),
+    }
+
+
+class ScoresTopicSink:
+    """A `Sink`: ``write`` returns once Kafka acknowledged every message of the batch."""
+
+    name = SINK
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if not settings.scores_topic:
+            raise ValueError("RAG_MONITOR_SCORES_TOPIC is not set")
+        self.publisher = publisher
+        self.settings = settings
+        self.topic = settings.scores_topic
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    async def write(self, batch: Sequence[ScoredRecord]) -> None:
+        from monitor.sources.kafka import PublishError
+
+        if not batch:
+            return
+        now = self.clock()
+        messages = [
+            (
+                record.interaction.id.encode("utf-8"),
+                json.dumps(score_message(record, self.settings, now), allow_nan=False).encode(),
+            )
+            for record in batch
+        ]
+        try:
+            await self.publisher.publish(self.topic, messages)
+        except PublishError as exc:
+            raise SinkError(SINK, str(exc), retryable=exc.retryable) from exc
+
+    async def flush(self) -> None:
+        """`write` waits for the acknowledgements; nothing is buffered."""

@@ -1,0 +1,277 @@
+"""OTLP span messages in, one record per trace out: the source the pipeline sees for otlp_* input.
+
+`TraceSource` wraps the `KafkaSource`. Each fetched message is decoded into spans
+(`otlp.decode_spans`; garbage is handed on as a `RejectedRecord`, which the pipeline
+dead-letters with its reason) and buffered per trace (`otlp.TraceBuffer`). A trace
+that is due is assembled (`otlp.assemble`) into a `TraceRecord`: a `SourceRecord`
+whose key is the trace id and whose value is the interaction as JSON, so sampling,
+parsing, scoring and the sinks treat it like any other record.
+
+At-least-once holds through the offset tracker: a message is finished (and may be
+committed) only once every trace it holds a span of is finished — scored and in
+every sink, skipped, sampled out, or counted as incomplete. A trace that is still
+buffered keeps its messages unfinished, so a restart re-reads them; a revoke drops
+the buffered traces of the revoked partitions without finishing their messages.
+
+A trace whose spans arrive on two partitions cannot be joined safely (another
+replica may hold the rest): it is counted (``traces_total{outcome="split"}``) and
+not scored. The Collector's ``partition_traces_by_id`` keeps a trace on one partition.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+import structlog
+
+from monitor.config import Settings
+from monitor.records import InvalidRecord
+from monitor.sampling import Sampler
+from monitor.sinks.prometheus import Exporter
+from monitor.sources.kafka import KafkaSource, SourceRecord
+from monitor.sources.offsets import Partition
+from monitor.sources.otlp import (
+    ClosedTrace,
+    IncompleteTrace,
+    OtlpFormat,
+    TraceBuffer,
+    assemble,
+    decode_spans,
+)
+
+log = structlog.get_logger("monitor.sources.traces")
+
+#: a message as the buffer knows it: partition, offset, generation
+MessageKey = tuple[Partition, int, int]
+
+
+@dataclass(frozen=True)
+class RejectedRecord(SourceRecord):
+    """A message that is not OTLP: the pipeline dead-letters it with ``invalid``'s reason."""
+
+    invalid: InvalidRecord
+
+
+@dataclass(frozen=True)
+class TraceRecord(SourceRecord):
+    """One assembled trace; ``offset`` is the last message holding one of its spans."""
+
+    trace: ClosedTrace[MessageKey]
+
+
+class TraceSource:
+    """The `pipeline.Source` over a `KafkaSource` of OTLP span messages."""
+
+    def __init__(
+        self,
+        inner: KafkaSource,
+        settings: Settings,
+        exporter: Exporter,
+        *,
+        sampler: Sampler | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if settings.input_format == "interaction":
+            raise ValueError("TraceSource reads otlp_proto or otlp_json")
+        self.inner = inner
+        self.settings = settings
+        self.exporter = exporter
+        self.format: OtlpFormat = settings.input_format
+        self.route_attribute = settings.trace_route_attribute
+        self.clock = clock or time.monotonic
+        self.buffer: TraceBuffer[MessageKey, Partition] = TraceBuffer(
+            grace=settings.trace_grace_seconds,
+            timeout=settings.trace_timeout_seconds,
+            max_traces=settings.trace_buffer_max_traces,
+            max_bytes=settings.trace_buffer_max_bytes,
+        )
+        #: the messages buffered traces hold, without their bytes (for `finish`)
+        self._messages: dict[MessageKey, SourceRecord] = {}
+        self._generations: dict[Partition, int] = {}
+        inner.held = self.buffer.held
+        #: traces the sampler drops whatever their content are neither kept nor assembled;
+        #: the pipeline drops their record on the trace id alone. Only without metadata
+        #: rules and risk sampling: then the rate is the same for every record and the
+        #: budget only ever scales it down, so the decision cannot change later
+        self._certain_drop: Callable[[str], bool] | None = None
+        if sampler is not None and not sampler.rules and sampler.adjuster is None:
+            self._certain_drop = lambda trace_id: sampler.precheck(
+                trace_id.encode("ascii"), None, 1.0
+            ).drop
+
+    # --- lifecycle and what run.py reads: the inner source's
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    @property
+    def assignment(self) -> list[Partition]:
+        return self.inner.assignment
+
+    @property
+    def in_flight(self) -> int:
+        """Unfinished messages (those held by buffered traces included)."""
+        return self.inner.in_flight
+
+    @property
+    def on_revoke(self) -> Callable[[], Awaitable[object]] | None:
+        return self.inner.on_revoke
+
+    @on_revoke.setter
+    def on_revoke(self, callback: Callable[[], Awaitable[object]] | None) -> None:
+        self.inner.on_revoke = callback
+
+    # --- the pipeline's Source
+
+    async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]:
+        messages = await self.inner.fetch(wait_seconds)
+        self._forget_revoked()
+        now = self.clock()
+        out: list[SourceRecord] = []
+        for message in messages:
+            if message.size > self.settings.max_record_bytes:
+                detail = f"{message.size} bytes > limit {self.settings.max_record_bytes}"
+                out.append(_rejected(message, InvalidRecord("too_large", detail)))
+                continue
+            try:
+                spans = decode_spans(
+                    message.value,
+                    self.format,
+                    route_attribute=self.route_attribute,
+                    skip=self._certain_drop,
+                )
+            except InvalidRecord as invalid:
+                out.append(_rejected(message, invalid))
+                continue
+            key: MessageKey = (message.tp, message.offset, message.generation)
+            self._generations[message.tp] = message.generation
+            self._messages[key] = replace(message, key=None, value=None)
+            added = self.buffer.add(spans, key, message.tp, now)
+            if added.late_spans:
+                self._count("late_span", added.late_spans)
+            for trace in added.evicted:
+                out.extend(self._closed(trace))
+            if added.unused:
+                self._free([key])
+        for trace in self.buffer.due(now):
+            out.extend(self._closed(trace))
+        if self.inner.in_flight >= self.inner.max_in_flight:
+            out.extend(self._relieve())
+        self.exporter.trace_buffer_traces.set(len(self.buffer))
+        self.exporter.trace_buffer_bytes.set(self.buffer.bytes)
+        return out
+
+    def finish(self, record: SourceRecord) -> None:
+        if isinstance(record, TraceRecord):
+            self._free(self.buffer.release(record.trace))
+        else:
+            self.inner.finish(record)
+
+    def owns(self, record: SourceRecord) -> bool:
+        if isinstance(record, TraceRecord):
+            return all(self.inner.tracker.generation(tp) == g for tp, _, g in record.trace.handles)
+        return self.inner.owns(record)
+
+    async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
+        await self.inner.dead_letter(record, reason, detail)
+
+    async def commit(self) -> object:
+        return await self.inner.commit()
+
+    # --- internals
+
+    def _closed(self, trace: ClosedTrace[MessageKey]) -> list[SourceRecord]:
+        """A trace out of the buffer → a record to score, or counted and released."""
+        if trace.closing == "split":
+            return self._drop(trace, "split")
+        if trace.closing == "overflow" and self.settings.trace_buffer_overflow == "drop":
+            return self._drop(trace, "overflow_dropped")
+        if self._certain_drop is not None and self._certain_drop(trace.trace_id):
+            # not assembled: the pipeline's sampler drops it on the key (not parsed, as any
+            # sampled-out record); an empty value, should it ever be kept, is dead-lettered
+            self._count("sampled_out")
+            return [self._record(trace, b"")]
+        try:
+            record = assemble(trace.spans, route_attribute=self.route_attribute)
+        except IncompleteTrace as incomplete:
+            return self._drop(trace, incomplete.reason)
+        self._count("assembled" if trace.closing != "overflow" else "overflow_assembled")
+        return [self._record(trace, json.dumps(record, ensure_ascii=False).encode("utf-8"))]
+
+    def _record(self, trace: ClosedTrace[MessageKey], value: bytes) -> TraceRecord:
+        last = max(trace.handles, key=lambda h: h[1])
+        (topic, partition), offset, generation = last
+        first_ns = min(s.start_ns for s in trace.spans)
+        return TraceRecord(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=trace.trace_id.encode("ascii"),
+            value=value,
+            timestamp_ms=first_ns // 1_000_000,
+            generation=generation,
+            trace=trace,
+        )
+
+    def _relieve(self) -> list[SourceRecord]:
+        """The in-flight window is full: close the oldest open traces until they hold half.
+
+        Held messages count as unfinished, so a window full of them fetches nothing
+        more, and the spans that would complete those traces are never read: without
+        this, consumption would stall until the traces time out.
+        """
+        out: list[SourceRecord] = []
+        while self.buffer.held_total() > self.inner.max_in_flight // 2:
+            trace = self.buffer.close_oldest()
+            if trace is None:
+                break
+            out.extend(self._closed(trace))
+        return out
+
+    def _drop(self, trace: ClosedTrace[MessageKey], outcome: str) -> list[SourceRecord]:
+        self._count(outcome)
+        log.info("trace not scored", outcome=outcome, trace_id=trace.trace_id,
+                 spans=len(trace.spans))  # fmt: skip
+        self._free(self.buffer.release(trace))
+        return []
+
+    def _free(self, keys: list[MessageKey]) -> None:
+        for key in keys:
+            message = self._messages.pop(key, None)
+            if message is not None:
+                self.inner.finish(message)
+
+    def _forget_revoked(self) -> None:
+        """Drop what the buffer holds of partitions that were revoked (or re-assigned)."""
+        for tp, generation in list(self._generations.items()):
+            if self.inner.tracker.generation(tp) == generation:
+                continue
+            dropped = self.buffer.discard(tp)
+            del self._generations[tp]
+            for key in [k for k in self._messages if k[0] == tp and k[2] == generation]:
+                del self._messages[key]
+            if dropped:
+                log.info("revoked: buffered traces left for the new owner", traces=dropped,
+                         partition=tp[1])  # fmt: skip
+
+    def _count(self, outcome: str, n: int = 1) -> None:
+        self.exporter.traces.labels(outcome=outcome).inc(n)
+
+
+def _rejected(message: SourceRecord, invalid: InvalidRecord) -> RejectedRecord:
+    return RejectedRecord(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value,
+        timestamp_ms=message.timestamp_ms,
+        generation=message.generation,
+        invalid=invalid,
+    )

@@ -1,0 +1,377 @@
+"""OTLP span messages through the real broker and the real sidecar (`serve`).
+
+Spans are made with the OpenTelemetry SDK and encoded with its OTLP protobuf encoder
+(the bytes the Collector's Kafka exporter writes); each partition gets whole traces,
+as with the Collector's ``partition_traces_by_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+
+from monitor.commands.run import build, serve
+from monitor.embedded.broker import Broker
+from monitor.embedded.judge_server import JudgeServer
+from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce, read_topic
+from monitor.sources.traces import TraceSource
+from tests.conftest import Topic, interaction, monitor_settings, samples
+from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
+
+pytestmark = pytest.mark.kafka
+
+GARBAGE = [b"\x0a\xff\xff\xff garbage", b'{"id": "not-a-span-message"}']
+
+
+def build_traffic(fmt: str) -> tuple[dict[int, list[bytes]], set[str], dict[str, int]]:
+    """Per partition, the messages; the trace ids that can be scored; incomplete counts."""
+    recorder = SpanRecorder(service="search-api", environment="test")
+    chunks: dict[str, list[list[Any]]] = {}
+    complete: set[str] = set()
+    for i in range(12):
+        trace_id = openinference_trace(recorder, interaction(i, supported=i % 3 != 0),
+                                       start_ns=T0 + i * 1000 * MS, route="search",
+                                       extra_spans=2)  # fmt: skip
+        spans = recorder.take()  # children first, the root last
+        parts = [spans[:2], spans[2:4], spans[4:]]
+        if i % 2:
+            parts.reverse()  # out of order: the root span arrives first
+        chunks[trace_id] = parts
+        complete.add(trace_id)
+    incomplete = {"no_retrieval": 0, "no_llm": 0}
+    for reason, kinds in (("no_retrieval", ("llm",)), ("no_llm", ("retriever",))):
+        t = TraceMaker(recorder)
+        t.span("root", chain("q", "a"), 0, 100, root=True)
+        if "retriever" in kinds:
+            t.span("retrieve", docs("ctx"), 1, 10)
+        if "llm" in kinds:
+            t.span("llm", llm("a"), 20, 90)
+        spans = recorder.take()
+        chunks[format(spans[0].context.trace_id, "032x")] = [spans]
+        incomplete[reason] += 1
+    encoder = encode if fmt == "otlp_proto" else otlp_json
+    # two traces of one partition share each message (the Collector batches across traces)
+    by_partition: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    ids = sorted(chunks)
+    for n in range(0, len(ids), 2):
+        pair = ids[n : n + 2]
+        partition = (n // 2) % 4
+        rounds = max(len(chunks[t]) for t in pair)
+        for k in range(rounds):
+            spans = [s for t in pair if k < len(chunks[t]) for s in chunks[t][k]]
+            by_partition[partition].append(encoder(spans))
+    by_partition[0].insert(1, GARBAGE[0])
+    by_partition[1].append(GARBAGE[1] if fmt == "otlp_proto" else b"not json at all")
+    recorder.shutdown()
+    return by_partition, complete, incomplete
+
+
+def scrape_openmetrics(port: int) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics",
+        headers={"Accept": "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;q=0.5"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+        return str(response.read().decode())
+
+
+def exemplar_traces(text: str) -> dict[str, set[str]]:
+    """Sample name → the trace ids of its exemplars."""
+    out: dict[str, set[str]] = {}
+    for family in openmetrics_families(text):
+        for sample in family.samples:
+            if sample.exemplar is not None:
+                out.setdefault(sample.name, set()).add(sample.exemplar.labels["trace_id"])
+    return out
+
+
+async def run_until(done: Callable[[], bool], within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if done():
+            return
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("fmt", ["otlp_proto", "otlp_json"])
+async def test_traces_split_over_messages_are_scored_once_each(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, fmt: str
+) -> None:
+    by_partition, complete, incomplete = build_traffic(fmt)
+    for partition, messages in by_partition.items():
+        await produce(topic.bootstrap, topic.name, [(None, m) for m in messages],
+                      partition=partition)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format=fmt,
+                                trace_grace_seconds=0.3, trace_timeout_seconds=5.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    scored = parts.exporter.records_scored
+    try:
+        await run_until(lambda: scored._value.get() >= len(complete), 60)
+        await asyncio.sleep(1.0)  # nothing more may come
+        exposition = await asyncio.to_thread(scrape_openmetrics, parts.server.port)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    text = generate_latest(parts.exporter.registry).decode()
+    assert scored._value.get() == len(complete)
+    traces = samples(text, "rag_monitor_traces_total")
+    assert traces[(("outcome", "assembled"),)] == len(complete)
+    for reason, n in incomplete.items():
+        assert traces[(("outcome", reason),)] == n
+    assert (("outcome", "split"),) not in traces
+    # the judge saw one scored record per trace: hallucinations are the unsupported ones
+    hallucinated = samples(text, "rag_monitor_hallucinations_total")
+    assert sum(hallucinated.values()) == 4  # i = 0, 3, 6, 9
+    # exemplars link the score samples to the produced traces
+    exemplars = exemplar_traces(exposition)
+    score_traces = exemplars["rag_monitor_metric_score_bucket"]
+    assert score_traces and score_traces <= complete
+    hallucination_traces = exemplars["rag_monitor_hallucination_weight_total"]
+    assert hallucination_traces and hallucination_traces <= complete
+    assert len(hallucination_traces) <= 1  # one series (route search, judge llm): its latest
+    dead = await read_topic(topic.bootstrap, topic.dlq, expected=2)
+    assert sorted(dict(d.headers)[HEADER_REASON] for d in dead) == [b"not_otlp", b"not_otlp"]
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: len(m) for p, m in by_partition.items()}
+
+
+async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    recorder = SpanRecorder()
+    openinference_trace(recorder, interaction(1), start_ns=T0)
+    spans = recorder.take()
+    # without partition_traces_by_id the Collector may put a trace's spans anywhere
+    await produce(topic.bootstrap, topic.name, [(None, encode(spans[:2]))], partition=0)
+    await produce(topic.bootstrap, topic.name, [(None, encode(spans[2:]))], partition=1)
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=2.0, trace_timeout_seconds=3.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(lambda: traces.labels(outcome="split")._value.get() >= 1, 60)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert traces.labels(outcome="split")._value.get() == 1
+    assert parts.exporter.records_scored._value.get() == 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 1 and positions[1] == 1
+
+
+async def test_a_revoke_does_not_wait_for_messages_buffered_traces_hold() -> None:
+    from monitor.config import Settings
+    from monitor.sinks.prometheus import Exporter
+    from monitor.sources.kafka import KafkaSource
+
+    source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.5)
+    tp = ("otlp_spans", 0)
+    generation = source.tracker.assign(tp)
+    for offset in range(3):
+        source.tracker.start(tp, offset, generation)
+    source.held = lambda partition: 3 if partition == tp else 0  # three spans' messages held
+    started = time.monotonic()
+    await source._on_revoked([tp])
+    assert time.monotonic() - started < 1.0
+    source.tracker.assign(tp)
+    generation = source.tracker.generation(tp) or 0
+    source.tracker.start(tp, 0, generation)
+    source.held = lambda partition: 0  # unfinished work that is not held: the revoke waits
+    started = time.monotonic()
+    await source._on_revoked([tp])
+    assert time.monotonic() - started >= 1.5
+
+
+class Recorded:
+    """A sink that keeps the ids it was given (the pipeline's last sink)."""
+
+    name = "recorded"
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    async def write(self, batch: Any) -> None:
+        self.ids.extend(r.interaction.id for r in batch)
+
+    async def flush(self) -> None:
+        return None
+
+
+async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    if broker.kind == "noida":
+        # seen with noida-db 0.2.3: when the second member joins while the first holds
+        # uncommitted messages (its commits refused during the rebalance), the revoke
+        # completes and the group then never assigns again (150 s); Tansu runs this
+        pytest.skip("noida-db 0.2.3 never settles this rebalance")
+    recorder = SpanRecorder()
+    halves: list[tuple[int, bytes, bytes]] = []
+    for i in range(8):
+        trace_id = openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        halves.append((i % 4, encode(spans[:1]), encode(spans[1:])))  # the root comes last
+        assert trace_id
+    for partition in range(4):
+        await produce(topic.bootstrap, topic.name,
+                      [(None, a) for p, a, _ in halves if p == partition],
+                      partition=partition)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=0.3)  # fmt: skip
+    first, second = build(settings), build(settings)
+    seen = [Recorded(), Recorded()]
+    first.sinks.append(seen[0])
+    second.sinks.append(seen[1])
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(serve(settings, stop, first))]
+    try:
+        consumed = first.exporter.records_consumed.labels(topic=topic.name)
+        await run_until(lambda: consumed._value.get() >= 8, 60)
+        assert isinstance(first.source, TraceSource) and len(first.source.buffer) == 8
+        tasks.append(asyncio.create_task(serve(settings, stop, second)))
+        await run_until(lambda: bool(second.source.assignment) and
+                        len(first.source.assignment) + len(second.source.assignment) == 4,
+                        60)  # fmt: skip
+        for partition in range(4):
+            await produce(topic.bootstrap, topic.name,
+                          [(None, b) for p, _, b in halves if p == partition],
+                          partition=partition)  # fmt: skip
+        await run_until(lambda: len(set(seen[0].ids) | set(seen[1].ids)) >= 8, 60)
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0
+    scored = set(seen[0].ids) | set(seen[1].ids)
+    assert len(scored) == 8
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: 4 for p in range(4)}
+
+
+@pytest.mark.parametrize("overflow", ["assemble", "drop"])
+async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, overflow: str
+) -> None:
+    recorder = SpanRecorder()
+    children, roots = [], []
+    for i in range(4):
+        openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        children.append(encode(spans[:-1]))
+        roots.append(encode(spans[-1:]))
+    # every trace's children first, the roots after: four traces open at once, two fit
+    await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
+                  partition=0)  # fmt: skip
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                trace_grace_seconds=0.2, trace_buffer_max_traces=2,
+                                trace_buffer_overflow=overflow)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60)
+        await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    text = generate_latest(parts.exporter.registry).decode()
+    counted = samples(text, "rag_monitor_traces_total")
+    early = "overflow_assembled" if overflow == "assemble" else "overflow_dropped"
+    assert counted[(("outcome", early),)] == 2  # the two oldest, pushed out
+    assert counted[(("outcome", "assembled"),)] == 2
+    assert counted[(("outcome", "late_span"),)] == 2  # their roots came after they closed
+    # closed early but whole enough: scored as they stood (the root only held the question)
+    assert parts.exporter.records_scored._value.get() == (4 if overflow == "assemble" else 2)
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 8
+
+
+async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stalling(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    recorder = SpanRecorder()
+    children, roots = [], []
+    for i in range(6):
+        openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        children.append(encode(spans[:-1]))
+        roots.append(encode(spans[-1:]))
+    await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
+                  partition=0)  # fmt: skip
+    # 4 messages in flight at most: the children of 4 traces fill the window, their roots
+    # are behind it; the timeout is far beyond the wait below
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                max_in_flight=4, trace_grace_seconds=0.2,
+                                trace_timeout_seconds=120.0)  # fmt: skip
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    scored = parts.exporter.records_scored
+    try:
+        await run_until(lambda: scored._value.get() >= 6, 20)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert scored._value.get() == 6
+    assert parts.exporter.traces.labels(outcome="overflow_assembled")._value.get() >= 2
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions[0] == 12
+
+
+async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_scored(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    from monitor.sampling import unit_hash
+
+    recorder = SpanRecorder()
+    ids = []
+    messages: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    for i in range(24):
+        trace_id = openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
+        spans = recorder.take()
+        ids.append(trace_id)
+        messages[i % 4] += [encode(spans[:2]), encode(spans[2:])]
+    for partition, values in messages.items():
+        await produce(topic.bootstrap, topic.name, [(None, v) for v in values],
+                      partition=partition)  # fmt: skip
+    rate = 0.4
+    kept = {t for t in ids if unit_hash(t.encode()) < rate}
+    assert 0 < len(kept) < len(ids)
+    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+                                sample_rate=rate, trace_grace_seconds=0.2)  # fmt: skip
+    parts = build(settings)
+    seen = Recorded()
+    parts.sinks.append(seen)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    traces = parts.exporter.traces
+    try:
+        await run_until(lambda: traces.labels(outcome="assembled")._value.get()
+                        + traces.labels(outcome="sampled_out")._value.get() >= 24, 60)  # fmt: skip
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert set(seen.ids) == kept
+    assert traces.labels(outcome="assembled")._value.get() == len(kept)
+    assert traces.labels(outcome="sampled_out")._value.get() == len(ids) - len(kept)
+    assert samples(generate_latest(parts.exporter.registry).decode(),
+                   "rag_monitor_records_invalid_total") == {}  # fmt: skip
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert positions == {p: 12 for p in range(4)}

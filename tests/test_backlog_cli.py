@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from monitor.cli import main
@@ -18,7 +19,7 @@ from monitor.commands.backlog import parse_csv, parse_jsonl
 from monitor.config import Settings
 from monitor.embedded.judge_server import JudgeServer
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
-from monitor.sinks.backlog import BacklogSink
+from monitor.sinks.backlog import BacklogSink, migration_files
 
 pytest_plugins = ["conftest_postgres"]
 
@@ -278,6 +279,42 @@ def test_commands_report_an_unreachable_database(
     assert "unreachable" in capsys.readouterr().err
     monkeypatch.delenv("RAG_MONITOR_PG_DSN")
     assert run_cli(["migrate"]) == 2
+
+
+@pytest.mark.postgres
+def test_commands_on_an_unmigrated_database_name_migrate_and_exit_4(
+    cli_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(json.dumps({"id": "id-0", "reference": "r"}) + "\n")
+    commands = [["backlog", "stats"], ["backlog", "export"], ["backlog", "import", str(refs)],
+                ["backlog", "discard", "id-0"], ["offline", "--no-progress"]]  # fmt: skip
+    bundled = [version for version, _ in migration_files()]
+    for argv in commands:
+        assert run_cli(argv) == 4, argv
+        err = capsys.readouterr().err
+        assert err.splitlines() == [
+            f"rag-monitor: the backlog schema is missing migration(s) {', '.join(bundled)}: "
+            "run `rag-monitor migrate`"
+        ], argv
+    assert run_cli(["migrate"]) == 0
+    assert run_cli(["backlog", "stats"]) == 0
+    capsys.readouterr()
+
+    async def forget_last() -> str:  # a database one migration behind the bundled files
+        conn = await asyncpg.connect(cli_dsn)
+        try:
+            version: str = await conn.fetchval(
+                "DELETE FROM schema_migrations WHERE version = "
+                "(SELECT max(version) FROM schema_migrations) RETURNING version"
+            )
+            return version
+        finally:
+            await conn.close()
+
+    behind = asyncio.run(forget_last())
+    assert run_cli(["backlog", "stats"]) == 4
+    assert f"missing migration(s) {behind}: run `rag-monitor migrate`" in capsys.readouterr().err
 
 
 @pytest.mark.postgres

@@ -10,6 +10,10 @@ The annotation loop::
 `import` checks every line on its own: unknown ids, rows in the wrong status
 (evaluated rows need ``--force``) and broken JSON/CSV lines are reported with
 their line numbers and skipped; the exit code is 1 if any line was rejected.
+
+Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
+discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
+4 the backlog schema is missing migrations (run ``rag-monitor migrate``).
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from monitor.sinks.backlog import (
     ImportRow,
     MigrationError,
 )
+from monitor.sinks.schema import SchemaBehind, check_schema
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_SCHEMA = 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -187,6 +193,9 @@ def _run(args: argparse.Namespace, action: str) -> int:
     except MigrationError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except SchemaBehind as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_SCHEMA
 
 
 async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
@@ -197,6 +206,7 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
             applied = await sink.migrate()
             print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
             return EXIT_OK
+        await check_schema(sink)
         if action == "stats":
             return await _print_stats(sink, bool(args.json))
         if action == "export":

@@ -29,6 +29,7 @@ from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
+from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
 from monitor.sources.kafka import KafkaSource
 from monitor.tokens import count_tokens
 
@@ -133,6 +134,8 @@ def build(settings: Settings) -> Components:
             return True
 
         checks["postgres"] = postgres
+        checks["schema"] = _schema(backlog)
+        parts.starters.append(_quietly(checks["schema"]))
     server.checks.update(checks)
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
@@ -162,6 +165,39 @@ def _assigned(source: KafkaSource) -> ReadinessCheck:
         return bool(source.assignment)
 
     return check
+
+
+def _schema(backlog: AppliedMigrations) -> ReadinessCheck:
+    """``schema``: every bundled migration applied; says once, in the log, how to fix it."""
+    said: list[str] = []
+
+    async def check() -> bool:
+        try:
+            await check_schema(backlog)
+        except SchemaBehind as exc:
+            if said != exc.missing:
+                said[:] = exc.missing
+                log.error(
+                    f"backlog schema behind: run `{MIGRATE_COMMAND}`",
+                    missing=exc.missing,
+                )
+            return False
+        said.clear()
+        return True
+
+    return check
+
+
+def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
+    """Run a readiness check once at start for what it logs; a failure does not stop the start."""
+
+    async def run() -> None:
+        try:
+            await check()
+        except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
+            log.warning("start-up check failed", error=type(exc).__name__)
+
+    return run
 
 
 def _risk(settings: Settings) -> RateAdjuster | None:

@@ -362,3 +362,44 @@ async def test_two_monitors_in_one_group_split_partitions_and_score_each_record_
     assert set(recording_judge.scored.values()) == {1}
     per_monitor = [value(p, "rag_monitor_records_scored_total") for p in parts]
     assert all(v > 0 for v in per_monitor) and sum(per_monitor) == len(expected)
+
+
+async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
+    judge_http: JudgeServer,
+) -> None:
+    from structlog.testing import capture_logs
+
+    own = await asyncio.to_thread(Broker().start)
+    try:
+        topic = Topic(own.bootstrap_servers, "away-in", "away-dlq", "away-group", 4)
+        await asyncio.to_thread(own.create_topics, {topic.name: 4, topic.dlq: 1})
+        settings = monitor_settings(own, topic, judge_http)
+        parts = build(settings)
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(serve(settings, stop, parts))
+            try:
+                await wait_until(lambda: bool(parts.source.assignment), 60, "partitions")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert ready == 200 and json.loads(body)["checks"]["kafka"] is True
+                await asyncio.to_thread(own.stop)
+                await wait_until(lambda: not parts.source.reachable, 30, "the outage noticed")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert ready == 503 and json.loads(body)["checks"]["kafka"] is False
+                said = [e for e in logs if e["event"] == "cannot reach Kafka: retrying"]
+                assert said and said[0]["bootstrap_servers"] == own.bootstrap_servers
+                assert said[0]["log_level"] == "warning" and said[0]["retry_in"] > 0
+                await asyncio.sleep(3)  # a few retries, backing off
+                delays = [e["retry_in"] for e in logs if e["event"] == "Kafka still away"]
+                assert delays == sorted(delays) and len(delays) >= 1
+                assert not task.done()  # still running, retrying
+                await asyncio.to_thread(own.start)  # same port
+                await wait_until(lambda: parts.source.reachable, 60, "Kafka back")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert json.loads(body)["checks"]["kafka"] is True
+                assert any(e["event"] == "Kafka reachable again" for e in logs)
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 60) == 0
+    finally:
+        await asyncio.to_thread(own.stop)

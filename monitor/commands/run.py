@@ -4,7 +4,11 @@ Start order is downstream first (sinks, the metrics server, then the Kafka
 source); stop order upstream first (source fetching stops, in-flight records
 get ``shutdown_grace_seconds`` to finish, sinks are flushed and offsets
 committed, then the source, the judge, the sinks and the server close).
-SIGTERM and SIGINT start that shutdown; the exit code is then 0.
+SIGTERM and SIGINT start that shutdown; the exit code is then 0. Invalid
+settings exit 2; Kafka unreachable at start exits 3 with one line
+(``cannot reach Kafka at HOST:PORT: why``). Once running, a broker that goes
+away is retried (aiokafka reconnects; `KafkaSource` probes with backoff, logs
+it and ``/readyz`` reports ``"kafka": false``) until it is back.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import asyncio
 import importlib
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -30,10 +35,13 @@ from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
 from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
-from monitor.sources.kafka import KafkaSource
+from monitor.sources.kafka import KafkaSource, KafkaUnreachable
 from monitor.tokens import count_tokens
 
 log = structlog.get_logger("monitor.commands.run")
+
+#: no Kafka broker answered at start (settings errors exit 2, a clean shutdown 0)
+EXIT_KAFKA_UNREACHABLE = 3
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +56,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     configure_logging(settings.log_level)
-    return asyncio.run(serve(settings))
+    try:
+        return asyncio.run(serve(settings))
+    except KafkaUnreachable as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_KAFKA_UNREACHABLE
 
 
 @dataclass
@@ -113,7 +125,7 @@ def build(settings: Settings) -> Components:
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     source = KafkaSource(settings, exporter)
-    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source)}
+    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(source)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(
         exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
@@ -163,6 +175,13 @@ async def _load_tokenizers(models: tuple[str, ...]) -> None:
 def _assigned(source: KafkaSource) -> ReadinessCheck:
     async def check() -> bool:
         return bool(source.assignment)
+
+    return check
+
+
+def _kafka(source: KafkaSource) -> ReadinessCheck:
+    async def check() -> bool:
+        return source.reachable
 
     return check
 

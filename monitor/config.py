@@ -8,10 +8,11 @@ lower case (``kafka_topic: interactions``); the upper-case variable spelling
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 import yaml
 from pydantic import (
@@ -221,12 +222,36 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             ):
                 continue  # the environment wins over the file
             file_values[name] = value
+    _check_json_variables(set(overrides))
     try:
         return Settings(**{**file_values, **overrides})
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def _check_json_variables(overridden: set[str]) -> None:
+    """A variable holding a JSON mapping or list must parse: say which one does not.
+
+    (pydantic-settings would only name its "EnvSettingsSource".)
+    """
+    environ = {k.upper(): v for k, v in os.environ.items()}
+    lines = []
+    for name, info in Settings.model_fields.items():
+        if name in overridden or NoDecode in info.metadata:
+            continue
+        if get_origin(info.annotation) not in (dict, list):
+            continue
+        variable = PREFIX + name.upper()
+        if variable not in environ:
+            continue
+        try:
+            json.loads(environ[variable])
+        except json.JSONDecodeError as exc:
+            lines.append(f"  {variable}: not valid JSON: {exc.msg} at column {exc.colno}")
+    if lines:
+        raise ConfigError("\n".join(["invalid configuration:", *lines]))
 
 
 def _explain(exc: ValidationError) -> str:

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,6 +208,20 @@ def test_migrate_stats_export_import_round_trip(
 
 
 @pytest.mark.postgres
+def test_discard_names_the_ids_it_does_not_know(
+    cli_dsn: str, make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 2)
+    capsys.readouterr()
+    assert run_cli(["backlog", "discard", "id-0", "nope-1", "id-1", "nope-2", "id-0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "2 row(s) discarded\n"
+    assert captured.err == "rag-monitor: no backlog row with id nope-1, nope-2\n"
+    assert run_cli(["backlog", "discard", "id-1"]) == 0  # already discarded: known, fine
+
+
+@pytest.mark.postgres
 def test_import_rejects_bad_lines_one_by_one(
     cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -315,6 +330,27 @@ def test_commands_on_an_unmigrated_database_name_migrate_and_exit_4(
     behind = asyncio.run(forget_last())
     assert run_cli(["backlog", "stats"]) == 4
     assert f"missing migration(s) {behind}: run `rag-monitor migrate`" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_export_into_a_reader_that_leaves_ends_quietly(
+    cli_dsn: str, make_settings: SettingsFactory
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 600)  # far more than a pipe buffer holds
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "backlog", "export"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    assert json.loads(process.stdout.readline())["id"].startswith("id-")  # `| head -1`
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(60) == 141
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err
+    assert err == ""
 
 
 @pytest.mark.postgres

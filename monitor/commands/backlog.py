@@ -33,6 +33,7 @@ from typing import TextIO, cast
 from monitor.config import Settings, load_settings
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import (
+    EVALUATING,
     EXPORT_FORMATS,
     STATUSES,
     BacklogSink,
@@ -213,11 +214,23 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
             return await _write_export(sink, args.status, cast(ExportFormat, args.fmt), args.out)
         if action == "import":
             return await _import_file(sink, Path(args.file), args.fmt, bool(args.force))
-        changed = await sink.discard(args.ids)
-        print(f"{changed} row(s) discarded")
-        return EXIT_OK if changed == len(set(args.ids)) else EXIT_REJECTED
+        return await _discard_rows(sink, list(dict.fromkeys(args.ids)))
     finally:
         await sink.close()
+
+
+async def _discard_rows(sink: BacklogSink, ids: list[str]) -> int:
+    """Discard ``ids``; name those not in the backlog and those being evaluated (kept)."""
+    rows = {rid: await sink.get(rid) for rid in ids}
+    unknown = [rid for rid, row in rows.items() if row is None]
+    busy = [rid for rid, row in rows.items() if row is not None and row.status == EVALUATING]
+    changed = await sink.discard([rid for rid in ids if rid not in unknown])
+    print(f"{changed} row(s) discarded")
+    if unknown:
+        print(f"rag-monitor: no backlog row with id {', '.join(unknown)}", file=sys.stderr)
+    if busy:
+        print(f"rag-monitor: being evaluated, not discarded: {', '.join(busy)}", file=sys.stderr)
+    return EXIT_OK if changed == len(ids) else EXIT_REJECTED
 
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:

@@ -9,13 +9,17 @@ so the tokens spent in a window never exceed the allowance unless a call used
 more than it reserved.
 
 `AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
-budget lasts until the end of the window instead of running dry early::
+budget lasts until the end of the window instead of running dry early. The
+window's allowance is one bucket: the rate is lowered only when the tokens the
+rest of the window is projected to need exceed what is left in it::
 
-    scale = min(1, remaining / (expected_records_rest_of_window × tokens_per_record))
+    scale = min(1, remaining / (arrival_rate × seconds_left × tokens_per_record))
 
-where ``expected_records`` is the arrival rate of records the sampler would
-keep at full rate, and ``tokens_per_record`` an average of recent spend.
-Both take an injected clock (seconds, monotonic) for tests.
+where ``arrival_rate`` is the rate of records the sampler would keep at full
+rate over the last ``horizon_seconds`` (a burst counts spread over the horizon,
+not as a pace it will keep for the rest of the window), and
+``tokens_per_record`` an average of recent spend. A burst the bucket can pay
+for is scored whole. Both take an injected clock (seconds, monotonic) for tests.
 """
 
 from __future__ import annotations
@@ -152,10 +156,9 @@ class AdaptiveRate:
         """Records per second the full rate would keep (decayed estimate)."""
         now = self._clock()
         self._decay(now)
-        # the decayed sum over a horizon approximates rate × horizon once warm;
-        # before that, divide by the time seen so far (at least one second)
-        span = min(self.horizon, max(1.0, now - self._started))
-        return self._decayed / span
+        # the decayed sum approximates rate × horizon: the time before the start counts as
+        # no arrivals, so a burst at start is not taken for a pace of the whole window
+        return self._decayed / self.horizon
 
     def scale(self) -> float:
         if self.budget.unlimited or self._tokens_per_record is None:

@@ -403,3 +403,32 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
                 assert await asyncio.wait_for(task, 60) == 0
     finally:
         await asyncio.to_thread(own.stop)
+
+
+@pytest.mark.parametrize(("budget", "burst"), [("100m/h", 300), ("12000/h", 60)])
+async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, budget: str, burst: int
+) -> None:
+    settings = monitor_settings(broker, topic, judge_http, sample_rate=1.0, token_budget=budget)
+    parts = build(settings)
+    first = 5 if budget == "12000/h" else burst  # a first wave teaches the cost of a record
+    await records(topic, range(first), supported=lambda i: True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, first), 120, "the first wave consumed")
+        await records(topic, range(first, burst), supported=lambda i: True)
+        await wait_until(settled(parts, topic, burst), 120, "the burst consumed")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    sampled = value(parts, "rag_monitor_records_sampled_total")
+    thinned = value(parts, "rag_monitor_records_skipped_total", reason="budget_thinned")
+    assert sampled + thinned == burst  # every record is either sampled or counted as thinned
+    if budget == "100m/h":  # the window's bucket pays for the whole burst: nothing thinned
+        assert thinned == 0
+        assert value(parts, "rag_monitor_records_scored_total") == burst
+    else:  # 60 records cost far more than 12000 tokens: the rate drops, and says so
+        assert thinned > 0
+        stats = judge_http.stats.snapshot()
+        assert stats.prompt_tokens + stats.completion_tokens <= 12000

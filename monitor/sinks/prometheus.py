@@ -42,7 +42,8 @@ class Exporter:
         )
         self.records_skipped = Counter(
             p + "records_skipped_total",
-            "Sampled records that were not scored (budget, judge failure, ...).",
+            "Records not scored for a reason: sampled but unaffordable (budget), kept by the "
+            "configured rate but thinned by the budget (budget_thinned), judge failure, ...",
             ["reason"],
             registry=r,
         )

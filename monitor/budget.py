@@ -1,5 +1,12 @@
 """The token budget: a fixed allowance per window, and a sample rate that spreads it. Pure.
 
+The budget is per deployment: each replica spends ``share`` of it, its assigned
+partitions ÷ the topic's partitions (`TokenBudget.set_share`, called on every
+rebalance), so the replicas of one consumer group together stay within it
+without talking to each other. A share change takes effect at once in the
+current window: a replica that takes over partitions may spend its new share
+of the window, whatever the replica that left had spent of its own.
+
 `TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
 estimated tokens before it is sent (`BudgetExhausted` when the window cannot
 cover it) and reconciles with the real ``usage`` afterwards. Windows follow
@@ -43,10 +50,26 @@ class TokenBudget:
         self._window_start: float | None = None
         self._spent = 0
         self._reserved = 0
+        self._share = 1.0
 
     @property
     def unlimited(self) -> bool:
         return self.spec.unlimited
+
+    @property
+    def share(self) -> float:
+        """This replica's part of the budget, in [0, 1] (1 until `set_share`)."""
+        return self._share
+
+    def set_share(self, share: float) -> None:
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"budget share {share} is not within [0, 1]")
+        self._share = share
+
+    @property
+    def allowance(self) -> float:
+        """Tokens this replica may spend per window: the budget × its share."""
+        return self.spec.tokens * self._share
 
     def _roll(self) -> float:
         now = self._clock()
@@ -66,9 +89,9 @@ class TokenBudget:
         if self.unlimited:
             self._reserved += tokens
             return
-        available = self.spec.tokens - self._spent - self._reserved
+        available = self.allowance - self._spent - self._reserved
         if tokens > available:
-            raise BudgetExhausted(tokens, max(0, available))
+            raise BudgetExhausted(tokens, max(0, int(available)))
         self._reserved += tokens
 
     def reconcile(self, reserved: int, used: int) -> None:
@@ -89,7 +112,7 @@ class TokenBudget:
         self._roll()
         if self.unlimited:
             return math.inf
-        return float(max(0, self.spec.tokens - self._spent - self._reserved))
+        return max(0.0, self.allowance - self._spent - self._reserved)
 
     def seconds_left(self) -> float:
         now = self._roll()

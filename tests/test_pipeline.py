@@ -432,3 +432,66 @@ async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
         assert thinned > 0
         stats = judge_http.stats.snapshot()
         assert stats.prompt_tokens + stats.completion_tokens <= 12000
+
+
+async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    budget = 6000
+    settings = [monitor_settings(broker, topic, judge_http, token_budget=f"{budget}/h")
+                for _ in range(2)]  # fmt: skip
+    parts = [build(s) for s in settings]
+    stops = [asyncio.Event(), asyncio.Event()]
+    tasks = [asyncio.create_task(serve(s, stop, p))
+             for s, stop, p in zip(settings, stops, parts, strict=True)]  # fmt: skip
+
+    def shares() -> list[float]:
+        return [value(p, "rag_monitor_token_budget_share") for p in parts]
+
+    def spent(p: Components) -> float:
+        return sum(
+            value(p, "rag_monitor_judge_tokens_total", metric=m, kind=k)
+            for m in ("faithfulness", "response_relevancy", "context_utility")
+            for k in ("prompt", "completion")
+        )
+
+    def consumed(n: int) -> Callable[[], bool]:
+        def check() -> bool:
+            total = sum(value(p, "rag_monitor_records_consumed_total", topic=topic.name)
+                        for p in parts)  # fmt: skip
+            return total >= n and all(p.source.in_flight == 0 for p in parts)
+
+        return check
+
+    try:
+        await wait_until(lambda: shares() == [0.5, 0.5], 60, "two partitions each")
+        assert [p.budget.allowance for p in parts] == [budget / 2, budget / 2]
+        # a slow judge: the whole burst is admitted before any record's cost is known, so
+        # the sample rate stays 1 and the budget's hard limit is what stops the spending
+        judge_http.latency_seconds = 0.3
+        await records(topic, range(60), supported=lambda i: True)
+        await wait_until(consumed(60), 90, "the 60 records")
+        stats = judge_http.stats.snapshot()
+        scored = [value(p, "rag_monitor_records_scored_total") for p in parts]
+        assert all(n > 0 for n in scored)
+        assert all(value(p, "rag_monitor_records_skipped_total", reason="budget") > 0
+                   for p in parts)  # fmt: skip  # each replica ran out of its share
+        per_record = max(spent(p) / n for p, n in zip(parts, scored, strict=True))
+        # the judge's own count: both replicas together within the one budget
+        assert stats.prompt_tokens + stats.completion_tokens <= budget + 2 * per_record
+        assert all(spent(p) <= budget / 2 + per_record for p in parts)
+
+        stops[0].set()  # one replica stops: the other takes every partition, and the budget
+        assert await asyncio.wait_for(tasks[0], 30) == 0
+        await wait_until(lambda: shares()[1] == 1.0, 60, "the survivor's share")
+        assert len(parts[1].source.assignment) == topic.partitions
+        assert parts[1].budget.allowance == budget
+        left = parts[1].budget.remaining()
+        assert left == pytest.approx(budget - spent(parts[1]), abs=per_record)
+        assert left > budget / 2 - per_record  # more than its old share ever held
+    finally:
+        judge_http.latency_seconds = 0.0
+        for stop in stops:
+            stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0

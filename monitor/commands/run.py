@@ -125,6 +125,7 @@ def build(settings: Settings) -> Components:
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     source = KafkaSource(settings, exporter)
+    source.on_assigned = _budget_share(budget, exporter)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(source)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(
@@ -177,6 +178,18 @@ def _assigned(source: KafkaSource) -> ReadinessCheck:
         return bool(source.assignment)
 
     return check
+
+
+def _budget_share(budget: TokenBudget, exporter: Exporter) -> Callable[[int, int], None]:
+    """After each rebalance: this replica spends assigned ÷ all partitions of the budget."""
+
+    def assigned(mine: int, total: int) -> None:
+        share = mine / total if total else 0.0
+        budget.set_share(share)
+        exporter.token_budget_share.set(share)
+        log.info("token budget share", share=round(share, 4), partitions=mine, of=total)
+
+    return assigned
 
 
 def _kafka(source: KafkaSource) -> ReadinessCheck:

@@ -102,6 +102,12 @@ class Exporter:
         self.token_budget_remaining = Gauge(
             p + "token_budget_remaining", "Tokens left in the current budget window.", registry=r
         )
+        self.token_budget_share = Gauge(
+            p + "token_budget_share",
+            "This replica's share of the deployment's token budget: its assigned partitions "
+            "/ the topic's partitions.",
+            registry=r,
+        )
         self.sample_rate = Gauge(
             p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
         )

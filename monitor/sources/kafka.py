@@ -236,7 +236,11 @@ class KafkaSource:
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
         self.on_revoke: Callable[[], Awaitable[object]] | None = None
+        #: called after every assignment with (assigned partitions, the topic's partitions)
+        self.on_assigned: Callable[[int, int], None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        #: the consumer from the moment it is created (`_consumer`: once started)
+        self._member: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._paused = False
         #: since when the in-flight window has been full (None: there is room)
@@ -294,6 +298,7 @@ class KafkaSource:
             ),
         )
         consumer.subscribe([self.topic], listener=_Rebalance(self))
+        self._member = consumer
         try:
             await consumer.start()
         except BaseException as exc:
@@ -519,6 +524,11 @@ class KafkaSource:
         if self._paused and self._consumer is not None:
             self._consumer.pause(*self._consumer.assignment())
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
+        if self.on_assigned is not None and self._member is not None:
+            # (the first assignment can come while `start` is still waiting for the consumer)
+            mine = sum(1 for topic, _ in self.tracker.partitions() if topic == self.topic)
+            total = len(self._member.partitions_for_topic(self.topic) or ())
+            self.on_assigned(mine, max(total, mine))
 
     async def _on_revoked(self, revoked: list[Partition]) -> None:
         if not revoked:

@@ -105,6 +105,11 @@ class Settings(BaseSettings):
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
+    #: TLS (security protocol SSL or SASL_SSL): CA bundle, client certificate and key (PEM)
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_ssl_check_hostname: bool = True
     max_record_bytes: int = Field(default=1_000_000, gt=0)
     max_in_flight: int = Field(default=256, gt=0)
     #: records scored at once (the rest of the in-flight window waits for a slot)
@@ -169,6 +174,12 @@ class Settings(BaseSettings):
         if isinstance(value, str | int):
             return TokenBudgetSpec.parse(str(value))
         return value
+
+    @field_validator("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """An empty value (a chart that mounts nothing) means unset."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("thresholds", mode="after")
     @classmethod

@@ -35,7 +35,7 @@ from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
 from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
-from monitor.sources.kafka import KafkaSource, KafkaUnreachable
+from monitor.sources.kafka import KafkaSource, KafkaUnreachable, ssl_context
 from monitor.tokens import count_tokens
 
 log = structlog.get_logger("monitor.commands.run")
@@ -124,6 +124,7 @@ def build(settings: Settings) -> Components:
         raise ConfigError(str(exc)) from None
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
+    ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     source = KafkaSource(settings, exporter)
     source.on_assigned = _budget_share(budget, exporter)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(source)}

@@ -60,9 +60,8 @@ from aiokafka.errors import (
     MessageSizeTooLargeError,
     TopicAlreadyExistsError,
 )
-from aiokafka.helpers import create_ssl_context
 
-from monitor.config import Settings
+from monitor.config import PREFIX, ConfigError, Settings
 from monitor.sinks.prometheus import Exporter
 from monitor.sources.offsets import OffsetTracker, Partition
 
@@ -124,9 +123,52 @@ class KafkaUnreachable(Exception):
         self.detail = detail
 
 
-def _ssl_context(settings: Settings) -> ssl.SSLContext:
-    context: ssl.SSLContext = create_ssl_context()
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext:
+    """The TLS context of every Kafka client; ConfigError naming the setting that is wrong.
+
+    The broker's certificate is always verified: against ``kafka_ssl_cafile``, else the
+    system's CAs; its name is checked unless ``kafka_ssl_check_hostname`` is off. A client
+    certificate (``kafka_ssl_certfile``, with ``kafka_ssl_keyfile`` unless the key is in
+    the same file) is presented when set.
+    """
+    if settings.kafka_security_protocol not in TLS_PROTOCOLS:
+        for name in ("cafile", "certfile", "keyfile"):
+            if getattr(settings, f"kafka_ssl_{name}") is not None:
+                raise ConfigError(
+                    f"{PREFIX}KAFKA_SSL_{name.upper()} is set, but "
+                    f"{PREFIX}KAFKA_SECURITY_PROTOCOL is {settings.kafka_security_protocol} "
+                    "(SSL or SASL_SSL uses it)"
+                )
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if settings.kafka_ssl_cafile is not None:
+        try:
+            context.load_verify_locations(cafile=settings.kafka_ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{PREFIX}KAFKA_SSL_CAFILE: cannot load {settings.kafka_ssl_cafile}: "
+                f"{_file_error(exc)}"
+            ) from None
+    if settings.kafka_ssl_keyfile is not None and settings.kafka_ssl_certfile is None:
+        raise ConfigError(f"{PREFIX}KAFKA_SSL_KEYFILE is set without {PREFIX}KAFKA_SSL_CERTFILE")
+    if settings.kafka_ssl_certfile is not None:
+        try:
+            context.load_cert_chain(settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{PREFIX}KAFKA_SSL_CERTFILE/_KEYFILE: cannot load "
+                f"{settings.kafka_ssl_certfile}: {_file_error(exc)}"
+            ) from None
+    context.check_hostname = settings.kafka_ssl_check_hostname
     return context
+
+
+def _file_error(exc: OSError | ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return f"not a usable PEM file ({exc.reason or exc})"
+    return exc.strerror.lower() if exc.strerror else str(exc)
 
 
 def _client_options(settings: Settings) -> dict[str, object]:
@@ -134,8 +176,8 @@ def _client_options(settings: Settings) -> dict[str, object]:
         "bootstrap_servers": settings.kafka_bootstrap_servers,
         "security_protocol": settings.kafka_security_protocol,
     }
-    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
-        options["ssl_context"] = _ssl_context(settings)
+    if settings.kafka_security_protocol in TLS_PROTOCOLS:
+        options["ssl_context"] = ssl_context(settings)
     if settings.kafka_sasl_mechanism:
         options["sasl_mechanism"] = settings.kafka_sasl_mechanism
         options["sasl_plain_username"] = settings.kafka_sasl_username
@@ -161,8 +203,8 @@ async def why_unreachable(settings: Settings, error: BaseException) -> str:
     aiokafka only says "Unable to bootstrap"; a direct connection (TLS when configured,
     with the same context) names the cause: refused, timed out, certificate not trusted.
     """
-    tls = settings.kafka_security_protocol in ("SSL", "SASL_SSL")
-    context = _ssl_context(settings) if tls else None
+    tls = settings.kafka_security_protocol in TLS_PROTOCOLS
+    context = ssl_context(settings) if tls else None
     addresses = [a.strip() for a in settings.kafka_bootstrap_servers.split(",") if a.strip()]
     failures: list[str] = []
     for address in addresses:

@@ -69,6 +69,10 @@ class Interaction(BaseModel):
         return route if isinstance(route, str) else None
 
 
+#: every `InvalidRecord.reason`
+INVALID_REASONS = ("too_large", "not_utf8", "not_json", "not_object", "schema")
+
+
 class InvalidRecord(Exception):
     """A record that cannot become an Interaction. `reason` is a short, bounded label."""
 

@@ -73,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(Ctrl-C ends it early)",
     )
     parser.add_argument(
+        "--pace",
+        type=float,
+        metavar="N",
+        help="produce the traffic at N records/s while the sidecar runs, so a Prometheus "
+        "scraping /metrics sees real rates (default: all at once, before the sidecar starts)",
+    )
+    parser.add_argument(
         "--report-json", type=Path, metavar="FILE", help="also write the report as JSON here"
     )
     parser.set_defaults(handler=handle)
@@ -89,6 +96,8 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--metrics-port must be a port number (0: any free port)")
     if args.hold < 0:
         return _usage("--hold must not be negative")
+    if args.pace is not None and not args.pace > 0:
+        return _usage("--pace must be a positive number of records per second")
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,
@@ -99,6 +108,7 @@ def handle(args: argparse.Namespace) -> int:
         hold_seconds=args.hold,
         report_json=args.report_json,
         config=args.config,
+        pace=args.pace,
     )
     # the progress line and the report own the terminal: logs only for trouble
     configure_logging("warning")

@@ -25,11 +25,13 @@ import structlog
 
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import ConfigError, Settings, load_settings
+from monitor.flags import FLAG_REASONS
 from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
 from monitor.judge_factory import JudgeConfigError, build_judge
 from monitor.logging import configure_logging
-from monitor.pipeline import Pipeline, RecordScorer
+from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
 from monitor.prompt import Judge
+from monitor.records import INVALID_REASONS
 from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
@@ -151,6 +153,16 @@ def build(settings: Settings) -> Components:
         checks["schema"] = _schema(backlog)
         parts.starters.append(_quietly(checks["schema"]))
     server.checks.update(checks)
+    exporter.initialise(
+        topic=settings.kafka_topic,
+        metrics=settings.online_metrics,
+        routes=[*settings.routes, settings.route_label(""), settings.route_label(None)],
+        judges=[judge.kind] + (["local"] if fallback is not None else []),
+        invalid_reasons=INVALID_REASONS,
+        skip_reasons=(BUDGET, BUDGET_THINNED),
+        backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
+        judge_requests=judge.kind == "llm",
+    )
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))

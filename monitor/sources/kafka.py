@@ -712,17 +712,23 @@ async def produce(
     records: Iterable[tuple[bytes | None, bytes | None]],
     *,
     partition: int | None = None,
+    per_second: float | None = None,
 ) -> list[tuple[int, int]]:
-    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each."""
+    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each.
+
+    With ``per_second``, record ``i`` is sent ``i / per_second`` seconds after the first.
+    """
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap_servers, acks="all", max_request_size=DLQ_MAX_REQUEST_BYTES
     )
     await producer.start()
     try:
-        futures = [
-            await producer.send(topic, value=value, key=key, partition=partition)
-            for key, value in records
-        ]
+        futures = []
+        started = time.monotonic()
+        for i, (key, value) in enumerate(records):
+            if per_second:
+                await asyncio.sleep(max(0.0, started + i / per_second - time.monotonic()))
+            futures.append(await producer.send(topic, value=value, key=key, partition=partition))
         await producer.flush()
         return [((meta := await future).partition, meta.offset) for future in futures]
     finally:

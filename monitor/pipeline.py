@@ -1,6 +1,6 @@
 """source → sample → score → sinks, read top to bottom.
 
-For every fetched record (`Pipeline._handle`):
+For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
 1. **size** — over ``max_record_bytes``: dead-lettered (cheap, no parsing);
 2. **validate, then sample** — every record is validated (`records.check_record`:

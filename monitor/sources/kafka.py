@@ -527,7 +527,10 @@ class KafkaSource:
                 await consumer.commit(offsets)
             except KafkaError as exc:
                 # a rebalance or a broker hiccup: the positions stay, the next commit retries
-                log.warning("commit failed", error=type(exc).__name__, partitions=len(offsets))
+                # (while the brokers are away, `_watch` has said so: once, not every commit)
+                (log.warning if self.reachable else log.debug)(
+                    "commit failed", error=type(exc).__name__, partitions=len(offsets)
+                )
                 return {}
             self.tracker.mark_committed(positions)
             return positions

@@ -2,7 +2,7 @@
 
     python bench/ingest.py [--broker noida|tansu] [--records 50000] [--partitions 4]
                            [--rounds 2] [--latency 0.3] [--concurrency 64] [--window 20]
-                           [--embedding-latency 0.05]
+                           [--embedding-latency 0.05] [--consume-only]
 
 One broker (the embedded noida-db or Tansu), one topic of ``--records``
 generated interactions (≈ 1.1 kB each, keyed ``rec-<i>``), one judge server
@@ -21,7 +21,12 @@ own (``getrusage(RUSAGE_SELF)``).
    group join is outside the clock for both) to the last record. The monitor's
    "last record" is when its source has handed every record to the pipeline;
    backpressure (``max_in_flight``) keeps that within 256 records of finished
-   work, and the worker then checks that every record is finished.
+   work, and the worker then checks that every record is finished. Every
+   record is validated before the sampler decides (a malformed record goes to
+   the dead-letter topic whether sampled or not), so rate 0 is the cost of
+   validation, sampling and bookkeeping; the table also gives validation alone,
+   in this process, per record: the full model (`records.parse_record`) and
+   the pipeline's check (`records.check_record`). ``--consume-only`` stops here.
 2. **Score.** Twice: the judge answers every request after ``--latency``
    seconds; then chat requests after ``--latency`` and embeddings after
    ``--embedding-latency`` (an embeddings model answers faster than an LLM
@@ -140,6 +145,27 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def validation_cost(pairs: list[tuple[bytes, bytes]], rounds: int = 15) -> dict[str, float]:
+    """Best-of-``rounds`` CPU µs per record of each validation over ``pairs`` (process time:
+    what the shared machine's other load does to the wall clock does not count)."""
+    from monitor import records
+
+    out: dict[str, float] = {}
+    for name in ("parse_record", "check_record"):
+        check = getattr(records, name, None)
+        if check is None:  # a tree from before the check (``--baseline`` style runs)
+            out[name] = float("nan")
+            continue
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.process_time()
+            for key, value in pairs:
+                check(value, key)
+            best = min(best, time.process_time() - t)
+        out[name] = best / len(pairs) * 1e6
+    return out
+
+
 def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
     from monitor.sources.kafka import bare_consume
 
@@ -150,6 +176,7 @@ def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
         "records": run.records,
         "seconds": run.seconds,
         "rate": run.rate,
+        "cpu_seconds": _cpu() - cpu,
         "cpu_cores": (_cpu() - cpu) / (time.perf_counter() - wall),
         "peak_rss_mb": _peak_rss_mb(),
     }
@@ -222,6 +249,7 @@ async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
         "finished": finished,
         "sampled": _total(parts.exporter.records_sampled),
         "scored": _total(parts.exporter.records_scored),
+        "cpu_seconds": _cpu() - cpu,
         "cpu_cores": (_cpu() - cpu) / (time.perf_counter() - wall),
         "peak_rss_mb": _peak_rss_mb(),
     }
@@ -430,6 +458,9 @@ def main() -> int:
         "answers only a few hundred requests/s)",
     )
     parser.add_argument(
+        "--consume-only", action="store_true", help="the consume rounds only, no score runs"
+    )
+    parser.add_argument(
         "--worker", choices=["bare", "consume", "score", "judge"], help=argparse.SUPPRESS
     )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -455,6 +486,7 @@ def main() -> int:
         broker.create_topics({topic: args.partitions, topic + "-dlq": 1})
         pairs = generate(args.records)
         size = statistics.mean(len(v) for _, v in pairs)
+        validation = validation_cost(pairs[:5000])
         t = time.perf_counter()
         asyncio.run(produce(broker.bootstrap_servers, topic, pairs))
         produced = time.perf_counter() - t
@@ -479,7 +511,7 @@ def main() -> int:
         judge.latency_seconds = args.latency
         scores: list[tuple[float, dict[str, Any]]] = []
         for i, embedding_latency in enumerate(
-            dict.fromkeys([args.latency, args.embedding_latency])
+            dict.fromkeys([args.latency, args.embedding_latency]) if not args.consume_only else []
         ):
             judge.embedding_latency_seconds = embedding_latency
             judge.stats.reset()
@@ -529,6 +561,22 @@ def main() -> int:
         f"\n(monitor at 1 %: {last['sampled']:.0f} of {last['records']:.0f} records sampled "
         f"and {last['scored']:.0f} scored per round; every record finished)"
     )
+    print(
+        f"\nValidation alone, this process: parse_record {validation['parse_record']:.1f} µs, "
+        f"check_record {validation['check_record']:.1f} µs per record; the bare loop spends "
+        f"{1e6 / bare_rate:.1f} µs per record, the monitor at rate 0 {1e6 / idle_rate:.1f} µs"
+    )
+    def cpu_us(i: int) -> float:
+        return statistics.median(r[i]["cpu_seconds"] / r[i]["records"] for r in rounds) * 1e6
+
+    print(
+        "\nCPU per record (the consumer process's CPU seconds / records, start and group "
+        f"join included; not slowed by other load as wall time is): bare loop {cpu_us(0):.1f} "
+        f"µs, monitor at rate 0 {cpu_us(2):.1f} µs, at rate 1 % {cpu_us(1):.1f} µs"
+    )
+    if args.consume_only:
+        print(f"\ntotal {time.perf_counter() - started:.0f} s")
+        return 0
 
     print(
         f"\nScore (chat latency {args.latency * 1000:.0f} ms; {args.concurrency} records scored "

@@ -1,5 +1,12 @@
 """The token budget: a fixed allowance per window, and a sample rate that spreads it. Pure.
 
+The budget is per deployment: each replica spends ``share`` of it, its assigned
+partitions ÷ the topic's partitions (`TokenBudget.set_share`, called on every
+rebalance), so the replicas of one consumer group together stay within it
+without talking to each other. A share change takes effect at once in the
+current window: a replica that takes over partitions may spend its new share
+of the window, whatever the replica that left had spent of its own.
+
 `TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
 estimated tokens before it is sent (`BudgetExhausted` when the window cannot
 cover it) and reconciles with the real ``usage`` afterwards. Windows follow
@@ -9,13 +16,17 @@ so the tokens spent in a window never exceed the allowance unless a call used
 more than it reserved.
 
 `AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
-budget lasts until the end of the window instead of running dry early::
+budget lasts until the end of the window instead of running dry early. The
+window's allowance is one bucket: the rate is lowered only when the tokens the
+rest of the window is projected to need exceed what is left in it::
 
-    scale = min(1, remaining / (expected_records_rest_of_window × tokens_per_record))
+    scale = min(1, remaining / (arrival_rate × seconds_left × tokens_per_record))
 
-where ``expected_records`` is the arrival rate of records the sampler would
-keep at full rate, and ``tokens_per_record`` an average of recent spend.
-Both take an injected clock (seconds, monotonic) for tests.
+where ``arrival_rate`` is the rate of records the sampler would keep at full
+rate over the last ``horizon_seconds`` (a burst counts spread over the horizon,
+not as a pace it will keep for the rest of the window), and
+``tokens_per_record`` an average of recent spend. A burst the bucket can pay
+for is scored whole. Both take an injected clock (seconds, monotonic) for tests.
 """
 
 from __future__ import annotations
@@ -39,10 +50,26 @@ class TokenBudget:
         self._window_start: float | None = None
         self._spent = 0
         self._reserved = 0
+        self._share = 1.0
 
     @property
     def unlimited(self) -> bool:
         return self.spec.unlimited
+
+    @property
+    def share(self) -> float:
+        """This replica's part of the budget, in [0, 1] (1 until `set_share`)."""
+        return self._share
+
+    def set_share(self, share: float) -> None:
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"budget share {share} is not within [0, 1]")
+        self._share = share
+
+    @property
+    def allowance(self) -> float:
+        """Tokens this replica may spend per window: the budget × its share."""
+        return self.spec.tokens * self._share
 
     def _roll(self) -> float:
         now = self._clock()
@@ -62,9 +89,9 @@ class TokenBudget:
         if self.unlimited:
             self._reserved += tokens
             return
-        available = self.spec.tokens - self._spent - self._reserved
+        available = self.allowance - self._spent - self._reserved
         if tokens > available:
-            raise BudgetExhausted(tokens, max(0, available))
+            raise BudgetExhausted(tokens, max(0, int(available)))
         self._reserved += tokens
 
     def reconcile(self, reserved: int, used: int) -> None:
@@ -85,7 +112,7 @@ class TokenBudget:
         self._roll()
         if self.unlimited:
             return math.inf
-        return float(max(0, self.spec.tokens - self._spent - self._reserved))
+        return max(0.0, self.allowance - self._spent - self._reserved)
 
     def seconds_left(self) -> float:
         now = self._roll()
@@ -152,10 +179,9 @@ class AdaptiveRate:
         """Records per second the full rate would keep (decayed estimate)."""
         now = self._clock()
         self._decay(now)
-        # the decayed sum over a horizon approximates rate × horizon once warm;
-        # before that, divide by the time seen so far (at least one second)
-        span = min(self.horizon, max(1.0, now - self._started))
-        return self._decayed / span
+        # the decayed sum approximates rate × horizon: the time before the start counts as
+        # no arrivals, so a burst at start is not taken for a pace of the whole window
+        return self._decayed / self.horizon
 
     def scale(self) -> float:
         if self.budget.unlimited or self._tokens_per_record is None:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from monitor.config import ConfigError
+
+#: stdout was closed by its reader (128 + SIGPIPE, what a shell reports for `yes | head`)
+EXIT_BROKEN_PIPE = 141
 
 #: command name -> module under monitor.commands
 COMMANDS = {
@@ -51,7 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # inside the try: a reader that left shows up here, not at exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (`… | head`): stop quietly, as a command killed by SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except ConfigError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return 2

@@ -8,10 +8,11 @@ lower case (``kafka_topic: interactions``); the upper-case variable spelling
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 import yaml
 from pydantic import (
@@ -104,6 +105,11 @@ class Settings(BaseSettings):
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
+    #: TLS (security protocol SSL or SASL_SSL): CA bundle, client certificate and key (PEM)
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_ssl_check_hostname: bool = True
     max_record_bytes: int = Field(default=1_000_000, gt=0)
     max_in_flight: int = Field(default=256, gt=0)
     #: records scored at once (the rest of the in-flight window waits for a slot)
@@ -183,6 +189,12 @@ class Settings(BaseSettings):
             return TokenBudgetSpec.parse(str(value))
         return value
 
+    @field_validator("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """An empty value (a chart that mounts nothing) means unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("thresholds", mode="after")
     @classmethod
     def _thresholds(cls, value: dict[str, float]) -> dict[str, float]:
@@ -235,12 +247,36 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             ):
                 continue  # the environment wins over the file
             file_values[name] = value
+    _check_json_variables(set(overrides))
     try:
         return Settings(**{**file_values, **overrides})
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def _check_json_variables(overridden: set[str]) -> None:
+    """A variable holding a JSON mapping or list must parse: say which one does not.
+
+    (pydantic-settings would only name its "EnvSettingsSource".)
+    """
+    environ = {k.upper(): v for k, v in os.environ.items()}
+    lines = []
+    for name, info in Settings.model_fields.items():
+        if name in overridden or NoDecode in info.metadata:
+            continue
+        if get_origin(info.annotation) not in (dict, list):
+            continue
+        variable = PREFIX + name.upper()
+        if variable not in environ:
+            continue
+        try:
+            json.loads(environ[variable])
+        except json.JSONDecodeError as exc:
+            lines.append(f"  {variable}: not valid JSON: {exc.msg} at column {exc.colno}")
+    if lines:
+        raise ConfigError("\n".join(["invalid configuration:", *lines]))
 
 
 def _explain(exc: ValidationError) -> str:

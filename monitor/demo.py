@@ -7,11 +7,14 @@ The demo is an orchestration of the real parts, in this order:
 2. an embedded Kafka-protocol broker (`monitor.embedded.broker.Broker`) and an
    embedded Postgres (`monitor.embedded.postgres.EmbeddedPostgres`), started
    in worker threads;
-3. the topics, the backlog migrations (the code of ``rag-monitor migrate``), and
+3. the exporter's ``/metrics`` (every labelled series at 0), before any traffic;
+   the topics, the backlog migrations (the code of ``rag-monitor migrate``), and
    the traffic produced to the topic, keyed by interaction id (with
    ``traffic_format="otlp"``: each interaction as an OpenInference trace made
    with the OpenTelemetry SDK, two OTLP messages keyed by its trace id, as the
-   Collector's Kafka exporter writes them; `otlp_traffic`);
+   Collector's Kafka exporter writes them; `otlp_traffic`): all at once, or
+   with ``pace`` at that many messages per second while the sidecar consumes
+   (a Prometheus scraping meanwhile sees real rates);
 4. the sidecar, wired exactly as ``rag-monitor run`` wires it
    (`monitor.commands.run.build`), plus one extra sink, `Tally`, that keeps each
    record's outcome for the label report; it runs in-process until every
@@ -105,6 +108,8 @@ class DemoOptions:
     config: str | None = None
     #: ``interaction`` records, or ``otlp`` span messages (needs the ``demo`` extra)
     traffic_format: str = "interaction"
+    #: produce the traffic at this many records per second (None: all at once)
+    pace: float | None = None
     #: give up (and say so) when the sidecar has not finished the traffic by then
     timeout_seconds: float = 600.0
     #: ... or has not consumed a single record by then (no partitions assigned?)
@@ -401,6 +406,8 @@ class DemoReport:
     token_budget: str = ""
     token_budget_tokens: int = 0
     metrics_url: str = ""
+    #: how long /metrics stays up after the report (0: it stops with the demo)
+    hold_seconds: float = 0.0
     bootstrap_servers: str = ""
     pg_dsn: str = ""
     workdir: str = ""
@@ -515,18 +522,26 @@ class DemoReport:
             add("  reading the means (DESIGN §3):")
             lines.extend(f"    - {finding}" for finding in self.offline_findings)
         add("")
-        add(f"/metrics:     {self.metrics_url}")
-        add("  Prometheus:  add a scrape job for it (run with --hold SECONDS to keep it up):")
-        target = self.metrics_url.removeprefix("http://").removesuffix("/metrics")
-        add("                scrape_configs:")
-        add("                  - job_name: rag-monitor-demo")
-        add("                    scrape_interval: 5s")
-        add(f"                    static_configs: [{{targets: ['{target}']}}]")
-        add(f"                and load the alert rules from {ALERTS}")
-        add(
-            "  Grafana:     add that Prometheus as a data source, then import "
-            f"{DASHBOARD}"
-        )
+        if self.hold_seconds > 0:
+            held = f"{self.hold_seconds:g} s"
+            add(f"/metrics:     {self.metrics_url} (up for {held} after this report)")
+            add("  Prometheus:  scrape it with:")
+            target = self.metrics_url.removeprefix("http://").removesuffix("/metrics")
+            add("                scrape_configs:")
+            add("                  - job_name: rag-monitor-demo")
+            add("                    scrape_interval: 5s")
+            add(f"                    static_configs: [{{targets: ['{target}']}}]")
+            add(f"                and load the alert rules from {ALERTS}")
+            add(
+                "  Grafana:     add that Prometheus as a data source, then import "
+                f"{DASHBOARD}"
+            )
+        else:
+            add(f"/metrics:     {self.metrics_url} was up during the run and stopped with it")
+            add(
+                "  dashboard:   rerun with --metrics-port PORT --pace N --hold SECONDS and "
+                f"point a Prometheus at it, then import {DASHBOARD} (README: Dashboards)"
+            )
         add(f"elapsed:      {self.elapsed_seconds:.1f} s")
         return "\n".join(lines) + "\n"
 
@@ -676,11 +691,25 @@ class Demo:
             report.pg_dsn = dsn
             report.workdir = str(self.workdir)
             progress.step(f"judge: {report.judge}")
-            ends = await self._prepare(settings, dsn, traffic, stop, messages)
+            parts = await self._exporter(settings, report, cleanup)
+            progress.step(f"serving {report.metrics_url}")
+            await self._prepare(settings, dsn, stop)
+            values = [(r.key, r.value) for r in traffic] if messages is None else list(messages)
+            feeding = asyncio.ensure_future(self._produce(settings, values, stop))
+            try:
+                if self.options.pace is None:
+                    await asyncio.shield(feeding)  # all of it before the sidecar starts
+                else:
+                    progress.step(f"producing {self.options.pace:g} records/s meanwhile")
+                progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
+                await self._sidecar(parts, settings, len(values), progress, report, stop, feeding)
+                ends = await feeding
+            finally:
+                if not feeding.done():
+                    feeding.cancel()
+                    with contextlib.suppress(BaseException):
+                        await feeding
             report.end_offsets = {str(p): o for p, o in sorted(ends.items())}
-            progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
-            total = len(traffic) if messages is None else len(messages)
-            await self._sidecar(settings, total, progress, report, stop, cleanup)
             progress.step("annotating the backlog from the traffic set's references")
             await self._annotate(settings, dsn, traffic, report, stop)
             progress.step("playing the reviewer from the traffic set's labels")
@@ -689,6 +718,7 @@ class Demo:
             await self._offline(settings, report, stop)
             await self._backlog_summary(settings, dsn, report)
             report.elapsed_seconds = time.monotonic() - started
+            report.hold_seconds = self.options.hold_seconds
             self.out.write(report.render())
             self.out.flush()
             if self.options.report_json is not None:
@@ -752,17 +782,22 @@ class Demo:
         # each trace comes whole (two messages, one after the other): a short grace will do
         return {"input_format": "otlp_proto", "trace_grace_seconds": 0.2}
 
-    async def _prepare(
-        self,
-        settings: Settings,
-        dsn: str,
-        traffic: Sequence[TrafficRecord],
-        stop: asyncio.Event,
-        messages: Sequence[tuple[bytes, bytes]] | None = None,
-    ) -> dict[int, int]:
-        """Topics, migrations, traffic; returns the end offset of each partition after producing."""
+    async def _exporter(
+        self, settings: Settings, report: DemoReport, cleanup: list[tuple[str, Any]]
+    ) -> Any:
+        """The sidecar's parts (`run.build`), its /metrics served from now to the very end."""
+        from monitor.commands.run import build
+
+        parts = build(settings)
+        await parts.server.start()
+        cleanup.append(("server", parts.server))
+        report.metrics_url = f"http://127.0.0.1:{parts.server.port}/metrics"
+        return parts
+
+    async def _prepare(self, settings: Settings, dsn: str, stop: asyncio.Event) -> None:
+        """Topics and migrations."""
         from monitor.sinks.backlog import BacklogSink
-        from monitor.sources.kafka import create_topics, produce
+        from monitor.sources.kafka import create_topics
 
         servers = settings.kafka_bootstrap_servers
         await self._until(
@@ -774,8 +809,20 @@ class Demo:
             await self._until(sink.migrate(), stop, what="migrating")
         finally:
             await sink.close()
-        values = [(r.key, r.value) for r in traffic] if messages is None else list(messages)
-        acks = await self._until(produce(servers, TOPIC, values), stop, what="producing")
+
+    async def _produce(
+        self, settings: Settings, values: Sequence[tuple[bytes, bytes]], stop: asyncio.Event
+    ) -> dict[int, int]:
+        """The traffic (at ``pace`` messages/s, if set); the end offset of each partition."""
+        from monitor.sources.kafka import produce
+
+        pace = self.options.pace
+        acks = await self._until(
+            produce(settings.kafka_bootstrap_servers, TOPIC, list(values), per_second=pace),
+            stop,
+            what="producing",
+            within=PHASE_TIMEOUT + (len(values) / pace if pace else 0.0),
+        )
         if len(acks) != len(values):
             raise DemoError(f"produced {len(acks)} of {len(values)} records")
         ends: dict[int, int] = {}
@@ -785,23 +832,18 @@ class Demo:
 
     async def _sidecar(
         self,
+        parts: Any,
         settings: Settings,
         total: int,
         progress: Progress,
         report: DemoReport,
         stop: asyncio.Event,
-        cleanup: list[tuple[str, Any]],
+        feeding: asyncio.Future[dict[int, int]],
     ) -> None:
-        from monitor.commands.run import build
         from monitor.sources.kafka import committed_offsets
 
-        parts = build(settings)
         tally = Tally(dict(settings.thresholds))
         parts.sinks.append(tally)
-        # the exporter's server lives until the very end (the report points at it)
-        await parts.server.start()
-        cleanup.append(("server", parts.server))
-        report.metrics_url = f"http://127.0.0.1:{parts.server.port}/metrics"
         closers = list(parts.closers)
         try:
             for start in parts.starters:
@@ -809,7 +851,7 @@ class Demo:
             await self._until(parts.source.start(), stop, what="starting the Kafka source")
             try:
                 pipeline = parts.pipeline(settings)
-                await self._consume(pipeline, parts, tally, progress, total, stop)
+                await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
             finally:
                 await parts.source.stop()
         finally:
@@ -852,6 +894,7 @@ class Demo:
         progress: Progress,
         total: int,
         stop: asyncio.Event,
+        feeding: asyncio.Future[dict[int, int]],
     ) -> None:
         """Run the pipeline until every produced record is consumed and finished."""
         registry: CollectorRegistry = parts.exporter.registry
@@ -875,6 +918,9 @@ class Demo:
                     break
                 if stop.is_set():
                     outcome = "interrupted"
+                    break
+                if feeding.done() and feeding.exception() is not None:
+                    outcome = "producing failed"
                     break
                 if consumed >= total and parts.source.in_flight == 0 and not pipeline.pending:
                     break
@@ -903,6 +949,8 @@ class Demo:
                 f"(assigned partitions: {len(parts.source.assignment)}); the broker may be "
                 "unhealthy"
             )
+        if outcome == "producing failed":
+            feeding.result()  # raises what stopped the producer
         if outcome == "pipeline stopped":
             raise DemoError("the pipeline stopped before the traffic was finished")
 

@@ -15,6 +15,8 @@ LOW_RELEVANCY = "low_relevancy"
 LOW_UTILITY = "low_utility"
 NONCOMMITTAL = "noncommittal"
 CONTROL = "control"
+#: every reason a record is queued in the backlog for
+FLAG_REASONS = (HALLUCINATION, LOW_RELEVANCY, LOW_UTILITY, NONCOMMITTAL, CONTROL)
 
 #: metric -> flag reason when its score falls below the metric's threshold
 _BELOW_THRESHOLD = {

@@ -188,6 +188,10 @@ def diagnose(values: Mapping[str, float | None]) -> list[str]:
     return [rule.message for rule in RULES if rule.applies(values)]
 
 
+#: row ids listed under each reading rule in the report (the rest are counted)
+RULE_IDS_SHOWN = 20
+
+
 @dataclass
 class OfflineReport:
     evaluated: int = 0
@@ -198,6 +202,8 @@ class OfflineReport:
     metrics: dict[str, MetricSummary] = field(default_factory=dict)
     #: how many rows each reading rule applied to, by rule name
     rule_rows: dict[str, int] = field(default_factory=dict)
+    #: the ids of those rows, by rule name, in the order they were evaluated
+    rule_ids: dict[str, list[str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
     def means(self) -> dict[str, float | None]:
@@ -228,7 +234,7 @@ class OfflineReport:
         )
         findings = self.diagnoses()
         lines.append("")
-        lines.append("reading the run (DESIGN §3):")
+        lines.append("reading the run:")
         if not findings:
             lines.append("  - no rule applies to the run's means")
         lines.extend(f"  - {message}" for message in findings)
@@ -236,6 +242,10 @@ class OfflineReport:
             n = self.rule_rows.get(rule.name, 0)
             if n:
                 lines.append(f"  rows matching '{rule.name}': {n} of {self.evaluated}")
+                ids = sorted(self.rule_ids.get(rule.name, []))
+                shown = ", ".join(ids[:RULE_IDS_SHOWN])
+                more = f" and {len(ids) - RULE_IDS_SHOWN} more" if len(ids) > RULE_IDS_SHOWN else ""
+                lines.append(f"    {shown}{more}")
         return "\n".join(lines) + "\n"
 
 
@@ -340,6 +350,7 @@ class OfflineRunner:
         for rule in RULES:
             if rule.applies(row_values):
                 report.rule_rows[rule.name] = report.rule_rows.get(rule.name, 0) + 1
+                report.rule_ids.setdefault(rule.name, []).append(row.id)
         if "faithfulness" not in scores:
             report.metrics.setdefault(ONLINE_FAITHFULNESS, MetricSummary()).add(
                 row.online_scores.get("faithfulness")

@@ -1,15 +1,17 @@
 """source → sample → score → sinks, read top to bottom.
 
-For every fetched record (`Pipeline._handle`):
+For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
 1. **size** — over ``max_record_bytes``: dead-lettered (cheap, no parsing);
-2. **sample** — `Sampler.precheck` on the raw bytes drops most records
-   unparsed; the rest are parsed (invalid → dead-letter topic) and
-   `Sampler.admit` decides with the exact rate, which becomes the record's
-   inclusion probability. Records dropped by the sampler are not validated:
-   that is the point of deciding before parsing. The precheck's drop is taken
-   in the fetch loop itself (`Pipeline._sampled_out`), so those records cost
-   no task;
+2. **validate, then sample** — every record is validated (`records.check_record`:
+   a hand check of the usual shape, the full model only for the rest), and an
+   invalid one goes to the dead-letter topic whether the sampler would have kept
+   it or not. Then `Sampler.precheck` drops most valid records without building
+   their Interaction, and `Sampler.admit` decides for the rest with the exact
+   rate, which becomes the record's inclusion probability. Both happen in the
+   fetch loop itself (`Pipeline._triage`), so a sampled-out record costs no
+   task. A record the configured rate would keep but the budget's scale drops
+   is counted as ``records_skipped_total{reason="budget_thinned"}``;
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
    reason (``records_skipped_total{reason}``), never given a made-up score.
@@ -42,16 +44,24 @@ import structlog
 
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import Settings
-from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
-from monitor.sampling import Sampler
+from monitor.records import (
+    CheckedRecord,
+    Interaction,
+    InvalidRecord,
+    ScoredRecord,
+    check_record,
+)
+from monitor.sampling import Sampler, unit_hash
 from monitor.sinks import Sink, SinkError
 from monitor.sinks.prometheus import Exporter
 from monitor.sources.kafka import DeadLetterError, SourceRecord
-from monitor.sources.traces import RejectedRecord
+from monitor.sources.traces import RejectedRecord, TraceRecord
 
 log = structlog.get_logger("monitor.pipeline")
 
 BUDGET = "budget"
+#: a record the configured rate keeps but the budget's scale dropped (sampled out)
+BUDGET_THINNED = "budget_thinned"
 
 
 class Source(Protocol):
@@ -76,6 +86,14 @@ class RecordScorer(Protocol):
     async def score(self, interaction: Interaction) -> ScoredRecord: ...
 
 
+@dataclass(frozen=True)
+class _Admitted:
+    """A valid record the sampler kept, with its inclusion probability."""
+
+    interaction: Interaction
+    probability: float
+
+
 @dataclass
 class _Pending:
     record: SourceRecord
@@ -98,6 +116,16 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.delay = 0.0
+
+
+def _with_timestamp(checked: CheckedRecord | Interaction, record: SourceRecord) -> Interaction:
+    """The record's Interaction; without a timestamp of its own, the Kafka record's."""
+    default = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
+    if isinstance(checked, CheckedRecord):
+        return checked.interaction(default_timestamp=default)
+    if checked.timestamp is None:
+        return checked.model_copy(update={"timestamp": default})
+    return checked
 
 
 class Pipeline:
@@ -147,10 +175,11 @@ class Pipeline:
         try:
             while not stop.is_set():
                 for record in await self.source.fetch(wait_seconds=0.2):
-                    if self._sampled_out(record):
-                        continue  # finished already, no task needed
+                    verdict = self._triage(record)
+                    if verdict is None:
+                        continue  # sampled out: finished already, no task needed
                     await slots.acquire()
-                    task = asyncio.create_task(self._process(record, slots))
+                    task = asyncio.create_task(self._process(record, verdict, slots))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 # a fetch served from the client's buffer does not suspend: yield once per
@@ -163,65 +192,65 @@ class Pipeline:
                 await checkpoints
             await self._drain(time.monotonic() + grace)
 
-    async def _process(self, record: SourceRecord, slots: asyncio.Semaphore) -> None:
+    async def _process(
+        self, record: SourceRecord, verdict: _Admitted | InvalidRecord, slots: asyncio.Semaphore
+    ) -> None:
         try:
-            await self._handle(record)
+            await self._handle(record, verdict)
         except Exception:
             # a bug, not a data problem: leave the record unfinished (redelivered later)
             log.exception("record failed", partition=record.partition, offset=record.offset)
         finally:
             slots.release()
 
-    def _sampled_out(self, record: SourceRecord) -> bool:
-        """Step 2's drop on the raw bytes, in the fetch loop: most records end here.
+    def _triage(self, record: SourceRecord) -> _Admitted | InvalidRecord | None:
+        """Steps 1 and 2, in the fetch loop: validate every record, then sample.
 
-        True when the record was dropped and is finished; the others go to `_handle`
-        (which takes the same, deterministic decision again).
+        None when the record was sampled out (it is finished); else what `_handle` does
+        with it: dead-letter an InvalidRecord, score an admitted one.
         """
-        if record.size > self.settings.max_record_bytes or isinstance(record, RejectedRecord):
-            return False
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
-        if not self.sampler.precheck(record.key, record.value, scale).drop:
-            return False
-        self._offered(self.sampler.rate)
-        self.source.finish(record)
-        return True
-
-    async def _handle(self, record: SourceRecord) -> None:
         if isinstance(record, RejectedRecord):  # the source found it invalid (not OTLP)
-            await self._dead_letter(record, record.invalid)
-            return
-        if record.size > self.settings.max_record_bytes:
-            detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
-            await self._dead_letter(record, InvalidRecord("too_large", detail))
-            return
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
-        precheck = self.sampler.precheck(record.key, record.value, scale)
-        if precheck.drop:
+            return record.invalid
+        if isinstance(record, TraceRecord) and record.sampled_out:  # dropped on its trace id
             self._offered(self.sampler.rate)
             self.source.finish(record)
-            return
+            return None
+        if record.size > self.settings.max_record_bytes:
+            detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
+            return InvalidRecord("too_large", detail)
         try:
-            interaction = parse_record(
-                record.value,
-                record.key,
-                max_bytes=self.settings.max_record_bytes,
-                default_timestamp=datetime.fromtimestamp(record.timestamp_ms / 1000, UTC),
+            checked = check_record(
+                record.value, record.key, max_bytes=self.settings.max_record_bytes
             )
         except InvalidRecord as invalid:
-            await self._dead_letter(record, invalid)
-            return
-        self._offered(self.sampler.rate_for(interaction.metadata))
-        probability = self.sampler.admit(interaction, precheck.u, scale, precheck.ceiling)
-        if probability is None:
+            return invalid
+        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        unit = record.key or checked.id.encode("utf-8")  # the sampler's unit: key, else id
+        precheck = self.sampler.precheck(unit, record.value, scale)
+        self._offered(self.sampler.rate_for(checked.metadata))
+        interaction: Interaction | None = None
+        probability: float | None = None
+        if not precheck.drop:
+            interaction = _with_timestamp(checked, record)
+            probability = self.sampler.admit(interaction, precheck.u, scale, precheck.ceiling)
+        if interaction is None or probability is None:
+            if scale < 1.0 and unit_hash(unit) < self.sampler.rate_for(checked.metadata):
+                # the configured rate would have kept it: the budget thinned it
+                self.exporter.records_skipped.labels(reason=BUDGET_THINNED).inc()
             self.source.finish(record)
-            return
+            return None
         self.exporter.records_sampled.inc()
-        scored = await self._score(interaction)
-        if scored.error is not None:
-            self._skip(record, scored.error, interaction.trace_id)
+        return _Admitted(interaction, probability)
+
+    async def _handle(self, record: SourceRecord, verdict: _Admitted | InvalidRecord) -> None:
+        if isinstance(verdict, InvalidRecord):
+            await self._dead_letter(record, verdict)
             return
-        scored.inclusion_probability = probability
+        scored = await self._score(verdict.interaction)
+        if scored.error is not None:
+            self._skip(record, scored.error, verdict.interaction.trace_id)
+            return
+        scored.inclusion_probability = verdict.probability
         self.pending.append(_Pending(record, scored))
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted

@@ -9,10 +9,12 @@ replica and every redelivery takes the same decision, and because ``u`` is
 uniform and independent of the metadata, the record's inclusion probability
 is exactly ``rate``; it is stamped on the scored record (weight ``1/p``).
 
-The decision is taken in two steps so that most records are never parsed:
+The decision is taken in two steps so that most records never become an
+`Interaction` (the pipeline validates every record before it asks: a malformed
+record goes to the dead-letter topic whatever the sampler would decide):
 
 1. `Sampler.precheck` (raw bytes only): when ``u`` is at or above the highest
-   rate any rule could give *this* record, it is dropped unparsed. Whether a
+   rate any rule could give *this* record, it is dropped. Whether a
    rule could match is decided from the raw JSON bytes: a rule's values must
    appear literally (JSON-escaped) in the record, unless the record uses
    ``\\u`` or ``\\/`` escapes, in which case the rule is assumed possible.

@@ -8,9 +8,11 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from monitor.cli import main
@@ -18,7 +20,7 @@ from monitor.commands.backlog import parse_csv, parse_jsonl
 from monitor.config import Settings
 from monitor.embedded.judge_server import JudgeServer
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
-from monitor.sinks.backlog import BacklogSink
+from monitor.sinks.backlog import BacklogSink, migration_files
 
 pytest_plugins = ["conftest_postgres"]
 
@@ -208,6 +210,20 @@ def test_migrate_stats_export_import_round_trip(
 
 
 @pytest.mark.postgres
+def test_discard_names_the_ids_it_does_not_know(
+    cli_dsn: str, make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 2)
+    capsys.readouterr()
+    assert run_cli(["backlog", "discard", "id-0", "nope-1", "id-1", "nope-2", "id-0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "2 row(s) discarded\n"
+    assert captured.err == "rag-monitor: no backlog row with id nope-1, nope-2\n"
+    assert run_cli(["backlog", "discard", "id-1"]) == 0  # already discarded: known, fine
+
+
+@pytest.mark.postgres
 def test_import_rejects_bad_lines_one_by_one(
     cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -280,6 +296,63 @@ def test_commands_report_an_unreachable_database(
     assert "unreachable" in capsys.readouterr().err
     monkeypatch.delenv("RAG_MONITOR_PG_DSN")
     assert run_cli(["migrate"]) == 2
+
+
+@pytest.mark.postgres
+def test_commands_on_an_unmigrated_database_name_migrate_and_exit_4(
+    cli_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(json.dumps({"id": "id-0", "reference": "r"}) + "\n")
+    commands = [["backlog", "stats"], ["backlog", "export"], ["backlog", "import", str(refs)],
+                ["backlog", "discard", "id-0"], ["offline", "--no-progress"]]  # fmt: skip
+    bundled = [version for version, _ in migration_files()]
+    for argv in commands:
+        assert run_cli(argv) == 4, argv
+        err = capsys.readouterr().err
+        assert err.splitlines() == [
+            f"rag-monitor: the backlog schema is missing migration(s) {', '.join(bundled)}: "
+            "run `rag-monitor migrate`"
+        ], argv
+    assert run_cli(["migrate"]) == 0
+    assert run_cli(["backlog", "stats"]) == 0
+    capsys.readouterr()
+
+    async def forget_last() -> str:  # a database one migration behind the bundled files
+        conn = await asyncpg.connect(cli_dsn)
+        try:
+            version: str = await conn.fetchval(
+                "DELETE FROM schema_migrations WHERE version = "
+                "(SELECT max(version) FROM schema_migrations) RETURNING version"
+            )
+            return version
+        finally:
+            await conn.close()
+
+    behind = asyncio.run(forget_last())
+    assert run_cli(["backlog", "stats"]) == 4
+    assert f"missing migration(s) {behind}: run `rag-monitor migrate`" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_export_into_a_reader_that_leaves_ends_quietly(
+    cli_dsn: str, make_settings: SettingsFactory
+) -> None:
+    assert run_cli(["migrate"]) == 0
+    seed(cli_dsn, make_settings(), 600)  # far more than a pipe buffer holds
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "backlog", "export"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    assert json.loads(process.stdout.readline())["id"].startswith("id-")  # `| head -1`
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(60) == 141
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err
+    assert err == ""
 
 
 @pytest.mark.postgres

@@ -379,3 +379,45 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
     assert total(second, "rag_monitor_backlog_write_errors_total") == 0
     assert await backlog_rows(pg_dsn) == rows  # seen_count, reasons, timestamps untouched
     assert await stored(pg_dsn) == links
+
+
+async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, pg_dsn: str
+) -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from structlog.testing import capture_logs
+
+    from monitor.sinks.backlog import BacklogSink, migration_files
+
+    def readyz(port: int) -> tuple[int, dict[str, Any]]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    settings = backlog_settings(broker, topic, judge_http, pg_dsn).model_copy(
+        update={"migrate_on_start": False}
+    )
+    with capture_logs() as logs:
+        async with monitor(settings) as parts:
+            status, body = await asyncio.to_thread(readyz, parts.server.port)
+            assert status == 503
+            assert body["checks"]["postgres"] is True and body["checks"]["schema"] is False
+            assert body["checks"]["partitions"] is True
+            said = [e for e in logs if "rag-monitor migrate" in e["event"]]
+            bundled = [version for version, _ in migration_files()]
+            assert len(said) == 1 and said[0]["missing"] == bundled
+            assert (await asyncio.to_thread(readyz, parts.server.port))[0] == 503
+            assert len([e for e in logs if "rag-monitor migrate" in e["event"]]) == 1  # once
+            sink = BacklogSink(pg_dsn, settings, stats_interval=0)
+            await sink.start()
+            try:
+                await sink.migrate()
+            finally:
+                await sink.close()
+            status, body = await asyncio.to_thread(readyz, parts.server.port)
+            assert status == 200 and body["checks"]["schema"] is True

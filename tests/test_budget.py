@@ -93,3 +93,33 @@ def test_adaptive_rate_spreads_the_budget_over_the_window() -> None:
     assert max(scored_at) > 54
     # and it was used: at least 80% spent
     assert budget.spent >= 12000
+
+
+def test_a_burst_the_window_can_pay_for_is_not_thinned() -> None:
+    """300 records in half a second, 1000 tokens each, against 100M/h: scale stays 1."""
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("100m/h"), clock=clock)
+    adaptive = AdaptiveRate(budget, clock=clock)
+    scales = []
+    for i in range(300):
+        clock.now = 1000.0 + i * 0.5 / 300
+        adaptive.offered(1.0)
+        scales.append(adaptive.scale())
+        budget.reserve(1000)
+        budget.reconcile(1000, 1000)
+        adaptive.spent(1000)
+    assert min(scales) == 1.0
+
+
+def test_the_rate_drops_once_the_window_is_projected_to_run_out() -> None:
+    """A steady 10 records/s at 1000 tokens = 36M/h against 24k/h: the sustainable share."""
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("24000/h"), clock=clock)
+    adaptive = AdaptiveRate(budget, clock=clock)
+    for step in range(6000):  # ten minutes
+        clock.now = 1000.0 + step * 0.1
+        adaptive.offered(1.0)
+        adaptive.spent(1000)
+    expected = budget.remaining() / (10 * budget.seconds_left() * 1000)
+    assert adaptive.scale() == pytest.approx(expected, rel=0.05)
+    assert adaptive.scale() < 0.001

@@ -38,6 +38,22 @@ def test_bad_budget_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
+@pytest.mark.parametrize(
+    "variable",
+    ["RAG_MONITOR_THRESHOLDS", "RAG_MONITOR_SAMPLE_RULES", "rag_monitor_redaction_patterns"],
+)
+def test_malformed_json_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    monkeypatch.setenv(variable, '{"faithfulness": 0.4,')
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).splitlines() == [
+        "invalid configuration:",
+        f"  {variable.upper()}: not valid JSON: Expecting property name enclosed in double quotes"
+        " at column 22",
+    ]
+    assert "EnvSettingsSource" not in str(caught.value)
+
+
 def test_env_beats_yaml_and_lists_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(

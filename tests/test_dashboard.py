@@ -69,6 +69,9 @@ PROMQL_WORDS = {
 #: Exported families the dashboard may leave out, and why.
 NOT_ON_DASHBOARD = {
     "rag_monitor_hallucinations_total",  # unweighted; the weighted rate is shown instead
+    # each replica's part of the budget (1 summed over a deployment); the panel
+    # "Token spend vs budget" shows the deployment's remaining budget instead
+    "rag_monitor_token_budget_share",
 }
 #: Metrics a panel shows before this exporter serves them. The per-deployment
 #: token budget exports its share; once the exporter serves it, the test below

@@ -106,6 +106,18 @@ def test_report_renders_means_counts_and_findings() -> None:
     assert "top-k is likely too small" in text
 
 
+def test_report_names_the_rows_each_rule_matches() -> None:
+    report = OfflineReport(evaluated=30)
+    report.rule_rows = {"recall_gap": 2, "own_knowledge": 25}
+    report.rule_ids = {"recall_gap": ["row-b", "row-a"],
+                       "own_knowledge": [f"k-{i:02d}" for i in range(25)]}  # fmt: skip
+    lines = report.render().splitlines()
+    at = lines.index("  rows matching 'recall_gap': 2 of 30")
+    assert lines[at + 1] == "    row-a, row-b"
+    at = lines.index("  rows matching 'own_knowledge': 25 of 30")
+    assert lines[at + 1] == "    " + ", ".join(f"k-{i:02d}" for i in range(20)) + " and 5 more"
+
+
 # --- with Postgres and the real HTTP judge server
 
 
@@ -198,6 +210,11 @@ async def test_two_runners_in_parallel_score_every_row_exactly_once(
     text = first.render()
     for name in (*row.offline_scores, "faithfulness (online)"):
         assert name in text
+    for report in (first, second):  # every matching row is named under its rule
+        assert {k: len(v) for k, v in report.rule_ids.items()} == report.rule_rows
+        for rule_ids in report.rule_ids.values():
+            assert set(rule_ids) <= set(ids)
+            assert ", ".join(sorted(rule_ids)[:20]) in report.render()
     assert (await backlog.stats()).counts["evaluated"] == len(ids)
 
 

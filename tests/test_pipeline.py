@@ -362,3 +362,136 @@ async def test_two_monitors_in_one_group_split_partitions_and_score_each_record_
     assert set(recording_judge.scored.values()) == {1}
     per_monitor = [value(p, "rag_monitor_records_scored_total") for p in parts]
     assert all(v > 0 for v in per_monitor) and sum(per_monitor) == len(expected)
+
+
+async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
+    judge_http: JudgeServer,
+) -> None:
+    from structlog.testing import capture_logs
+
+    own = await asyncio.to_thread(Broker().start)
+    try:
+        topic = Topic(own.bootstrap_servers, "away-in", "away-dlq", "away-group", 4)
+        await asyncio.to_thread(own.create_topics, {topic.name: 4, topic.dlq: 1})
+        settings = monitor_settings(own, topic, judge_http)
+        parts = build(settings)
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(serve(settings, stop, parts))
+            try:
+                await wait_until(lambda: bool(parts.source.assignment), 60, "partitions")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert ready == 200 and json.loads(body)["checks"]["kafka"] is True
+                await asyncio.to_thread(own.stop)
+                await wait_until(lambda: not parts.source.reachable, 30, "the outage noticed")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert ready == 503 and json.loads(body)["checks"]["kafka"] is False
+                said = [e for e in logs if e["event"] == "cannot reach Kafka: retrying"]
+                assert said and said[0]["bootstrap_servers"] == own.bootstrap_servers
+                assert said[0]["log_level"] == "warning" and said[0]["retry_in"] > 0
+                await asyncio.sleep(3)  # a few retries, backing off
+                delays = [e["retry_in"] for e in logs if e["event"] == "Kafka still away"]
+                assert delays == sorted(delays) and len(delays) >= 1
+                assert not task.done()  # still running, retrying
+                await asyncio.to_thread(own.start)  # same port
+                await wait_until(lambda: parts.source.reachable, 60, "Kafka back")
+                ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
+                assert json.loads(body)["checks"]["kafka"] is True
+                assert any(e["event"] == "Kafka reachable again" for e in logs)
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 60) == 0
+    finally:
+        await asyncio.to_thread(own.stop)
+
+
+@pytest.mark.parametrize(("budget", "burst"), [("100m/h", 300), ("12000/h", 60)])
+async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
+    broker: Broker, topic: Topic, judge_http: JudgeServer, budget: str, burst: int
+) -> None:
+    settings = monitor_settings(broker, topic, judge_http, sample_rate=1.0, token_budget=budget)
+    parts = build(settings)
+    first = 5 if budget == "12000/h" else burst  # a first wave teaches the cost of a record
+    await records(topic, range(first), supported=lambda i: True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, first), 120, "the first wave consumed")
+        await records(topic, range(first, burst), supported=lambda i: True)
+        await wait_until(settled(parts, topic, burst), 120, "the burst consumed")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    sampled = value(parts, "rag_monitor_records_sampled_total")
+    thinned = value(parts, "rag_monitor_records_skipped_total", reason="budget_thinned")
+    assert sampled + thinned == burst  # every record is either sampled or counted as thinned
+    if budget == "100m/h":  # the window's bucket pays for the whole burst: nothing thinned
+        assert thinned == 0
+        assert value(parts, "rag_monitor_records_scored_total") == burst
+    else:  # 60 records cost far more than 12000 tokens: the rate drops, and says so
+        assert thinned > 0
+        stats = judge_http.stats.snapshot()
+        assert stats.prompt_tokens + stats.completion_tokens <= 12000
+
+
+async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    budget = 6000
+    settings = [monitor_settings(broker, topic, judge_http, token_budget=f"{budget}/h")
+                for _ in range(2)]  # fmt: skip
+    parts = [build(s) for s in settings]
+    stops = [asyncio.Event(), asyncio.Event()]
+    tasks = [asyncio.create_task(serve(s, stop, p))
+             for s, stop, p in zip(settings, stops, parts, strict=True)]  # fmt: skip
+
+    def shares() -> list[float]:
+        return [value(p, "rag_monitor_token_budget_share") for p in parts]
+
+    def spent(p: Components) -> float:
+        return sum(
+            value(p, "rag_monitor_judge_tokens_total", metric=m, kind=k)
+            for m in ("faithfulness", "response_relevancy", "context_utility")
+            for k in ("prompt", "completion")
+        )
+
+    def consumed(n: int) -> Callable[[], bool]:
+        def check() -> bool:
+            total = sum(value(p, "rag_monitor_records_consumed_total", topic=topic.name)
+                        for p in parts)  # fmt: skip
+            return total >= n and all(p.source.in_flight == 0 for p in parts)
+
+        return check
+
+    try:
+        await wait_until(lambda: shares() == [0.5, 0.5], 60, "two partitions each")
+        assert [p.budget.allowance for p in parts] == [budget / 2, budget / 2]
+        # a slow judge: the whole burst is admitted before any record's cost is known, so
+        # the sample rate stays 1 and the budget's hard limit is what stops the spending
+        judge_http.latency_seconds = 0.3
+        await records(topic, range(60), supported=lambda i: True)
+        await wait_until(consumed(60), 90, "the 60 records")
+        stats = judge_http.stats.snapshot()
+        scored = [value(p, "rag_monitor_records_scored_total") for p in parts]
+        assert all(n > 0 for n in scored)
+        assert all(value(p, "rag_monitor_records_skipped_total", reason="budget") > 0
+                   for p in parts)  # fmt: skip  # each replica ran out of its share
+        per_record = max(spent(p) / n for p, n in zip(parts, scored, strict=True))
+        # the judge's own count: both replicas together within the one budget
+        assert stats.prompt_tokens + stats.completion_tokens <= budget + 2 * per_record
+        assert all(spent(p) <= budget / 2 + per_record for p in parts)
+
+        stops[0].set()  # one replica stops: the other takes every partition, and the budget
+        assert await asyncio.wait_for(tasks[0], 30) == 0
+        await wait_until(lambda: shares()[1] == 1.0, 60, "the survivor's share")
+        assert len(parts[1].source.assignment) == topic.partitions
+        assert parts[1].budget.allowance == budget
+        left = parts[1].budget.remaining()
+        assert left == pytest.approx(budget - spent(parts[1]), abs=per_record)
+        assert left > budget / 2 - per_record  # more than its old share ever held
+    finally:
+        judge_http.latency_seconds = 0.0
+        for stop in stops:
+            stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0

@@ -220,7 +220,9 @@ def test_yaml_example_is_a_valid_settings_file(
     for key in list(os.environ):
         if key.startswith(PREFIX) or key == "OPENAI_API_KEY":
             monkeypatch.delenv(key)
-    blocks = list(fenced_blocks(readme(), ("yaml",)))
+    blocks = [  # a Prometheus configuration is checked by tests/test_demo_dashboard.py
+        b for b in fenced_blocks(readme(), ("yaml",)) if not b.startswith("scrape_configs:")
+    ]
     assert blocks, "README has no YAML settings example"
     for i, block in enumerate(blocks):
         path = tmp_path / f"settings{i}.yaml"
@@ -362,6 +364,7 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "ruff": _check_paths_exist,
     "mypy": _check_paths_exist,
     "promtool": _check_promtool,
+    "prometheus": _check_paths_exist,  # the dashboard recipe: tests/test_demo_dashboard.py
     "curl": _check_curl,
     "grep": _check_grep,
     "kubectl": _check_kubectl,

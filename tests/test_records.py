@@ -100,3 +100,50 @@ def test_unscoreable_is_null_in_output_never_zero() -> None:
     line = scored.output_line()
     assert line["scores"] == {"faithfulness": None, "context_utility": 0.0}
     assert json.loads(json.dumps(line))["scores"]["faithfulness"] is None
+
+
+def test_check_record_accepts_exactly_what_parse_record_accepts() -> None:
+    """The cheap check never lets through what the full validation refuses (nor the reverse)."""
+    import random
+
+    from monitor.records import CheckedRecord, check_record
+
+    rng = random.Random(7)
+    pool: list[object] = [
+        "text", "", None, 0, 1.5, True, 2**60, [], ["a", "b"], [{"text": "x"}],
+        [{"text": 1}], [{"text": "x", "score": True}], [{"text": "x", "score": 0.5, "id": "c"}],
+        [{"text": "x", "id": 3}], [{"score": 1}], {"route": "search"}, {}, "2026-01-01T00:00:00Z",
+        [{"text": "x", "score": 2**60}], ["a", None], "caf\u00e9",
+    ]  # fmt: skip
+    keys = ["id", "user_input", "question", "query", "retrieved_contexts", "contexts",
+            "documents", "response", "answer", "reference", "ground_truth", "metadata",
+            "timestamp"]  # fmt: skip
+    base = {"id": "r1", "user_input": "q", "retrieved_contexts": ["c"], "response": "a"}
+    accepted = checked_fast = 0
+    for trial in range(3000):
+        data: dict[str, object] = dict(base)
+        for _ in range(rng.randint(0, 3)):
+            name = rng.choice(keys)
+            if rng.random() < 0.2:
+                data.pop(name, None)
+            else:
+                data[name] = rng.choice(pool)
+        raw = json.dumps(data).encode()
+        if trial % 50 == 0:
+            raw = raw.replace(b'"q"', b'"\\ud800"')  # a lone surrogate escape
+        key = rng.choice([None, b"k1", b"\xff"])
+        try:
+            expected = parse_record(raw, key)
+        except InvalidRecord as invalid:
+            with pytest.raises(InvalidRecord) as caught:
+                check_record(raw, key)
+            assert caught.value.reason == invalid.reason, data
+            continue
+        accepted += 1
+        got = check_record(raw, key)
+        if isinstance(got, CheckedRecord):
+            checked_fast += 1
+            assert got.id == expected.id and got.metadata == expected.metadata
+            got = got.interaction()
+        assert got == expected, data
+    assert accepted > 300 and checked_fast > 100  # both paths were exercised

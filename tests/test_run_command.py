@@ -229,3 +229,17 @@ def test_invalid_configuration_fails_at_start_naming_the_setting(variable: str, 
                             stdin=subprocess.DEVNULL)  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert variable in result.stderr
+
+
+def test_unreachable_kafka_at_start_is_one_line_and_exit_code_3() -> None:
+    port = free_port()  # nothing listens there
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_PORT": "0",
+                "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"})  # fmt: skip
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert errors == [f"rag-monitor: cannot reach Kafka at 127.0.0.1:{port}: connection refused"]
+    assert "Traceback" not in result.stderr and "Unclosed" not in result.stderr
+    assert '"level": "error"' not in result.stderr  # the client's own connect errors are muted

@@ -11,6 +11,7 @@ from aiokafka.conn import AIOKafkaConnection
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
 from monitor.embedded.judge_server import JudgeServer
+from monitor.sampling import Sampler
 from monitor.sinks.prometheus import Exporter
 from monitor.sources import kafka
 from monitor.sources.kafka import (
@@ -248,3 +249,39 @@ def _registry_text(exporter: Exporter) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(exporter.registry).decode()
+
+
+@pytest.mark.kafka
+async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
+    broker: Broker, topic: Topic, judge_http: JudgeServer
+) -> None:
+    """Validation comes before sampling: at rate 0.05, all 24 bad records are dead-lettered."""
+    settings = monitor_settings(broker, topic, judge_http, sample_rate=0.05)
+    kinds = [b"{not json", b"\xff\xfe", b"[1, 2]",
+             json.dumps({"id": "x", "user_input": "q", "response": "a"}).encode()]  # fmt: skip
+    bad = [(f"bad-{i}".encode(), kinds[i % 4]) for i in range(24)]
+    good = [(f"rec-{i}".encode(), encode(interaction(i))) for i in range(100)]
+    mixed = [r for pair in zip(good, bad + [None] * 76, strict=True) for r in pair if r]
+    await produce(topic.bootstrap, topic.name, mixed)
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            consumed = parts.exporter.records_consumed.labels(topic=topic.name)._value.get()
+            if consumed >= len(mixed) and parts.source.in_flight == 0:
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    dead = await read_topic(topic.bootstrap, topic.dlq, expected=len(bad))
+    assert sorted(d.key for d in dead if d.key) == sorted(k for k, _ in bad)
+    invalid = samples(_registry_text(parts.exporter), "rag_monitor_records_invalid_total")
+    assert sum(invalid.values()) == len(bad)
+    kept = Sampler(0.05)
+    expected = sum(1 for k, _ in good if not kept.precheck(k, None).drop)
+    assert parts.exporter.records_sampled._value.get() == expected  # sampling unchanged
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == len(mixed)

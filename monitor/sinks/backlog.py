@@ -883,6 +883,13 @@ class BacklogSink:
         async with self._connection() as conn:
             return await apply_migrations(conn)
 
+    async def applied_migrations(self) -> set[str]:
+        """The versions recorded in ``schema_migrations`` (empty when it does not exist)."""
+        async with self._connection() as conn:
+            if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
+                return set()
+            return {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+
     # --- Sink
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:

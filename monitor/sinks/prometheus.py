@@ -44,7 +44,8 @@ class Exporter:
         )
         self.records_skipped = Counter(
             p + "records_skipped_total",
-            "Sampled records that were not scored (budget, judge failure, ...).",
+            "Records not scored for a reason: sampled but unaffordable (budget), kept by the "
+            "configured rate but thinned by the budget (budget_thinned), judge failure, ...",
             ["reason"],
             registry=r,
         )
@@ -103,6 +104,12 @@ class Exporter:
         self.token_budget_remaining = Gauge(
             p + "token_budget_remaining", "Tokens left in the current budget window.", registry=r
         )
+        self.token_budget_share = Gauge(
+            p + "token_budget_share",
+            "This replica's share of the deployment's token budget: its assigned partitions "
+            "/ the topic's partitions.",
+            registry=r,
+        )
         self.sample_rate = Gauge(
             p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
         )
@@ -138,6 +145,48 @@ class Exporter:
         )
         self.calibration = CalibrationCollector()
         r.register(self.calibration)
+
+    def initialise(
+        self,
+        *,
+        topic: str,
+        metrics: Sequence[str],
+        routes: Sequence[str],
+        judges: Sequence[str],
+        invalid_reasons: Sequence[str] = (),
+        skip_reasons: Sequence[str] = (),
+        backlog_reasons: Sequence[str] = (),
+        judge_requests: bool = False,
+    ) -> None:
+        """Create the series whose label values are known up front, at 0.
+
+        A counter that first appears at its value after an event has no rate for
+        that event (Prometheus sees no increase from nothing); at 0 from the
+        start, ``rate()`` and the dashboard see every event, the first included.
+        """
+        self.records_consumed.labels(topic=topic)
+        for reason in invalid_reasons:
+            self.records_invalid.labels(reason=reason)
+        for reason in skip_reasons:
+            self.records_skipped.labels(reason=reason)
+        for judge in judges:
+            for route in routes:
+                self.hallucinations.labels(route=route, judge=judge)
+                self.scored_weight.labels(route=route, judge=judge)
+                self.hallucination_weight.labels(route=route, judge=judge)
+                for metric in metrics:
+                    self.metric_score.labels(metric=metric, route=route, judge=judge)
+            for metric in metrics:
+                for verdict in Verdict:
+                    self.verdicts.labels(metric=metric, verdict=verdict.value, judge=judge)
+        if judge_requests:
+            self.judge_requests.labels(outcome="ok")
+            for metric in metrics:
+                for kind in ("prompt", "completion"):
+                    self.judge_tokens.labels(metric=metric, kind=kind)
+        for reason in backlog_reasons:
+            self.backlog_enqueued.labels(reason=reason)
+
 
 
 class CalibrationCollector(Collector):

@@ -39,9 +39,14 @@ its session times out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
+import socket
+import ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +60,8 @@ from aiokafka.errors import (
     MessageSizeTooLargeError,
     TopicAlreadyExistsError,
 )
-from aiokafka.helpers import create_ssl_context
 
-from monitor.config import Settings
+from monitor.config import PREFIX, ConfigError, Settings
 from monitor.sinks.prometheus import Exporter
 from monitor.sources.offsets import OffsetTracker, Partition
 
@@ -78,6 +82,11 @@ DLQ_MAX_REQUEST_BYTES = 16 * 1024 * 1024
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 #: how long the in-flight window must stay full before the partitions are paused
 PAUSE_AFTER_SECONDS = 30.0
+#: the brokers are probed this often while they answer; while they do not, the probe
+#: backs off from a fifth of it to PROBE_BACKOFF_CAP
+PROBE_SECONDS = 5.0
+PROBE_BACKOFF_CAP = 30.0
+PROBE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -105,19 +114,130 @@ class DeadLetterError(Exception):
     """The dead-letter topic did not take the record (retryable: the record stays unfinished)."""
 
 
+class KafkaUnreachable(Exception):
+    """No broker of ``bootstrap_servers`` could be reached at start (the message says why)."""
+
+    def __init__(self, bootstrap_servers: str, detail: str) -> None:
+        super().__init__(f"cannot reach Kafka at {bootstrap_servers}: {detail}")
+        self.bootstrap_servers = bootstrap_servers
+        self.detail = detail
+
+
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext:
+    """The TLS context of every Kafka client; ConfigError naming the setting that is wrong.
+
+    The broker's certificate is always verified: against ``kafka_ssl_cafile``, else the
+    system's CAs; its name is checked unless ``kafka_ssl_check_hostname`` is off. A client
+    certificate (``kafka_ssl_certfile``, with ``kafka_ssl_keyfile`` unless the key is in
+    the same file) is presented when set.
+    """
+    if settings.kafka_security_protocol not in TLS_PROTOCOLS:
+        for name in ("cafile", "certfile", "keyfile"):
+            if getattr(settings, f"kafka_ssl_{name}") is not None:
+                raise ConfigError(
+                    f"{PREFIX}KAFKA_SSL_{name.upper()} is set, but "
+                    f"{PREFIX}KAFKA_SECURITY_PROTOCOL is {settings.kafka_security_protocol} "
+                    "(SSL or SASL_SSL uses it)"
+                )
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if settings.kafka_ssl_cafile is not None:
+        try:
+            context.load_verify_locations(cafile=settings.kafka_ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{PREFIX}KAFKA_SSL_CAFILE: cannot load {settings.kafka_ssl_cafile}: "
+                f"{_file_error(exc)}"
+            ) from None
+    if settings.kafka_ssl_keyfile is not None and settings.kafka_ssl_certfile is None:
+        raise ConfigError(f"{PREFIX}KAFKA_SSL_KEYFILE is set without {PREFIX}KAFKA_SSL_CERTFILE")
+    if settings.kafka_ssl_certfile is not None:
+        try:
+            context.load_cert_chain(settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{PREFIX}KAFKA_SSL_CERTFILE/_KEYFILE: cannot load "
+                f"{settings.kafka_ssl_certfile}: {_file_error(exc)}"
+            ) from None
+    context.check_hostname = settings.kafka_ssl_check_hostname
+    return context
+
+
+def _file_error(exc: OSError | ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return f"not a usable PEM file ({exc.reason or exc})"
+    return exc.strerror.lower() if exc.strerror else str(exc)
+
+
 def _client_options(settings: Settings) -> dict[str, object]:
     options: dict[str, object] = {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
         "security_protocol": settings.kafka_security_protocol,
     }
-    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
-        options["ssl_context"] = create_ssl_context()
+    if settings.kafka_security_protocol in TLS_PROTOCOLS:
+        options["ssl_context"] = ssl_context(settings)
     if settings.kafka_sasl_mechanism:
         options["sasl_mechanism"] = settings.kafka_sasl_mechanism
         options["sasl_plain_username"] = settings.kafka_sasl_username
         if settings.kafka_sasl_password is not None:
             options["sasl_plain_password"] = settings.kafka_sasl_password.get_secret_value()
     return options
+
+
+@contextlib.contextmanager
+def _quiet_client_log() -> Iterator[None]:
+    client_log = logging.getLogger("aiokafka")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        client_log.setLevel(level)
+
+
+async def why_unreachable(settings: Settings, error: BaseException) -> str:
+    """Why the brokers cannot be reached, in words: each bootstrap address's own failure.
+
+    aiokafka only says "Unable to bootstrap"; a direct connection (TLS when configured,
+    with the same context) names the cause: refused, timed out, certificate not trusted.
+    """
+    tls = settings.kafka_security_protocol in TLS_PROTOCOLS
+    context = ssl_context(settings) if tls else None
+    addresses = [a.strip() for a in settings.kafka_bootstrap_servers.split(",") if a.strip()]
+    failures: list[str] = []
+    for address in addresses:
+        failure = await _connect_failure(address, context)
+        if failure is not None:
+            failures.append(failure if len(addresses) == 1 else f"{address}: {failure}")
+    if not failures:
+        return f"the brokers accept connections, but the client failed: {type(error).__name__}"
+    return "; ".join(failures)
+
+
+async def _connect_failure(address: str, context: ssl.SSLContext | None) -> str | None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return "not of the form host:port"
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]"), int(port), ssl=context), 5.0
+        )
+    except TimeoutError:
+        return "no answer within 5 s"
+    except ssl.SSLCertVerificationError as exc:
+        return f"TLS: certificate verify failed: {exc.verify_message}"
+    except ssl.SSLError as exc:
+        return f"TLS: {exc.reason or exc}"
+    except socket.gaierror as exc:
+        return f"cannot resolve {host}: {exc.strerror}"
+    except OSError as exc:
+        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -142,6 +262,7 @@ class KafkaSource:
         client_id: str = "rag-monitor",
         revoke_timeout_seconds: float = 10.0,
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
+        probe_seconds: float = PROBE_SECONDS,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
@@ -149,6 +270,10 @@ class KafkaSource:
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
         self.pause_after = pause_after_seconds
+        self.probe_seconds = probe_seconds
+        #: whether the brokers answered the last probe (`_watch`; ``/readyz`` check ``kafka``)
+        self.reachable = False
+        self._watcher: asyncio.Task[None] | None = None
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
@@ -156,7 +281,11 @@ class KafkaSource:
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
         self.held: Callable[[Partition], int] | None = None
+        #: called after every assignment with (assigned partitions, the topic's partitions)
+        self.on_assigned: Callable[[int, int], None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        #: the consumer from the moment it is created (`_consumer`: once started)
+        self._member: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._paused = False
         #: since when the in-flight window has been full (None: there is room)
@@ -167,7 +296,15 @@ class KafkaSource:
     # --- lifecycle
 
     async def start(self) -> None:
+        """Start the DLQ producer and the consumer; KafkaUnreachable when no broker answers."""
         _release_frames()
+        with _quiet_client_log():  # its "Unable connect" lines: KafkaUnreachable says why
+            await self._start()
+        self.reachable = True
+        self._watcher = asyncio.create_task(self._watch(), name="kafka-watch")
+        log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
+
+    async def _start(self) -> None:
         options = _client_options(self.settings)
         producer = AIOKafkaProducer(
             **options,
@@ -175,7 +312,13 @@ class KafkaSource:
             acks="all",
             max_request_size=DLQ_MAX_REQUEST_BYTES,
         )
-        await producer.start()
+        try:
+            await producer.start()
+        except KafkaError as exc:
+            await producer.stop()  # closes its client: no "Unclosed AIOKafkaProducer" later
+            raise KafkaUnreachable(
+                self.settings.kafka_bootstrap_servers, await why_unreachable(self.settings, exc)
+            ) from None
         self._producer = producer
         consumer = AIOKafkaConsumer(
             **options,
@@ -200,17 +343,26 @@ class KafkaSource:
             ),
         )
         consumer.subscribe([self.topic], listener=_Rebalance(self))
+        self._member = consumer
         try:
             await consumer.start()
-        except BaseException:
+        except BaseException as exc:
+            await consumer.stop()
             await producer.stop()
             self._producer = None
+            if isinstance(exc, KafkaError):
+                detail = await why_unreachable(self.settings, exc)
+                raise KafkaUnreachable(self.settings.kafka_bootstrap_servers, detail) from None
             raise
         self._consumer = consumer
-        log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
@@ -338,6 +490,36 @@ class KafkaSource:
 
     # --- internals
 
+    async def _watch(self) -> None:
+        """Probe the brokers (a metadata request) every ``probe_seconds``; back off while down.
+
+        The client reconnects by itself; this only notices, logs the outage and its end,
+        and keeps ``reachable`` for ``/readyz``.
+        """
+        delay = 0.0
+        while self._consumer is not None:
+            try:
+                await asyncio.wait_for(self._consumer.topics(), PROBE_TIMEOUT_SECONDS)
+            except (KafkaError, TimeoutError) as exc:
+                delay = min(PROBE_BACKOFF_CAP, delay * 2) if delay else self.probe_seconds / 5
+                event = "cannot reach Kafka: retrying" if self.reachable else "Kafka still away"
+                (log.warning if self.reachable else log.info)(
+                    event,
+                    bootstrap_servers=self.settings.kafka_bootstrap_servers,
+                    error=type(exc).__name__,
+                    retry_in=round(delay, 2),
+                )
+                self.reachable = False
+                await asyncio.sleep(delay)
+                continue
+            if not self.reachable:
+                log.info(
+                    "Kafka reachable again", bootstrap_servers=self.settings.kafka_bootstrap_servers
+                )
+            self.reachable = True
+            delay = 0.0
+            await asyncio.sleep(self.probe_seconds)
+
     async def _commit_with(self, consumer: AIOKafkaConsumer) -> dict[Partition, int]:
         async with self._commit_lock:
             positions = self.tracker.committable()
@@ -348,7 +530,10 @@ class KafkaSource:
                 await consumer.commit(offsets)
             except KafkaError as exc:
                 # a rebalance or a broker hiccup: the positions stay, the next commit retries
-                log.warning("commit failed", error=type(exc).__name__, partitions=len(offsets))
+                # (while the brokers are away, `_watch` has said so: once, not every commit)
+                (log.warning if self.reachable else log.debug)(
+                    "commit failed", error=type(exc).__name__, partitions=len(offsets)
+                )
                 return {}
             self.tracker.mark_committed(positions)
             return positions
@@ -387,6 +572,11 @@ class KafkaSource:
         if self._paused and self._consumer is not None:
             self._consumer.pause(*self._consumer.assignment())
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
+        if self.on_assigned is not None and self._member is not None:
+            # (the first assignment can come while `start` is still waiting for the consumer)
+            mine = sum(1 for topic, _ in self.tracker.partitions() if topic == self.topic)
+            total = len(self._member.partitions_for_topic(self.topic) or ())
+            self.on_assigned(mine, max(total, mine))
 
     async def _on_revoked(self, revoked: list[Partition]) -> None:
         if not revoked:
@@ -529,17 +719,23 @@ async def produce(
     records: Iterable[tuple[bytes | None, bytes | None]],
     *,
     partition: int | None = None,
+    per_second: float | None = None,
 ) -> list[tuple[int, int]]:
-    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each."""
+    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each.
+
+    With ``per_second``, record ``i`` is sent ``i / per_second`` seconds after the first.
+    """
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap_servers, acks="all", max_request_size=DLQ_MAX_REQUEST_BYTES
     )
     await producer.start()
     try:
-        futures = [
-            await producer.send(topic, value=value, key=key, partition=partition)
-            for key, value in records
-        ]
+        futures = []
+        started = time.monotonic()
+        for i, (key, value) in enumerate(records):
+            if per_second:
+                await asyncio.sleep(max(0.0, started + i / per_second - time.monotonic()))
+            futures.append(await producer.send(topic, value=value, key=key, partition=partition))
         await producer.flush()
         return [((meta := await future).partition, meta.offset) for future in futures]
     finally:

@@ -60,6 +60,8 @@ class TraceRecord(SourceRecord):
     """One assembled trace; ``offset`` is the last message holding one of its spans."""
 
     trace: ClosedTrace[MessageKey]
+    #: the sampler drops this trace whatever its content: it was not assembled (empty value)
+    sampled_out: bool = False
 
 
 class TraceSource:
@@ -193,10 +195,9 @@ class TraceSource:
         if trace.closing == "overflow" and self.settings.trace_buffer_overflow == "drop":
             return self._drop(trace, "overflow_dropped")
         if self._certain_drop is not None and self._certain_drop(trace.trace_id):
-            # not assembled: the pipeline's sampler drops it on the key (not parsed, as any
-            # sampled-out record); an empty value, should it ever be kept, is dead-lettered
+            # not assembled: the pipeline finishes it as sampled out, unparsed
             self._count("sampled_out")
-            return [self._record(trace, b"")]
+            return [replace(self._record(trace, b""), sampled_out=True)]
         try:
             record = assemble(trace.spans, route_attribute=self.route_attribute)
         except IncompleteTrace as incomplete:

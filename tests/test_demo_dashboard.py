@@ -1,0 +1,159 @@
+"""A live dashboard on the demo: the README's recipe, as written, with a real Prometheus.
+
+The recipe (between the ``dashboard-recipe`` markers of README.md) runs the
+demo with ``--pace`` and a fixed metrics port, and a Prometheus (Debian's
+``prometheus``) with the README's ``prometheus.yml``; only the two ports are
+changed to free ones. While the paced traffic is still being scored, the
+expression of the dashboard's *Weighted hallucination rate* panel (read from
+``dashboards/rag-monitor.json``, Grafana's variables filled in) must give a
+rate through Prometheus's query API. Before any record is consumed, /metrics
+already holds every labelled series at 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.demo import DemoReport
+from monitor.embedded.broker import free_port
+from tests.test_demo import DemoProcess, start_demo
+
+ROOT = Path(__file__).resolve().parent.parent
+README_PORT = "9108"
+PANEL = "Weighted hallucination rate"
+
+
+def recipe() -> tuple[list[str], str, list[str]]:
+    """The demo's argv, the prometheus.yml text and Prometheus's argv, from README.md."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("<!-- dashboard-recipe")
+    block = text[start : text.index("<!-- /dashboard-recipe -->", start)]
+    fenced = re.findall(r"^```(\w+)\n(.*?)^```", block, flags=re.S | re.M)
+    commands = [shlex.split(body.strip()) for lang, body in fenced if lang == "console"]
+    (config,) = [body for lang, body in fenced if lang == "yaml"]
+    (demo,) = [c for c in commands if c[0] == "rag-monitor"]
+    (prometheus,) = [c for c in commands if c[0] == "prometheus"]
+    return demo, config, prometheus
+
+
+def panel_expression(rate_interval: str = "30s") -> str:
+    """The panel's first query, with Grafana's variables filled in (every value, "All")."""
+    dashboard = json.loads((ROOT / "dashboards" / "rag-monitor.json").read_text("utf-8"))
+
+    def panels(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for p in items:
+            out.append(p)
+            out.extend(panels(p.get("panels", [])))
+        return out
+
+    (panel,) = [p for p in panels(dashboard["panels"]) if p.get("title") == PANEL]
+    expr: str = panel["targets"][0]["expr"]
+    expr = expr.replace("$__rate_interval", rate_interval)
+    return re.sub(r"\$\{?\w+\}?", ".*", expr)  # in label matchers `=~"$var"`: match all
+
+
+def query(port: int, expr: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = json.loads(response.read())
+    except OSError:
+        return []
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def series_at_zero(url: str) -> dict[str, set[tuple[tuple[str, str], ...]]]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.value == 0 and sample.labels:
+                out.setdefault(sample.name, set()).add(tuple(sorted(sample.labels.items())))
+    return out
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_run(
+    tmp_path: Path,
+) -> None:
+    prometheus_bin = shutil.which("prometheus")
+    if prometheus_bin is None:
+        pytest.fail("prometheus is not installed (.ci/run installs Debian's prometheus)")
+    demo_argv, config, prometheus_argv = recipe()
+    assert "--pace" in demo_argv and "--hold" in demo_argv
+    metrics_port, web_port = str(free_port()), free_port()
+    demo_argv = [metrics_port if a == README_PORT else a for a in demo_argv]
+    (tmp_path / "prometheus.yml").write_text(config.replace(README_PORT, metrics_port), "utf-8")
+    with open(tmp_path / "prometheus.log", "wb") as log:
+        prometheus = subprocess.Popen(
+            [prometheus_bin, *prometheus_argv[1:], f"--web.listen-address=127.0.0.1:{web_port}"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    demo: DemoProcess = start_demo(demo_argv[2:])
+    expr = panel_expression()
+    rates: list[float] = []
+    try:
+        served = demo.wait_for_line(r"serving (http://\S+/metrics)", 120).group(1)
+        assert served == f"http://127.0.0.1:{metrics_port}/metrics"
+        # before the sidecar consumed anything: the labelled series exist, at 0
+        zero = series_at_zero(served)
+        for name in ("rag_monitor_scored_weight_total", "rag_monitor_hallucination_weight_total"):
+            routes = {dict(labels)["route"] for labels in zero.get(name, set())}
+            assert {"other", "none"} <= routes, (name, routes)
+        assert (("reason", "schema"),) in zero["rag_monitor_records_invalid_total"]
+        assert (("reason", "budget_thinned"),) in zero["rag_monitor_records_skipped_total"]
+        deadline = time.monotonic() + 180
+        while not rates:
+            assert time.monotonic() < deadline, f"no rate from {expr!r}:\n{''.join(demo.stderr)}"
+            assert demo.proc.poll() is None, "".join(demo.stderr)
+            if "rag-monitor demo — report" in demo.output:
+                raise AssertionError("the paced run ended before Prometheus saw a rate")
+            found = [float(r["value"][1]) for r in query(web_port, expr)]
+            rates = [v for v in found if math.isfinite(v) and v > 0]
+            time.sleep(1.0)
+        up = query(web_port, 'up{job="rag-monitor-demo"}')
+        assert [r["value"][1] for r in up] == ["1"]
+        assert all(0 < v <= 1 for v in rates)
+        deadline = time.monotonic() + 180
+        while f"/metrics:     {served} (up for 600 s after this report)" not in demo.output:
+            assert time.monotonic() < deadline and demo.proc.poll() is None, demo.output
+            time.sleep(0.2)
+    finally:
+        demo.proc.send_signal(signal.SIGINT)
+        code = demo.finish(timeout=60)
+        prometheus.terminate()
+        prometheus.wait(30)
+    assert code == 0, "".join(demo.stderr)
+    demo.assert_nothing_left()
+
+
+def test_the_reports_metrics_lines_with_and_without_hold() -> None:
+    report = DemoReport(judge="local judge", judge_kind="local")
+    report.metrics_url = "http://127.0.0.1:9108/metrics"
+    without = report.render()
+    assert "/metrics:     http://127.0.0.1:9108/metrics was up during the run" in without
+    assert "scrape_configs" not in without and "--hold SECONDS" in without
+    report.hold_seconds = 600
+    held = report.render()
+    assert "/metrics:     http://127.0.0.1:9108/metrics (up for 600 s after this report)" in held
+    assert "static_configs: [{targets: ['127.0.0.1:9108']}]" in held
+    assert "dashboards/rag-monitor.json" in held and "dashboards/rag-monitor.json" in without

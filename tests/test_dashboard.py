@@ -69,14 +69,10 @@ PROMQL_WORDS = {
 #: Exported families the dashboard may leave out, and why.
 NOT_ON_DASHBOARD = {
     "rag_monitor_hallucinations_total",  # unweighted; the weighted rate is shown instead
-    # each replica's part of the budget (1 summed over a deployment); the panel
-    # "Token spend vs budget" shows the deployment's remaining budget instead
-    "rag_monitor_token_budget_share",
 }
-#: Metrics a panel shows before this exporter serves them. The per-deployment
-#: token budget exports its share; once the exporter serves it, the test below
-#: says so: drop it here and give it a value in `populate`.
-NOT_YET_EXPORTED = {"rag_monitor_token_budget_share"}
+#: Metrics a panel shows before this exporter serves them (none now); once the exporter
+#: serves one, the test below says so: drop it here and give it a value in `populate`.
+NOT_YET_EXPORTED: set[str] = set()
 
 
 def lint() -> ModuleType:
@@ -160,6 +156,7 @@ def populate(exporter: Exporter) -> None:
     exporter.judge_requests.labels(outcome="timeout").inc()
     exporter.judge_request_duration.observe(0.8)
     exporter.token_budget_remaining.set(150_000)
+    exporter.token_budget_share.set(0.5)
     exporter.sample_rate.set(0.1)
     exporter.consumer_lag.labels(partition="0").set(12)
     exporter.backlog_enqueued.labels(reason="faithfulness").inc()

@@ -864,7 +864,7 @@ class Demo:
         report.scored = int(metric_sum(registry, P + "records_scored_total"))
         report.invalid = int(metric_sum(registry, P + "records_invalid_total"))
         skipped = metric_by_label(registry, P + "records_skipped_total", "reason")
-        report.skipped = {k: int(v) for k, v in skipped.items()}
+        report.skipped = {k: int(v) for k, v in skipped.items() if v}  # series start at 0
         report.flagged = tally.flagged
         report.tokens_records = sum(o.tokens for o in tally.outcomes.values())
         report.exporter = {name: metric_sum(registry, P + name) for name in EXPORTED}

@@ -299,12 +299,7 @@ async def _discard_rows(sink: BacklogSink, ids: list[str]) -> int:
 
 async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
     stats = await sink.stats()
-    calibration: Calibration | None
-    try:
-        calibration = await sink.calibration()
-    except SinkError as exc:  # e.g. migration 0002 not applied yet: the counts still help
-        print(f"rag-monitor: no calibration: {exc} (run `rag-monitor migrate`?)", file=sys.stderr)
-        calibration = None
+    calibration: Calibration | None = await sink.calibration()
     oldest = stats.oldest_pending.isoformat() if stats.oldest_pending else None
     if as_json:
         print(

@@ -117,6 +117,7 @@ from monitor.metrics.steps import (
     UsefulnessInput,
     Verdicts,
     VerifyInput,
+    VerifySource,
 )
 from monitor.prompt import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.records import Usage
@@ -135,9 +136,11 @@ NONCOMMITTAL = re.compile(
     r"|not\s+sure|no\s+(?:information|data|details|answer|idea|mention|record)"
     r"|(?:do\s+not|don't|don’t)\s+have\s+(?:that|this|the|any|enough)\s+information"
     r"|(?:cannot|can't|can’t|unable\s+to|not\s+able\s+to)\s+"
-    r"(?:answer|say|tell|determine|find|provide|help|confirm|know|give)"
-    r"|(?:does|do)\s+not\s+(?:mention|say|specify|contain|provide|state)"
-    r"|doesn't\s+(?:mention|say|specify|contain|provide|state)"
+    r"(?:answer|say|tell|determine|find|provide|help|confirm|know|give|share|disclose|discuss"
+    r"|comment)"
+    r"|(?:does|do)\s+not\s+(?:mention|say|specify|contain|provide|state|cover)"
+    r"|(?:doesn't|don't|doesn’t|don’t)\s+(?:mention|say|specify|contain|provide|state|cover)"
+    r"|(?:don't|don’t|do\s+not)\s+have\s+(?:enough\s+)?(?:details|data|information)"
     r"|not\s+(?:mentioned|specified|stated|provided|available|enough\s+information)"
     r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know"
     r"|(?:it|that)\s+(?:depends|varies|(?:may|might|can)\s+vary))\b"
@@ -147,8 +150,16 @@ NONCOMMITTAL = re.compile(
 #: more"): part of declining to answer when the response also declines.
 DEFERRAL = re.compile(
     r"^\s*(?:please\s+)?(?:contact|ask|check\s+with|reach\s+out\s+to|talk\s+to)\b"
-    r"|\byou\s+(?:may|might)\s+want\s+to\s+(?:check|ask|contact|reach)\b"
-    r"|\bwould\s+know\s+more\b"
+    r"|\byou\s+(?:may|might|could|should)\s+(?:want\s+to\s+)?(?:check|ask|contact|reach)\b"
+    r"|\b(?:suggest|recommend)\s+(?:you\s+)?(?:check|ask|contact|reach|talk)"
+    r"|\b(?:checking|check)\s+with\b|\breach(?:ing)?\s+out\s+to\b"
+    r"|\bwould\s+know\s+(?:more|better)\b|\bcan\s+help\s+(?:you\s+)?with\s+(?:that|this)\b"
+)
+
+#: An apology that frames a refusal ("I'm sorry, but ...", "Unfortunately, ..."): no claim.
+_APOLOGY = re.compile(
+    r"^\s*(?:i\s*(?:'m|’m|\s+am)\s+(?:sorry|afraid)|sorry|unfortunately)\b[\s,:;.!-]*",
+    re.IGNORECASE,
 )
 
 
@@ -161,17 +172,27 @@ INLINE_STEPS = frozenset({QUESTIONS})
 class LocalThresholds:
     """The few numbers the local judge decides with (see the module docstring)."""
 
-    #: weighted share of a clause's informative words one context window must hold (7/8)
+    #: graded support (weighted share of a clause's informative words one context window
+    #: holds, MiniLM word matches counted by `soft_match`) at which a clause is supported
+    support: float = 0.65
+    #: lexical only (``semantic=False``): the share one window must hold instead (7/8)
     window_coverage: float = 0.875
-    #: below this share of its words anywhere in the context, a clause fails at once
+    #: lexical only: below this share of its words anywhere in the context, a clause fails at
+    #: once; and the share of a clause a denying sentence must hold (rule 5)
     min_coverage: float = 0.5
-    #: MiniLM cosine at which two words count as the same (synonyms, other forms)
+    #: MiniLM word cosine from which a word of the window counts towards a clause's word ...
+    soft_low: float = 0.3
+    #: ... and at which it counts fully (linear in between)
+    soft_high: float = 0.6
+    #: MiniLM cosine at which two words count as the same (usefulness, short claims)
     word_similarity: float = 0.8
+    #: a clause of at most this many informative words gets no graded word matches
+    short_claim: int = 2
     #: share of the answer's content words a useful context holds
     useful_coverage: float = 0.5
     #: windows compared word by word with MiniLM per statement (the lexically best ones)
     semantic_windows: int = 3
-    #: window share from which MiniLM may decide (rule 5) ...
+    #: graded support from which MiniLM may decide (rule 7) ...
     tie_coverage: float = 0.7
     #: ... by the cosine of the clause and its best window (a restatement)
     sentence_similarity: float = 0.85
@@ -230,6 +251,30 @@ class _Context:
     #: per window, its sentences that deny words: (the stems a negator denies there and
     #: no sentence of the window asserts, the sentence's vocabulary)
     window_denials: list[list[tuple[frozenset[str], lx.Vocabulary]]]
+    #: per window, the parts of its sentences that each state one fact (`lx.Segment`)
+    window_segments: list[list[lx.Segment]]
+
+
+@dataclass(frozen=True)
+class _Specific:
+    """A name or a number of a clause, as the swap check compares it."""
+
+    #: as written in the clause
+    surface: str
+    #: "name", or the number's kind (amount, percentage, year, date, number)
+    kind: str
+    #: its folded words (left out when the rest of the clause is aligned)
+    words: frozenset[str]
+    #: numbers: the values it may stand for
+    values: frozenset[float] = frozenset()
+    #: numbers: the stem of the unit word after it ("" without one)
+    unit: str = ""
+    #: names: a month ("March")
+    month: bool = False
+
+
+#: What the statements of a ``verify`` are checked against, as reasons name it.
+_WHERE = {"context": "context", "reference": "the reference", "response": "the response"}
 
 
 @dataclass
@@ -288,13 +333,15 @@ class LocalJudge:
         inputs = prompt.inputs
         result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
         if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
-            result = Statements(statements=self.statements(inputs.text))
+            result = Statements(statements=self.statements(inputs.text),
+                                noncommittal=int(self.noncommittal(inputs.text)))
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
             result = Verdicts(
                 verdicts=[
                     StatementVerdict(statement=s, reason=c.reason, verdict=c.verdict)
                     for s, c in zip(
-                        inputs.statements, self.verify(inputs.context, inputs.statements),
+                        inputs.statements,
+                        self.verify(inputs.context, inputs.statements, inputs.source),
                         strict=True,
                     )
                 ]
@@ -314,10 +361,20 @@ class LocalJudge:
     def statements(self, text: str) -> list[str]:
         """The sentences of ``text`` that assert something (see the module docstring)."""
         sentences = lx.sentences(text)
-        declines = any(
-            all(NONCOMMITTAL.search(c.lower()) for c in lx.clauses(s)) for s in sentences
-        )
+        declines = any(self._declines(s) for s in sentences)
         return [s for s in sentences if self._asserts(s, declines=declines)]
+
+    def noncommittal(self, text: str) -> bool:
+        """``text`` only declines, defers ("check with HR") or says it does not know: it has
+        a sentence that declines and no sentence that asserts."""
+        sentences = lx.sentences(text)
+        return any(self._declines(s) for s in sentences) and not self.statements(text)
+
+    @staticmethod
+    def _declines(sentence: str) -> bool:
+        """Every clause of ``sentence`` declines to answer ("I'm not sure about that")."""
+        said = _APOLOGY.sub("", sentence.lower(), count=1)
+        return bool(said.strip()) and all(NONCOMMITTAL.search(c) for c in lx.clauses(said))
 
     @staticmethod
     def _asserts(sentence: str, *, declines: bool) -> bool:
@@ -328,31 +385,49 @@ class LocalJudge:
             return False
         if lx.numbers(sentence):
             return True
+        said = _APOLOGY.sub("", sentence.lower(), count=1)
         return not all(
-            NONCOMMITTAL.search(c.lower()) or (declines and DEFERRAL.search(c.lower()))
-            for c in lx.clauses(sentence)
+            NONCOMMITTAL.search(c) or (declines and DEFERRAL.search(c))
+            for c in lx.clauses(said)
         )
 
     # verify
 
-    def verify(self, context: str, statements: Sequence[str]) -> list[Check]:
-        return self._checks(statements, self._context(context))
+    def verify(
+        self, context: str, statements: Sequence[str], source: VerifySource = "context"
+    ) -> list[Check]:
+        """`check` of each statement against ``context`` (what it is, for the reasons:
+        ``source``)."""
+        return self._checks(statements, self._context(context), source=source)
 
-    def check(self, statement: str, context: _Context | str, *, semantic: bool = True) -> Check:
+    def check(
+        self,
+        statement: str,
+        context: _Context | str,
+        *,
+        semantic: bool = True,
+        source: VerifySource = "context",
+    ) -> Check:
         """Is ``statement`` supported by ``context``? (see the module docstring for the rules)"""
         ctx = context if isinstance(context, _Context) else self._context(context)
-        [result] = self._checks([statement], ctx, semantic=semantic)
+        [result] = self._checks([statement], ctx, semantic=semantic, source=source)
         return result
 
     def _checks(
-        self, statements: Sequence[str], ctx: _Context, *, semantic: bool = True
+        self,
+        statements: Sequence[str],
+        ctx: _Context,
+        *,
+        semantic: bool = True,
+        source: VerifySource = "context",
     ) -> list[Check]:
         """`check` of every statement; the MiniLM words of all of them in one embed call."""
-        first = [self._lexical_check(s, ctx) for s in statements]
+        first = [self._lexical_check(s, ctx, semantic, source) for s in statements]
         pending = [(w, ctx) for p in first if isinstance(p, list) for w in p]
         vectors = self._word_vectors(pending) if semantic else {}
         clauses = [
-            p if isinstance(p, Check) else [self._window_check(w, ctx, vectors) for w in p]
+            p if isinstance(p, Check)
+            else [self._window_check(w, ctx, vectors, semantic, source) for w in p]
             for p in first
         ]
         if semantic:
@@ -367,8 +442,8 @@ class LocalJudge:
         clauses: list[Check | list[Check]],
         ctx: _Context,
     ) -> None:
-        """Rule 6: a clause just short of ``window_coverage`` passes when MiniLM says it
-        restates its best window (sentence cosine ≥ ``sentence_similarity``); in place."""
+        """Rule 7: a clause just short of passing passes when MiniLM says it restates
+        its best window (sentence cosine ≥ ``sentence_similarity``); in place."""
         t = self.thresholds
         close = [
             (k, i)
@@ -376,7 +451,7 @@ class LocalJudge:
             if isinstance(checks, list)
             for i, c in enumerate(checks)
             if c.rule == "window" and c.verdict == 0 and c.window is not None
-            and t.tie_coverage <= c.window_coverage < t.window_coverage
+            and t.tie_coverage <= c.window_coverage
         ]
         if not close:
             return
@@ -397,33 +472,46 @@ class LocalJudge:
                 c = checks[i]
                 checks[i] = Check(
                     1,
-                    f"{c.window_coverage:.0%} of the content words in one context passage, "
-                    f"which it restates (MiniLM cosine {cosine:.2f})",
-                    c.window_coverage,
+                    f"{c.window_coverage:.0%} of the content words in one passage, "
+                    f"which it restates (MiniLM cosine {cosine:.2f}): {_excerpt(window_text)}",
+                    max(c.support, t.support),
                     c.window_coverage,
                     c.window,
                     "restated",
                 )
 
-    def _lexical_check(self, statement: str, ctx: _Context) -> Check | list[_Windows]:
+    def _lexical_check(
+        self, statement: str, ctx: _Context, semantic: bool, source: VerifySource
+    ) -> Check | list[_Windows]:
         """Rules 1–3 and the word counts of rule 4; `_Windows` (per clause) when windows decide."""
         t = self.thresholds
+        where = _WHERE[source]
         claim = lx.strip_particle(statement)
         known = ctx.vocabulary.numbers
         counted = lx.quantities(claim, reach=1)
-        missing_numbers = [q.number for q in counted if not q.number.values & known]
+        missing_numbers = [q for q in counted if not q.number.values & known]
         if missing_numbers:
-            first = missing_numbers[0]
+            first = missing_numbers[0].number
+            shown = missing_numbers[0].surface
             more = f" (and {len(missing_numbers) - 1} more)" if len(missing_numbers) > 1 else ""
-            return Check(0, f"{first.kind} '{first.surface}' not in context{more}", 0.0,
+            other = self._counterpart_in_context(claim, self._number(missing_numbers[0]), ctx)
+            if other:
+                return Check(0, f"answer says '{shown}', {source_says(source)} "
+                             f"'{other}' ({first.kind} not in {where}){more}", 0.0,
+                             rule="number")
+            return Check(0, f"{first.kind} '{first.surface}' not in {where}{more}", 0.0,
                          rule="number")
         miscounted = self._miscounted(counted, ctx)
         if miscounted is not None:
-            return Check(0, f"number '{miscounted.surface}' not in context (it has other "
+            return Check(0, f"number '{miscounted.surface}' not in {where} (it has other "
                          "numbers of that unit)", 0.0, rule="number")
         missing_names = [name for name in lx.names(claim) if not self._has_name(name, ctx)]
         if missing_names:
-            return Check(0, f"name {lx.quote(missing_names)} not in context", 0.0, rule="name")
+            other = self._counterpart_in_context(claim, self._name(missing_names[0]), ctx)
+            if other:
+                return Check(0, f"answer says '{missing_names[0]}', {source_says(source)} "
+                             f"'{other}'", 0.0, rule="name")
+            return Check(0, f"name {lx.quote(missing_names)} not in {where}", 0.0, rule="name")
 
         windows: list[_Windows] = []
         for clause in lx.clauses(claim):
@@ -432,13 +520,130 @@ class LocalJudge:
                 continue
             missing = parsed.missing(ctx.vocabulary)
             anywhere = 1.0 - len(missing) / len(parsed.words)
-            if anywhere < t.min_coverage:
-                return Check(0, f"words {lx.quote(missing)} not in context", anywhere / 2,
+            if not semantic and anywhere < t.min_coverage:
+                return Check(0, f"words {lx.quote(missing)} not in {where}", anywhere / 2,
                              anywhere, rule="words")
             windows.append(self._windows(parsed, ctx))
         if not windows:
             return Check(1, "no content words to check", 1.0, 1.0, rule="words")
         return windows
+
+    # the swap check (rule 6): a name or number said of something else in the context
+
+    @staticmethod
+    def _name(name: str) -> _Specific:
+        parts = frozenset(lx.fold(w) for w in _NAME_PARTS.split(name) if w)
+        return _Specific(name, "name", parts, month=bool(parts) and parts <= lx.MONTHS)
+
+    @staticmethod
+    def _number(q: lx.Quantity) -> _Specific:
+        return _Specific(
+            q.surface, q.number.kind,
+            frozenset(lx.fold(w) for w in lx.words(q.number.surface)),
+            q.number.values, q.units[0] if q.units else "",
+        )
+
+    def _specifics(self, clause: str) -> list[_Specific]:
+        """The names and numbers of ``clause`` (numbers first)."""
+        return [*(self._number(q) for q in lx.quantities(clause, reach=1)),
+                *(self._name(n) for n in lx.names(clause))]
+
+    @staticmethod
+    def _holds(segment: lx.Segment, specific: _Specific) -> bool:
+        vocabulary = segment.vocabulary
+        if specific.kind != "name":
+            return bool(specific.values & vocabulary.numbers)
+        return all(vocabulary.has_word(w) for w in specific.words) or (
+            specific.surface.isupper() and lx.fold(specific.surface) in vocabulary.acronyms
+        )
+
+    @staticmethod
+    def _other(
+        segment: lx.Segment, specific: _Specific, claim: str, *, strict: bool = True
+    ) -> str | None:
+        """A name or number of ``segment`` of the same kind as ``specific`` that ``claim``
+        does not have: what the context says where the claim says ``specific``."""
+        if specific.kind == "name":
+            said = {lx.fold(w) for w in lx.words(claim)}
+            for name in segment.names:
+                parts = {lx.fold(w) for w in _NAME_PARTS.split(name) if w}
+                if parts and parts.isdisjoint(said) and (parts <= lx.MONTHS) == specific.month:
+                    # as written, with the digits a name may end in ("Amazon S3")
+                    written = re.search(re.escape(name) + r"[\w-]*", segment.text)
+                    return written.group(0) if written else name
+            return None
+        values = {v for n in lx.numbers(claim) for v in n.values}
+        for q in segment.quantities:
+            if q.number.values & values or q.number.kind != specific.kind:
+                continue
+            if strict and specific.unit and q.units and q.units[0] != specific.unit:
+                continue
+            return q.surface
+        return None
+
+    @staticmethod
+    def _rest_share(claim: lx.Claim, specific: _Specific, segment: lx.Segment) -> float:
+        """The weighted share of ``claim``'s words but ``specific``'s that ``segment`` has."""
+        total = found = 0.0
+        for w, wt in zip(claim.words, claim.weights, strict=True):
+            if w in specific.words:
+                continue
+            total += wt
+            if segment.vocabulary.has_word(w):
+                found += wt
+        return found / total if total else 0.0
+
+    def _swapped(
+        self, clause: str, claim: lx.Claim, segments: Sequence[lx.Segment]
+    ) -> tuple[_Specific, str, lx.Segment] | None:
+        """Rule 6: a name or number of ``clause`` that its window says of something else.
+
+        The rest of the clause (its words but the name's or number's) is aligned
+        to the part of the window holding most of it (`lx.segments`); when that
+        part lacks the name or number, holds more of the rest than every part
+        that has it, and has another of the same kind (a name; a number of the
+        same kind and unit), the clause swapped them: (specific, the other, part).
+        """
+        parts = lx.segments(clause)
+        if len(parts) > 1:
+            for part in parts:
+                found = self._swapped(part, lx.Claim.of(part), segments)
+                if found is not None:
+                    return found
+            return None
+        for specific in self._specifics(clause):
+            shares = [self._rest_share(claim, specific, g) for g in segments]
+            if not shares:
+                return None
+            best = max(range(len(shares)), key=shares.__getitem__)
+            if shares[best] <= 0.0 or self._holds(segments[best], specific):
+                continue
+            holding = [k for k, g in enumerate(segments) if self._holds(g, specific)]
+            # said where more of the rest is, or as the title of the passage ("Single sign-on.")
+            if any(shares[k] >= shares[best] or len(lx.words(segments[k].text)) <= 3
+                   for k in holding):
+                continue
+            other = self._other(segments[best], specific, clause)
+            if other:
+                return specific, other, segments[best]
+        return None
+
+    def _counterpart_in_context(self, claim: str, specific: _Specific, ctx: _Context) -> str:
+        """For a name or number not in the context: what the lexically closest window says in
+        its place ("" when nothing of that kind is there)."""
+        parsed = lx.Claim.of(claim)
+        if not parsed.words or not ctx.windows:
+            return ""
+        order = self._windows(parsed, ctx).order
+        segments = ctx.window_segments[order[0]]
+        shares = [self._rest_share(parsed, specific, g) for g in segments]
+        if not shares or max(shares) <= 0.0:
+            return ""
+        best = segments[max(range(len(shares)), key=shares.__getitem__)]
+        # the same unit in the closest part, then anywhere in the window, then any unit
+        return (self._other(best, specific, claim)
+                or next(filter(None, (self._other(g, specific, claim) for g in segments)), None)
+                or self._other(best, specific, claim, strict=False) or "")
 
     @staticmethod
     def _miscounted(claimed: Sequence[lx.Quantity], ctx: _Context) -> lx.Quantity | None:
@@ -467,35 +672,50 @@ class LocalJudge:
         return name.isupper() and lx.fold(name) in vocabulary.acronyms
 
     def _window_check(
-        self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
+        self,
+        windows: _Windows,
+        ctx: _Context,
+        vectors: dict[str, Vector],
+        semantic: bool = True,
+        source: VerifySource = "context",
     ) -> Check:
         t = self.thresholds
-        best, window_cov, unmatched = self._best_window(windows, ctx, vectors)
-        if best is not None and windows.claim.negated and not ctx.window_negated[best]:
-            return Check(0, "negation not in the closest context passage", 0.0, window_cov, best,
-                         "negation")
+        where = _WHERE[source]
+        best, share, unmatched, reworded = self._best_window(windows, ctx, vectors)
+        if best is None:
+            return Check(0, f"{lx.quote(windows.claim.words)} not in {where}", 0.0, rule="words")
+        closest = _excerpt(ctx.windows[best])
+        if windows.claim.negated and not ctx.window_negated[best]:
+            return Check(0, f"negation not in the closest {where} passage: {closest}", 0.0,
+                         share, best, "negation")
         denied = self._denied(windows.claim, ctx, best)
         if denied:
-            return Check(0, f"context negates {lx.quote(denied)}", 0.0, window_cov, best,
+            return Check(0, f"{where} negates {lx.quote(denied)}", 0.0, share, best,
                          "negation")
-        comparisons = [w for w in unmatched if w in lx.COMPARISONS]
+        passage = ctx.window_vocabularies[best]
+        comparisons = [w for w in unmatched if w in lx.COMPARISONS
+                       and not passage.has_word(lx.SAME_COMPARISON.get(w, w))]
         if comparisons:
-            return Check(0, f"comparison {lx.quote(comparisons)} not in the closest context "
-                         "passage", 0.0, window_cov, best, "comparison")
-        if window_cov >= t.window_coverage:
-            how = "all" if not unmatched else f"{window_cov:.0%} of the"
-            return Check(
-                1, f"{how} content words in one context passage", window_cov, window_cov, best,
-                "window",
-            )
-        return Check(
-            0,
-            f"{lx.quote(unmatched)} not said together with the rest in any context passage",
-            window_cov / 2,
-            window_cov,
-            best,
-            "window",
-        )
+            return Check(0, f"comparison {lx.quote(comparisons)} not in the closest {where} "
+                         f"passage: {closest}", 0.0, share, best, "comparison")
+        needed = t.support if semantic and reworded else t.window_coverage
+        # a close passage (the clause would pass) that says its name or number of another thing
+        swapped = self._swapped(windows.claim.text, windows.claim, ctx.window_segments[best]) \
+            if share >= needed else None
+        if swapped is not None:
+            specific, other, part = swapped
+            return Check(0, f"answer says '{specific.surface}', {source_says(source)} "
+                         f"'{other}': {_excerpt(part.text)}", 0.0, share, best, "swap")
+        if share >= needed:
+            how = "all" if not unmatched else f"{share:.0%} of the"
+            return Check(1, f"{how} content words in one {where} passage", share, share, best,
+                         "window")
+        absent = [w for w in unmatched if not ctx.vocabulary.has_word(w)]
+        said = (f"words {lx.quote(absent)} not in {where}" if absent
+                else f"{lx.quote(unmatched)} not said together with the rest in any {where} "
+                "passage")
+        return Check(0, f"{said} (support {share:.2f}); closest: {closest}", share / 2, share,
+                     best, "window")
 
     def _denied(self, claim: lx.Claim, ctx: _Context, best: int | None) -> list[str]:
         """Rule 5, the other way: words ``claim`` asserts (it has no negation) that a sentence
@@ -569,39 +789,66 @@ class LocalJudge:
         return dict(zip(words, self.embedder.embed(words), strict=True))
 
     def _best_window(
-        self, windows: _Windows, ctx: _Context, vectors: dict[str, Vector]
-    ) -> tuple[int | None, float, list[str]]:
-        """The window holding most of the claim: (index, weighted share matched, words not).
+        self,
+        windows: _Windows,
+        ctx: _Context,
+        vectors: dict[str, Vector],
+        *,
+        graded: bool = True,
+    ) -> tuple[int | None, float, list[str], bool]:
+        """The window holding most of the claim: (index, graded support, words not matched,
+        reworded).
 
-        Words match by folded form, stem or acronym; the words still unmatched in
-        the lexically best windows may match a window's word by MiniLM similarity
-        (synonyms, other word forms: ``bought``/``purchased``, ``film``/``movie``)
-        — when ``vectors`` (from `_word_vectors`) holds them.
+        Words match by folded form, stem or acronym (1 each); the words still
+        unmatched in the lexically best windows count by `soft_match` of their
+        closest word of the window, by MiniLM similarity (synonyms, other word
+        forms: ``bought``/``purchased``, ``leftover``/``unused``) — when ``vectors``
+        (from `_word_vectors`) holds them. Words of comparison only match exactly.
+        A word counting less than half is "not matched". Graded matches count
+        only when the window lacks two words or more of the claim (``reworded``:
+        a paraphrase rewords; a copy that changes one word changes the fact, and
+        that word must match as a synonym). ``graded=False`` (usefulness): a word
+        matches, fully, at cosine ≥ ``word_similarity`` only.
         """
         claim, exact = windows.claim, windows.exact
         if not windows.order:
-            return None, 0.0, list(claim.words)
+            return None, 0.0, list(claim.words), False
         best = windows.order[0]
         if not exact[best] or not vectors:
-            return best, claim.share(exact[best]), exact[best]
-        best_share, best_missing = -1.0, list(claim.words)
+            return best, claim.share(exact[best]), exact[best], False
+        total = sum(claim.weights) or 1.0
+        weight = dict(zip(claim.words, claim.weights, strict=True))
+        # a short claim (a bare name or phrase) has nothing to be loose about: its words match
+        # as synonyms only, as in usefulness
+        graded = graded and len(claim.words) > self.thresholds.short_claim
+        best_share, best_missing, best_reworded = -1.0, list(claim.words), False
         for i in self._contenders(windows):
             missing = exact[i]
-            soft = [w for w in missing if w not in lx.COMPARISONS]
+            soft = [w for w in missing if w not in lx.COMPARISONS and w not in claim.capitalised]
             window_words = ctx.window_content[i]
+            credit: dict[str, float] = {}
+            reworded = graded and len(soft) > 1
             if window_words and soft:
                 sims = np.stack([vectors[w] for w in soft]) @ np.stack(
                     [vectors[w] for w in window_words]
                 ).T
-                matched = {
-                    w for w, row in zip(soft, sims, strict=True)
-                    if float(row.max()) >= self.thresholds.word_similarity
+                credit = {
+                    w: self.soft_match(float(row.max())) if reworded
+                    else float(float(row.max()) >= self.thresholds.word_similarity)
+                    for w, row in zip(soft, sims, strict=True)
                 }
-                missing = [w for w in missing if w not in matched]
-            share = claim.share(missing)
+            share = claim.share(missing) + sum(
+                weight[w] * c for w, c in credit.items()) / total
             if share > best_share:
-                best, best_share, best_missing = i, share, missing
-        return best, best_share, best_missing
+                best, best_share, best_reworded = i, share, reworded
+                best_missing = [w for w in missing if credit.get(w, 0.0) < 0.5]
+        return best, best_share, best_missing, best_reworded
+
+    def soft_match(self, cosine: float) -> float:
+        """How much a word counts as matched by a window word at this MiniLM cosine: 0 up to
+        ``soft_low``, 1 from ``soft_high``, linear in between."""
+        t = self.thresholds
+        return min(1.0, max(0.0, (cosine - t.soft_low) / (t.soft_high - t.soft_low)))
 
     # the risk screen (not a judge step: a record-level score for risk-based sampling)
 
@@ -650,7 +897,7 @@ class LocalJudge:
         for k, ctx in enumerate(prepared):
             share = shares[k]
             if k in windows:
-                _, share, _ = self._best_window(windows[k], ctx, vectors)
+                _, share, _, _ = self._best_window(windows[k], ctx, vectors, graded=False)
             shared_numbers = [n.surface for n in answer_numbers
                               if n.values & ctx.vocabulary.numbers]
             useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
@@ -675,6 +922,7 @@ class LocalJudge:
             window_negated=[n for c in chunks for n in c.window_negated],
             window_content=[w for c in chunks for w in c.window_content],
             window_denials=[d for c in chunks for d in c.window_denials],
+            window_segments=[g for c in chunks for g in c.window_segments],
         )
 
     def _chunk(self, text: str) -> _Context:
@@ -689,6 +937,7 @@ class LocalJudge:
         negated = [r.negated for r in read]
         content = [r.content for r in read]
         denials = [r.denials for r in read]
+        parts = [lx.Segment.split(s) for s in sentences]
         # windows: runs of 1..window_sentences neighbouring sentences, shortest first
         spans = [
             (i, i + n)
@@ -711,9 +960,21 @@ class LocalJudge:
                 list(dict.fromkeys(chain.from_iterable(content[a:b]))) for a, b in spans
             ],
             window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
+            window_segments=[list(chain.from_iterable(parts[a:b])) for a, b in spans],
         )
         with self._lock:
             self._contexts[text] = prepared
             if len(self._contexts) > self.context_cache_size:
                 self._contexts.popitem(last=False)
         return prepared
+
+
+def source_says(source: VerifySource) -> str:
+    """"the context says", "the reference says", "the response says"."""
+    return f"the {source} says"
+
+
+def _excerpt(text: str, limit: int = 160) -> str:
+    """``text`` quoted for a reason, cut at ``limit`` characters."""
+    text = " ".join(text.split())
+    return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"

@@ -96,6 +96,13 @@ _NUMBER_WORDS_RE = re.compile(
     + "|".join(NUMBER_WORDS) + r")\b",
     re.IGNORECASE,
 )
+#: "one" as a number: only before a unit of time or count ("one month", "one-year"); elsewhere
+#: it is mostly a pronoun ("the one you use")
+_ONE_UNIT = re.compile(
+    r"\bone(?=[\s-]+(?:business\s+|working\s+|calendar\s+|full\s+)?(?:second|minute|hour|day|"
+    r"night|week|month|quarter|year|time|user|seat|device|licen[cs]e|account)s?\b)",
+    re.IGNORECASE,
+)
 _DIGIT = re.compile(r"\d")
 _PARTS = re.compile(r"['-]")
 
@@ -281,7 +288,9 @@ class Vocabulary:
             for part in _PARTS.split(w) if part
         )
         # a spelled number is a whole word or a part of one: without one, no scan for it
-        counted = quantities(text, spelled=not NUMBER_WORDS.keys().isdisjoint(folded))
+        counted = quantities(
+            text, spelled="one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
+        )
         return cls(
             folded=frozenset(folded),
             stems=frozenset(map(stem, folded)),
@@ -430,6 +439,8 @@ class Claim:
     capitals: frozenset[str]
     phrases: tuple[tuple[str, tuple[str, ...]], ...]
     negated: bool
+    #: words written with a capital past the first word (names, mostly): matched exactly only
+    capitalised: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> Claim:
@@ -445,6 +456,10 @@ class Claim:
             # a phrase spelling out an acronym starts with a word that says something
             phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
             negated=tokens.negated(),
+            capitalised=frozenset(
+                f for w, f in zip(tokens.written[1:], tokens.folded[1:], strict=True)
+                if w[:1].isupper()
+            ),
         )
 
     @classmethod
@@ -483,6 +498,49 @@ class Claim:
                          if w in lacking) / total
 
 
+#: Where a context sentence divides into the parts that each state one fact: a semicolon
+#: or colon, a comma before a conjunction, "and", "but", "while", "whereas".
+_SEGMENT = re.compile(
+    r"\s*[;:]\s*"
+    r"|,\s+(?:and|but|so|while|whereas|or|once|when|after|before|if|unless|because)\s+"
+    r"|\s+(?:but|while|whereas)\s+"
+    # "and" before a number: a list of quantities ("three months for managers and one month
+    # for all other staff"); elsewhere it mostly joins nouns ("SAML and OIDC")
+    r"|\s+and\s+(?=(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
+    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b)",
+    re.I,
+)
+
+
+def segments(sentence: str) -> list[str]:
+    """The parts of ``sentence`` that each state one fact ("three months for managers" |
+    "one month for all other staff"): where a swapped name or number shows."""
+    return [p for p in _SEGMENT.split(sentence) if words(p)]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of a context sentence (`segments`): its words, names and quantities."""
+
+    text: str
+    vocabulary: Vocabulary
+    #: `names`, as written
+    names: tuple[str, ...]
+    #: `quantities` with one unit word
+    quantities: tuple[Quantity, ...]
+
+    @classmethod
+    def split(cls, sentence: str) -> list[Segment]:
+        """The `segments` of ``sentence``, names found in the whole sentence (a name that
+        starts a part is still a name)."""
+        found = names(sentence)
+        return [
+            cls(part, Vocabulary.of(part), tuple(n for n in found if n in part),
+                tuple(quantities(part, reach=1)))
+            for part in segments(sentence)
+        ]
+
+
 # --- numbers
 
 
@@ -508,6 +566,8 @@ def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
         value = NUMBER_WORDS.get(m.group(0).lower())
         if value is not None:
             found.append((Number(m.group(0), "number", frozenset({value})), m.end()))
+    for m in _ONE_UNIT.finditer(text) if spelled else ():
+        found.append((Number(m.group(0), "number", frozenset({1.0})), m.end()))
     if not _DIGIT.search(text):
         return found
     for m in NUMBER_RE.finditer(text):
@@ -583,6 +643,20 @@ _NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?")
 _NAME_BREAK = re.compile(r"[,;:()\"“”]")
 
 
+def _cut_number(m: re.Match[str]) -> str:
+    """A number ends a name ("in 2000 Copenhagen"), unless it is part of one ("Amazon S3")."""
+    start = m.start("num")
+    if not m.group(0).strip() or (start > 0 and m.string[start - 1].isalpha()):
+        return m.group(0)
+    return " , "
+
+
+#: Words of comparison or order that say the same as another one ("the next year" is "the
+#: following year").
+SAME_COMPARISON = {"next": "following", "following": "next", "previous": "prior",
+                   "prior": "previous", "former": "previous"}
+
+
 def names(text: str) -> list[str]:
     """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``).
 
@@ -592,7 +666,7 @@ def names(text: str) -> list[str]:
     """
     spans: list[str] = []
     if _DIGIT.search(text):  # (every number has a digit)
-        text = NUMBER_RE.sub(lambda m: " , " if m.group(0).strip() else m.group(0), text)
+        text = NUMBER_RE.sub(_cut_number, text)
     tokens = list(_NAME_TOKEN.finditer(text))
     run: list[str] = []
     run_starts_sentence = False

@@ -1,0 +1,179 @@
+"""The local judge on faithfulness by meaning: its labelled regression file, record by record,
+and the checks behind it (swapped names and numbers, reasons, evasive answers, sources)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.local import lexical as lx
+from monitor.local.judge import LocalJudge
+from monitor.metrics.steps import (
+    STATEMENTS,
+    VERIFY,
+    Statements,
+    StatementsInput,
+    Verdicts,
+    VerifyInput,
+)
+from monitor.prompt import Prompt
+
+REGRESSION = Path(__file__).parent / "data" / "local_faithfulness_regression.jsonl"
+
+
+def _records() -> list[Any]:
+    rows = [json.loads(line) for line in REGRESSION.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    return [
+        pytest.param(r, id=r["id"], marks=pytest.mark.xfail(strict=True, reason=r["known_miss"]))
+        if r.get("known_miss") else pytest.param(r, id=r["id"])
+        for r in rows
+    ]
+
+
+@pytest.fixture(scope="module")
+def judge() -> LocalJudge:
+    return LocalJudge()
+
+
+@pytest.mark.parametrize("record", _records())
+def test_regression_record(judge: LocalJudge, record: dict[str, Any]) -> None:
+    """Faithful: faithfulness ≥ 0.5; hallucinated: < 0.5 (and the reason names what it
+    should); evasive: noncommittal, never a 0."""
+    response, label = record["response"], record["label"]
+    statements = judge.statements(response)
+    if label == "evasive":
+        assert judge.noncommittal(response) and statements == []
+        return
+    assert not judge.noncommittal(response)
+    checks = judge.verify("\n".join(record["retrieved_contexts"]), statements)
+    faithfulness = sum(c.verdict for c in checks) / len(checks)
+    reasons = " ".join(c.reason for c in checks)
+    if label == "faithful":
+        assert faithfulness >= 0.5, reasons
+    else:
+        assert faithfulness < 0.5, reasons
+        for named in record.get("reason_has", []):
+            assert named in reasons
+
+
+BACKUPS = "Backups. Nightly database backups are written to Amazon S3 and kept for 35 days."
+OFFICES = ("Offices. Our European headquarters is located in Dublin. "
+           "The engineering hub is based in Amsterdam.")
+PROBATION = ("Probation. The probation period is three months for managers and one month for all "
+             "other staff.")
+
+
+def test_invented_name_reason_names_both_sides(judge: LocalJudge) -> None:
+    [check] = judge.verify(BACKUPS, ["Nightly backups of the database go to Google Drive."])
+    assert check.verdict == 0 and check.rule == "name"
+    assert check.reason == "answer says 'Google Drive', the context says 'Amazon S3'"
+
+
+def test_name_said_of_another_thing_is_a_swap(judge: LocalJudge) -> None:
+    [swapped] = judge.verify(OFFICES, ["The European headquarters is in Amsterdam."])
+    assert swapped.verdict == 0 and swapped.rule == "swap"
+    assert "answer says 'Amsterdam', the context says 'Dublin'" in swapped.reason
+    [right] = judge.verify(OFFICES, ["The European headquarters is in Dublin."])
+    assert right.verdict == 1, right.reason
+
+
+def test_number_said_of_another_group_is_a_swap(judge: LocalJudge) -> None:
+    [swapped] = judge.verify(PROBATION, ["Managers are on probation for one month."])
+    assert swapped.verdict == 0 and swapped.rule == "swap"
+    assert "answer says 'one month', the context says 'three months'" in swapped.reason
+    [right] = judge.verify(PROBATION, ["Managers are on probation for three months."])
+    assert right.verdict == 1, right.reason
+
+
+def test_swap_needs_a_counterpart_of_the_same_kind(judge: LocalJudge) -> None:
+    # the number sits in another part, but the closest part has no number: a join, not a swap
+    context = ("Learning budget. Every employee has a learning budget of $1,500 per year. "
+               "The learning budget expires on December 31.")
+    [check] = judge.verify(context, ["The learning budget of $1,500 expires on December 31."])
+    assert check.rule != "swap", check.reason
+
+
+def test_one_before_a_unit_is_a_number() -> None:
+    assert [n.values for n in lx.numbers("a probation of one month")] == [frozenset({1.0})]
+    assert lx.numbers("the one you use") == []
+    assert (1.0, "month") in lx.Vocabulary.of("one month for all other staff").quantities
+
+
+def test_segments_split_lists_of_quantities_not_nouns() -> None:
+    assert lx.segments(PROBATION.split(". ")[1]) == [
+        "The probation period is three months for managers",
+        "one month for all other staff.",
+    ]
+    assert lx.segments("SAML 2.0 and OIDC are supported on the Enterprise plan.") == [
+        "SAML 2.0 and OIDC are supported on the Enterprise plan."
+    ]
+
+
+def test_segment_names_include_names_that_start_a_part() -> None:
+    [first, second] = lx.Segment.split("Files go to Amazon S3; Dublin hosts the rest.")
+    # names hold letters only; a reason quotes the name with its digits (`_other`)
+    assert first.names == ("Amazon S",)
+    assert second.names == ("Dublin",)
+
+
+def test_unsupported_reason_quotes_words_and_closest_passage(judge: LocalJudge) -> None:
+    [check] = judge.verify(BACKUPS, ["Backups are encrypted with customer keys."])
+    assert check.verdict == 0
+    assert "not in context" in check.reason
+    assert "closest: “Nightly database backups are written to Amazon S3" in check.reason
+
+
+@pytest.mark.parametrize(("source", "where"), [("reference", "not in the reference"),
+                                               ("response", "not in the response")])
+def test_reasons_name_what_statements_are_checked_against(
+    judge: LocalJudge, source: str, where: str
+) -> None:
+    prompt = Prompt(
+        step=VERIFY, metric="factual_correctness", instruction="-",
+        inputs=VerifyInput(context=BACKUPS, statements=["Backups are kept for 90 days.",
+                                                        "Backups are encrypted with keys."],
+                           source=source),  # type: ignore[arg-type]
+        output=Verdicts,
+    )
+    verdicts = judge.answer(prompt).verdicts
+    assert [v.verdict for v in verdicts] == [0, 0]
+    for v in verdicts:
+        assert where in v.reason and "context" not in v.reason, v.reason
+    assert "the reference says '35 days'" in verdicts[0].reason or source == "response"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "I'm not sure about that. I'd suggest checking with HR.",
+        "I'm sorry, but I cannot share that information. Please contact the Finance department.",
+        "The documents I have don't mention that. You may want to ask the Facilities team.",
+        "I can't say for certain. It might vary; the People team would know more.",
+    ],
+)
+def test_statements_step_marks_evasive_answers_noncommittal(
+    judge: LocalJudge, response: str
+) -> None:
+    prompt = Prompt(step=STATEMENTS, metric="faithfulness", instruction="-",
+                    inputs=StatementsInput(text=response), output=Statements)
+    out = judge.answer(prompt)
+    assert out.noncommittal == 1 and out.statements == []
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "I'm not sure, but I think the fee is waived.",
+        "Ask your manager for approval.",
+        "Backups go to Amazon S3. For anything else, check with IT.",
+    ],
+)
+def test_answers_that_assert_something_are_not_noncommittal(
+    judge: LocalJudge, response: str
+) -> None:
+    assert not judge.noncommittal(response)
+    assert judge.statements(response)

@@ -143,7 +143,10 @@ NONCOMMITTAL = re.compile(
     r"|(?:don't|don’t|do\s+not)\s+have\s+(?:enough\s+)?(?:details|data|information)"
     r"|not\s+(?:mentioned|specified|stated|provided|available|enough\s+information)"
     r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know"
-    r"|(?:it|that)\s+(?:depends|varies|(?:may|might|can)\s+vary))\b"
+    r"|(?:it|that)\s+(?:depends|varies|(?:may|might|can)\s+vary)"
+    r"|(?:depends|depend|depending)\s+on|\b(?:differ|differs|vary|varies)\b"
+    r"|rather\s+not\s+(?:guess|say|speculate)"
+    r"|\bi\s*(?:'m|’m|\s+am)\s+(?:not\s+able|unable)\s+to\s+\w+)\b"
 )
 
 #: Sending the user elsewhere ("please contact the billing team", "support would know
@@ -154,6 +157,18 @@ DEFERRAL = re.compile(
     r"|\b(?:suggest|recommend)\s+(?:you\s+)?(?:check|ask|contact|reach|talk)"
     r"|\b(?:checking|check)\s+with\b|\breach(?:ing)?\s+out\s+to\b"
     r"|\bwould\s+know\s+(?:more|better)\b|\bcan\s+help\s+(?:you\s+)?with\s+(?:that|this)\b"
+    r"|\bi(?:'d|’d|\s+would)\s+(?:\w+\s+)?(?:check|ask|contact|call|recommend|suggest)"
+    r"|\bshould\s+be\s+able\s+to\s+help\b|\bgive\s+.{1,40}\s+a\s+call\b"
+)
+
+#: Sending the user elsewhere as the whole answer: a sentence that only does this declines
+#: by itself ("I'd really recommend checking with a pharmacist"); a plain instruction ("Ask
+#: your manager for approval") does not.
+DEFERS = re.compile(
+    r"\b(?:suggest|recommend)\s+(?:you\s+)?(?:check|ask|contact|reach|talk|speak)"
+    r"|\bi(?:'d|’d|\s+would)\s+(?:\w+\s+)?(?:check|ask|contact|call)"
+    r"|\bshould\s+be\s+able\s+to\s+help\b|\bwould\s+know\s+(?:more|better)\b"
+    r"|\b(?:best|better)\s+to\s+(?:ask|check|contact|call|speak)"
 )
 
 #: An apology that frames a refusal ("I'm sorry, but ...", "Unfortunately, ..."): no claim.
@@ -162,6 +177,9 @@ _APOLOGY = re.compile(
     re.IGNORECASE,
 )
 
+
+#: A sentence that starts by referring to the one before it.
+_REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b(?!\s+(?:is|was)\s+not\b)")
 
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
 #: to a worker thread (the others split sentences, read contexts or call MiniLM).
@@ -186,6 +204,9 @@ class LocalThresholds:
     soft_high: float = 0.6
     #: MiniLM cosine at which two words count as the same (usefulness, short claims)
     word_similarity: float = 0.8
+    #: share of the rest of a clause a passage without its name or number must hold for
+    #: the passage's other name or number to be a swap (rule 6)
+    swap_rest: float = 0.67
     #: a clause of at most this many informative words gets no graded word matches
     short_claim: int = 2
     #: share of the answer's content words a useful context holds
@@ -362,7 +383,17 @@ class LocalJudge:
         """The sentences of ``text`` that assert something (see the module docstring)."""
         sentences = lx.sentences(text)
         declines = any(self._declines(s) for s in sentences)
-        return [s for s in sentences if self._asserts(s, declines=declines)]
+        kept: list[str] = []
+        for s in sentences:
+            if not self._asserts(s, declines=declines):
+                continue
+            # a sentence that goes on about the last one ("They expire on 30 June.") is not
+            # standalone: it is one statement with the sentence it refers to
+            if kept and _REFERS_BACK.match(s):
+                kept[-1] = f"{kept[-1]} {s}"
+            else:
+                kept.append(s)
+        return kept
 
     def noncommittal(self, text: str) -> bool:
         """``text`` only declines, defers ("check with HR") or says it does not know: it has
@@ -372,9 +403,19 @@ class LocalJudge:
 
     @staticmethod
     def _declines(sentence: str) -> bool:
-        """Every clause of ``sentence`` declines to answer ("I'm not sure about that")."""
+        """``sentence`` declines to answer ("I'm not sure about that", "It depends on your
+        contract, so please ask your account manager"): each clause declines or sends the
+        user elsewhere, and one declines."""
         said = _APOLOGY.sub("", sentence.lower(), count=1)
-        return bool(said.strip()) and all(NONCOMMITTAL.search(c) for c in lx.clauses(said))
+        if not said.strip() or lx.numbers(sentence):
+            return False
+        if DEFERS.search(said):
+            return True
+        clauses = lx.clauses(said)
+        declining = [bool(NONCOMMITTAL.search(c)) for c in clauses]
+        return any(declining) and all(
+            d or DEFERRAL.search(c) for d, c in zip(declining, clauses, strict=True)
+        )
 
     @staticmethod
     def _asserts(sentence: str, *, declines: bool) -> bool:
@@ -514,7 +555,7 @@ class LocalJudge:
             return Check(0, f"name {lx.quote(missing_names)} not in {where}", 0.0, rule="name")
 
         windows: list[_Windows] = []
-        for clause in lx.clauses(claim):
+        for clause in (c for sentence in lx.sentences(claim) for c in lx.clauses(sentence)):
             parsed = lx.Claim.of(clause)
             if not parsed.words:
                 continue
@@ -622,6 +663,9 @@ class LocalJudge:
             # said where more of the rest is, or as the title of the passage ("Single sign-on.")
             if any(shares[k] >= shares[best] or len(lx.words(segments[k].text)) <= 3
                    for k in holding):
+                continue
+            # not in this passage at all: a swap only where most of the rest is said
+            if not holding and shares[best] < self.thresholds.swap_rest:
                 continue
             other = self._other(segments[best], specific, clause)
             if other:
@@ -748,7 +792,11 @@ class LocalJudge:
         """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
         exact = [claim.missing(v) for v in ctx.window_vocabularies]
         shares = [claim.share(missing) for missing in exact]
-        order = sorted(range(len(exact)), key=lambda i: (-shares[i], len(ctx.windows[i]), i))
+        # then by the claim's numbers the window has ("leave by 11 a.m." → "Check-out is 11:00")
+        values = claim.numbers
+        held = [len(values & v.numbers) if values else 0 for v in ctx.window_vocabularies]
+        order = sorted(range(len(exact)),
+                       key=lambda i: (-shares[i], -held[i], len(ctx.windows[i]), i))
         return _Windows(claim, exact, order)
 
     def _synonym_words(self, windows: _Windows, ctx: _Context) -> list[str]:

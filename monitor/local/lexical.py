@@ -45,7 +45,7 @@ STOPWORDS = frozenset(
 DISCOURSE = frozenset(
     """
     yes yeah yep no nope sure okay ok please also just simply actually really indeed instead
-    basically anyway unless whereas
+    basically anyway unless whereas normally usually generally typically
     """.split()
 )
 
@@ -61,6 +61,8 @@ GENERIC = frozenset(
     want wants wanted wanting try tries tried trying find finds found finding become becomes
     became becoming remain remains remained stay stays stayed thing things part parts item items
     person people's way ways kind kinds type types lot lots
+    anything everything something everyone anyone someone everybody anybody somebody whatever
+    whoever
     """.split()
 )
 
@@ -104,6 +106,10 @@ _ONE_UNIT = re.compile(
     re.IGNORECASE,
 )
 _DIGIT = re.compile(r"\d")
+_PM = re.compile(r"\s?p\.?\s?m\b\.?", re.IGNORECASE)
+#: A range of whole numbers ("6 to 11 years", "weeks 3–5", "between 2 and 4"): every value
+#: in it is in the text
+_RANGE = re.compile(r"(?<![\d.,])(\d{1,3})\s?(?:–|-|to|and)\s?(\d{1,3})(?![\d.,:])")
 _PARTS = re.compile(r"['-]")
 
 MONTHS = frozenset(
@@ -181,6 +187,7 @@ def stem(word: str) -> str:
         ("ing", "", 5),
         ("ment", "", 5),
         ("ation", "ate", 7),
+        ("ision", "ide", 7),
         ("al", "", 6),
         ("edly", "", 5),
         ("ied", "y", 4),
@@ -209,8 +216,13 @@ def words(text: str) -> list[str]:
     return WORD_RE.findall(text)
 
 
+#: Contracted pronouns and auxiliaries ("you're", "haven't", "i'd"): function words.
+_CONTRACTION = re.compile(r"^\w+'(?:re|ve|ll|d|m|s)$|n't$")
+
+
 def is_content(folded: str) -> bool:
-    return folded not in STOPWORDS and not folded.isdigit() and len(folded) > 1
+    return (folded not in STOPWORDS and not folded.isdigit() and len(folded) > 1
+            and not ("'" in folded and _CONTRACTION.search(folded)))
 
 
 @dataclass(frozen=True)
@@ -243,9 +255,10 @@ class _Words:
             if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
         )
 
-    def negated(self) -> bool:
-        """`has_negation`."""
-        return not NEGATIONS.isdisjoint(self.folded) or "n't" in self.text.lower()
+    def negated(self, *, prefixes: bool = False) -> bool:
+        """`has_negation`; with ``prefixes`` also a word negated by its prefix ("unused")."""
+        return (not NEGATIONS.isdisjoint(self.folded) or "n't" in self.text.lower()
+                or (prefixes and any(map(negated_word, self.folded))))
 
 
 @dataclass(frozen=True)
@@ -291,17 +304,29 @@ class Vocabulary:
         counted = quantities(
             text, spelled="one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
         )
+        spanned: set[float] = set()
+        spanned_units: set[tuple[float, str]] = set()
+        ranged = "-" in text or "–" in text or " to " in text or " and " in text
+        for m in _RANGE.finditer(text) if ranged else ():
+            low, high = int(m.group(1)), int(m.group(2))
+            if low < high <= low + 50:
+                values = [float(v) for v in range(low, high + 1)]
+                spanned.update(values)
+                # the unit after the range's end counts each value ("6 to 11 years")
+                after = [stem(fold(w)) for w in words(text[m.end() : m.end() + 20])[:1]
+                         if is_content(fold(w))]
+                spanned_units.update((v, u) for v in values for u in after)
         return cls(
             folded=frozenset(folded),
             stems=frozenset(map(stem, folded)),
-            numbers=frozenset(v for q in counted for v in q.number.values),
+            numbers=frozenset(v for q in counted for v in q.number.values) | spanned,
             acronyms=acronyms(text),
             capitals=tokens.capitals(),
             compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)) if "-" in text
             else frozenset(),
             quantities=frozenset(
                 (v, unit) for q in counted for v in q.number.values for unit in q.units
-            ),
+            ) | spanned_units,
         )
 
     def has_word(self, folded_word: str) -> bool:
@@ -328,7 +353,8 @@ class Sentence:
     @classmethod
     def of(cls, text: str) -> Sentence:
         tokens = _Words.of(text)
-        return cls(Vocabulary._of(text, tokens), tokens.negated(), tokens.content,
+        # a context sentence that says "unused" may back a claim that says "not used"
+        return cls(Vocabulary._of(text, tokens), tokens.negated(prefixes=True), tokens.content,
                    _denials(tokens))
 
 
@@ -380,6 +406,12 @@ def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:
 def capitals(text: str) -> frozenset[str]:
     """Folded words written in capitals, 2–6 letters: the possible acronyms of ``text``."""
     return _Words.of(text).capitals()
+
+
+def negated_word(folded: str) -> bool:
+    """``folded`` is a word negated by its prefix: "un" before a word of the vocabulary
+    ("unused", "unpaid", "unlimited"; not "under", "universal")."""
+    return len(folded) >= 6 and folded.startswith("un") and folded[2:] in _ranks()
 
 
 # --- how informative a word is
@@ -441,12 +473,15 @@ class Claim:
     negated: bool
     #: words written with a capital past the first word (names, mostly): matched exactly only
     capitalised: frozenset[str] = frozenset()
+    #: the values of its numbers
+    numbers: frozenset[float] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> Claim:
         tokens = _Words.of(text)
         informative = tuple(
-            w for w in tokens.content if w not in DISCOURSE and w not in GENERIC
+            w for w in tokens.content
+            if w not in DISCOURSE and w not in GENERIC and w not in NUMBER_WORDS
         )
         return cls(
             text=text,
@@ -460,6 +495,9 @@ class Claim:
                 f for w, f in zip(tokens.written[1:], tokens.folded[1:], strict=True)
                 if w[:1].isupper()
             ),
+            numbers=frozenset(v for n in numbers(text) for v in n.values)
+            if _DIGIT.search(text) or not NUMBER_WORDS.keys().isdisjoint(tokens.folded)
+            else frozenset(),
         )
 
     @classmethod
@@ -580,6 +618,8 @@ def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
         except ValueError:  # pragma: no cover - the regex only matches numerals
             continue
         values = {value}
+        if 1 <= value <= 11 and _PM.match(text, m.end()):
+            values.add(value + 12)  # "2 p.m." is 14:00
         scale_word = (m.group("scale") or "").lower()
         if scale_word and (scale_word in {"thousand", "million", "billion", "trillion"}
                            or m.group("cur")):

@@ -9,56 +9,99 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
     Sentences that assert nothing are left out, as the LLM judge is told to
     ("No statements if the text asserts nothing"): a bare answer particle
     ("Yes."), a sentence that only declines to answer (`NONCOMMITTAL`: "I don't
-    know", "it depends") and, in a response that declines, one that only sends
-    the user elsewhere (`DEFERRAL`: "Please contact the billing team") — never
-    a sentence with a number. Pronouns are not resolved: the verify step looks
-    at neighbouring sentences instead.
+    know", "it depends on your contract", "I'd rather not guess"; an apology in
+    front is set aside) or only sends the user elsewhere as advice (`DEFERS`:
+    "I'd recommend checking with a pharmacist") and, in a response that
+    declines, one that only sends the user elsewhere (`DEFERRAL`: "Please
+    contact the billing team") — never a sentence with a number. A response
+    that declines and asserts nothing is ``noncommittal`` (`Statements.
+    noncommittal`: faithfulness is then unscoreable, never 0). A sentence that
+    starts by referring back ("They expire on 30 June.") joins the one before
+    it in one statement; other pronouns are not resolved.
 ``verify``
     A leading answer particle is set aside ("No, SMS codes are not allowed"
-    claims "SMS codes are not allowed"). A statement is supported (1) when it
-    passes, in order:
+    claims "SMS codes are not allowed"). Each statement gets a graded support
+    in [0, 1] (`Check.support`) and a verdict: supported (1) when it passes,
+    in order:
 
-    1. every number in it (amounts, dates, years, percentages, counts) occurs
-       in the context with the same value, and a counted unit ("3 days") is not
-       one the context counts only with other numbers ("3 times", "14 days");
+    1. every number in it (amounts, dates, years, percentages, counts; "one"
+       before a unit; "2 p.m." is also 14) occurs in the context with the same
+       value, or inside a range the context gives ("6 to 11 years"), and a
+       counted unit ("3 days") is not one the context counts only with other
+       numbers ("3 times", "14 days");
     2. every capitalised name in it occurs in the context (a hyphenated one as
        written), or is the acronym of a phrase there (``SSO`` ↔ "Single
-       sign-on");
-    3. each clause (split at ``;``, at a comma before a conjunction, at "and"
-       before a subject pronoun) passes 4–6 on its own, and the statement is as
-       supported as its weakest clause;
-    4. its informative words — content words without answer particles and
-       discourse words (`lexical.DISCOURSE`) or generic verbs and nouns
-       (`lexical.GENERIC`: use, go, get, happen, thing, …), each weighted by
-       its IDF (`lexical.weight`, from the word's frequency rank) — are
-       mostly said *together*: the weighted share found in one context window
-       (up to ``window_sentences`` neighbouring sentences of one passage) is at
-       least ``window_coverage``. A word counts as found by folded form, stem,
-       acronym (``MFA`` ↔ "multi-factor authentication", both ways) or, in the
-       ``semantic_windows`` lexically best windows, as a MiniLM synonym of a
-       window's word (cosine ≥ ``word_similarity``); a word of comparison or
-       order ("first", "larger") only as itself. Below ``min_coverage`` of its
-       words anywhere in the context a clause fails at once;
-    5. it does not negate what its best window says, and, without a negation
-       of its own, does not assert a word its best window denies: one a
-       negator governs there (`lexical.denials`: up to three content words
-       right after "not", "no", "never", "without", "-n't", … past a few
-       function words, not a bound like "no later than") and no sentence of
-       the window asserts, in a sentence holding at least ``min_coverage`` of
-       its weight ("SMS codes are allowed" vs "… are not allowed"; the reason
-       names the word: ``context negates 'allowed'``);
-    6. a clause just short of 4 (weighted share ≥ ``tie_coverage``) still
+       sign-on"). A missing number or name is reported with what the closest
+       part of the context says in its place when it has one of that kind:
+       ``answer says 'Google Drive', the context says 'Amazon S3'``;
+    3. each clause (its sentences, split at ``;``, at a comma before a
+       conjunction, at "and" before a subject pronoun) passes 4–7 on its own,
+       and the statement is as supported as its weakest clause;
+    4. its informative words — content words without answer particles,
+       discourse words (`lexical.DISCOURSE`), generic verbs, nouns and pronouns
+       (`lexical.GENERIC`: use, get, thing, anything, …), contractions and
+       number words, each weighted by its IDF (`lexical.weight`, from the
+       word's frequency rank) — are said *together*, in one context window (up
+       to ``window_sentences`` neighbouring sentences of one passage; windows
+       ranked by the words they hold exactly, then by the clause's numbers).
+       A word counts 1 when found by folded form, stem, acronym (``MFA`` ↔
+       "multi-factor authentication", both ways); in the lexically best
+       windows (``semantic_windows``) it counts by the MiniLM cosine of its
+       closest word of the window, 0 below ``soft_low``, 1 from ``soft_high``,
+       linear between (`soft_match`: ``leftover``/``unused``,
+       ``move``/``transfer``). The support is the weighted share so counted,
+       and the clause passes at ``support``. Graded matches are for
+       paraphrases: when the window lacks only one word of the clause, that
+       word must be a synonym (cosine ≥ ``word_similarity``) and the clause
+       must reach ``window_coverage`` (a copy that changes one word changes
+       the fact: "deleted" for "moved"), as must a clause of at most
+       ``short_claim`` words. Words written with a capital past the first and
+       words of comparison or order ("first", "larger"; "next" is
+       "following") match only as themselves. ``semantic=False`` (the lexical
+       risk screen) counts exact matches only, needs ``window_coverage`` and
+       fails a clause with less than ``min_coverage`` of its words anywhere in
+       the context at once;
+    5. it does not negate what its best window says ("un-" words such as
+       "unused" negate a context sentence too), and, without a negation of its
+       own, does not assert a word its best window denies: one a negator
+       governs there (`lexical.denials`: up to three content words right after
+       "not", "no", "never", "without", "-n't", … past a few function words,
+       not a bound like "no later than") and no sentence of the window
+       asserts, in a sentence holding at least ``min_coverage`` of its weight
+       ("SMS codes are allowed" vs "… are not allowed"; the reason names the
+       word: ``context negates 'allowed'``);
+    6. a clause that would pass does not put a name or number where its window
+       has another (the swap check, `_swapped`): the rest of the clause (its
+       words but that name's or number's) is aligned to the part of the window
+       that holds most of it (`lexical.segments`: sentences cut at ``;``,
+       ``:``, a comma before a conjunction, "but", "while", "whereas", "and"
+       before a number); when that part lacks the name or number, holds more
+       of the rest than every part that has it (and the part that has it is
+       no title of three words or fewer), and has another name, or a number of
+       the same kind and unit, the clause swapped them: ``answer says 'one
+       month', the context says 'three months'``, with the part quoted. A name
+       or number absent from the window swaps only where the part holds
+       ``swap_rest`` of the rest;
+    7. a clause short of passing with a window share ≥ ``tie_coverage`` still
        passes when MiniLM says it restates its best window (sentence cosine ≥
        ``sentence_similarity``).
 
-    Paraphrases pass; invented numbers, units, names and words gathered from
-    all over the context do not. The reason names what was missing, e.g.
-    ``amount '$500,000' not in context``; `Check.rule` names the rule.
+    Paraphrases pass; invented numbers, units and names, swapped ones and
+    words gathered from all over the context do not. An unsupported clause's
+    reason quotes the answer's words and the closest passage, e.g. ``words
+    'cash' not in context (support 0.42); closest: “Employees may transfer
+    …”``; it says "the reference" or "the response" instead of "context" as
+    `VerifyInput.source` says (factual_correctness). `Check.rule` names the
+    rule (number, name, words, window, negation, comparison, swap,
+    restated). The step's verdicts are 0/1 (`StatementVerdict`); the graded
+    support shows in an unsupported statement's reason.
 ``questions``
-    The response itself is returned as the generated question, so
+    No question is generated: the response stands in for one, marked as such
+    (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
     response_relevancy becomes cosine(embed(response), embed(user_input));
     ``noncommittal`` is set by phrases ("I don't know", "no information",
-    "cannot answer", …).
+    "cannot answer", …) and for a response the ``statements`` step calls
+    noncommittal.
 ``usefulness``
     A context is useful when it holds at least half of the answer's content
     words (exactly, or as MiniLM synonyms within one passage) or one of the
@@ -79,7 +122,7 @@ kind of text — the synonym words of all statements of a ``verify`` (all
 contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
 only for the statements the lexical rules leave undecided and only for the
 windows that could still be a statement's best one, and the near-miss
-clauses of rule 6 with their windows in a second one, made only when there
+clauses of rule 7 with their windows in a second one, made only when there
 are any; concurrent records' calls share forward passes in the embedder.
 """
 
@@ -178,6 +221,10 @@ _APOLOGY = re.compile(
 )
 
 
+#: What the ``questions`` step's question starts with: the local judge generates no question,
+#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
+RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
+
 #: A sentence that starts by referring to the one before it.
 _REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b(?!\s+(?:is|was)\s+not\b)")
 
@@ -193,7 +240,8 @@ class LocalThresholds:
     #: graded support (weighted share of a clause's informative words one context window
     #: holds, MiniLM word matches counted by `soft_match`) at which a clause is supported
     support: float = 0.65
-    #: lexical only (``semantic=False``): the share one window must hold instead (7/8)
+    #: the share one window must hold for a near copy (one word reworded), a short clause
+    #: and with ``semantic=False`` (7/8)
     window_coverage: float = 0.875
     #: lexical only: below this share of its words anywhere in the context, a clause fails at
     #: once; and the share of a clause a denying sentence must hold (rule 5)
@@ -202,7 +250,8 @@ class LocalThresholds:
     soft_low: float = 0.3
     #: ... and at which it counts fully (linear in between)
     soft_high: float = 0.6
-    #: MiniLM cosine at which two words count as the same (usefulness, short claims)
+    #: MiniLM cosine at which two words count as the same (usefulness, near copies, short
+    #: clauses)
     word_similarity: float = 0.8
     #: share of the rest of a clause a passage without its name or number must hold for
     #: the passage's other name or number to be a swap (rule 6)
@@ -213,7 +262,7 @@ class LocalThresholds:
     useful_coverage: float = 0.5
     #: windows compared word by word with MiniLM per statement (the lexically best ones)
     semantic_windows: int = 3
-    #: graded support from which MiniLM may decide (rule 7) ...
+    #: window share from which MiniLM may decide a clause short of passing (rule 7) ...
     tie_coverage: float = 0.7
     #: ... by the cosine of the clause and its best window (a restatement)
     sentence_similarity: float = 0.85
@@ -232,7 +281,8 @@ class Check:
     window_coverage: float = 0.0
     #: the context window that best supports the statement (index into the prepared context)
     window: int | None = None
-    #: the rule that decided: number, name, words, negation, comparison, window, restated
+    #: the rule that decided: number, name, words, negation, comparison, swap, window,
+    #: restated
     rule: str = ""
 
 
@@ -272,8 +322,8 @@ class _Context:
     #: per window, its sentences that deny words: (the stems a negator denies there and
     #: no sentence of the window asserts, the sentence's vocabulary)
     window_denials: list[list[tuple[frozenset[str], lx.Vocabulary]]]
-    #: per window, the parts of its sentences that each state one fact (`lx.Segment`)
-    window_segments: list[list[lx.Segment]]
+    #: the parts of its sentences that each state one fact (`lx.Segment`), in order
+    segments: list[lx.Segment]
 
 
 @dataclass(frozen=True)
@@ -293,6 +343,10 @@ class _Specific:
     #: names: a month ("March")
     month: bool = False
 
+
+#: How much a number of a clause weighs when the rest of the clause is aligned (a word of
+#: rank ≈ 2,000)
+NUMBER_WEIGHT = 4.0
 
 #: What the statements of a ``verify`` are checked against, as reasons name it.
 _WHERE = {"context": "context", "reference": "the reference", "response": "the response"}
@@ -338,7 +392,8 @@ class LocalJudge:
         return Judged(values=[answer] * n, usage=Usage())
 
     async def embed(self, texts: Sequence[str]) -> Embedded:
-        texts = list(texts)
+        # the response standing in for a generated question is embedded as the response
+        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
         vectors = await self._in_thread(self.embedder.embed, texts)
         # a repeated text (the relevancy questions) has the same vector: converted once
         rows: dict[str, list[float]] = {}
@@ -426,6 +481,8 @@ class LocalJudge:
             return False
         if lx.numbers(sentence):
             return True
+        if LocalJudge._declines(sentence):
+            return False
         said = _APOLOGY.sub("", sentence.lower(), count=1)
         return not all(
             NONCOMMITTAL.search(c) or (declines and DEFERRAL.search(c))
@@ -581,7 +638,9 @@ class LocalJudge:
         return _Specific(
             q.surface, q.number.kind,
             frozenset(lx.fold(w) for w in lx.words(q.number.surface)),
-            q.number.values, q.units[0] if q.units else "",
+            # a date's "unit" is its month, a year's whatever follows: no unit
+            q.number.values,
+            q.units[0] if q.units and q.number.kind not in ("date", "year") else "",
         )
 
     def _specifics(self, clause: str) -> list[_Specific]:
@@ -617,14 +676,24 @@ class LocalJudge:
         for q in segment.quantities:
             if q.number.values & values or q.number.kind != specific.kind:
                 continue
-            if strict and specific.unit and q.units and q.units[0] != specific.unit:
+            if strict and specific.unit and q.units and q.units[0] != specific.unit \
+                    and q.number.kind not in ("date", "year"):
                 continue
             return q.surface
         return None
 
     @staticmethod
-    def _rest_share(claim: lx.Claim, specific: _Specific, segment: lx.Segment) -> float:
-        """The weighted share of ``claim``'s words but ``specific``'s that ``segment`` has."""
+    def _other_numbers(clause: str, specific: _Specific) -> list[frozenset[float]]:
+        """The values of the numbers of ``clause`` other than ``specific``."""
+        return [n.values for n in lx.numbers(clause) if not n.values & specific.values]
+
+    @staticmethod
+    def _rest_share(
+        claim: lx.Claim, specific: _Specific, segment: lx.Segment,
+        others: Sequence[frozenset[float]] = (),
+    ) -> float:
+        """The weighted share of the rest of ``claim`` — its words but ``specific``'s, and
+        its other numbers (``others``, each weighing `NUMBER_WEIGHT`) — ``segment`` has."""
         total = found = 0.0
         for w, wt in zip(claim.words, claim.weights, strict=True):
             if w in specific.words:
@@ -632,6 +701,10 @@ class LocalJudge:
             total += wt
             if segment.vocabulary.has_word(w):
                 found += wt
+        for values in others:
+            total += NUMBER_WEIGHT
+            if values & segment.vocabulary.numbers:
+                found += NUMBER_WEIGHT
         return found / total if total else 0.0
 
     def _swapped(
@@ -653,7 +726,8 @@ class LocalJudge:
                     return found
             return None
         for specific in self._specifics(clause):
-            shares = [self._rest_share(claim, specific, g) for g in segments]
+            others = self._other_numbers(clause, specific)
+            shares = [self._rest_share(claim, specific, g, others) for g in segments]
             if not shares:
                 return None
             best = max(range(len(shares)), key=shares.__getitem__)
@@ -678,9 +752,9 @@ class LocalJudge:
         parsed = lx.Claim.of(claim)
         if not parsed.words or not ctx.windows:
             return ""
-        order = self._windows(parsed, ctx).order
-        segments = ctx.window_segments[order[0]]
-        shares = [self._rest_share(parsed, specific, g) for g in segments]
+        segments = ctx.segments
+        others = self._other_numbers(claim, specific)
+        shares = [self._rest_share(parsed, specific, g, others) for g in segments]
         if not shares or max(shares) <= 0.0:
             return ""
         best = segments[max(range(len(shares)), key=shares.__getitem__)]
@@ -744,7 +818,7 @@ class LocalJudge:
                          f"passage: {closest}", 0.0, share, best, "comparison")
         needed = t.support if semantic and reworded else t.window_coverage
         # a close passage (the clause would pass) that says its name or number of another thing
-        swapped = self._swapped(windows.claim.text, windows.claim, ctx.window_segments[best]) \
+        swapped = self._swapped(windows.claim.text, windows.claim, ctx.segments) \
             if share >= needed else None
         if swapped is not None:
             specific, other, part = swapped
@@ -904,8 +978,9 @@ class LocalJudge:
         """A cheap hallucination risk for one record, in [0, 1] (1 = surely unsupported).
 
         1 − the support of the response's weakest statement under the local
-        verify step: 1 for an invented number or name, 0.5–1 for words the
-        context lacks or does not say together, 0–0.125 for supported ones.
+        verify step: 1 for an invented or swapped number or name and for a
+        negation, above 0.5 for words the context lacks or does not say
+        together, at most 1 − ``support`` (0.35) for supported ones.
         ``semantic=False`` skips the MiniLM word matching: lexical checks only,
         no model call at all, a little stricter.
         """
@@ -923,8 +998,12 @@ class LocalJudge:
     # questions
 
     def question(self, response: str) -> GeneratedQuestion:
-        noncommittal = bool(NONCOMMITTAL.search(response.lower())) or not response.strip()
-        return GeneratedQuestion(question=response, noncommittal=int(noncommittal))
+        """No question is generated: the response stands in for one, marked as such
+        (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
+        noncommittal = (bool(NONCOMMITTAL.search(response.lower())) or not response.strip()
+                        or self.noncommittal(response))
+        return GeneratedQuestion(question=RESPONSE_AS_QUESTION + response,
+                                 noncommittal=int(noncommittal))
 
     # usefulness
 
@@ -970,7 +1049,7 @@ class LocalJudge:
             window_negated=[n for c in chunks for n in c.window_negated],
             window_content=[w for c in chunks for w in c.window_content],
             window_denials=[d for c in chunks for d in c.window_denials],
-            window_segments=[g for c in chunks for g in c.window_segments],
+            segments=[g for c in chunks for g in c.segments],
         )
 
     def _chunk(self, text: str) -> _Context:
@@ -1008,7 +1087,7 @@ class LocalJudge:
                 list(dict.fromkeys(chain.from_iterable(content[a:b]))) for a, b in spans
             ],
             window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
-            window_segments=[list(chain.from_iterable(parts[a:b])) for a, b in spans],
+            segments=list(chain.from_iterable(parts)),
         )
         with self._lock:
             self._contexts[text] = prepared

@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from itertools import takewhile
+from itertools import chain, takewhile
 from operator import attrgetter
 from pathlib import Path
 
@@ -110,6 +110,8 @@ _PM = re.compile(r"\s?p\.?\s?m\b\.?", re.IGNORECASE)
 #: A range of whole numbers ("6 to 11 years", "weeks 3–5", "between 2 and 4"): every value
 #: in it is in the text
 _RANGE = re.compile(r"(?<![\d.,])(\d{1,3})\s?(?:–|-|to|and)\s?(\d{1,3})(?![\d.,:])")
+_SPELLED = "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+_RANGE_WORDS = re.compile(rf"\b({_SPELLED})\s?(?:–|-|to|and)\s?({_SPELLED})\b", re.IGNORECASE)
 _PARTS = re.compile(r"['-]")
 
 MONTHS = frozenset(
@@ -301,14 +303,15 @@ class Vocabulary:
             for part in _PARTS.split(w) if part
         )
         # a spelled number is a whole word or a part of one: without one, no scan for it
-        counted = quantities(
-            text, spelled="one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
-        )
+        spelled = "one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
+        counted = quantities(text, spelled=spelled)
         spanned: set[float] = set()
         spanned_units: set[tuple[float, str]] = set()
         ranged = "-" in text or "–" in text or " to " in text or " and " in text
-        for m in _RANGE.finditer(text) if ranged else ():
-            low, high = int(m.group(1)), int(m.group(2))
+        for m in chain(_RANGE.finditer(text) if ranged else (),
+                       _RANGE_WORDS.finditer(text) if ranged and spelled else ()):
+            low, high = (int(m.group(k)) if m.group(k).isdigit()
+                         else int(NUMBER_WORDS[m.group(k).lower()]) for k in (1, 2))
             if low < high <= low + 50:
                 values = [float(v) for v in range(low, high + 1)]
                 spanned.update(values)

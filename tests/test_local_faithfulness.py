@@ -177,3 +177,16 @@ def test_answers_that_assert_something_are_not_noncommittal(
 ) -> None:
     assert not judge.noncommittal(response)
     assert judge.statements(response)
+
+
+REFUNDS = ("Refunds. Annual plans can be refunded in full within 30 days of purchase. "
+           "Monthly plans are not refundable.")
+
+
+def test_word_said_of_another_thing_is_a_role_swap(judge: LocalJudge) -> None:
+    [swapped] = judge.verify(REFUNDS, ["Monthly plans can be refunded within 30 days."])
+    assert swapped.verdict == 0 and swapped.rule == "swap"
+    assert "answer says 'monthly', the context says 'annual'" in swapped.reason
+    [right] = judge.verify(REFUNDS, ["Annual plans can be refunded within 30 days."])
+    assert right.verdict == 1, right.reason
+

@@ -256,6 +256,10 @@ class LocalThresholds:
     #: share of the rest of a clause a passage without its name or number must hold for
     #: the passage's other name or number to be a swap (rule 6)
     swap_rest: float = 0.67
+    #: words of a clause weighing at least this are checked for a swap (who does what) ...
+    role_weight: float = 3.0
+    #: ... against a word of the part the rest is said in, at this MiniLM cosine
+    role_similarity: float = 0.5
     #: a clause of at most this many informative words gets no graded word matches
     short_claim: int = 2
     #: share of the answer's content words a useful context holds
@@ -296,6 +300,9 @@ class Screen:
     faithfulness: float
     #: the reason of the weakest statement
     reason: str
+    #: graded local faithfulness: the mean `Check.support` of the statements, NaN without
+    #: statements (what faithfulness would be if the metric averaged supports)
+    support: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -643,19 +650,55 @@ class LocalJudge:
             q.units[0] if q.units and q.number.kind not in ("date", "year") else "",
         )
 
-    def _specifics(self, clause: str) -> list[_Specific]:
-        """The names and numbers of ``clause`` (numbers first)."""
-        return [*(self._number(q) for q in lx.quantities(clause, reach=1)),
-                *(self._name(n) for n in lx.names(clause))]
+    def _specifics(self, clause: str, claim: lx.Claim | None = None) -> list[_Specific]:
+        """The names and numbers of ``clause`` (numbers first), then, with ``claim``, its
+        informative words that no name holds (who does what: "monthly", "engineers")."""
+        found = [*(self._number(q) for q in lx.quantities(clause, reach=1)),
+                 *(self._name(n) for n in lx.names(clause))]
+        if claim is not None:
+            named = {w for f in found for w in f.words}
+            found.extend(
+                _Specific(w, "word", frozenset({w})) for w, wt in
+                zip(claim.words, claim.weights, strict=True)
+                if w not in named and w not in claim.capitalised and w not in lx.COMPARISONS
+                and wt >= self.thresholds.role_weight
+            )
+        return found
 
     @staticmethod
     def _holds(segment: lx.Segment, specific: _Specific) -> bool:
         vocabulary = segment.vocabulary
+        if specific.kind == "word":
+            return vocabulary.has_word(specific.surface)
         if specific.kind != "name":
             return bool(specific.values & vocabulary.numbers)
         return all(vocabulary.has_word(w) for w in specific.words) or (
             specific.surface.isupper() and lx.fold(specific.surface) in vocabulary.acronyms
         )
+
+    def _other_word(
+        self, segment: lx.Segment, specific: _Specific, claim: str,
+        holding: Sequence[lx.Segment],
+    ) -> str | None:
+        """The word of ``segment`` in the role ``specific`` has in ``claim``: one neither the
+        claim nor the parts holding ``specific`` have, closest to it by MiniLM (cosine ≥
+        ``role_similarity``: "annual" for "monthly", "designers" for "engineers")."""
+        said = lx.Vocabulary.of(claim)
+        root = specific.surface[:5]
+        candidates = [
+            w for w in lx.content_words(segment.text)
+            if w not in lx.DISCOURSE and w not in lx.GENERIC and not said.has_word(w)
+            and not w.startswith(root)  # another form of the same word ("refundable")
+            and not any(g.vocabulary.has_word(w) for g in holding)
+        ]
+        if not candidates:
+            return None
+        vectors = self.embedder.embed([specific.surface, *candidates])
+        t = self.thresholds
+        # parallel, not the same: a synonym is the same thing said again
+        fits = [(float(c), w) for c, w in zip(vectors[1:] @ vectors[0], candidates, strict=True)
+                if t.role_similarity <= float(c) < t.word_similarity]
+        return max(fits)[1] if fits else None
 
     @staticmethod
     def _other(
@@ -725,7 +768,7 @@ class LocalJudge:
                 if found is not None:
                     return found
             return None
-        for specific in self._specifics(clause):
+        for specific in self._specifics(clause, claim):
             others = self._other_numbers(clause, specific)
             shares = [self._rest_share(claim, specific, g, others) for g in segments]
             if not shares:
@@ -741,7 +784,14 @@ class LocalJudge:
             # not in this passage at all: a swap only where most of the rest is said
             if not holding and shares[best] < self.thresholds.swap_rest:
                 continue
-            other = self._other(segments[best], specific, clause)
+            if specific.kind == "word":
+                # a word of the clause the context says elsewhere, where the rest is said
+                if not holding or shares[best] < self.thresholds.swap_rest:
+                    continue
+                other = self._other_word(segments[best], specific, clause,
+                                         [segments[k] for k in holding])
+            else:
+                other = self._other(segments[best], specific, clause)
             if other:
                 return specific, other, segments[best]
         return None
@@ -993,6 +1043,7 @@ class LocalJudge:
             risk=round(1.0 - worst.support, 6),
             faithfulness=sum(c.verdict for c in checks) / len(checks),
             reason=worst.reason,
+            support=sum(c.support for c in checks) / len(checks),
         )
 
     # questions

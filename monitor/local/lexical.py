@@ -454,6 +454,16 @@ def weight(folded: str) -> float:
 # --- claims
 
 
+def _name_like(written: str, folded: str) -> bool:
+    """A capitalised first word that is likely a name: capitals inside ("TeenNick") or a
+    word BERT's vocabulary ranks past the common ones ("Pretoria", "Hemolytic")."""
+    return any(ch.isupper() for ch in written[1:]) or weight(folded) >= NAME_WEIGHT
+
+
+#: `weight` from which a capitalised first word is taken for a name (rank ≈ 25,000)
+NAME_WEIGHT = 6.3
+
+
 def strip_particle(statement: str) -> str:
     """``statement`` without a leading answer particle ("Yes, ...", "No: ...")."""
     return _PARTICLE.sub("", statement, count=1)
@@ -474,7 +484,8 @@ class Claim:
     capitals: frozenset[str]
     phrases: tuple[tuple[str, tuple[str, ...]], ...]
     negated: bool
-    #: words written with a capital past the first word (names, mostly): matched exactly only
+    #: words written with a capital past the first word, and a first word that looks like a
+    #: name (`_name_like`): matched exactly only
     capitalised: frozenset[str] = frozenset()
     #: the values of its numbers
     numbers: frozenset[float] = frozenset()
@@ -495,8 +506,8 @@ class Claim:
             phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
             negated=tokens.negated(),
             capitalised=frozenset(
-                f for w, f in zip(tokens.written[1:], tokens.folded[1:], strict=True)
-                if w[:1].isupper()
+                f for k, (w, f) in enumerate(zip(tokens.written, tokens.folded, strict=True))
+                if w[:1].isupper() and (k or _name_like(w, f))
             ),
             numbers=frozenset(v for n in numbers(text) for v in n.values)
             if _DIGIT.search(text) or not NUMBER_WORDS.keys().isdisjoint(tokens.folded)

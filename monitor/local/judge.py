@@ -329,8 +329,14 @@ class _Context:
     #: per window, its sentences that deny words: (the stems a negator denies there and
     #: no sentence of the window asserts, the sentence's vocabulary)
     window_denials: list[list[tuple[frozenset[str], lx.Vocabulary]]]
-    #: the parts of its sentences that each state one fact (`lx.Segment`), in order
-    segments: list[lx.Segment]
+    #: its sentences, with their vocabularies (for `LocalJudge._segments`)
+    sentences: list[str]
+    sentence_vocabularies: list[lx.Vocabulary]
+    #: the chunks of a context of several (empty for a chunk)
+    chunks: tuple[_Context, ...] = ()
+    #: the parts of its sentences that each state one fact (`lx.Segment`), in order; made on
+    #: first use (`LocalJudge._segments`)
+    segments: list[lx.Segment] | None = None
 
 
 @dataclass(frozen=True)
@@ -802,7 +808,7 @@ class LocalJudge:
         parsed = lx.Claim.of(claim)
         if not parsed.words or not ctx.windows:
             return ""
-        segments = ctx.segments
+        segments = self._segments(ctx)
         others = self._other_numbers(claim, specific)
         shares = [self._rest_share(parsed, specific, g, others) for g in segments]
         if not shares or max(shares) <= 0.0:
@@ -868,7 +874,7 @@ class LocalJudge:
                          f"passage: {closest}", 0.0, share, best, "comparison")
         needed = t.support if semantic and reworded else t.window_coverage
         # a close passage (the clause would pass) that says its name or number of another thing
-        swapped = self._swapped(windows.claim.text, windows.claim, ctx.segments) \
+        swapped = self._swapped(windows.claim.text, windows.claim, self._segments(ctx)) \
             if share >= needed else None
         if swapped is not None:
             specific, other, part = swapped
@@ -1100,8 +1106,24 @@ class LocalJudge:
             window_negated=[n for c in chunks for n in c.window_negated],
             window_content=[w for c in chunks for w in c.window_content],
             window_denials=[d for c in chunks for d in c.window_denials],
-            segments=[g for c in chunks for g in c.segments],
+            sentences=[x for c in chunks for x in c.sentences],
+            sentence_vocabularies=[v for c in chunks for v in c.sentence_vocabularies],
+            chunks=tuple(chunks),
         )
+
+    @staticmethod
+    def _segments(ctx: _Context) -> list[lx.Segment]:
+        """The segments of ``ctx``, each chunk's made once, on first use (only the swap check
+        and the reasons of missing names and numbers read them)."""
+        if ctx.chunks:
+            return [g for c in ctx.chunks for g in LocalJudge._segments(c)]
+        if ctx.segments is None:
+            # deterministic: threads racing here compute the same list
+            ctx.segments = [
+                g for s, v in zip(ctx.sentences, ctx.sentence_vocabularies, strict=True)
+                for g in lx.Segment.split(s, v)
+            ]
+        return ctx.segments
 
     def _chunk(self, text: str) -> _Context:
         with self._lock:
@@ -1115,7 +1137,6 @@ class LocalJudge:
         negated = [r.negated for r in read]
         content = [r.content for r in read]
         denials = [r.denials for r in read]
-        parts = [lx.Segment.split(s) for s in sentences]
         # windows: runs of 1..window_sentences neighbouring sentences, shortest first
         spans = [
             (i, i + n)
@@ -1138,7 +1159,8 @@ class LocalJudge:
                 list(dict.fromkeys(chain.from_iterable(content[a:b]))) for a, b in spans
             ],
             window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
-            segments=list(chain.from_iterable(parts)),
+            sentences=sentences,
+            sentence_vocabularies=vocabularies,
         )
         with self._lock:
             self._contexts[text] = prepared

@@ -582,15 +582,19 @@ class Segment:
     quantities: tuple[Quantity, ...]
 
     @classmethod
-    def split(cls, sentence: str) -> list[Segment]:
+    def split(cls, sentence: str, vocabulary: Vocabulary | None = None) -> list[Segment]:
         """The `segments` of ``sentence``, names found in the whole sentence (a name that
-        starts a part is still a name)."""
-        found = names(sentence)
-        return [
-            cls(part, Vocabulary.of(part), tuple(n for n in found if n in part),
-                tuple(quantities(part, reach=1)))
-            for part in segments(sentence)
-        ]
+        starts a part is still a name); ``vocabulary``: the sentence's, reused when the
+        sentence is one part."""
+        parts = segments(sentence)
+        found = names(sentence) if any(ch.isupper() for ch in sentence[1:]) else []
+        out = []
+        for part in parts:
+            said = vocabulary if vocabulary is not None and len(parts) == 1 \
+                else Vocabulary.of(part)
+            counted = tuple(quantities(part, reach=1)) if said.numbers else ()
+            out.append(cls(part, said, tuple(n for n in found if n in part), counted))
+        return out
 
 
 # --- numbers
@@ -612,6 +616,16 @@ def numbers(text: str) -> list[Number]:
 
 def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     """`numbers` with the end offset of each in ``text`` (numerals only unless ``spelled``)."""
+    return list(_scan_numbers(text, spelled))
+
+
+@lru_cache(maxsize=32768)
+def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
+    """`_numbers`, once per text (the verify step reads a clause's numbers several times)."""
+    return tuple(_find_numbers(text, spelled=spelled))
+
+
+def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     found: list[tuple[Number, int]] = []
     for m in _NUMBER_WORDS_RE.finditer(text) if spelled else ():
         # IGNORECASE also matches Unicode case variants ("ſix"): not number words
@@ -712,6 +726,13 @@ SAME_COMPARISON = {"next": "following", "following": "next", "previous": "prior"
 
 
 def names(text: str) -> list[str]:
+    """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``);
+    see `_names`."""
+    return list(_names(text))
+
+
+@lru_cache(maxsize=32768)
+def _names(text: str) -> tuple[str, ...]:
     """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``).
 
     A capitalised word that only starts the sentence, and is a stopword or the
@@ -742,7 +763,7 @@ def names(text: str) -> list[str]:
         prev_end = m.end()
     if run:
         spans.extend(_close_run(run, run_starts_sentence))
-    return spans
+    return tuple(spans)
 
 
 def _close_run(run: list[str], starts_sentence: bool) -> list[str]:

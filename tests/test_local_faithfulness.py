@@ -190,3 +190,36 @@ def test_word_said_of_another_thing_is_a_role_swap(judge: LocalJudge) -> None:
     [right] = judge.verify(REFUNDS, ["Annual plans can be refunded within 30 days."])
     assert right.verdict == 1, right.reason
 
+
+
+@pytest.mark.parametrize(
+    ("context", "statement", "said", "other"),
+    [
+        ("Free shipping applies to orders within the EU. Orders outside the EU pay a flat fee "
+         "of EUR 15.", "Orders outside the EU get free shipping.", "outside", "within"),
+        ("Contracts under $50,000 are approved by the department head. Contracts of $50,000 or "
+         "more must be approved by the CFO.", "Contracts under $50,000 must be approved by the "
+         "CFO.", "under", "more"),
+    ],
+)
+def test_opposite_words_are_swaps(
+    judge: LocalJudge, context: str, statement: str, said: str, other: str
+) -> None:
+    [check] = judge.verify(context, [statement])
+    assert check.verdict == 0 and check.rule == "swap"
+    assert f"answer says '{said}', the context says '{other}'" in check.reason
+
+
+def test_a_list_of_quantities_shares_its_subject(judge: LocalJudge) -> None:
+    # "EUR 80 for trips outside the EU" is the daily meal allowance too
+    context = ("The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
+               "outside the EU.")
+    [swapped] = judge.verify(context, ["Outside the EU the daily meal allowance is EUR 60."])
+    assert "answer says 'EUR 60', the context says 'EUR 80'" in swapped.reason
+
+
+def test_opposite_word_said_where_the_context_says_it_passes(judge: LocalJudge) -> None:
+    context = ("The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
+               "outside the EU.")
+    [check] = judge.verify(context, ["Outside the EU the daily meal allowance is EUR 80."])
+    assert check.verdict == 1, check.reason

@@ -258,8 +258,10 @@ class LocalThresholds:
     swap_rest: float = 0.67
     #: words of a clause weighing at least this are checked for a swap (who does what) ...
     role_weight: float = 3.0
-    #: ... against a word of the part the rest is said in, at this MiniLM cosine
+    #: ... against a word of the part the rest is said in, at this MiniLM cosine or more ...
     role_similarity: float = 0.5
+    #: ... and less than this (the same word said again: "refunded"/"refundable")
+    role_same: float = 0.9
     #: a clause of at most this many informative words gets no graded word matches
     short_claim: int = 2
     #: share of the answer's content words a useful context holds
@@ -663,6 +665,8 @@ class LocalJudge:
                  *(self._name(n) for n in lx.names(clause))]
         if claim is not None:
             named = {w for f in found for w in f.words}
+            found.extend(_Specific(w, "word", frozenset({w})) for w in dict.fromkeys(
+                lx.fold(x) for x in lx.words(clause)) if w in lx.OPPOSITES)
             found.extend(
                 _Specific(w, "word", frozenset({w})) for w, wt in
                 zip(claim.words, claim.weights, strict=True)
@@ -690,6 +694,10 @@ class LocalJudge:
         claim nor the parts holding ``specific`` have, closest to it by MiniLM (cosine ≥
         ``role_similarity``: "annual" for "monthly", "designers" for "engineers")."""
         said = lx.Vocabulary.of(claim)
+        opposite = [w for w in lx.OPPOSITES.get(specific.surface, ())
+                    if w in segment.vocabulary.folded and w not in said.folded]
+        if opposite:
+            return opposite[0]
         root = specific.surface[:5]
         candidates = [
             w for w in lx.content_words(segment.text)
@@ -703,7 +711,7 @@ class LocalJudge:
         t = self.thresholds
         # parallel, not the same: a synonym is the same thing said again
         fits = [(float(c), w) for c, w in zip(vectors[1:] @ vectors[0], candidates, strict=True)
-                if t.role_similarity <= float(c) < t.word_similarity]
+                if t.role_similarity <= float(c) < t.role_same]
         return max(fits)[1] if fits else None
 
     @staticmethod
@@ -748,7 +756,9 @@ class LocalJudge:
             if w in specific.words:
                 continue
             total += wt
-            if segment.vocabulary.has_word(w):
+            if segment.vocabulary.has_word(w) or (
+                segment.shared is not None and segment.shared.has_word(w)
+            ):
                 found += wt
         for values in others:
             total += NUMBER_WEIGHT

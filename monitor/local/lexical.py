@@ -80,6 +80,18 @@ COMPARISONS = frozenset(
     """.split()
 )
 
+#: Words whose opposite says the other case ("within the EU" / "outside the EU", "under
+#: $50,000" / "$50,000 or more"): a clause saying one where its passage says the other
+#: swapped them (most are function words, no content word of a claim).
+OPPOSITES = {
+    "within": ("outside",), "inside": ("outside",), "outside": ("within", "inside"),
+    "under": ("over", "above", "more"), "below": ("above", "over", "more"),
+    "over": ("under", "below", "less"), "above": ("below", "under", "less"),
+    "before": ("after",), "after": ("before",), "minimum": ("maximum",),
+    "maximum": ("minimum",), "domestic": ("international",), "international": ("domestic",),
+    "online": ("paper", "offline"), "paper": ("online",), "offline": ("online",),
+}
+
 #: Spelled numbers taken as values ("one" is left out: it is mostly a pronoun).
 NUMBER_WORDS = {
     w: float(i)
@@ -564,6 +576,14 @@ _SEGMENT = re.compile(
 )
 
 
+#: A part that starts with a number: the next item of a list of quantities.
+_LIST_ITEM = re.compile(
+    r"(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
+    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b",
+    re.I,
+)
+
+
 def segments(sentence: str) -> list[str]:
     """The parts of ``sentence`` that each state one fact ("three months for managers" |
     "one month for all other staff"): where a swapped name or number shows."""
@@ -580,6 +600,10 @@ class Segment:
     names: tuple[str, ...]
     #: `quantities` with one unit word
     quantities: tuple[Quantity, ...]
+    #: a part that goes on a list of quantities ("… EUR 60 for trips within the EU | EUR 80
+    #: for trips outside the EU") shares the words the list started with ("daily meal
+    #: allowance"): those of the sentence's first part before its first number
+    shared: Vocabulary | None = None
 
     @classmethod
     def split(cls, sentence: str, vocabulary: Vocabulary | None = None) -> list[Segment]:
@@ -588,12 +612,20 @@ class Segment:
         sentence is one part."""
         parts = segments(sentence)
         found = names(sentence) if any(ch.isupper() for ch in sentence[1:]) else []
-        out = []
-        for part in parts:
+        out: list[Segment] = []
+        shared: Vocabulary | None = None
+        for k, part in enumerate(parts):
             said = vocabulary if vocabulary is not None and len(parts) == 1 \
                 else Vocabulary.of(part)
             counted = tuple(quantities(part, reach=1)) if said.numbers else ()
-            out.append(cls(part, said, tuple(n for n in found if n in part), counted))
+            goes_on = k > 0 and bool(_LIST_ITEM.match(part))
+            if goes_on and shared is None:
+                first = _numbers(parts[0])
+                head = parts[0][: min(end - len(n.surface) for n, end in first)] if first \
+                    else ""
+                shared = Vocabulary.of(head)
+            out.append(cls(part, said, tuple(n for n in found if n in part), counted,
+                           shared if goes_on else None))
         return out
 
 

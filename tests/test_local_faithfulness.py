@@ -223,3 +223,22 @@ def test_opposite_word_said_where_the_context_says_it_passes(judge: LocalJudge) 
                "outside the EU.")
     [check] = judge.verify(context, ["Outside the EU the daily meal allowance is EUR 80."])
     assert check.verdict == 1, check.reason
+
+
+def test_the_issue_paraphrase_passes(judge: LocalJudge) -> None:
+    context = ("Employees may transfer up to five unused annual leave days to the following "
+               "calendar year. Days beyond that limit expire on 31 December.")
+    answer = ("You can move a maximum of five leftover holiday days into the next year; anything "
+              "above that is lost at the end of December.")
+    checks = judge.verify(context, judge.statements(answer))
+    assert [c.verdict for c in checks] == [1], [c.reason for c in checks]
+
+
+def test_synonyms_count_as_reworded_words() -> None:
+    assert lx.stem("expire") in lx.synonyms("lost")
+    assert lx.synonyms("deleted").isdisjoint({lx.stem("moved")})
+    claim = lx.Claim.of("Leftover days are lost.")
+    vocabulary = lx.Vocabulary.of("Unused days expire.")
+    assert claim.missing(vocabulary) == []
+    assert claim.synonymous(vocabulary) == ["leftover", "lost"]
+

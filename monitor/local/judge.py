@@ -1015,7 +1015,9 @@ class LocalJudge:
             soft = [w for w in missing if w not in lx.COMPARISONS and w not in claim.capitalised]
             window_words = ctx.window_content[i]
             credit: dict[str, float] = {}
-            reworded = graded and len(soft) > 1
+            # words found as synonyms are reworded too
+            reworded = graded and len(soft) + len(
+                claim.synonymous(ctx.window_vocabularies[i])) > 1
             if window_words and soft:
                 sims = np.stack([vectors[w] for w in soft]) @ np.stack(
                     [vectors[w] for w in window_words]

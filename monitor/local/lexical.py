@@ -429,6 +429,64 @@ def negated_word(folded: str) -> bool:
     return len(folded) >= 6 and folded.startswith("un") and folded[2:] in _ranks()
 
 
+#: Words that say the same in the policy, product and service texts RAG answers paraphrase
+#: ("lost" for "expire", "sign-off" for "approval"), each group one meaning. MiniLM's word
+#: vectors rate many of these pairs no closer than unrelated words of the same topic.
+SYNONYM_GROUPS = (
+    "expire expiry lapse lost lose forfeit forfeited void",
+    "transfer move carry roll",
+    "maximum max limit cap most",
+    "minimum min least",
+    "unused leftover remaining untaken spare",
+    "following next subsequent",
+    "previous prior preceding",
+    "require required requirement mandatory compulsory obligatory must need needed",
+    "allow allowed permit permitted",
+    "approve approval approved sign authorise authorize authorised authorized",
+    "refund refunded refundable reimburse reimbursed reimbursement",
+    "employee employees staff worker workers personnel",
+    "holiday holidays vacation leave pto",
+    "salary wage wages pay compensation",
+    "fee charge cost price",
+    "cancel cancelled canceled terminate terminated termination",
+    "purchase purchased buy bought",
+    "start begin commence",
+    "finish complete",
+    "phone mobile cell",
+    "doctor physician gp",
+    "medicine medication drug",
+    "car vehicle",
+    "headquarters hq",
+    "deadline due",
+    "yearly annual annually",
+    "monthly month",
+    "daily day",
+    "weekly week",
+    "free complimentary",
+    "immediately instantly",
+    "help assist assistance support",
+    "contact reach call ring phone",
+    "delete deleted erase erased",
+    "error failure",
+    "monitor display screen",
+)
+
+
+@lru_cache(maxsize=1)
+def _synonym_table() -> dict[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for group in SYNONYM_GROUPS:
+        stems = {stem(w) for w in group.split()}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return {s: frozenset(others) for s, others in table.items()}
+
+
+def synonyms(folded: str) -> frozenset[str]:
+    """The stems of the words of `SYNONYM_GROUPS` that mean what ``folded`` means."""
+    return _synonym_table().get(stem(folded), frozenset())
+
+
 # --- how informative a word is
 
 
@@ -543,12 +601,18 @@ class Claim:
             w for w in self.words
             if not vocabulary.has_word(w)
             and not (w in self.capitals and w in vocabulary.acronyms)
+            and vocabulary.stems.isdisjoint(synonyms(w))
         ]
         if not lacking or not self.phrases:
             return lacking
         expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
                     for w in run}
         return [w for w in lacking if w not in expanded]
+
+    def synonymous(self, vocabulary: Vocabulary) -> list[str]:
+        """The claim's words ``vocabulary`` has only as a synonym (`synonyms`): reworded."""
+        return [w for w in self.words if not vocabulary.has_word(w)
+                and not vocabulary.stems.isdisjoint(synonyms(w))]
 
     def share(self, missing: Sequence[str]) -> float:
         """The weighted share of the claim's words not in ``missing`` (1.0 without words)."""

@@ -45,17 +45,20 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        to ``window_sentences`` neighbouring sentences of one passage; windows
        ranked by the words they hold exactly, then by the clause's numbers).
        A word counts 1 when found by folded form, stem, acronym (``MFA`` ↔
-       "multi-factor authentication", both ways); in the lexically best
+       "multi-factor authentication", both ways) or a word of its group of
+       `lexical.SYNONYM_GROUPS` (``lost`` ↔ "expire", ``sign`` ↔ "approve": a
+       small thesaurus of the paraphrases these answers use); in the lexically best
        windows (``semantic_windows``) it counts by the MiniLM cosine of its
        closest word of the window, 0 below ``soft_low``, 1 from ``soft_high``,
        linear between (`soft_match`: ``leftover``/``unused``,
        ``move``/``transfer``). The support is the weighted share so counted,
        and the clause passes at ``support``. Graded matches are for
-       paraphrases: when the window lacks only one word of the clause, that
-       word must be a synonym (cosine ≥ ``word_similarity``) and the clause
-       must reach ``window_coverage`` (a copy that changes one word changes
-       the fact: "deleted" for "moved"), as must a clause of at most
-       ``short_claim`` words. Words written with a capital past the first and
+       paraphrases: when only one word of the clause is reworded (not in the
+       window as written, by stem or acronym), a word MiniLM compares must be
+       a synonym (cosine ≥ ``word_similarity``) and the clause must reach
+       ``window_coverage`` (a copy that changes one word changes the fact:
+       "deleted" for "moved"), as must a clause of at most ``short_claim``
+       words. Words written with a capital past the first and
        words of comparison or order ("first", "larger"; "next" is
        "following") match only as themselves. ``semantic=False`` (the lexical
        risk screen) counts exact matches only, needs ``window_coverage`` and
@@ -70,18 +73,25 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        asserts, in a sentence holding at least ``min_coverage`` of its weight
        ("SMS codes are allowed" vs "… are not allowed"; the reason names the
        word: ``context negates 'allowed'``);
-    6. a clause that would pass does not put a name or number where its window
-       has another (the swap check, `_swapped`): the rest of the clause (its
-       words but that name's or number's) is aligned to the part of the window
-       that holds most of it (`lexical.segments`: sentences cut at ``;``,
-       ``:``, a comma before a conjunction, "but", "while", "whereas", "and"
-       before a number); when that part lacks the name or number, holds more
-       of the rest than every part that has it (and the part that has it is
-       no title of three words or fewer), and has another name, or a number of
-       the same kind and unit, the clause swapped them: ``answer says 'one
-       month', the context says 'three months'``, with the part quoted. A name
-       or number absent from the window swaps only where the part holds
-       ``swap_rest`` of the rest;
+    6. a clause that would pass does not say a name, number or word where the
+       context says another (the swap check, `_swapped`): the rest of the
+       clause (its words but that one, and its other numbers) is aligned to the
+       part of the context that holds most of it (`lexical.segments`: sentences
+       cut at ``;``, ``:``, a comma before a conjunction, "but", "while",
+       "whereas", "and" before a number — such a next item of a list of
+       quantities shares the words its list started with); when that part
+       lacks it, holds more of the rest than every part that has it (and no
+       part that has it is a title of three words or fewer), and has another
+       of its kind, the clause swapped them, and the reason names both, with
+       the part quoted: ``answer says 'one month', the context says 'three
+       months'``. Of its kind: a name; a number of the same kind and unit; for
+       a word of weight ≥ ``role_weight`` said elsewhere in the context (who
+       does what), its opposite (`lexical.OPPOSITES`: "within"/"outside") or
+       a word MiniLM calls parallel (cosine in [``role_similarity``,
+       ``role_same``): "annual" for "monthly", "designers" for
+       "engineers"), not another form of it. A word swaps, and a name or
+       number that no single part holds swaps, only where the aligned part
+       holds ``swap_rest`` of the rest;
     7. a clause short of passing with a window share ≥ ``tie_coverage`` still
        passes when MiniLM says it restates its best window (sentence cosine ≥
        ``sentence_similarity``).

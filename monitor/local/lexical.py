@@ -1,9 +1,13 @@
-"""Cheap text analysis for the local judge: sentences, words, numbers and names.
+"""Cheap text analysis for the local judge: sentences and their parts, words, numbers, names.
 
 Pure functions, no model. The checks here catch the commonest RAG
 hallucinations without an LLM: an amount, date, number or name in a statement
 that the context never mentions, and statements whose words are scattered
 over the context instead of said together in one place.
+
+A small thesaurus (`SYNONYM_GROUPS`) and a list of opposites (`OPPOSITES`)
+cover what MiniLM's word vectors do not: paraphrases they rate no closer than
+unrelated words, and the function words of who-gets-what ("within"/"outside").
 
 Words are compared on a light normal form: Unicode accents stripped, lower
 case, possessive dropped, a few English inflections removed (``cities`` →

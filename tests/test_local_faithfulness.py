@@ -242,3 +242,20 @@ def test_synonyms_count_as_reworded_words() -> None:
     assert claim.missing(vocabulary) == []
     assert claim.synonymous(vocabulary) == ["leftover", "lost"]
 
+
+
+def test_lexical_screen_checks_swaps_without_a_model_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge = LocalJudge()
+
+    def no_model(texts: object) -> None:
+        raise AssertionError("the lexical screen called MiniLM")
+
+    monkeypatch.setattr(judge.embedder, "embed", no_model)
+    swapped = judge.screen([PROBATION], "Managers are on probation for one month.",
+                           semantic=False)
+    assert swapped.risk == 1.0 and "'three months'" in swapped.reason
+    role = judge.screen([REFUNDS], "Monthly plans can be refunded within 30 days.",
+                        semantic=False)
+    assert role.faithfulness == 1.0  # no parallel words without MiniLM

@@ -698,11 +698,12 @@ class LocalJudge:
 
     def _other_word(
         self, segment: lx.Segment, specific: _Specific, claim: str,
-        holding: Sequence[lx.Segment],
+        holding: Sequence[lx.Segment], semantic: bool = True,
     ) -> str | None:
         """The word of ``segment`` in the role ``specific`` has in ``claim``: one neither the
         claim nor the parts holding ``specific`` have, closest to it by MiniLM (cosine ≥
-        ``role_similarity``: "annual" for "monthly", "designers" for "engineers")."""
+        ``role_similarity``: "annual" for "monthly", "designers" for "engineers"; with
+        ``semantic=False`` opposites only, no model call)."""
         said = lx.Vocabulary.of(claim)
         opposite = [w for w in lx.OPPOSITES.get(specific.surface, ())
                     if w in segment.vocabulary.folded and w not in said.folded]
@@ -715,7 +716,7 @@ class LocalJudge:
             and not w.startswith(root)  # another form of the same word ("refundable")
             and not any(g.vocabulary.has_word(w) for g in holding)
         ]
-        if not candidates:
+        if not candidates or not semantic:
             return None
         vectors = self.embedder.embed([specific.surface, *candidates])
         t = self.thresholds
@@ -777,7 +778,8 @@ class LocalJudge:
         return found / total if total else 0.0
 
     def _swapped(
-        self, clause: str, claim: lx.Claim, segments: Sequence[lx.Segment]
+        self, clause: str, claim: lx.Claim, segments: Sequence[lx.Segment],
+        semantic: bool = True,
     ) -> tuple[_Specific, str, lx.Segment] | None:
         """Rule 6: a name or number of ``clause`` that its window says of something else.
 
@@ -790,7 +792,7 @@ class LocalJudge:
         parts = lx.segments(clause)
         if len(parts) > 1:
             for part in parts:
-                found = self._swapped(part, lx.Claim.of(part), segments)
+                found = self._swapped(part, lx.Claim.of(part), segments, semantic)
                 if found is not None:
                     return found
             return None
@@ -815,7 +817,7 @@ class LocalJudge:
                 if not holding or shares[best] < self.thresholds.swap_rest:
                     continue
                 other = self._other_word(segments[best], specific, clause,
-                                         [segments[k] for k in holding])
+                                         [segments[k] for k in holding], semantic)
             else:
                 other = self._other(segments[best], specific, clause)
             if other:
@@ -894,7 +896,8 @@ class LocalJudge:
                          f"passage: {closest}", 0.0, share, best, "comparison")
         needed = t.support if semantic and reworded else t.window_coverage
         # a close passage (the clause would pass) that says its name or number of another thing
-        swapped = self._swapped(windows.claim.text, windows.claim, self._segments(ctx)) \
+        swapped = self._swapped(windows.claim.text, windows.claim, self._segments(ctx),
+                                semantic) \
             if share >= needed else None
         if swapped is not None:
             specific, other, part = swapped

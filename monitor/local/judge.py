@@ -58,9 +58,10 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        a synonym (cosine ≥ ``word_similarity``) and the clause must reach
        ``window_coverage`` (a copy that changes one word changes the fact:
        "deleted" for "moved"), as must a clause of at most ``short_claim``
-       words. Words written with a capital past the first and
-       words of comparison or order ("first", "larger"; "next" is
-       "following") match only as themselves. ``semantic=False`` (the lexical
+       words. Words written with a capital past the first (and a first word
+       that looks like a name), units of time (`lexical.TIME_UNITS`: "week" is
+       not "renewal") and words of comparison or order ("first", "larger";
+       "next" is "following") match only as themselves or by the thesaurus. ``semantic=False`` (the lexical
        risk screen) counts exact matches only, needs ``window_coverage`` and
        fails a clause with less than ``min_coverage`` of its words anywhere in
        the context at once;
@@ -956,13 +957,13 @@ class LocalJudge:
         """The words MiniLM compares for ``windows``: none when a window matches exactly."""
         if not windows.order or not windows.exact[windows.order[0]]:
             return []
-        exact = windows.exact
-        # only soft words (no comparisons) are compared, in windows that can still win
+        exact, claim = windows.exact, windows.claim
+        # only soft words (`_exact_only` ones are not) are compared, in windows that can win
         top = [
             i for i in self._contenders(windows)
-            if ctx.window_content[i] and any(w not in lx.COMPARISONS for w in exact[i])
+            if ctx.window_content[i] and any(not _exact_only(claim, w) for w in exact[i])
         ]
-        unmatched = sorted({w for i in top for w in exact[i] if w not in lx.COMPARISONS})
+        unmatched = sorted({w for i in top for w in exact[i] if not _exact_only(claim, w)})
         candidates = sorted({w for i in top for w in ctx.window_content[i]})
         return [*unmatched, *candidates]
 
@@ -977,7 +978,7 @@ class LocalJudge:
         floor = claim.share(exact[top[0]])
         return [top[0], *(
             i for i in top[1:]
-            if claim.share([w for w in exact[i] if w in lx.COMPARISONS]) > floor
+            if claim.share([w for w in exact[i] if _exact_only(claim, w)]) > floor
         )]
 
     def _word_vectors(self, pending: Sequence[tuple[_Windows, _Context]]) -> dict[str, Vector]:
@@ -1025,7 +1026,7 @@ class LocalJudge:
         best_share, best_missing, best_reworded = -1.0, list(claim.words), False
         for i in self._contenders(windows):
             missing = exact[i]
-            soft = [w for w in missing if w not in lx.COMPARISONS and w not in claim.capitalised]
+            soft = [w for w in missing if not _exact_only(claim, w)]
             window_words = ctx.window_content[i]
             credit: dict[str, float] = {}
             # words found as synonyms are reworded too
@@ -1192,6 +1193,12 @@ class LocalJudge:
             if len(self._contexts) > self.context_cache_size:
                 self._contexts.popitem(last=False)
         return prepared
+
+
+def _exact_only(claim: lx.Claim, word: str) -> bool:
+    """A word of ``claim`` MiniLM does not match: a word of comparison or order, a unit of
+    time, a word written with a capital (`lx.Claim.capitalised`)."""
+    return word in lx.COMPARISONS or word in lx.TIME_UNITS or word in claim.capitalised
 
 
 def source_says(source: VerifySource) -> str:

@@ -96,6 +96,16 @@ OPPOSITES = {
     "online": ("paper", "offline"), "paper": ("online",), "offline": ("online",),
 }
 
+#: Units of time: a statement's "end of the week" is not the context's "next renewal" or
+#: "month", however close MiniLM puts them; they match as themselves (or a thesaurus word).
+TIME_UNITS = frozenset(
+    """
+    second seconds minute minutes hour hours day days week weeks weekend weekends month months
+    quarter quarters year years decade decades morning mornings afternoon evening evenings night
+    nights monday tuesday wednesday thursday friday saturday sunday weekday weekdays
+    """.split()
+)
+
 #: Spelled numbers taken as values ("one" is left out: it is mostly a pronoun).
 NUMBER_WORDS = {
     w: float(i)

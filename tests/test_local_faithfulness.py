@@ -259,3 +259,9 @@ def test_lexical_screen_checks_swaps_without_a_model_call(
     role = judge.screen([REFUNDS], "Monthly plans can be refunded within 30 days.",
                         semantic=False)
     assert role.faithfulness == 1.0  # no parallel words without MiniLM
+
+
+def test_an_invented_acronym_is_compared_with_acronyms_only(judge: LocalJudge) -> None:
+    context = "Hardware. Designers receive a MacBook Pro with 18 GB of memory. Security keys ship."
+    [check] = judge.verify(context, ["Designers get a MacBook Pro with 18 GB of RAM."])
+    assert check.verdict == 0 and check.reason == "name 'RAM' not in context"

@@ -736,7 +736,9 @@ class LocalJudge:
             said = {lx.fold(w) for w in lx.words(claim)}
             for name in segment.names:
                 parts = {lx.fold(w) for w in _NAME_PARTS.split(name) if w}
-                if parts and parts.isdisjoint(said) and (parts <= lx.MONTHS) == specific.month:
+                # of its kind: a month for a month, an acronym for an acronym
+                if parts and parts.isdisjoint(said) and (parts <= lx.MONTHS) == specific.month \
+                        and name.isupper() == specific.surface.isupper():
                     # as written, with the digits a name may end in ("Amazon S3")
                     written = re.search(re.escape(name) + r"[\w-]*", segment.text)
                     return written.group(0) if written else name

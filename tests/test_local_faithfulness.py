@@ -262,6 +262,6 @@ def test_lexical_screen_checks_swaps_without_a_model_call(
 
 
 def test_an_invented_acronym_is_compared_with_acronyms_only(judge: LocalJudge) -> None:
-    context = "Hardware. Designers receive a MacBook Pro with 18 GB of memory. Security keys ship."
+    context = "Hardware. Each designer gets a MacBook Pro with 18 GB of memory, bought from Apple."
     [check] = judge.verify(context, ["Designers get a MacBook Pro with 18 GB of RAM."])
     assert check.verdict == 0 and check.reason == "name 'RAM' not in context"

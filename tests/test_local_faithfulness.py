@@ -265,3 +265,21 @@ def test_an_invented_acronym_is_compared_with_acronyms_only(judge: LocalJudge) -
     context = "Hardware. Each designer gets a MacBook Pro with 18 GB of memory, bought from Apple."
     [check] = judge.verify(context, ["Designers get a MacBook Pro with 18 GB of RAM."])
     assert check.verdict == 0 and check.reason == "name 'RAM' not in context"
+
+
+@pytest.mark.parametrize(
+    ("statement", "said", "other"),
+    [("Sick leave is unpaid.", "unpaid", "paid")],
+)
+def test_a_word_flipped_by_its_prefix_is_a_negation(
+    judge: LocalJudge, statement: str, said: str, other: str
+) -> None:
+    context = "Employees receive 10 days of paid sick leave per year."
+    [check] = judge.verify(context, [statement])
+    assert check.verdict == 0 and check.rule == "negation"
+    assert f"answer says '{said}', the context says '{other}'" in check.reason
+    [right] = judge.verify(context, ["Sick leave is paid."])
+    assert right.verdict == 1, right.reason
+    [back] = judge.verify("Unpaid invoices are suspended after 30 days.",
+                          ["Paid invoices are suspended after 30 days."])
+    assert back.verdict == 0 and "the context says 'unpaid'" in back.reason

@@ -61,12 +61,15 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
        words. Words written with a capital past the first (and a first word
        that looks like a name), units of time (`lexical.TIME_UNITS`: "week" is
        not "renewal") and words of comparison or order ("first", "larger";
-       "next" is "following") match only as themselves or by the thesaurus. ``semantic=False`` (the lexical
-       risk screen) counts exact matches only, needs ``window_coverage`` and
+       "next" is "following") match only as themselves or by the thesaurus.
+       ``semantic=False`` (the lexical risk screen) counts exact matches
+       only, needs ``window_coverage`` and
        fails a clause with less than ``min_coverage`` of its words anywhere in
        the context at once;
     5. it does not negate what its best window says ("un-" words such as
-       "unused" negate a context sentence too), and, without a negation of its
+       "unused" negate a context sentence too), does not flip a word by its
+       prefix ("unpaid" where the window says "paid", or the reverse), and,
+       without a negation of its
        own, does not assert a word its best window denies: one a negator
        governs there (`lexical.denials`: up to three content words right after
        "not", "no", "never", "without", "-n't", … past a few function words,
@@ -892,6 +895,11 @@ class LocalJudge:
             return Check(0, f"{where} negates {lx.quote(denied)}", 0.0, share, best,
                          "negation")
         passage = ctx.window_vocabularies[best]
+        flipped = self._flipped(windows.claim, passage, ctx.window_negated[best])
+        if flipped is not None:
+            said, other = flipped
+            return Check(0, f"answer says '{said}', {source_says(source)} '{other}': {closest}",
+                         0.0, share, best, "negation")
         comparisons = [w for w in unmatched if w in lx.COMPARISONS
                        and not passage.has_word(lx.SAME_COMPARISON.get(w, w))]
         if comparisons:
@@ -916,6 +924,21 @@ class LocalJudge:
                 "passage")
         return Check(0, f"{said} (support {share:.2f}); closest: {closest}", share / 2, share,
                      best, "window")
+
+    @staticmethod
+    def _flipped(
+        claim: lx.Claim, passage: lx.Vocabulary, passage_negated: bool
+    ) -> tuple[str, str] | None:
+        """A word of ``claim`` negated by its prefix where the passage has the plain word
+        ("unpaid" for "paid"), or, in a claim without a negation, the reverse: (the claim's
+        word, the passage's)."""
+        for w in claim.words:
+            if lx.negated_word(w) and not passage_negated and passage.has_word(w[2:]) \
+                    and not passage.has_word(w):
+                return w, w[2:]
+            if not claim.negated and not passage.has_word(w) and passage.has_word("un" + w):
+                return w, "un" + w
+        return None
 
     def _denied(self, claim: lx.Claim, ctx: _Context, best: int | None) -> list[str]:
         """Rule 5, the other way: words ``claim`` asserts (it has no negation) that a sentence

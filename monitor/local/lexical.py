@@ -729,7 +729,7 @@ def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     return list(_scan_numbers(text, spelled))
 
 
-@lru_cache(maxsize=32768)
+@lru_cache(maxsize=8192)
 def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
     """`_numbers`, once per text (the verify step reads a clause's numbers several times)."""
     return tuple(_find_numbers(text, spelled=spelled))
@@ -841,7 +841,7 @@ def names(text: str) -> list[str]:
     return list(_names(text))
 
 
-@lru_cache(maxsize=32768)
+@lru_cache(maxsize=8192)
 def _names(text: str) -> tuple[str, ...]:
     """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``).
 

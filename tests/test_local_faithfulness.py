@@ -283,3 +283,9 @@ def test_a_word_flipped_by_its_prefix_is_a_negation(
     [back] = judge.verify("Unpaid invoices are suspended after 30 days.",
                           ["Paid invoices are suspended after 30 days."])
     assert back.verdict == 0 and "the context says 'unpaid'" in back.reason
+
+
+def test_an_assertion_about_what_something_depends_on_is_a_statement(judge: LocalJudge) -> None:
+    response = "Whether you can carry days over depends on your manager's approval."
+    assert not judge.noncommittal(response)
+    assert judge.statements(response) == [response]

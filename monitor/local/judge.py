@@ -201,7 +201,8 @@ NONCOMMITTAL = re.compile(
     r"|not\s+(?:mentioned|specified|stated|provided|available|enough\s+information)"
     r"|insufficient\s+information|unknown|unclear|no\s+way\s+to\s+know"
     r"|(?:it|that)\s+(?:depends|varies|(?:may|might|can)\s+vary)"
-    r"|(?:depends|depend|depending)\s+on|\b(?:differ|differs|vary|varies)\b"
+    r"|(?:can|may|might|could|will)\s+(?:depend|differ|vary)"
+    r"|(?:rules|policies|terms|conditions|details|things|it|that|this)\s+(?:differ|vary|varies)"
     r"|rather\s+not\s+(?:guess|say|speculate)"
     r"|\bi\s*(?:'m|’m|\s+am)\s+(?:not\s+able|unable)\s+to\s+\w+)\b"
 )
@@ -240,7 +241,7 @@ _APOLOGY = re.compile(
 RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
 
 #: A sentence that starts by referring to the one before it.
-_REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b(?!\s+(?:is|was)\s+not\b)")
+_REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b")
 
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
 #: to a worker thread (the others split sentences, read contexts or call MiniLM).
@@ -357,11 +358,11 @@ class _Context:
 
 @dataclass(frozen=True)
 class _Specific:
-    """A name or a number of a clause, as the swap check compares it."""
+    """A name, number or word of a clause, as the swap check compares it."""
 
     #: as written in the clause
     surface: str
-    #: "name", or the number's kind (amount, percentage, year, date, number)
+    #: "name", "word", or the number's kind (amount, percentage, year, date, number)
     kind: str
     #: its folded words (left out when the rest of the clause is aligned)
     words: frozenset[str]

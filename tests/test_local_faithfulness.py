@@ -289,3 +289,9 @@ def test_an_assertion_about_what_something_depends_on_is_a_statement(judge: Loca
     response = "Whether you can carry days over depends on your manager's approval."
     assert not judge.noncommittal(response)
     assert judge.statements(response) == [response]
+
+
+def test_not_certain_declines(judge: LocalJudge) -> None:
+    response = ("I'm not certain how resets work without a registered number. It's probably "
+                "best to ask the service desk directly.")
+    assert judge.noncommittal(response) and judge.statements(response) == []

@@ -189,7 +189,7 @@ _NAME_PARTS = re.compile(r"[\s.\-]+")
 
 #: Phrases that make a response noncommittal (matched on lower case, accents kept).
 NONCOMMITTAL = re.compile(
-    r"\b(?:i\s+(?:do\s+not|don't|don’t)\s+know|i\s+(?:am|'m|’m)\s+not\s+(?:sure|certain|able)"
+    r"\b(?:i\s+(?:do\s+not|don't|don’t)\s+know|i(?:\s+am|'m|’m)\s+not\s+(?:sure|certain|able)"
     r"|not\s+sure|no\s+(?:information|data|details|answer|idea|mention|record)"
     r"|(?:do\s+not|don't|don’t)\s+have\s+(?:that|this|the|any|enough)\s+information"
     r"|(?:cannot|can't|can’t|unable\s+to|not\s+able\s+to)\s+"

@@ -372,6 +372,15 @@ class _Specific:
     unit: str = ""
     #: names: a month ("March")
     month: bool = False
+    #: numbers: the number alone, as written ("ten" of "ten leftover")
+    number: str = ""
+
+    def said(self, other: str) -> str:
+        """How a reason quotes this specific next to ``other``, what the context says: a
+        number with its unit only when ``other`` has it too."""
+        if self.number and not (self.unit and lx.stem(lx.fold(other.split()[-1])) == self.unit):
+            return self.number
+        return self.surface
 
 
 #: How much a number of a clause weighs when the rest of the clause is aligned (a word of
@@ -620,11 +629,11 @@ class LocalJudge:
         missing_numbers = [q for q in counted if not q.number.values & known]
         if missing_numbers:
             first = missing_numbers[0].number
-            shown = missing_numbers[0].surface
             more = f" (and {len(missing_numbers) - 1} more)" if len(missing_numbers) > 1 else ""
-            other = self._counterpart_in_context(claim, self._number(missing_numbers[0]), ctx)
+            absent = self._number(missing_numbers[0])
+            other = self._counterpart_in_context(claim, absent, ctx)
             if other:
-                return Check(0, f"answer says '{shown}', {source_says(source)} "
+                return Check(0, f"answer says '{absent.said(other)}', {source_says(source)} "
                              f"'{other}' ({first.kind} not in {where}){more}", 0.0,
                              rule="number")
             return Check(0, f"{first.kind} '{first.surface}' not in {where}{more}", 0.0,
@@ -671,6 +680,7 @@ class LocalJudge:
             # a date's "unit" is its month, a year's whatever follows: no unit
             q.number.values,
             q.units[0] if q.units and q.number.kind not in ("date", "year") else "",
+            number=q.number.surface,
         )
 
     def _specifics(self, clause: str, claim: lx.Claim | None = None) -> list[_Specific]:
@@ -751,10 +761,12 @@ class LocalJudge:
         for q in segment.quantities:
             if q.number.values & values or q.number.kind != specific.kind:
                 continue
-            if strict and specific.unit and q.units and q.units[0] != specific.unit \
+            same_unit = bool(specific.unit and q.units and q.units[0] == specific.unit)
+            if strict and specific.unit and not same_unit \
                     and q.number.kind not in ("date", "year"):
                 continue
-            return q.surface
+            # with its unit when the units agree ("three months"), else the number alone
+            return q.surface if same_unit else q.number.surface
         return None
 
     @staticmethod
@@ -832,8 +844,8 @@ class LocalJudge:
         return None
 
     def _counterpart_in_context(self, claim: str, specific: _Specific, ctx: _Context) -> str:
-        """For a name or number not in the context: what the lexically closest window says in
-        its place ("" when nothing of that kind is there)."""
+        """For a name or number not in the context: what the part of the context holding most
+        of the rest of ``claim`` says in its place ("" when nothing of that kind is there)."""
         parsed = lx.Claim.of(claim)
         if not parsed.words or not ctx.windows:
             return ""
@@ -843,7 +855,7 @@ class LocalJudge:
         if not shares or max(shares) <= 0.0:
             return ""
         best = segments[max(range(len(shares)), key=shares.__getitem__)]
-        # the same unit in the closest part, then anywhere in the window, then any unit
+        # the same unit in the closest part, then anywhere in the context, then any unit
         return (self._other(best, specific, claim)
                 or next(filter(None, (self._other(g, specific, claim) for g in segments)), None)
                 or self._other(best, specific, claim, strict=False) or "")
@@ -913,7 +925,7 @@ class LocalJudge:
             if share >= needed else None
         if swapped is not None:
             specific, other, part = swapped
-            return Check(0, f"answer says '{specific.surface}', {source_says(source)} "
+            return Check(0, f"answer says '{specific.said(other)}', {source_says(source)} "
                          f"'{other}': {_excerpt(part.text)}", 0.0, share, best, "swap")
         if share >= needed:
             how = "all" if not unmatched else f"{share:.0%} of the"

@@ -7,7 +7,8 @@
                                  [--repeats 3] [--in-flight 64] [--baseline 3abff3b]
 
 1. Detection on the labeled HaluEval-QA dev set: AUROC of local faithfulness
-   (lower = hallucinated) and of the risk screen, precision/recall/F1 at the
+   (lower = hallucinated), of the graded one (the mean support of the
+   statements, `Screen.support`) and of the risk screen, precision/recall/F1 at the
    decision "faithfulness < 1", next to the lexical baseline of the data's
    README (flag an answer with a word found in neither the passages nor the
    question) and the same baseline without the question.
@@ -114,8 +115,11 @@ def lexical_baseline(row: Row, *, with_question: bool = True) -> bool:
     return any(w.lower() not in known for w in _WORD.findall(row["response"]))
 
 
-def _screens(job: tuple[list[Row], str | None]) -> tuple[list[float], list[float], list[float]]:
-    """Local faithfulness, MiniLM risk and lexical risk of every row (``job[1]``: baseline code)."""
+def _screens(
+    job: tuple[list[Row], str | None],
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Local faithfulness, MiniLM risk, lexical risk and graded faithfulness (mean support; the
+    verdict mean for a baseline without it) of every row (``job[1]``: baseline code)."""
     rows, baseline = job
     if baseline is not None:
         _use_local_package(Path(baseline))
@@ -123,26 +127,31 @@ def _screens(job: tuple[list[Row], str | None]) -> tuple[list[float], list[float
 
     judge = LocalJudge()
     faith: list[float] = []
+    graded: list[float] = []
     risk: list[float] = []
     lexical_risk: list[float] = []
     for r in rows:
         screen = judge.screen(r["retrieved_contexts"], r["response"])
         faith.append(screen.faithfulness if not math.isnan(screen.faithfulness) else 0.0)
+        support = getattr(screen, "support", screen.faithfulness)
+        graded.append(support if not math.isnan(support) else 0.0)
         risk.append(screen.risk)
         lexical_risk.append(judge.screen(r["retrieved_contexts"], r["response"],
                                          semantic=False).risk)
-    return faith, risk, lexical_risk
+    return faith, risk, lexical_risk, graded
 
 
 def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
     labels = [bool(r["label_hallucinated"]) for r in rows]
     with tempfile.TemporaryDirectory() as tmp, mp.get_context("spawn").Pool(2) as pool:
         old = str(extract(baseline, Path(tmp)))
-        (faith, risk, lexical_risk), (old_faith, old_risk, old_lexical) = pool.map(
+        (faith, risk, lexical_risk, graded), (old_faith, old_risk, old_lexical, _) = pool.map(
             _screens, [(rows, None), (rows, old)]
         )
     table = [
         ("local faithfulness (verdict: < 1)", [1 - f for f in faith], [f < 1 for f in faith]),
+        ("local faithfulness graded, mean support (verdict: < 0.5)", [1 - f for f in graded],
+         [f < 0.5 for f in graded]),
         ("local risk screen, MiniLM words", risk, [x > 0.5 for x in risk]),
         ("local risk screen, lexical only", lexical_risk, [x > 0.5 for x in lexical_risk]),
         (f"local faithfulness, monitor/local@{baseline}",

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from monitor.local import lexical as lx
 from monitor.local.embedder import MiniLMEmbedder, Vectors
-from monitor.local.judge import LocalJudge
+from monitor.local.judge import RESPONSE_AS_QUESTION, LocalJudge
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -382,8 +382,15 @@ def test_questions_is_the_response_with_noncommittal_phrases(
     judge: LocalJudge, response: str, noncommittal: int
 ) -> None:
     generated = judge.question(response)
-    assert generated.question == response
+    # no question is generated: the response stands in, and says so
+    assert generated.question == RESPONSE_AS_QUESTION + response
     assert generated.noncommittal == noncommittal
+
+
+async def test_the_marked_response_is_embedded_as_the_response(judge: LocalJudge) -> None:
+    response = "Attach a receipt for expenses over $100."
+    marked, plain = (await judge.embed([judge.question(response).question, response])).vectors
+    assert marked == plain
 
 
 def test_usefulness_per_context(judge: LocalJudge) -> None:
@@ -440,7 +447,7 @@ async def test_questions_are_answered_without_a_worker_thread(
     questions = await judge.generate(
         _prompt(QUESTIONS, QuestionsInput(response="It is 3 days."), GeneratedQuestion), n=2
     )
-    assert [q.question for q in questions.values] == ["It is 3 days."] * 2
+    assert [q.question for q in questions.values] == [RESPONSE_AS_QUESTION + "It is 3 days."] * 2
 
 
 async def test_steps_run_in_the_judges_own_threads() -> None:

@@ -1,9 +1,13 @@
-"""Cheap text analysis for the local judge: sentences, words, numbers and names.
+"""Cheap text analysis for the local judge: sentences and their parts, words, numbers, names.
 
 Pure functions, no model. The checks here catch the commonest RAG
 hallucinations without an LLM: an amount, date, number or name in a statement
 that the context never mentions, and statements whose words are scattered
 over the context instead of said together in one place.
+
+A small thesaurus (`SYNONYM_GROUPS`) and a list of opposites (`OPPOSITES`)
+cover what MiniLM's word vectors do not: paraphrases they rate no closer than
+unrelated words, and the function words of who-gets-what ("within"/"outside").
 
 Words are compared on a light normal form: Unicode accents stripped, lower
 case, possessive dropped, a few English inflections removed (``cities`` →
@@ -19,7 +23,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from itertools import takewhile
+from itertools import chain, takewhile
 from operator import attrgetter
 from pathlib import Path
 
@@ -45,7 +49,7 @@ STOPWORDS = frozenset(
 DISCOURSE = frozenset(
     """
     yes yeah yep no nope sure okay ok please also just simply actually really indeed instead
-    basically anyway unless whereas
+    basically anyway unless whereas normally usually generally typically
     """.split()
 )
 
@@ -61,6 +65,8 @@ GENERIC = frozenset(
     want wants wanted wanting try tries tried trying find finds found finding become becomes
     became becoming remain remains remained stay stays stayed thing things part parts item items
     person people's way ways kind kinds type types lot lots
+    anything everything something everyone anyone someone everybody anybody somebody whatever
+    whoever
     """.split()
 )
 
@@ -75,6 +81,28 @@ COMPARISONS = frozenset(
     larger largest smaller smallest bigger biggest longer longest shorter shortest higher
     highest lower lowest more most fewer fewest less least greater greatest better best worse
     worst only sole single previous next former latter
+    """.split()
+)
+
+#: Words whose opposite says the other case ("within the EU" / "outside the EU", "under
+#: $50,000" / "$50,000 or more"): a clause saying one where its passage says the other
+#: swapped them (most are function words, no content word of a claim).
+OPPOSITES = {
+    "within": ("outside",), "inside": ("outside",), "outside": ("within", "inside"),
+    "under": ("over", "above", "more"), "below": ("above", "over", "more"),
+    "over": ("under", "below", "less"), "above": ("below", "under", "less"),
+    "before": ("after",), "after": ("before",), "minimum": ("maximum",),
+    "maximum": ("minimum",), "domestic": ("international",), "international": ("domestic",),
+    "online": ("paper", "offline"), "paper": ("online",), "offline": ("online",),
+}
+
+#: Units of time: a statement's "end of the week" is not the context's "next renewal" or
+#: "month", however close MiniLM puts them; they match as themselves (or a thesaurus word).
+TIME_UNITS = frozenset(
+    """
+    second seconds minute minutes hour hours day days week weeks weekend weekends month months
+    quarter quarters year years decade decades morning mornings afternoon evening evenings night
+    nights monday tuesday wednesday thursday friday saturday sunday weekday weekdays
     """.split()
 )
 
@@ -96,7 +124,20 @@ _NUMBER_WORDS_RE = re.compile(
     + "|".join(NUMBER_WORDS) + r")\b",
     re.IGNORECASE,
 )
+#: "one" as a number: only before a unit of time or count ("one month", "one-year"); elsewhere
+#: it is mostly a pronoun ("the one you use")
+_ONE_UNIT = re.compile(
+    r"\bone(?=[\s-]+(?:business\s+|working\s+|calendar\s+|full\s+)?(?:second|minute|hour|day|"
+    r"night|week|month|quarter|year|time|user|seat|device|licen[cs]e|account)s?\b)",
+    re.IGNORECASE,
+)
 _DIGIT = re.compile(r"\d")
+_PM = re.compile(r"\s?p\.?\s?m\b\.?", re.IGNORECASE)
+#: A range of whole numbers ("6 to 11 years", "weeks 3–5", "between 2 and 4"): every value
+#: in it is in the text
+_RANGE = re.compile(r"(?<![\d.,])(\d{1,3})\s?(?:–|-|to|and)\s?(\d{1,3})(?![\d.,:])")
+_SPELLED = "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+_RANGE_WORDS = re.compile(rf"\b({_SPELLED})\s?(?:–|-|to|and)\s?({_SPELLED})\b", re.IGNORECASE)
 _PARTS = re.compile(r"['-]")
 
 MONTHS = frozenset(
@@ -174,6 +215,7 @@ def stem(word: str) -> str:
         ("ing", "", 5),
         ("ment", "", 5),
         ("ation", "ate", 7),
+        ("ision", "ide", 7),
         ("al", "", 6),
         ("edly", "", 5),
         ("ied", "y", 4),
@@ -202,8 +244,13 @@ def words(text: str) -> list[str]:
     return WORD_RE.findall(text)
 
 
+#: Contracted pronouns and auxiliaries ("you're", "haven't", "i'd"): function words.
+_CONTRACTION = re.compile(r"^\w+'(?:re|ve|ll|d|m|s)$|n't$")
+
+
 def is_content(folded: str) -> bool:
-    return folded not in STOPWORDS and not folded.isdigit() and len(folded) > 1
+    return (folded not in STOPWORDS and not folded.isdigit() and len(folded) > 1
+            and not ("'" in folded and _CONTRACTION.search(folded)))
 
 
 @dataclass(frozen=True)
@@ -236,9 +283,10 @@ class _Words:
             if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
         )
 
-    def negated(self) -> bool:
-        """`has_negation`."""
-        return not NEGATIONS.isdisjoint(self.folded) or "n't" in self.text.lower()
+    def negated(self, *, prefixes: bool = False) -> bool:
+        """`has_negation`; with ``prefixes`` also a word negated by its prefix ("unused")."""
+        return (not NEGATIONS.isdisjoint(self.folded) or "n't" in self.text.lower()
+                or (prefixes and any(map(negated_word, self.folded))))
 
 
 @dataclass(frozen=True)
@@ -281,18 +329,33 @@ class Vocabulary:
             for part in _PARTS.split(w) if part
         )
         # a spelled number is a whole word or a part of one: without one, no scan for it
-        counted = quantities(text, spelled=not NUMBER_WORDS.keys().isdisjoint(folded))
+        spelled = "one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
+        counted = quantities(text, spelled=spelled)
+        spanned: set[float] = set()
+        spanned_units: set[tuple[float, str]] = set()
+        ranged = "-" in text or "–" in text or " to " in text or " and " in text
+        for m in chain(_RANGE.finditer(text) if ranged else (),
+                       _RANGE_WORDS.finditer(text) if ranged and spelled else ()):
+            low, high = (int(m.group(k)) if m.group(k).isdigit()
+                         else int(NUMBER_WORDS[m.group(k).lower()]) for k in (1, 2))
+            if low < high <= low + 50:
+                values = [float(v) for v in range(low, high + 1)]
+                spanned.update(values)
+                # the unit after the range's end counts each value ("6 to 11 years")
+                after = [stem(fold(w)) for w in words(text[m.end() : m.end() + 20])[:1]
+                         if is_content(fold(w))]
+                spanned_units.update((v, u) for v in values for u in after)
         return cls(
             folded=frozenset(folded),
             stems=frozenset(map(stem, folded)),
-            numbers=frozenset(v for q in counted for v in q.number.values),
+            numbers=frozenset(v for q in counted for v in q.number.values) | spanned,
             acronyms=acronyms(text),
             capitals=tokens.capitals(),
             compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)) if "-" in text
             else frozenset(),
             quantities=frozenset(
                 (v, unit) for q in counted for v in q.number.values for unit in q.units
-            ),
+            ) | spanned_units,
         )
 
     def has_word(self, folded_word: str) -> bool:
@@ -319,7 +382,8 @@ class Sentence:
     @classmethod
     def of(cls, text: str) -> Sentence:
         tokens = _Words.of(text)
-        return cls(Vocabulary._of(text, tokens), tokens.negated(), tokens.content,
+        # a context sentence that says "unused" may back a claim that says "not used"
+        return cls(Vocabulary._of(text, tokens), tokens.negated(prefixes=True), tokens.content,
                    _denials(tokens))
 
 
@@ -373,6 +437,70 @@ def capitals(text: str) -> frozenset[str]:
     return _Words.of(text).capitals()
 
 
+def negated_word(folded: str) -> bool:
+    """``folded`` is a word negated by its prefix: "un" before a word of the vocabulary
+    ("unused", "unpaid", "unlimited"; not "under", "universal")."""
+    return len(folded) >= 6 and folded.startswith("un") and folded[2:] in _ranks()
+
+
+#: Words that say the same in the policy, product and service texts RAG answers paraphrase
+#: ("lost" for "expire", "sign-off" for "approval"), each group one meaning. MiniLM's word
+#: vectors rate many of these pairs no closer than unrelated words of the same topic.
+SYNONYM_GROUPS = (
+    "expire expiry lapse lost lose forfeit forfeited void",
+    "transfer move carry roll",
+    "maximum max limit cap most",
+    "minimum min least",
+    "unused leftover remaining untaken spare",
+    "following next subsequent",
+    "previous prior preceding",
+    "require required requirement mandatory compulsory obligatory must need needed",
+    "allow allowed permit permitted",
+    "approve approval approved sign authorise authorize authorised authorized",
+    "refund refunded refundable reimburse reimbursed reimbursement",
+    "employee employees staff worker workers personnel",
+    "holiday holidays vacation leave pto",
+    "salary wage wages pay compensation",
+    "fee charge cost price",
+    "cancel cancelled canceled terminate terminated termination",
+    "purchase purchased buy bought",
+    "start begin commence",
+    "finish complete",
+    "phone mobile cell",
+    "doctor physician gp",
+    "medicine medication drug",
+    "car vehicle",
+    "headquarters hq",
+    "deadline due",
+    "yearly annual annually",
+    "monthly month",
+    "daily day",
+    "weekly week",
+    "free complimentary",
+    "immediately instantly",
+    "help assist assistance support",
+    "contact reach call ring phone",
+    "delete deleted erase erased",
+    "error failure",
+    "monitor display screen",
+)
+
+
+@lru_cache(maxsize=1)
+def _synonym_table() -> dict[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for group in SYNONYM_GROUPS:
+        stems = {stem(w) for w in group.split()}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return {s: frozenset(others) for s, others in table.items()}
+
+
+def synonyms(folded: str) -> frozenset[str]:
+    """The stems of the words of `SYNONYM_GROUPS` that mean what ``folded`` means."""
+    return _synonym_table().get(stem(folded), frozenset())
+
+
 # --- how informative a word is
 
 
@@ -410,6 +538,16 @@ def weight(folded: str) -> float:
 # --- claims
 
 
+def _name_like(written: str, folded: str) -> bool:
+    """A capitalised first word that is likely a name: capitals inside ("TeenNick") or a
+    word BERT's vocabulary ranks past the common ones ("Pretoria", "Hemolytic")."""
+    return any(ch.isupper() for ch in written[1:]) or weight(folded) >= NAME_WEIGHT
+
+
+#: `weight` from which a capitalised first word is taken for a name (rank ≈ 25,000)
+NAME_WEIGHT = 6.3
+
+
 def strip_particle(statement: str) -> str:
     """``statement`` without a leading answer particle ("Yes, ...", "No: ...")."""
     return _PARTICLE.sub("", statement, count=1)
@@ -430,12 +568,18 @@ class Claim:
     capitals: frozenset[str]
     phrases: tuple[tuple[str, tuple[str, ...]], ...]
     negated: bool
+    #: words written with a capital past the first word, and a first word that looks like a
+    #: name (`_name_like`): matched exactly only
+    capitalised: frozenset[str] = frozenset()
+    #: the values of its numbers
+    numbers: frozenset[float] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> Claim:
         tokens = _Words.of(text)
         informative = tuple(
-            w for w in tokens.content if w not in DISCOURSE and w not in GENERIC
+            w for w in tokens.content
+            if w not in DISCOURSE and w not in GENERIC and w not in NUMBER_WORDS
         )
         return cls(
             text=text,
@@ -445,6 +589,13 @@ class Claim:
             # a phrase spelling out an acronym starts with a word that says something
             phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
             negated=tokens.negated(),
+            capitalised=frozenset(
+                f for k, (w, f) in enumerate(zip(tokens.written, tokens.folded, strict=True))
+                if w[:1].isupper() and (k or _name_like(w, f))
+            ),
+            numbers=frozenset(v for n in numbers(text) for v in n.values)
+            if _DIGIT.search(text) or not NUMBER_WORDS.keys().isdisjoint(tokens.folded)
+            else frozenset(),
         )
 
     @classmethod
@@ -464,12 +615,18 @@ class Claim:
             w for w in self.words
             if not vocabulary.has_word(w)
             and not (w in self.capitals and w in vocabulary.acronyms)
+            and vocabulary.stems.isdisjoint(synonyms(w))
         ]
         if not lacking or not self.phrases:
             return lacking
         expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
                     for w in run}
         return [w for w in lacking if w not in expanded]
+
+    def synonymous(self, vocabulary: Vocabulary) -> list[str]:
+        """The claim's words ``vocabulary`` has only as a synonym (`synonyms`): reworded."""
+        return [w for w in self.words if not vocabulary.has_word(w)
+                and not vocabulary.stems.isdisjoint(synonyms(w))]
 
     def share(self, missing: Sequence[str]) -> float:
         """The weighted share of the claim's words not in ``missing`` (1.0 without words)."""
@@ -481,6 +638,73 @@ class Claim:
         lacking = set(missing)
         return 1.0 - sum(wt for w, wt in zip(self.words, self.weights, strict=True)
                          if w in lacking) / total
+
+
+#: Where a context sentence divides into the parts that each state one fact: a semicolon
+#: or colon, a comma before a conjunction, "and", "but", "while", "whereas".
+_SEGMENT = re.compile(
+    r"\s*[;:]\s*"
+    r"|,\s+(?:and|but|so|while|whereas|or|once|when|after|before|if|unless|because)\s+"
+    r"|\s+(?:but|while|whereas)\s+"
+    # "and" before a number: a list of quantities ("three months for managers and one month
+    # for all other staff"); elsewhere it mostly joins nouns ("SAML and OIDC")
+    r"|\s+and\s+(?=(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
+    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b)",
+    re.I,
+)
+
+
+#: A part that starts with a number: the next item of a list of quantities.
+_LIST_ITEM = re.compile(
+    r"(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
+    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b",
+    re.I,
+)
+
+
+def segments(sentence: str) -> list[str]:
+    """The parts of ``sentence`` that each state one fact ("three months for managers" |
+    "one month for all other staff"): where a swapped name or number shows."""
+    return [p for p in _SEGMENT.split(sentence) if words(p)]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of a context sentence (`segments`): its words, names and quantities."""
+
+    text: str
+    vocabulary: Vocabulary
+    #: `names`, as written
+    names: tuple[str, ...]
+    #: `quantities` with one unit word
+    quantities: tuple[Quantity, ...]
+    #: a part that goes on a list of quantities ("… EUR 60 for trips within the EU | EUR 80
+    #: for trips outside the EU") shares the words the list started with ("daily meal
+    #: allowance"): those of the sentence's first part before its first number
+    shared: Vocabulary | None = None
+
+    @classmethod
+    def split(cls, sentence: str, vocabulary: Vocabulary | None = None) -> list[Segment]:
+        """The `segments` of ``sentence``, names found in the whole sentence (a name that
+        starts a part is still a name); ``vocabulary``: the sentence's, reused when the
+        sentence is one part."""
+        parts = segments(sentence)
+        found = names(sentence) if any(ch.isupper() for ch in sentence[1:]) else []
+        out: list[Segment] = []
+        shared: Vocabulary | None = None
+        for k, part in enumerate(parts):
+            said = vocabulary if vocabulary is not None and len(parts) == 1 \
+                else Vocabulary.of(part)
+            counted = tuple(quantities(part, reach=1)) if said.numbers else ()
+            goes_on = k > 0 and bool(_LIST_ITEM.match(part))
+            if goes_on and shared is None:
+                first = _numbers(parts[0])
+                head = parts[0][: min(end - len(n.surface) for n, end in first)] if first \
+                    else ""
+                shared = Vocabulary.of(head)
+            out.append(cls(part, said, tuple(n for n in found if n in part), counted,
+                           shared if goes_on else None))
+        return out
 
 
 # --- numbers
@@ -502,12 +726,24 @@ def numbers(text: str) -> list[Number]:
 
 def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     """`numbers` with the end offset of each in ``text`` (numerals only unless ``spelled``)."""
+    return list(_scan_numbers(text, spelled))
+
+
+@lru_cache(maxsize=8192)
+def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
+    """`_numbers`, once per text (the verify step reads a clause's numbers several times)."""
+    return tuple(_find_numbers(text, spelled=spelled))
+
+
+def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     found: list[tuple[Number, int]] = []
     for m in _NUMBER_WORDS_RE.finditer(text) if spelled else ():
         # IGNORECASE also matches Unicode case variants ("ſix"): not number words
         value = NUMBER_WORDS.get(m.group(0).lower())
         if value is not None:
             found.append((Number(m.group(0), "number", frozenset({value})), m.end()))
+    for m in _ONE_UNIT.finditer(text) if spelled else ():
+        found.append((Number(m.group(0), "number", frozenset({1.0})), m.end()))
     if not _DIGIT.search(text):
         return found
     for m in NUMBER_RE.finditer(text):
@@ -520,6 +756,8 @@ def _numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
         except ValueError:  # pragma: no cover - the regex only matches numerals
             continue
         values = {value}
+        if 1 <= value <= 11 and _PM.match(text, m.end()):
+            values.add(value + 12)  # "2 p.m." is 14:00
         scale_word = (m.group("scale") or "").lower()
         if scale_word and (scale_word in {"thousand", "million", "billion", "trillion"}
                            or m.group("cur")):
@@ -583,7 +821,28 @@ _NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?")
 _NAME_BREAK = re.compile(r"[,;:()\"“”]")
 
 
+def _cut_number(m: re.Match[str]) -> str:
+    """A number ends a name ("in 2000 Copenhagen"), unless it is part of one ("Amazon S3")."""
+    start = m.start("num")
+    if not m.group(0).strip() or (start > 0 and m.string[start - 1].isalpha()):
+        return m.group(0)
+    return " , "
+
+
+#: Words of comparison or order that say the same as another one ("the next year" is "the
+#: following year").
+SAME_COMPARISON = {"next": "following", "following": "next", "previous": "prior",
+                   "prior": "previous", "former": "previous"}
+
+
 def names(text: str) -> list[str]:
+    """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``);
+    see `_names`."""
+    return list(_names(text))
+
+
+@lru_cache(maxsize=8192)
+def _names(text: str) -> tuple[str, ...]:
     """Capitalised word runs that look like names (``Helen Byron``, ``US``, ``Aubonne``).
 
     A capitalised word that only starts the sentence, and is a stopword or the
@@ -592,7 +851,7 @@ def names(text: str) -> list[str]:
     """
     spans: list[str] = []
     if _DIGIT.search(text):  # (every number has a digit)
-        text = NUMBER_RE.sub(lambda m: " , " if m.group(0).strip() else m.group(0), text)
+        text = NUMBER_RE.sub(_cut_number, text)
     tokens = list(_NAME_TOKEN.finditer(text))
     run: list[str] = []
     run_starts_sentence = False
@@ -614,7 +873,7 @@ def names(text: str) -> list[str]:
         prev_end = m.end()
     if run:
         spans.extend(_close_run(run, run_starts_sentence))
-    return spans
+    return tuple(spans)
 
 
 def _close_run(run: list[str], starts_sentence: bool) -> list[str]:

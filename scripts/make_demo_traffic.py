@@ -7,9 +7,12 @@ imaginary company's HR policies, IT helpdesk articles, billing terms and
 product documentation, and templates that turn it into RAG interactions in the
 record schema of DESIGN §2, each with a known label:
 
-- ``faithful``      the answer restates the retrieved policy correctly;
-- ``hallucinated``  the answer invents details: wrong amounts, dates, names,
-                    or an extra claim found in no document;
+- ``faithful``      the answer restates the retrieved policy correctly, in its own
+                    words as an LLM answers (paraphrase, not copied sentences);
+- ``hallucinated``  the answer gets it wrong: one swapped amount, date, name or
+                    product in an otherwise faithful answer, two parties' roles
+                    exchanged (who gets what), every detail swapped, or an extra
+                    claim found in no document;
 - ``off_topic``     the answer is about something else (the retriever fetched
                     the wrong document and the model followed it, or the model
                     drifted to another topic);
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -73,6 +77,9 @@ class Fact:
     swaps: tuple[tuple[str, str], ...]
     #: a plausible claim found in no document
     invented: tuple[str, ...]
+    #: two parties or slots of one answer whose roles can be exchanged ("primary" and
+    #: "secondary" caregivers, "event data" and "audit logs"): who gets what, swapped
+    exchanges: tuple[tuple[str, str], ...] = ()
 
 
 KB: tuple[Fact, ...] = (
@@ -94,12 +101,19 @@ KB: tuple[Fact, ...] = (
         "Full-time employees get 25 days of paid annual leave per year; up to 5 unused days "
         "can be carried over and must be used by March 31.",
         (
-            "Full-time employees get 25 days of paid annual leave per calendar year. You can "
-            "carry up to 5 unused days into the next year, but they expire after March 31.",
-            "You are entitled to 25 paid leave days a year. Up to 5 unused days carry over and "
-            "must be taken by March 31.",
+            "Full-timers get 25 paid holiday days each calendar year. If you don't use them all, "
+            "up to five can move into the next year, but those have to be taken before the end of "
+            "March or they're lost.",
+            "Your entitlement is 25 days of paid leave a year. Any you haven't used? You can bring "
+            "up to 5 of them forward, as long as you take them by 31 March.",
         ),
-        (("25", "30"), ("5 unused", "10 unused"), ("March 31", "June 30")),
+        (
+            ("25", "30"),
+            ("up to five", "up to ten"),
+            ("up to 5", "up to 10"),
+            ("end of March", "end of June"),
+            ("31 March", "30 June"),
+        ),
         (
             "Unused days beyond the carry-over limit are paid out in the December payroll.",
             "Employees with more than five years of service get 3 extra days.",
@@ -122,16 +136,18 @@ KB: tuple[Fact, ...] = (
         "Primary caregivers get 16 weeks and secondary caregivers 6 weeks of fully paid "
         "parental leave, after 6 months of employment.",
         (
-            "Primary caregivers receive 16 weeks of fully paid parental leave and secondary "
-            "caregivers receive 6 weeks. You become eligible after 6 months of employment.",
-            "Parental leave is 16 weeks fully paid for the primary caregiver and 6 weeks for the "
-            "secondary caregiver, once you have been employed for 6 months.",
+            "If you're the primary caregiver you get 16 weeks off on full pay; secondary "
+            "caregivers get 6 weeks, also fully paid. You qualify once you've been with the "
+            "company for six months.",
+            "Primary caregivers are entitled to 16 fully paid weeks and secondary caregivers to 6. "
+            "To be eligible you need at least six months of service.",
         ),
-        (("16 weeks", "20 weeks"), ("6 weeks", "8 weeks"), ("6 months", "3 months")),
+        (("16", "20"), ("6 weeks", "8 weeks"), ("to 6.", "to 8."), ("six months", "three months")),
         (
             "Parental leave can also be taken as a four-day week for up to a year.",
             "Fathers get an additional 2 weeks of paternity leave on top of this.",
         ),
+        exchanges=(("primary", "secondary"),),
     ),
     Fact(
         "hr-policy",
@@ -150,13 +166,14 @@ KB: tuple[Fact, ...] = (
         "Up to 3 remote days per week with manager approval; core hours are 10:00 to 15:00; "
         "working abroad needs People team approval and is limited to 20 working days a year.",
         (
-            "You can work remotely up to 3 days per week if your manager approves. Core hours "
-            "are 10:00 to 15:00 local time.",
-            "Remote work is allowed up to 3 days a week with manager approval. Working from "
-            "another country needs People team approval and is limited to 20 working days a year.",
+            "With your manager's OK you can work from home for as many as three days a week. On "
+            "your remote days, be available during the core window of 10:00 to 15:00 local time.",
+            "Home working is fine for up to three days weekly if your manager signs off. Working "
+            "from another country is a separate matter: the People team has to approve it, and "
+            "it's capped at 20 working days per year.",
         ),
         (
-            ("3 days", "4 days"),
+            ("three days", "four days"),
             ("10:00 to 15:00", "9:00 to 17:00"),
             ("20 working days", "45 working days"),
         ),
@@ -164,6 +181,7 @@ KB: tuple[Fact, ...] = (
             "Remote days must be booked in the Deskly app by Sunday evening.",
             "Employees who work fully remote receive a relocation allowance.",
         ),
+        exchanges=(("your manager", "the People team"),),
     ),
     Fact(
         "hr-policy",
@@ -182,10 +200,10 @@ KB: tuple[Fact, ...] = (
         "Receipts are required for travel expenses over $75, meals are reimbursed up to $60 per "
         "day, and claims go through Expensa within 30 days of the trip.",
         (
-            "You need a receipt for any travel expense over $75, and meals are reimbursed up to "
-            "$60 per day. Submit the claim in Expensa within 30 days of the trip.",
-            "Attach a receipt for every travel expense above $75. Claims are filed in the Expensa "
-            "portal within 30 days.",
+            "Keep a receipt for anything over $75 you spend on a trip; meals are covered up to $60 "
+            "a day. File the claim in Expensa no later than 30 days after the trip.",
+            "A receipt is needed whenever a travel expense goes above $75. Claims go into the "
+            "Expensa portal, at most 30 days after you travelled.",
         ),
         (("$75", "$25"), ("$60", "$90"), ("Expensa", "Concur"), ("30 days", "90 days")),
         (
@@ -210,12 +228,17 @@ KB: tuple[Fact, ...] = (
         "10 paid sick days per year; a doctor's note is needed after 3 consecutive days; tell "
         "your manager before 10:00 and record it in the HR portal.",
         (
-            "You get 10 days of paid sick leave per year, and a doctor's note is required after "
-            "3 consecutive days of absence.",
-            "Tell your manager before 10:00 on the first day and record the absence in the HR "
-            "portal. A doctor's note is needed after 3 consecutive sick days.",
+            "You have 10 paid sick days a year. Once you've been off three days in a row, you'll "
+            "need a note from your doctor.",
+            "Let your manager know before 10:00 on your first sick day, and log the absence in the "
+            "HR portal. From three consecutive days off, a doctor's note is needed.",
         ),
-        (("10 days", "15 days"), ("3 consecutive", "5 consecutive"), ("10:00", "12:00")),
+        (
+            ("10 paid", "15 paid"),
+            ("three days", "five days"),
+            ("three consecutive", "five consecutive"),
+            ("10:00", "12:00"),
+        ),
         (
             "Unused sick days are converted into annual leave at the end of the year.",
             "Sick leave during probation is unpaid.",
@@ -236,10 +259,10 @@ KB: tuple[Fact, ...] = (
         "$1,500 per employee per year for courses, books and conferences, with manager approval; "
         "unused budget expires on December 31.",
         (
-            "Each employee has a $1,500 learning budget per year for courses, books and "
-            "conferences, approved by their manager.",
-            "The learning budget is $1,500 a year and it does not roll over; unused budget "
-            "expires on December 31.",
+            "Everyone gets $1,500 a year to spend on learning, whether that's courses, books or "
+            "conferences, as long as your manager approves the spend.",
+            "No, it doesn't carry over. The $1,500 yearly learning budget has to be used by "
+            "December 31; whatever is left then expires.",
         ),
         (("$1,500", "$3,000"), ("December 31", "January 31")),
         (
@@ -263,16 +286,17 @@ KB: tuple[Fact, ...] = (
         "Probation lasts 90 days with 1 week notice; afterwards notice is 4 weeks, 8 weeks for "
         "people managers.",
         (
-            "Probation lasts 90 days, with a notice period of 1 week during that time. After "
-            "probation the notice period is 4 weeks.",
-            "After the 90-day probation the notice period is 4 weeks, or 8 weeks for people "
-            "managers.",
+            "The probation period is 90 days. While you're in it, either side can end things with "
+            "a week's notice; once it's over, notice goes up to four weeks.",
+            "Once you're past the 90-day probation, you'd give four weeks' notice, or eight weeks "
+            "if you manage people.",
         ),
         (
             ("90 days", "6 months"),
             ("90-day", "six-month"),
-            ("4 weeks", "3 months"),
-            ("8 weeks", "12 weeks"),
+            ("four weeks", "three months"),
+            ("eight weeks", "twelve weeks"),
+            ("a week's notice", "two weeks' notice"),
         ),
         (
             "Probation can be extended once by 30 days.",
@@ -292,9 +316,10 @@ KB: tuple[Fact, ...] = (
         ),
         "$2,000 per hired referral, paid after the new hire completes 90 days.",
         (
-            "The referral bonus is $2,000, paid once the person you referred has completed 90 "
-            "days.",
-            "You receive $2,000 for a successful referral after the new hire's first 90 days.",
+            "It's $2,000 for each referral who gets hired, paid out once they've been with us for "
+            "90 days.",
+            "You'll receive $2,000 when someone you referred is hired, but only after they've "
+            "completed their first 90 days.",
         ),
         (("$2,000", "$5,000"), ("90 days", "30 days")),
         (
@@ -316,16 +341,17 @@ KB: tuple[Fact, ...] = (
         "A one-time $500 home office stipend and a $40 monthly internet allowance paid with the "
         "salary.",
         (
-            "Yes. You get a one-time $500 stipend for home office equipment and an internet "
-            "allowance of $40 per month.",
-            "There is a one-time $500 home office stipend, and $40 a month for internet is paid "
-            "with your salary.",
+            "Yes! New starters get a one-off $500 to set up their home office, plus $40 a month "
+            "towards internet.",
+            "There's a single $500 payment for home office equipment, and an internet allowance of "
+            "$40 per month that comes with your salary.",
         ),
         (("$500", "$1,200"), ("$40", "$75")),
         (
             "The stipend is renewed every two years.",
             "Office chairs must be bought from the approved vendor ErgoPlus.",
         ),
+        exchanges=(("$500", "$40"),),
     ),
     Fact(
         "hr-policy",
@@ -340,8 +366,9 @@ KB: tuple[Fact, ...] = (
         ),
         "Twice a year, in April and October, with calibration facilitated by the People team.",
         (
-            "Performance reviews happen twice a year, in April and October.",
-            "Reviews are held in April and October, and the People team facilitates calibration.",
+            "Reviews come round twice a year: once in April and once in October.",
+            "They're held in April and October, with the People team running the calibration "
+            "sessions.",
         ),
         (("April", "January"), ("October", "July"), ("twice a year", "once a year")),
         (
@@ -366,13 +393,17 @@ KB: tuple[Fact, ...] = (
         "Reset it at id.kestrel.example/reset; passwords need 14+ characters and rotate every "
         "180 days; after 5 failed attempts the account locks for 15 minutes.",
         (
-            "You can reset your password at id.kestrel.example/reset. Passwords must be at least "
-            "14 characters and are rotated every 180 days.",
-            "After 5 failed attempts the account is locked for 15 minutes. You can also reset "
-            "your password yourself at id.kestrel.example/reset.",
+            "You can do it yourself at id.kestrel.example/reset. The new password needs at least "
+            "14 characters, and you'll be asked to change it every 180 days.",
+            "After five failed sign-ins the account is locked for 15 minutes, so you'll have to "
+            "wait that out, or reset the password yourself at id.kestrel.example/reset.",
         ),
-        (("14 characters", "8 characters"), ("180 days", "90 days"), ("15 minutes", "24 hours"),
-         ("5 failed", "3 failed")),
+        (
+            ("14 characters", "8 characters"),
+            ("180 days", "90 days"),
+            ("15 minutes", "24 hours"),
+            ("five failed", "three failed"),
+        ),
         (
             "The IT desk can reset it over the phone if you give your employee number.",
             "Passwords cannot reuse any of the last 24 passwords.",
@@ -393,14 +424,15 @@ KB: tuple[Fact, ...] = (
         "Use the GlobalGate client with the vpn-eu or vpn-us gateway and MFA; sessions last 12 "
         "hours.",
         (
-            "Connect with the GlobalGate client to the vpn-eu or vpn-us gateway; multi-factor "
-            "authentication is required.",
-            "VPN sessions last 12 hours. You connect through the GlobalGate client with MFA.",
+            "Install the GlobalGate client and pick either the vpn-eu or the vpn-us gateway. Every "
+            "connection needs multi-factor authentication.",
+            "A VPN session is good for 12 hours; after that you sign in again. You connect through "
+            "GlobalGate, with MFA each time.",
         ),
         (
             ("GlobalGate", "Cisco AnyConnect"),
             ("12 hours", "8 hours"),
-            ("vpn-eu or vpn-us", "vpn-global"),
+            ("either the vpn-eu or the vpn-us gateway", "the vpn-global gateway"),
         ),
         (
             "The VPN is not needed for email on mobile phones.",
@@ -421,15 +453,16 @@ KB: tuple[Fact, ...] = (
         "Laptops are refreshed every 3 years; broken ones are replaced within 2 business days "
         "via a Hardware ticket.",
         (
-            "Open a ticket in the Hardware category and a broken laptop is replaced within 2 "
+            "Raise a ticket under the Hardware category and you'll have a replacement within 2 "
             "business days.",
-            "Laptops are refreshed every 3 years, and a broken one is replaced within 2 business "
-            "days.",
+            "Machines are swapped for new ones every three years, and if yours breaks in between, "
+            "a replacement arrives within two business days.",
         ),
         (
-            ("3 years", "5 years"),
             ("2 business days", "10 business days"),
+            ("two business days", "ten business days"),
             ("Hardware", "Facilities"),
+            ("three years", "five years"),
         ),
         (
             "You can keep your old laptop for $200 after a refresh.",
@@ -451,12 +484,15 @@ KB: tuple[Fact, ...] = (
         "An authenticator app is required; YubiKey hardware keys are available from IT; SMS "
         "codes are not allowed.",
         (
-            "No, SMS codes are not allowed. Use an authenticator app, or ask IT for a YubiKey "
-            "hardware key.",
-            "An authenticator app is required, and hardware keys (YubiKey) are available from IT "
-            "on request.",
+            "No, SMS codes aren't permitted. You'll need an authenticator app, or you can ask IT "
+            "for a YubiKey security key.",
+            "Every account has to use an authenticator app. If you'd like a physical key, IT can "
+            "give you a YubiKey on request.",
         ),
-        (("not allowed", "allowed as a backup"), ("YubiKey", "Titan key")),
+        (
+            ("No, SMS codes aren't permitted", "Yes, SMS codes are accepted"),
+            ("YubiKey security key", "Titan security key"), ("a YubiKey on", "a Titan key on"),
+        ),
         (
             "Biometric login counts as a second factor on company phones.",
             "MFA can be skipped when you are in the office network.",
@@ -476,10 +512,15 @@ KB: tuple[Fact, ...] = (
         "Through the Software Center; no local admin rights; paid licenses take up to 5 "
         "business days.",
         (
-            "Request it through the Software Center; local admin rights are not granted.",
-            "Paid license requests take up to 5 business days through the Software Center.",
+            "Go through the Software Center to request it; you won't be given local admin rights.",
+            "If it needs a paid license, expect it to take up to five business days via the "
+            "Software Center.",
         ),
-        (("5 business days", "24 hours"), ("Software Center", "IT Store")),
+        (
+            ("won't be given", "can ask for"),
+            ("five business days", "24 hours"),
+            ("Software Center", "IT Store"),
+        ),
         (
             "Developers can request temporary admin rights for 48 hours.",
             "Open-source software does not need a request.",
@@ -498,11 +539,12 @@ KB: tuple[Fact, ...] = (
         ),
         "The quota is 50 GB; email older than 2 years moves to the online archive automatically.",
         (
-            "The mailbox quota is 50 GB, and email older than 2 years is moved to the online "
+            "Your mailbox can hold 50 GB. Anything older than two years is moved into the online "
             "archive automatically.",
-            "Email older than 2 years goes to the online archive; the mailbox limit is 50 GB.",
+            "Mail that's more than two years old ends up in the online archive on its own; the "
+            "mailbox itself is capped at 50 GB.",
         ),
-        (("50 GB", "100 GB"), ("2 years", "6 months")),
+        (("50 GB", "100 GB"), ("two years", "six months")),
         (
             "Archived email is deleted after 5 years.",
             "Attachments over 25 MB are removed from archived mail.",
@@ -522,10 +564,10 @@ KB: tuple[Fact, ...] = (
         "Kestrel-Guest; the password rotates every Monday and is shown on the reception "
         "screens; access lasts 24 hours.",
         (
-            "Visitors use the Kestrel-Guest network; the password is shown on the reception "
-            "screens and changes every Monday.",
-            "Guests connect to Kestrel-Guest. Access is valid for 24 hours and the password "
-            "rotates every Monday.",
+            "Visitors should join Kestrel-Guest. The password is displayed on the screens at "
+            "reception and is changed every Monday.",
+            "Guests connect to the Kestrel-Guest network. Their access lasts 24 hours, and the "
+            "password is rotated each Monday.",
         ),
         (("Monday", "Friday"), ("24 hours", "7 days"), ("Kestrel-Guest", "Kestrel-Visitors")),
         (
@@ -546,10 +588,11 @@ KB: tuple[Fact, ...] = (
         ),
         "Follow-me printing with a badge tap at any printer; colour needs a cost center code.",
         (
-            "Send the job and tap your badge at any printer to release it.",
-            "Colour printing requires a cost center code; jobs are released by tapping your badge.",
+            "Just send your document to print, then tap your badge on any printer to pick it up.",
+            "For colour you'll need a cost center code. Like every job, it's released when you tap "
+            "your badge at the printer.",
         ),
-        (("badge", "PIN code"), ("cost center code", "manager approval")),
+        (("tap your badge", "enter your PIN code"), ("cost center code", "manager's approval")),
         (
             "Each employee has a quota of 200 pages per month.",
             "Printing from personal phones is not supported.",
@@ -569,10 +612,18 @@ KB: tuple[Fact, ...] = (
         "Use the Report Phish button in Outlook, do not forward it; security responds within 4 "
         "hours.",
         (
-            "Use the Report Phish button in Outlook and do not forward the email.",
-            "Report it with the Report Phish button; the security team responds within 4 hours.",
+            "Click the Report Phish button in Outlook, and please don't forward the message to "
+            "anyone.",
+            "Hit Report Phish; someone from the security team will get back to you within 4 hours.",
         ),
-        (("4 hours", "2 business days"), ("do not forward", "forward")),
+        (
+            (
+                "please don't forward the message to anyone",
+                "forward the message to the security team as well",
+            ),
+            ("4 hours", "2 business days"),
+            ("security team", "IT service desk"),
+        ),
         (
             "Delete the email afterwards so it does not spread.",
             "You will receive a gift card for every confirmed phishing report.",
@@ -592,10 +643,14 @@ KB: tuple[Fact, ...] = (
         "07:00 to 19:00 CET Monday to Friday; urgent outages go to the on-call hotline on "
         "extension 4400.",
         (
-            "The service desk is open 07:00 to 19:00 CET on weekdays.",
-            "For urgent outages outside hours, call the on-call hotline on extension 4400.",
+            "The service desk is staffed from 07:00 to 19:00 CET on weekdays.",
+            "For an urgent outage outside those hours, ring the on-call hotline on extension 4400.",
         ),
-        (("07:00 to 19:00", "09:00 to 17:00"), ("4400", "9100")),
+        (
+            ("07:00 to 19:00", "09:00 to 17:00"),
+            ("4400", "9100"),
+            ("weekdays", "every day of the week"),
+        ),
         (
             "The desk is also open on Saturdays from 10:00 to 14:00.",
             "Outages can be reported in the #it-outages chat channel.",
@@ -619,12 +674,17 @@ KB: tuple[Fact, ...] = (
         "Annual plans are fully refundable within 14 days of purchase; monthly plans are not "
         "refunded but can be cancelled any time, effective at the end of the period.",
         (
-            "Annual plans can be fully refunded within 14 days of purchase. Monthly plans are "
-            "not refunded.",
-            "You can cancel a monthly plan at any time and it ends at the end of the current "
-            "billing period; monthly plans are not refunded.",
+            "Annual plans get a full refund if you ask within 14 days of buying. Monthly plans "
+            "aren't refundable.",
+            "You can cancel a monthly plan whenever you like; it stays active until the current "
+            "billing period ends. There's no refund for monthly plans, though.",
         ),
-        (("14 days", "30 days"), ("not refunded", "refunded pro rata")),
+        (
+            ("14 days", "30 days"),
+            ("aren't refundable", "are refunded pro rata"),
+            ("There's no refund for monthly plans", "Unused days of a monthly plan are refunded"),
+            ("until the current billing period ends", "until the end of that day"),
+        ),
         (
             "Refunds are issued as account credit rather than to the card.",
             "A cancellation fee of $25 applies to monthly plans.",
@@ -646,15 +706,16 @@ KB: tuple[Fact, ...] = (
         "Starter is $19 and Team $49 per user per month, Enterprise is custom; annual billing "
         "gives 15% off.",
         (
-            "The Team plan costs $49 per user per month, and paying annually gives a 15% "
-            "discount.",
-            "Starter is $19 per user per month and Team is $49; Enterprise pricing is custom.",
+            "Team is $49 per user each month, and if you pay for the year up front you save 15%.",
+            "Starter costs $19 per user per month and Team $49; for Enterprise the price is agreed "
+            "case by case.",
         ),
         (("$49", "$39"), ("$19", "$15"), ("15%", "25%")),
         (
             "Teams of more than 50 users get a further 10% off.",
             "The Starter plan is free for the first three users.",
         ),
+        exchanges=(("Starter", "Team"),),
     ),
     Fact(
         "billing",
@@ -670,11 +731,17 @@ KB: tuple[Fact, ...] = (
         "Invoices are issued on the 1st, net 30, and downloadable as PDF under Billing > "
         "Invoices.",
         (
-            "Download them as PDF from Billing > Invoices; they are issued on the 1st of each "
-            "month.",
-            "Invoices are issued on the 1st of the month with net 30 payment terms.",
+            "You'll find them as PDFs under Billing > Invoices. A new one is issued on the 1st of "
+            "every month.",
+            "Each invoice is issued on the 1st of the month and is payable within 30 days (net "
+            "30).",
         ),
-        (("net 30", "net 60"), ("1st", "15th"), ("Billing > Invoices", "Settings > Documents")),
+        (
+            ("Billing > Invoices", "Settings > Documents"),
+            ("1st", "15th"),
+            ("net 30", "net 60"),
+            ("30 days", "60 days"),
+        ),
         (
             "Invoices are also sent by post on request.",
             "Late payments incur 2% interest per month.",
@@ -693,10 +760,15 @@ KB: tuple[Fact, ...] = (
         ),
         "Credit card and SEPA direct debit; wire transfer for Enterprise only; no PayPal.",
         (
-            "PayPal is not accepted. You can pay by credit card or SEPA direct debit.",
-            "We accept credit cards and SEPA direct debit, and wire transfer for Enterprise plans.",
+            "Sorry, we don't take PayPal. You can pay by credit card or by SEPA direct debit.",
+            "Credit cards and SEPA direct debit are both accepted; wire transfer is available too, "
+            "but only on Enterprise plans.",
         ),
-        (("not accepted", "accepted"), ("Enterprise", "all annual")),
+        (
+            ("Sorry, we don't take PayPal", "Yes, PayPal works too"),
+            ("Enterprise", "all annual"),
+            ("SEPA direct debit", "Apple Pay"),
+        ),
         (
             "Cryptocurrency payments are accepted through a partner.",
             "Direct debit is only available in Germany.",
@@ -716,15 +788,17 @@ KB: tuple[Fact, ...] = (
         ),
         "Retried 3 times over 7 days; read-only after 14 days unpaid; data deleted after 60 days.",
         (
-            "A failed payment is retried 3 times over 7 days, and after 14 days without payment "
-            "the account becomes read-only.",
-            "After 14 days unpaid the account is read-only, and after 60 days the data is deleted.",
+            "We'll retry a failed payment three times over 7 days. If it's still not paid 14 days "
+            "in, the account switches to read-only.",
+            "After 14 days without payment the account turns read-only, and when it reaches 60 "
+            "days unpaid the data gets deleted.",
         ),
-        (("3 times", "5 times"), ("14 days", "3 days"), ("60 days", "30 days")),
+        (("three times", "five times"), ("14 days", "3 days"), ("60 days", "30 days")),
         (
             "A late fee of $15 is added to the next invoice.",
             "Your account manager is notified after the first failed retry.",
         ),
+        exchanges=(("14 days", "60 days"),),
     ),
     Fact(
         "billing",
@@ -740,9 +814,9 @@ KB: tuple[Fact, ...] = (
         "EU customers pay VAT unless they provide a valid VAT ID, in which case the invoice "
         "shows reverse charge.",
         (
-            "EU customers are charged VAT unless they provide a valid VAT ID; then the invoice "
-            "shows reverse charge.",
-            "Add a valid VAT ID and your invoices will show reverse charge instead of VAT.",
+            "EU customers pay VAT unless they give us a valid VAT ID; with one, the invoice shows "
+            "reverse charge instead.",
+            "Just add a valid VAT ID and your invoices will show reverse charge rather than VAT.",
         ),
         (("reverse charge", "zero-rated VAT"), ("VAT ID", "company registration number")),
         (
@@ -763,14 +837,11 @@ KB: tuple[Fact, ...] = (
         ),
         "Added seats are prorated to the day; removed seats take effect at the next renewal.",
         (
-            "Added seats are prorated to the day, and removing seats takes effect at the next "
-            "renewal.",
-            "No, removed seats only take effect at the next renewal.",
+            "New seats are billed pro rata by the day, while seats you remove only take effect at "
+            "the next renewal.",
+            "Not right away: removing seats only counts from your next renewal.",
         ),
-        (
-            ("prorated to the day", "charged for the full month"),
-            ("next renewal", "end of the week"),
-        ),
+        (("pro rata by the day", "for the full month"), ("next renewal", "end of the week")),
         (
             "Removed seats are credited back to your card immediately.",
             "You can add up to 10 seats for free each year.",
@@ -789,11 +860,15 @@ KB: tuple[Fact, ...] = (
         ),
         "21 days, no credit card needed; it converts to Starter only if a card was added.",
         (
-            "The free trial lasts 21 days and needs no credit card.",
-            "No card is needed. After 21 days the trial converts to Starter only if you have "
-            "added a card.",
+            "The free trial runs for 21 days, and you don't need a credit card to start it.",
+            "No card required. When the 21 days are up, the trial only turns into a Starter plan "
+            "if you've added a card.",
         ),
-        (("21 days", "30 days"), ("Starter", "Team")),
+        (
+            ("21 days", "30 days"),
+            ("Starter", "Team"),
+            ("don't need a credit card", "need a credit card"),
+        ),
         (
             "The trial can be extended once by 7 days through support.",
             "Trial workspaces are limited to 3 users.",
@@ -812,12 +887,13 @@ KB: tuple[Fact, ...] = (
         ),
         "USD, EUR or GBP chosen at signup; it cannot be changed during a contract.",
         (
-            "You can be billed in USD, EUR or GBP, chosen at signup.",
-            "The currency cannot be changed during a contract; it is chosen at signup.",
+            "You're billed in USD, EUR or GBP, whichever you picked when you signed up.",
+            "The currency can't be changed while a contract is running; you choose it when you "
+            "sign up.",
         ),
         (
             ("USD, EUR or GBP", "USD, EUR, GBP, CHF or JPY"),
-            ("cannot be changed", "can be changed once"),
+            ("can't be changed", "can be changed once"),
         ),
         (
             "Exchange-rate differences are credited at renewal.",
@@ -838,11 +914,15 @@ KB: tuple[Fact, ...] = (
         "Registered nonprofits get 40% off by sending their registration certificate to the "
         "billing team.",
         (
-            "Yes, registered nonprofits receive a 40% discount.",
-            "Send your registration certificate to the billing team to get the 40% nonprofit "
-            "discount.",
+            "Yes, registered nonprofits get 40% off.",
+            "Email your registration certificate to the billing team and they'll apply the 40% "
+            "nonprofit discount.",
         ),
-        (("40%", "60%"), ("registration certificate", "last annual report")),
+        (
+            ("40%", "60%"),
+            ("registration certificate", "last annual report"),
+            ("billing team", "sales team"),
+        ),
         (
             "The discount also applies to universities and schools.",
             "Nonprofits get the Enterprise plan for free.",
@@ -863,11 +943,16 @@ KB: tuple[Fact, ...] = (
         "600 requests per minute per key, bursts of 100; over the limit you get 429 with "
         "Retry-After.",
         (
-            "The API allows 600 requests per minute per API key, with bursts of up to 100.",
-            "Over the limit you get HTTP 429 with a Retry-After header; the limit is 600 "
-            "requests per minute per key.",
+            "Each API key can make 600 requests a minute, with short bursts of up to 100 requests.",
+            "Go over the limit of 600 requests per minute per key and you'll get an HTTP 429 "
+            "response with a Retry-After header.",
         ),
-        (("600", "1,000"), ("100 requests", "250 requests"), ("429", "503")),
+        (
+            ("600", "1,000"),
+            ("100 requests", "250 requests"),
+            ("429", "503"),
+            ("a Retry-After header", "an X-RateLimit-Reset header"),
+        ),
         (
             "Enterprise plans have no rate limit at all.",
             "Rate limits reset at midnight UTC.",
@@ -887,11 +972,16 @@ KB: tuple[Fact, ...] = (
         "Retried with exponential backoff up to 8 times over 24 hours; signed with HMAC-SHA256 "
         "in X-Kestrel-Signature.",
         (
-            "Failed webhook deliveries are retried with exponential backoff up to 8 times over 24 "
+            "If a delivery fails, it's retried with exponential backoff, up to 8 times within 24 "
             "hours.",
-            "Verify the HMAC-SHA256 signature in the X-Kestrel-Signature header.",
+            "Check the HMAC-SHA256 signature that comes in the X-Kestrel-Signature header.",
         ),
-        (("8 times", "3 times"), ("24 hours", "72 hours"), ("HMAC-SHA256", "RSA-SHA1")),
+        (
+            ("8 times", "3 times"),
+            ("24 hours", "72 hours"),
+            ("HMAC-SHA256", "RSA-SHA1"),
+            ("X-Kestrel-Signature", "X-Hub-Signature"),
+        ),
         (
             "Webhooks are disabled automatically after 100 consecutive failures.",
             "Each delivery carries a timestamp you must check within 5 minutes.",
@@ -911,14 +1001,16 @@ KB: tuple[Fact, ...] = (
         ),
         "Event data 13 months, audit logs 7 years; deleted data leaves backups after 35 days.",
         (
-            "Event data is kept for 13 months and audit logs for 7 years.",
-            "Deleted data is purged from backups after 35 days; event data is kept for 13 months.",
+            "We keep event data for 13 months, and audit logs for 7 years.",
+            "Once data is deleted, it's purged from backups after 35 days. Event data itself is "
+            "retained for 13 months.",
         ),
         (("13 months", "24 months"), ("7 years", "10 years"), ("35 days", "90 days")),
         (
             "Retention can be extended to 5 years on the Enterprise plan.",
             "Event data older than 30 days is compressed and cannot be queried.",
         ),
+        exchanges=(("event data", "audit logs"),),
     ),
     Fact(
         "product-docs",
@@ -933,8 +1025,8 @@ KB: tuple[Fact, ...] = (
         ),
         "Python SDK 3.2 needs Python 3.9+; Node SDK 5.x needs Node 18+.",
         (
-            "The Python SDK 3.2 requires Python 3.9 or newer.",
-            "The Node SDK 5.x requires Node 18 or newer.",
+            "Version 3.2 of the Python SDK needs Python 3.9 or later.",
+            "For the Node SDK (5.x) you need Node 18 or later.",
         ),
         (("Python 3.9", "Python 3.12"), ("Node 18", "Node 22"), ("3.2", "4.0")),
         (
@@ -955,10 +1047,11 @@ KB: tuple[Fact, ...] = (
         ),
         "SAML 2.0 and OIDC on Enterprise, plus SCIM provisioning.",
         (
-            "Yes, SAML 2.0 and OIDC are supported on the Enterprise plan.",
-            "SSO is part of Enterprise; SCIM provisioning is available for user sync.",
+            "Yes, both SAML 2.0 and OIDC are supported, on the Enterprise plan.",
+            "Single sign-on comes with Enterprise, and SCIM provisioning is available to keep "
+            "users in sync.",
         ),
-        (("Enterprise", "Team"), ("SAML 2.0 and OIDC", "SAML 1.1 only")),
+        (("Enterprise", "Team"), ("SAML 2.0 and OIDC", "SAML 1.1"), ("SCIM", "LDAP")),
         (
             "SSO setup takes about 2 weeks and is done by our onboarding team.",
             "Google Workspace login is included on every plan.",
@@ -977,11 +1070,11 @@ KB: tuple[Fact, ...] = (
         ),
         "Up to 5 million rows as CSV or Parquet; larger exports via the bulk export API to S3.",
         (
-            "CSV and Parquet exports are limited to 5 million rows.",
-            "For more than 5 million rows use the bulk export API, which delivers files to your "
-            "S3 bucket.",
+            "A CSV or Parquet export can contain at most 5 million rows.",
+            "Beyond 5 million rows, use the bulk export API; it drops the files into your S3 "
+            "bucket.",
         ),
-        (("5 million", "1 million"), ("S3 bucket", "Google Drive folder")),
+        (("5 million", "1 million"), ("S3 bucket", "Google Drive folder"), ("Parquet", "Excel")),
         (
             "Exports are kept for download for 7 days.",
             "Excel exports are supported up to 2 million rows.",
@@ -1001,15 +1094,21 @@ KB: tuple[Fact, ...] = (
         "Frankfurt (eu-central) or Virginia (us-east), chosen at workspace creation; only "
         "support can migrate.",
         (
-            "Data is hosted in Frankfurt (eu-central) or Virginia (us-east), chosen when the "
-            "workspace is created.",
-            "Region migrations are done by support only; the region is chosen at creation.",
+            "Your data lives either in Frankfurt (eu-central) or in Virginia (us-east), whichever "
+            "was picked when the workspace was set up.",
+            "Only support can migrate a workspace to another region; the region itself is chosen "
+            "when the workspace is created.",
         ),
-        (("Frankfurt", "Dublin"), ("Virginia", "Oregon"), ("support only", "yourself in Settings")),
+        (
+            ("Frankfurt", "Dublin"),
+            ("Virginia", "Oregon"),
+            ("Only support can migrate", "You can migrate"),
+        ),
         (
             "A Singapore region opens next quarter.",
             "Migrations between regions take about 4 hours of downtime.",
         ),
+        exchanges=(("eu-central", "us-east"),),
     ),
     Fact(
         "product-docs",
@@ -1024,14 +1123,15 @@ KB: tuple[Fact, ...] = (
         ),
         "Cursor-based, default 50, maximum 500 per page; cursors expire after 10 minutes.",
         (
-            "The default page size is 50 and the maximum is 500.",
-            "Cursors expire after 10 minutes; pages hold up to 500 items.",
+            "Pages hold 50 items by default and 500 at most.",
+            "A cursor is only valid for 10 minutes, and a page can hold up to 500 items.",
         ),
-        (("500", "1,000"), ("10 minutes", "1 hour"), ("50", "20")),
+        (("500", "1,000"), ("10 minutes", "1 hour"), ("50 items", "20 items")),
         (
             "Offset pagination is still supported for legacy endpoints.",
             "Cursors can be refreshed with the /cursor/renew endpoint.",
         ),
+        exchanges=(("50", "500"),),
     ),
     Fact(
         "product-docs",
@@ -1046,14 +1146,16 @@ KB: tuple[Fact, ...] = (
         ),
         "99.9% for Team, 99.95% for Enterprise; 10% credit per 0.1% below.",
         (
-            "Team has a 99.9% monthly uptime commitment and Enterprise 99.95%.",
-            "Yes: service credits are 10% for each 0.1% below the uptime commitment.",
+            "The Team plan commits to 99.9% monthly uptime, and Enterprise to 99.95%.",
+            "Yes, you earn a 10% service credit for every 0.1% the uptime falls short of the "
+            "commitment.",
         ),
-        (("99.9%", "99.5%"), ("99.95%", "99.99%"), ("10%", "25%")),
+        (("99.9%", "99.5%"), ("99.95%", "99.99%"), ("10%", "25%"), ("0.1%", "1%")),
         (
             "Starter also has a 99% uptime commitment.",
             "Credits are paid out in cash on request.",
         ),
+        exchanges=(("Team", "Enterprise"),),
     ),
     Fact(
         "product-docs",
@@ -1068,8 +1170,8 @@ KB: tuple[Fact, ...] = (
         ),
         "Under Settings > API; keys are workspace-scoped and the old key stays valid for 24 hours.",
         (
-            "Rotate it under Settings > API; the old key stays valid for 24 hours.",
-            "No, after a rotation the old key stays valid for 24 hours.",
+            "Go to Settings > API to rotate it. Your old key keeps working for another 24 hours.",
+            "No, the previous key remains valid for 24 hours after you rotate it.",
         ),
         (("24 hours", "7 days"), ("Settings > API", "Account > Security")),
         (
@@ -1165,17 +1267,46 @@ def _pick_model(rng: random.Random) -> str:
 
 
 def _hallucinate(rng: random.Random, fact: Fact, answer: str) -> str:
-    """Invent details: swap every checkable fact the answer states, or add an invented claim."""
-    applicable = [(true, wrong) for true, wrong in fact.swaps if true in answer]
-    mode = rng.random()
-    if applicable and mode < 0.65:
-        for true, wrong in applicable:
-            answer = answer.replace(true, wrong)
+    """Make ``answer`` wrong the ways LLM answers go wrong, most often subtly.
+
+    One swapped detail (an amount, a date, a name, a product) in an otherwise faithful
+    answer; two parties' roles exchanged (who gets what); every checkable detail swapped;
+    an invented claim added, alone or after a swapped detail.
+    """
+    swaps = [(t, w) for t, w in fact.swaps if _replace(answer, {t: w}) != answer]
+    exchanges = [(a, b) for a, b in fact.exchanges if a in answer and b in answer]
+    kinds = {"invented": 2.0}
+    if swaps:
+        kinds |= {"one swap": 4.0, "swap and invented": 1.0}
+    if len(swaps) > 1:
+        kinds["every swap"] = 1.0
+    if exchanges:
+        kinds["exchange"] = 8.0  # few answers name both parties: take them when they do
+    kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
+    if kind == "exchange":
+        return _exchange(answer, *rng.choice(exchanges))
+    if kind == "every swap":
+        for true, wrong in swaps:
+            answer = _replace(answer, {true: wrong})
         return answer
-    if applicable:
-        true, wrong = rng.choice(applicable)
-        return answer.replace(true, wrong) + " " + rng.choice(fact.invented)
-    return answer + " " + " ".join(fact.invented)
+    if kind == "invented":
+        return answer + " " + rng.choice(fact.invented)
+    true, wrong = rng.choice(swaps)
+    answer = _replace(answer, {true: wrong})
+    return answer if kind == "one swap" else answer + " " + rng.choice(fact.invented)
+
+
+def _exchange(text: str, a: str, b: str) -> str:
+    """``text`` with ``a`` and ``b`` (or their capitalised forms) exchanged."""
+    mapping = {a: b, b: a, a[:1].upper() + a[1:]: b[:1].upper() + b[1:]}
+    mapping[b[:1].upper() + b[1:]] = a[:1].upper() + a[1:]
+    return _replace(text, mapping)
+
+
+def _replace(text: str, mapping: dict[str, str]) -> str:
+    """Each key of ``mapping`` replaced where it stands alone ("6 weeks", not in "16 weeks")."""
+    alternatives = "|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True))
+    return re.sub(rf"(?<![\w$.,])({alternatives})(?!\w)", lambda m: mapping[m[1]], text)
 
 
 def _contexts(
@@ -1236,7 +1367,8 @@ def generate(count: int = COUNT, seed: int = SEED) -> list[dict[str, object]]:
         if label == "faithful":
             response = answer
         elif label == "hallucinated":
-            response = _hallucinate(rng, fact, answer)
+            # its own stream: how an answer goes wrong moves no other record's draws
+            response = _hallucinate(random.Random(f"{seed}:{index}"), fact, answer)
         elif label == "evasive":
             response = rng.choice(EVASIVE).format(team=TEAMS[fact.route])
         else:  # off_topic

@@ -519,7 +519,7 @@ class DemoReport:
         for name, mean in self.offline_means.items():
             add(f"    {name:<30} {'-' if mean is None else f'{mean:.3f}'}")
         if self.offline_findings:
-            add("  reading the means (DESIGN §3):")
+            add("  reading the means (docs/design.md, \"Metrics\"):")
             lines.extend(f"    - {finding}" for finding in self.offline_findings)
         add("")
         if self.hold_seconds > 0:

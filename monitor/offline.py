@@ -1,4 +1,4 @@
-"""The offline runner: reference-based metrics on annotated backlog rows (DESIGN §3, §5).
+"""The offline runner: reference-based metrics on annotated backlog rows (docs/design.md).
 
 Rows are claimed in batches with ``FOR UPDATE SKIP LOCKED`` under a lease
 (`BacklogSink.claim_annotated`), so several runners at once never score a row
@@ -15,7 +15,7 @@ and ``noise_sensitivity_irrelevant``: the second is computed from the first's
 verdict matrices with the same pure function, without another judge call.
 
 The report gives means and counts per metric, and applies the reading rules
-of DESIGN §3 to the run.
+of docs/design.md ("Metrics") to the run.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class MetricSummary:
 
 @dataclass(frozen=True)
 class ReadingRule:
-    """One of DESIGN §3's "how to read them together" rules."""
+    """One of the "reading them together" rules (docs/design.md, "Metrics")."""
 
     name: str
     message: str

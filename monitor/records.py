@@ -40,7 +40,7 @@ class Context(BaseModel):
 
 
 class Interaction(BaseModel):
-    """One question/contexts/answer triple from the RAG service (DESIGN §2)."""
+    """One question/contexts/answer triple from the RAG service (docs/design.md, "The record")."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
@@ -305,7 +305,7 @@ class ScoredRecord(BaseModel):
     error: str | None = None
 
     def output_line(self) -> dict[str, Any]:
-        """The JSON line of `rag-monitor score` (DESIGN §5)."""
+        """The JSON line of `rag-monitor score` (docs/design.md, "Contracts")."""
         line: dict[str, Any] = {
             "id": self.interaction.id,
             "scores": {name: r.json_score() for name, r in self.results.items()},

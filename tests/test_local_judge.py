@@ -513,7 +513,7 @@ async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None
     for result in record.results.values():
         assert result.judge == "local"
         assert result.error is None
-    # one supported statement, one invented (7 years): DESIGN's worked example
+    # one supported statement, one invented (7 years): the design's worked example (docs/design.md)
     assert record.results["faithfulness"].score == 0.5
     assert record.results["context_utility"].score == pytest.approx(0.5)
     relevancy = record.results["response_relevancy"].score

@@ -52,7 +52,7 @@ def _noise_details() -> dict[str, Any]:
 
 
 def test_noise_sensitivity_both_modes_from_one_result() -> None:
-    assert noise_modes(0.0, _noise_details()) == (0.0, 0.5)  # DESIGN §3 worked example
+    assert noise_modes(0.0, _noise_details()) == (0.0, 0.5)  # docs/design.md's worked example
     assert noise_modes(math.nan, {}) == (None, None)
     record = ScoredRecord(
         interaction=Interaction(
@@ -203,7 +203,7 @@ async def test_two_runners_in_parallel_score_every_row_exactly_once(
     # statement-level details are stored
     assert row.offline_details is not None
     assert "response_statements" in row.offline_details["noise_sensitivity"]
-    # one irrelevant chunk, then the relevant one (DESIGN §3 worked example)
+    # one irrelevant chunk, then the relevant one (docs/design.md's worked example)
     assert row.offline_scores["context_precision"] == pytest.approx(0.5)
     assert row.offline_scores["precision_at_k"] == pytest.approx(0.5)
     # the report has a line per metric, both noise modes, and the online faithfulness

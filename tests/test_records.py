@@ -1,4 +1,4 @@
-"""The record schema of DESIGN §2: aliases, context shapes, and clear errors."""
+"""The record schema (docs/design.md, "The record"): aliases, context shapes, and clear errors."""
 
 from __future__ import annotations
 

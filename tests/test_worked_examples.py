@@ -1,4 +1,4 @@
-"""DESIGN §3's worked examples, end to end: prompt → HTTP → judge server → parsing → score.
+"""The worked examples of docs/design.md, end to end: prompt → HTTP → judge server → score.
 
 One question, two retrieved chunks — an irrelevant one first, then the relevant
 one — and responses/references written so the deterministic judge's verdicts

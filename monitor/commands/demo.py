@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--traffic",
         type=Path,
         metavar="FILE",
-        help="another JSON-lines traffic file (DESIGN §2 records, with reference and "
+        help="another JSON-lines traffic file (records in the README's schema, with reference and "
         "metadata.label for the label report)",
     )
     parser.add_argument(

@@ -1,6 +1,6 @@
 """``rag-monitor score FILE.jsonl``: score a file of interactions with the sidecar's scorer.
 
-One JSON line per input line, in input order (DESIGN §5):
+One JSON line per input line, in input order (docs/design.md, "Contracts"):
 ``{"id", "scores": {metric: float | null}, "details": {...}, "usage": {...}, "error"?}``.
 A line that is not a valid record gets ``{"id": <its id or null>, ..., "error": "invalid
 record ..."}`` and the run goes on; a judge failure gets the failing step's reason as
@@ -41,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", metavar="FILE.jsonl", help="one interaction per line (DESIGN §2)")
+    parser.add_argument(
+        "file", metavar="FILE.jsonl", help="one interaction per line (the README's record schema)"
+    )
     parser.add_argument(
         "--metrics",
         metavar="A,B",

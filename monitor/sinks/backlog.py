@@ -1,4 +1,4 @@
-"""The golden-set backlog in Postgres: the only asyncpg import (DESIGN §5).
+"""The golden-set backlog in Postgres: the only asyncpg import (docs/design.md, "Contracts").
 
 What is queued: every scored record with a flag reason (`monitor.flags`), plus a
 control share (``settings.control_share``) chosen from a salted hash of the id,

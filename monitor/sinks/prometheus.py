@@ -1,4 +1,4 @@
-"""Every Prometheus metric of rag-monitor, declared once (DESIGN §5).
+"""Every Prometheus metric of rag-monitor, declared once (docs/design.md, "Contracts").
 
 Labels are bounded: ``metric`` and ``verdict`` come from fixed sets, ``route``
 is passed through `Settings.route_label` (allow-list, else ``other``),

@@ -14,10 +14,11 @@ Nothing happens at import: the cache directory is created, and the encodings
 loaded, on the first count.
 
 Memory: an encoding's byte-pair ranks live twice after loading — in tiktoken's
-Rust core (≈ 45 MB for o200k, what counting uses) and in the Python dict the
-`tiktoken.Encoding` keeps only to be picklable (≈ 30 MB of small bytes and int
-objects). We drop the dict (`_slim`): the sidecar's resident memory at start
-goes down by that much and counting is unchanged.
+Rust core (what counting uses) and in the Python dict the `tiktoken.Encoding`
+keeps only to be picklable (small bytes and int objects). We drop the dict
+(`_slim`): the sidecar's resident memory at start goes down by its size and
+counting is unchanged (``bench/memory.py`` prints the RSS at start step by
+step; docs/benchmarks.md, Memory).
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@ padding, truncation at 256 word pieces) → ``last_hidden_state`` → mean pool
 over the attention mask → L2 normalisation. Vectors are unit length, so a dot
 product is the cosine. On a CPU with VNNI the dense layers multiply the stored
 int8 weights with per-token int8 activations and each layer's GELU and
-attention fused (`monitor.local.int8`: a pass in ≈ 0.5× the float32 time,
-``bench/minilm_pass.py``; vectors within cosine 0.998 of float32's, each
-text's vector independent of its batch); ``int8=False`` keeps float32.
+attention fused (`monitor.local.int8`; each text's vector independent of
+its batch; its speed and its distance to float32's vectors:
+``bench/minilm_pass.py``, docs/benchmarks.md); ``int8=False`` keeps float32.
 
-Cost model (measured on one core, float32): a forward pass costs a fixed
-≈ 2.5 ms plus ≈ 0.2 ms per word piece, padding included (int8: ≈ 0.12 ms).
-So texts are sorted by length and cut into batches that minimise that cost
+Cost model: a forward pass costs a fixed amount plus an amount per word
+piece, padding included (`PASS_COST` is their ratio). So texts are sorted by
+length and cut into batches that minimise that cost
 (`plan_batches`: few passes, little padding), and concurrent callers share
 passes: a thread whose texts arrive while a pass runs waits for it to end,
 then the texts of every waiting thread go through the model together (group
@@ -47,10 +47,10 @@ DIMENSIONS = 384
 MAX_TOKENS = 256
 VOCAB_PATH = Path(__file__).with_name("vocab.txt")
 #: onnxruntime graph rewrites left out: its fused SkipLayerNormalization kernel costs more on
-#: one core than the Add and LayerNormalization it replaces (≈ 20 % of an int8 pass against
-#: ≈ 5 %); the vectors stay as close to the float32 graph's (cosine ≥ 0.998)
+#: one core than the Add and LayerNormalization it replaces (``bench/minilm_pass.py`` compares
+#: the graph with and without); the vectors stay as close to the float32 graph's
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
-#: the fixed cost of one forward pass, in word pieces' worth of compute (≈ 2.5 ms / 0.2 ms)
+#: the fixed cost of one forward pass, in word pieces' worth of compute (measured on one core)
 PASS_COST = 12
 
 Vectors = npt.NDArray[np.float32]

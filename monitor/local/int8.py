@@ -6,8 +6,8 @@ a float32 MatMul: the arithmetic is float. `int8_graph` rewrites the 36 dense
 MatMuls (Q, K, V, attention output, and both feed-forward layers of the six
 layers) to multiply the stored int8 weights *as they are* with int8
 activations (onnxruntime's ``MatMulIntegerToFloat``: VNNI dot products, int32
-sums), which is ≈ 1.5× faster per forward pass on one core (with the
-fusions below: ≈ 2×, ``bench/minilm_pass.py``).
+sums), which is faster per forward pass on one core, and more so with the
+fusions below (``bench/minilm_pass.py``, docs/benchmarks.md).
 
 The weights are not re-quantised, so the only new error is the activations'
 rounding. Two choices keep it small and keep every vector independent of
@@ -27,9 +27,8 @@ the batch it was computed in (no per-batch statistics):
   HaluEval passages give the same channels) — tied to the model file's
   sha256, so another file is not rewritten.
 
-Measured against the float32 graph (vectors of 390 questions and answers,
-800 words): cosine of a text's two vectors ≥ 0.998; response-relevancy
-cosines differ by ≤ 0.01 (mean 0.0025); word-pair cosines by ≤ 0.02.
+How close the vectors stay to the float32 graph's, for texts and for single
+words: ``bench/minilm_pass.py`` (docs/benchmarks.md, MiniLM forward pass).
 
 The activations are uint8 around a zero point of 128 times the int8
 weights (u8·s8), which is exact only with VNNI dot products; without VNNI
@@ -277,7 +276,7 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
     it). The row maximum is max(ReduceMax(xm), −ReduceMin(xm)), the same value as
     ReduceMax(Abs(xm)) without writing a full-size Abs; the rounding is the
     offset's half plus Cast's truncation, without a full-size Round (the two
-    take ≈ 10 % off a pass, ``bench/minilm_pass.py``). Raises ValueError when
+    save time on every pass, ``bench/minilm_pass.py``). Raises ValueError when
     the graph holds no such product.
     """
     model_fields = list(_fields(model))

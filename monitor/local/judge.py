@@ -127,9 +127,9 @@ threads (``threads``, 32 by default) so the event loop stays free; the
 ``questions`` step, one regex, is answered in place. Many threads, not the
 event loop's default handful, because a MiniLM pass releases the GIL: while
 one runs, other records' rules go on in Python, and the texts of every
-thread waiting meet in the next pass (one process scoring 64 records at once:
-≈ 1.3× the records/s, and less CPU per record, than with 6 threads;
-docs/benchmarks.md).
+thread waiting meet in the next pass (one process scoring 64 records at once
+gets more records/s, and less CPU per record, than with the default executor's
+threads; ``bench/local_scorer.py``, docs/benchmarks.md).
 
 Cost: MiniLM is nearly all of it, so each step asks it at most once per
 kind of text — the synonym words of all statements of a ``verify`` (all

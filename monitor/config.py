@@ -3,7 +3,8 @@
 Precedence: explicit overrides > environment > YAML file (``--config``) > defaults.
 The YAML file uses the same keys as the variables, without the prefix, in
 lower case (``kafka_topic: interactions``); the upper-case variable spelling
-(``RAG_MONITOR_KAFKA_TOPIC``) is accepted there too.
+(``RAG_MONITOR_KAFKA_TOPIC``) is accepted there too. A mapping (``thresholds``)
+given in several places is merged key by key, each key by the same precedence.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
@@ -24,7 +26,14 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    YamlConfigSettingsSource,
+)
 
 PREFIX = "RAG_MONITOR_"
 
@@ -217,43 +226,69 @@ class Settings(BaseSettings):
             return "none"
         return route if route in self.routes else "other"
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit values, then the environment, then the YAML file `load_settings` names."""
+        yaml_file = _SettingsFile(settings_cls, _config_file.get())
+        return init_settings, env_settings, yaml_file, dotenv_settings, file_secret_settings
+
 
 class ConfigError(Exception):
     """Invalid configuration; the message names the setting."""
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings tree or raise ConfigError naming each bad setting."""
-    file_values: dict[str, Any] = {}
-    if config_file is not None:
-        path = Path(config_file)
+# The file of the `load_settings` call in progress (a settings class takes no per-call source).
+_config_file: ContextVar[Path | None] = ContextVar("rag_monitor_config_file", default=None)
+
+
+class _SettingsFile(YamlConfigSettingsSource):
+    """The YAML settings file: keys as the variables' names too, and every read error named."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        if path is not None and not path.is_file():  # pydantic-settings would skip it silently
+            try:
+                path.open("rb").close()
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        super().__init__(settings_cls, yaml_file=path, yaml_file_encoding="utf-8")
+
+    def _read_file(self, file_path: Path) -> dict[str, Any]:
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = yaml.safe_load(file_path.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read config file {file_path}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+            raise ConfigError(f"config file {file_path} is not valid YAML: {exc}") from None
         if loaded is None:
-            loaded = {}
+            return {}
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of settings")
+            raise ConfigError(f"config file {file_path} must hold a mapping of settings")
+        values = {}
         for key, value in loaded.items():
             name = str(key).lower()
-            if name.startswith(PREFIX.lower()):
-                name = name[len(PREFIX) :]
-            env_name = PREFIX + name.upper()
-            if env_name in os.environ or (
-                name == "judge_api_key" and "OPENAI_API_KEY" in os.environ
-            ):
-                continue  # the environment wins over the file
-            file_values[name] = value
+            values[name.removeprefix(PREFIX.lower())] = value
+        return values
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings tree or raise ConfigError naming each bad setting."""
     _check_json_variables(set(overrides))
+    token = _config_file.set(None if config_file is None else Path(config_file))
     try:
-        return Settings(**{**file_values, **overrides})
+        return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+    finally:
+        _config_file.reset(token)
 
 
 def _check_json_variables(overridden: set[str]) -> None:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from prometheus_client import CollectorRegistry
+from tqdm import tqdm
 
 from monitor.config import Settings, TokenBudgetSpec, load_settings
 from monitor.flags import flag_reasons, is_hallucination
@@ -597,8 +598,28 @@ EXPORTED = (
 # ------------------------------------------------------------------------- progress
 
 
+class _StatusBar(tqdm):  # type: ignore[type-arg]
+    """tqdm with the pipeline's counters as format fields (tqdm's documented extension point)."""
+
+    monitor_interval = 0  # no tqdm monitor thread: the demo refreshes the line itself
+
+    def __init__(self, counts: dict[str, float], **kwargs: Any) -> None:
+        self.counts = counts  # before tqdm's first draw reads it
+        super().__init__(**kwargs)
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        return {**super().format_dict, **self.counts}
+
+
 class Progress:
-    """One status line on stderr: rewritten in place on a terminal, every few seconds in a pipe."""
+    """The demo's steps on stderr, and one tqdm status line while the sidecar consumes:
+    rewritten in place on a terminal, every few seconds in a pipe."""
+
+    FORMAT = (
+        "consumed {n}/{total}  sampled {sampled}  scored {scored}  "
+        "flagged {flagged}  skipped {skipped}  [{since:5.1f}s]"
+    )
 
     def __init__(self, stream: TextIO, total: int) -> None:
         self.stream = stream
@@ -606,43 +627,28 @@ class Progress:
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.every = PROGRESS_EVERY_TTY if self.tty else PROGRESS_EVERY_PIPE
         self.started = time.monotonic()
-        self._last = 0.0
-        self._text = ""
+        self._bar: _StatusBar | None = None
 
     def step(self, message: str) -> None:
-        self._clear()
-        print(f"demo: {message}", file=self.stream, flush=True)
+        with tqdm.external_write_mode(file=self.stream):  # lifts the status line, if any
+            print(f"demo: {message}", file=self.stream, flush=True)
 
     def update(self, consumed: int, sampled: int, scored: int, flagged: int, skipped: int) -> None:
-        now = time.monotonic()
-        self._text = (
-            f"consumed {consumed}/{self.total}  sampled {sampled}  scored {scored}  "
-            f"flagged {flagged}  skipped {skipped}  [{now - self.started:5.1f}s]"
-        )
-        if now - self._last < self.every:
-            return
-        self._last = now
-        self._emit()
+        counts: dict[str, float] = {"sampled": sampled, "scored": scored, "flagged": flagged,
+                                    "skipped": skipped, "since": time.monotonic() - self.started}
+        if self._bar is None:
+            self._bar = _StatusBar(
+                counts, total=self.total, file=self.stream, bar_format=self.FORMAT,
+                mininterval=self.every, miniters=0, delay=0, leave=True, disable=False,
+            )  # fmt: skip
+        self._bar.counts = counts
+        self._bar.update(consumed - self._bar.n)  # redraws at most every `every` seconds
 
     def done(self) -> None:
-        if self._text:
-            self._last = 0.0
-            self._emit()
-            if self.tty:
-                self.stream.write("\n")
-                self.stream.flush()
-            self._text = ""
-
-    def _emit(self) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K" + self._text)
-        else:
-            self.stream.write(self._text + "\n")
-        self.stream.flush()
-
-    def _clear(self) -> None:
-        if self.tty and self._text:
-            self.stream.write("\r\033[K")
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            bar.counts["since"] = time.monotonic() - self.started
+            bar.close()  # the final line, always drawn, left on screen
 
 
 # -------------------------------------------------------------------------- the demo

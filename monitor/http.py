@@ -1,4 +1,4 @@
-"""The exporter's HTTP endpoints on a small asyncio server (no web framework).
+"""The exporter's HTTP endpoints on aiohttp's server.
 
 - ``GET /metrics`` — the Prometheus text format of the exporter's registry, or
   OpenMetrics (with exemplars: the trace behind a score) when the scraper's
@@ -9,7 +9,6 @@
 
 Readiness checks are async callables returning a bool (partitions assigned,
 judge reachable, Postgres reachable); each gets ``check_timeout`` seconds.
-One request per connection (``Connection: close``); bodies are not read.
 """
 
 from __future__ import annotations
@@ -21,15 +20,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
 import structlog
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.exposition import choose_encoder
 
 log = structlog.get_logger("monitor.http")
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
-
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            503: "Service Unavailable"}  # fmt: skip
 
 
 class MetricsServer:
@@ -47,21 +44,31 @@ class MetricsServer:
         self.port = port
         self.checks = dict(checks or {})
         self.check_timeout = check_timeout
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        sockets = self._server.sockets
-        if sockets and self.port == 0:
-            self.port = sockets[0].getsockname()[1]
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)  # add_get also answers HEAD
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        # shutdown_timeout: how long `stop` lets a request in flight finish.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        if self.port == 0:
+            self.port = runner.addresses[0][1]
         log.info("metrics server listening", host=self.host, port=self.port)
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 5.0)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
     async def readiness(self) -> dict[str, bool]:
         async def run(check: ReadinessCheck) -> bool:
@@ -74,62 +81,25 @@ class MetricsServer:
         results = await asyncio.gather(*(run(self.checks[n]) for n in names))
         return dict(zip(names, results, strict=True))
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
-            status, content_type, body = await self._respond(request)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-            status, content_type, body = 400, "text/plain", b"bad request\n"
-        except ConnectionError:
-            writer.close()
-            return
-        head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\n"
-            f"Content-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode("ascii")
-        method = request.split(b" ", 1)[0] if status != 400 else b"GET"
-        try:
-            writer.write(head if method == b"HEAD" else head + body)
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def _metrics(self, request: web.Request) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        if "application/openmetrics-text" in accept:  # exemplars are in this format only
+            encoder, content_type = choose_encoder(accept)
+            body = encoder(self.registry)
+        else:
+            content_type, body = CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        # The content type carries parameters (version, charset), so it goes in as a raw header.
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
-    async def _respond(self, request: bytes) -> tuple[int, str, bytes]:
-        parts = request.split(b"\r\n", 1)[0].split(b" ")
-        if len(parts) != 3:
-            return 400, "text/plain", b"bad request\n"
-        method, target = parts[0], urlsplit(parts[1].decode("latin-1")).path
-        if method not in (b"GET", b"HEAD"):
-            return 405, "text/plain", b"method not allowed\n"
-        if target == "/metrics":
-            accept = _header(request, b"accept")
-            if "application/openmetrics-text" in accept:  # exemplars are in this format only
-                encoder, content_type = choose_encoder(accept)
-                return 200, content_type, encoder(self.registry)
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
-        if target == "/healthz":
-            return 200, "text/plain", b"ok\n"
-        if target == "/readyz":
-            checks = await self.readiness()
-            ready = all(checks.values())
-            body = json.dumps({"ready": ready, "checks": checks}).encode() + b"\n"
-            return (200 if ready else 503), "application/json", body
-        return 404, "text/plain", b"not found\n"
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n", content_type="text/plain")
 
-
-def _header(request: bytes, name: bytes) -> str:
-    """The value of header ``name`` (lower case) in ``request``, or ``""``."""
-    for line in request.split(b"\r\n")[1:]:
-        key, _, value = line.partition(b":")
-        if key.strip().lower() == name:
-            return value.strip().decode("latin-1")
-    return ""
+    async def _readyz(self, request: web.Request) -> web.Response:
+        checks = await self.readiness()
+        ready = all(checks.values())
+        body = json.dumps({"ready": ready, "checks": checks}) + "\n"
+        status = 200 if ready else 503
+        return web.Response(text=body, status=status, content_type="application/json")
 
 
 async def tcp_reachable(host: str, port: int, within_seconds: float = 1.0) -> bool:

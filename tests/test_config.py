@@ -92,6 +92,37 @@ def test_unreadable_config_file(tmp_path: Path) -> None:
         load_settings(tmp_path / "missing.yaml")
 
 
+def test_a_directory_or_a_list_is_not_a_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file .*: Is a directory"):
+        load_settings(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text("- kafka_topic\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_settings(config)
+
+
+def test_explicit_beats_env_beats_yaml_and_mappings_merge_by_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "kafka_topic: from-yaml\nkafka_group_id: yaml-group\njudge_api_key: from-yaml\n"
+        "thresholds: {faithfulness: 0.3, context_utility: 0.6}\n"
+    )
+    monkeypatch.setenv("RAG_MONITOR_KAFKA_TOPIC", "from-env")
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    monkeypatch.setenv("RAG_MONITOR_THRESHOLDS", '{"faithfulness": 0.4}')
+    settings = load_settings(config, kafka_group_id="explicit")
+    assert settings.kafka_topic == "from-env"
+    assert settings.kafka_group_id == "explicit"
+    assert settings.judge_api_key is not None
+    assert settings.judge_api_key.get_secret_value() == "from-env"
+    assert settings.thresholds["faithfulness"] == 0.4
+    assert settings.thresholds["context_utility"] == 0.6  # the file's key, not overridden
+    assert settings.thresholds["response_relevancy"] == 0.5  # the default
+    assert load_settings().kafka_group_id != "yaml-group"  # no file, no file values
+
+
 def test_partial_thresholds_keep_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_MONITOR_THRESHOLDS", '{"faithfulness": 0.8}')
     settings = load_settings()

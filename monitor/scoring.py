@@ -239,6 +239,7 @@ class Scorer:
         factual_correctness: FactualCorrectness | None = None,
         noise_sensitivity: NoiseSensitivity | None = None,
         semantic_similarity: SemanticSimilarity | None = None,
+        fuse_grounding: bool = True,
     ) -> None:
         names = list(dict.fromkeys(metrics))
         check_metric_names(names)
@@ -262,7 +263,9 @@ class Scorer:
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
         self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
-        self._fuses = fuses_grounding(judge.kind, call_pattern, names)
+        #: ``fuse_grounding`` False: never the fused step (a judge model too small to
+        #: follow it answers the basic steps better)
+        self._fuses = fuse_grounding and fuses_grounding(judge.kind, call_pattern, names)
 
     @property
     def cache_hits(self) -> int:

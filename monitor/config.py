@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     #: a timeout per judge step (statements, verify, questions, usefulness, grounding,
     #: embeddings); the steps it does not name get judge_timeout_seconds
     judge_step_timeouts: dict[str, float] = {}
+    #: frugal: faithfulness and context_utility in one fused judge request (false: a judge
+    #: model too small to follow it answers the basic steps instead)
+    judge_fuse_grounding: bool = True
     judge_max_retries: int = Field(default=2, ge=0)
     judge_concurrency: int = Field(default=16, gt=0)
     call_pattern: Literal["frugal", "per_call"] = "frugal"

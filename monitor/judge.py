@@ -216,6 +216,7 @@ class OpenAIJudge:
         temperature: float | None = 0.0,
         sampling_temperature: float | None = 0.7,
         embed_batch_size: int = 128,
+        fuse_grounding: bool = True,
     ) -> None:
         step_timeouts = dict(step_timeouts or {})
         if (
@@ -241,6 +242,8 @@ class OpenAIJudge:
         self.temperature = temperature
         self.sampling_temperature = sampling_temperature
         self.embed_batch_size = embed_batch_size
+        #: whether `monitor.scoring.Scorer` may ask this judge the fused ``grounding`` step
+        self.fuse_grounding = fuse_grounding
         self.gate = gate
         self.observer = observer
         self.embedder = embedder

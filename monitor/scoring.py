@@ -263,9 +263,14 @@ class Scorer:
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
         self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
-        #: ``fuse_grounding`` False: never the fused step (a judge model too small to
-        #: follow it answers the basic steps better)
-        self._fuses = fuse_grounding and fuses_grounding(judge.kind, call_pattern, names)
+        #: ``fuse_grounding`` False, here or on the judge (`RAG_MONITOR_JUDGE_FUSE_GROUNDING`):
+        #: never the fused step (a judge model too small to follow it answers the basic
+        #: steps better)
+        self._fuses = (
+            fuse_grounding
+            and getattr(judge, "fuse_grounding", True) is not False
+            and fuses_grounding(judge.kind, call_pattern, names)
+        )
 
     @property
     def cache_hits(self) -> int:

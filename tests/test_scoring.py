@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from monitor.embedded import answers
-from monitor.embedded.judge_server import Fault, JudgeServer
+from monitor.embedded.judge_server import AnswerFn, Fault, JudgeServer
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judge import OpenAIJudge
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
@@ -234,6 +234,13 @@ class Outcomes:
         return None
 
 
+def _mismatched_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The default answers, but the fused step's answer is not of its schema."""
+    if step == GROUNDING:
+        return [{"statements": "all supported", "contexts": []} for _ in range(n)]
+    return answers.answer(step, inputs, n)
+
+
 def _short_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """The default answers, but the fused step comes back with one context verdict too few
     (what a small model did: one verdict where five were expected)."""
@@ -245,15 +252,15 @@ def _short_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str
 
 
 @pytest.mark.parametrize(
-    "malformed", ["short", "not_json"], ids=["wrong-context-count", "not-json"]
+    "malformed", [_short_grounding, _mismatched_grounding], ids=["wrong-count", "not-schema"]
 )
 async def test_malformed_grounding_falls_back_to_the_basic_steps(
-    judge_server: JudgeServer, http_judge: OpenAIJudge, malformed: str
+    judge_server: JudgeServer, http_judge: OpenAIJudge, malformed: AnswerFn
 ) -> None:
     record = interactions()[0]
     basic = await Scorer(http_judge, ONLINE_METRICS, fuse_grounding=False).score(record)
     outcomes = Outcomes()
-    with JudgeServer(answer=_short_grounding if malformed == "short" else None) as server:
+    with JudgeServer(answer=malformed) as server:
         judge = OpenAIJudge(
             base_url=server.base_url,
             model="gpt-4o-mini",
@@ -261,8 +268,6 @@ async def test_malformed_grounding_falls_back_to_the_basic_steps(
             max_retries=0,
             observer=outcomes,
         )
-        if malformed == "not_json":
-            server.inject(Fault.INVALID_JSON)  # the first request: the fused step
         try:
             scored = await Scorer(judge, ONLINE_METRICS).score(record)
         finally:
@@ -561,3 +566,21 @@ async def test_missing_choices_are_requested_again() -> None:
     assert len(record.results["response_relevancy"].details["questions"]) == 3
     assert record.results["response_relevancy"].judge == "local"
     assert record.usage.calls == 4  # three generate requests and one embedding request
+
+
+async def test_fusion_can_be_turned_off_on_the_judge(judge_server: JudgeServer) -> None:
+    """RAG_MONITOR_JUDGE_FUSE_GROUNDING=false: the basic steps, the same scores."""
+    from monitor.config import Settings
+    from monitor.judge_factory import build_judge
+
+    settings = Settings(judge_base_url=judge_server.base_url, judge_fuse_grounding=False)
+    judge = build_judge(settings)
+    try:
+        record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+    finally:
+        closer = getattr(judge, "aclose", None)
+        if closer is not None:
+            await closer()
+    steps = judge_server.stats.snapshot().steps
+    assert GROUNDING not in steps and steps[USEFULNESS].requests == 1
+    assert record.results["faithfulness"].score == 0.5

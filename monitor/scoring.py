@@ -15,7 +15,11 @@ Call patterns, with identical definitions (same scores on a deterministic judge)
   request with ``n=N`` (missing choices are asked for again); an LRU cache of
   identical judge calls across records. With an LLM judge, faithfulness and
   context_utility of a record with contexts and a response are asked as one
-  ``grounding`` request (`fuses_grounding`), so the contexts are sent once.
+  ``grounding`` request (`fuses_grounding`), so the contexts are sent once;
+  a malformed grounding answer makes both metrics of that record ask their
+  basic steps instead (`monitor.metrics._statements.ground`), and a judge
+  with ``fuse_grounding`` False (``RAG_MONITOR_JUDGE_FUSE_GROUNDING``) is
+  never asked it.
 - ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
 """
 

@@ -37,6 +37,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ async def score_ours(
         max_retries=1,
         concurrency=args.concurrency * 3,
     )
+    judge.observer = outcomes = Outcomes()
     scorer = Scorer(judge, ONLINE_METRICS, fuse_grounding=args.fuse)
     gate = asyncio.Semaphore(args.concurrency)
 
@@ -97,6 +99,8 @@ async def score_ours(
                 "scores": {m: _finite(r.score) for m, r in record.results.items()},
                 "errors": {m: r.error for m, r in record.results.items() if r.error},
                 "faithfulness": record.results["faithfulness"].details,
+                #: the judge's request outcomes so far, this run (ok, fallback_steps, ...)
+                "outcomes": dict(outcomes.counts),
             }
             with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -105,6 +109,19 @@ async def score_ours(
         await asyncio.gather(*(one(r) for r in rows if r["id"] not in done))
     finally:
         await judge.aclose()
+
+
+class Outcomes:
+    """The judge's observer: request outcomes counted."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.counts[outcome] += 1
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        return None
 
 
 def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
@@ -249,6 +266,9 @@ def report(prefix: Path) -> None:
           "swapped facts failing | hallucinated scored 1.0 | s per record |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if ours:
+        last = max(ours.values(), key=lambda r: sum(r.get("outcomes", {}).values()))
+        print(f"\njudge request outcomes (ours): {last.get('outcomes')}")
     evasive = [r for r in ours.values() if r.get("category") == EVASIVE]
     if evasive:
         null = sum(1 for r in evasive if r["faithfulness"].get("noncommittal") is True)

@@ -148,7 +148,7 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _request_schema(
     model: type[BaseModel], lengths: tuple[tuple[str, int], ...] = ()
 ) -> dict[str, Any]:

@@ -137,6 +137,12 @@ class Settings(BaseSettings):
     )
     embedding_model: str = "text-embedding-3-small"
     judge_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: a timeout per judge step (statements, verify, questions, usefulness, grounding,
+    #: embeddings); the steps it does not name get judge_timeout_seconds
+    judge_step_timeouts: dict[str, float] = {}
+    #: frugal: faithfulness and context_utility in one fused judge request (false: a judge
+    #: model too small to follow it answers the basic steps instead)
+    judge_fuse_grounding: bool = True
     judge_max_retries: int = Field(default=2, ge=0)
     judge_concurrency: int = Field(default=16, gt=0)
     call_pattern: Literal["frugal", "per_call"] = "frugal"
@@ -212,6 +218,17 @@ class Settings(BaseSettings):
             if not 0.0 <= limit <= 1.0:
                 raise ValueError(f"threshold of {metric} must be within [0, 1]")
         return {**_DEFAULT_THRESHOLDS, **value}
+
+    @field_validator("judge_step_timeouts", mode="after")
+    @classmethod
+    def _step_timeouts(cls, value: dict[str, float]) -> dict[str, float]:
+        known = ("statements", "verify", "questions", "usefulness", "grounding", "embeddings")
+        for step, seconds in value.items():
+            if step not in known:
+                raise ValueError(f"unknown judge step {step!r}; known: {', '.join(known)}")
+            if not seconds > 0:
+                raise ValueError(f"timeout of {step} must be > 0")
+        return value
 
     @field_validator("online_metrics", "routes", mode="before")
     @classmethod

@@ -48,6 +48,9 @@ def flag_reasons(record: ScoredRecord, thresholds: Mapping[str, float]) -> list[
         if result is not None and result.scoreable and result.score < threshold(thresholds, metric):
             reasons.append(reason)
     relevancy = record.results.get("response_relevancy")
-    if relevancy is not None and relevancy.details.get("all_noncommittal") is True:
+    faithfulness = record.results.get("faithfulness")
+    if (relevancy is not None and relevancy.details.get("all_noncommittal") is True) or (
+        faithfulness is not None and faithfulness.details.get("noncommittal") is True
+    ):
         reasons.append(NONCOMMITTAL)
     return reasons

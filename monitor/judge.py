@@ -8,19 +8,26 @@
   and keeps getting it once that worked. Every answer is validated with
   pydantic; an invalid answer is re-asked once (the bad answer and a short
   correction appended), then the step fails for good: ``invalid_output``.
+  A prompt's pinned list lengths (`monitor.prompt.Prompt.lengths`) go into the
+  schema as ``minItems``/``maxItems`` and are checked on the answer; a prompt
+  with ``reask`` False (the fused ``grounding`` step) is not re-asked: its
+  metrics fall back to the basic steps (outcome ``fallback_steps``).
 - **n choices.** ``n`` is sent as is; when the endpoint returns fewer choices
   (llama.cpp beyond its slots, servers that ignore ``n``) the missing ones are
   requested with ``n=1`` calls.
 - **One retry layer.** The SDK retries 429, 5xx, timeouts and connection
   errors (``max_retries``); when it gives up, the exception *class* becomes a
   `JudgeError` reason: ``timeout``, ``rate_limited``, ``server_error``,
-  ``connection`` (retryable) or ``bad_request`` (permanent).
+  ``connection`` (retryable) or ``bad_request`` (permanent). A request that
+  timed out is retried only after waiting as long as its timeout (outcome
+  ``timeout_backoff`` for each such wait): the endpoint may still be working
+  on the abandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With a `TokenGate`, every HTTP request reserves its estimated
   prompt tokens (exact, `monitor.tokens`) plus the expected completion before
   it is sent (`BudgetExhausted`: nothing is sent) and reconciles with the
   response's ``usage`` after — with 0 when no response came back.
-- **Bounds.** A timeout per request attempt and a semaphore of
-  ``concurrency`` requests in flight.
+- **Bounds.** A timeout per request attempt (``step_timeouts`` per step, else
+  ``timeout_seconds``) and a semaphore of ``concurrency`` requests in flight.
 - **CPU.** Requests go through the SDK's generic ``post`` (auth, retries,
   timeouts and error classes as usual) with the JSON body built here and the
   answer read as plain JSON, over the SDK's aiohttp transport: the typed
@@ -42,6 +49,7 @@ import binascii
 import copy
 import functools
 import logging
+import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -59,6 +67,7 @@ from monitor.prompt import (
     OutT,
     Prompt,
     TokenGate,
+    pin_lengths,
     render_messages,
 )
 from monitor.records import Usage
@@ -86,7 +95,10 @@ class JudgeObserver(Protocol):
     """What the sidecar exports about the judge (see `monitor.sinks.prometheus`).
 
     ``outcome`` is ``ok``, ``invalid_output``, ``fallback`` (json_schema
-    rejected, retried as json_object) or a `JudgeError` reason.
+    rejected, retried as json_object), ``fallback_steps`` (a fused step's
+    answer was invalid: its metrics are asked the basic steps instead),
+    ``timeout_backoff`` (an attempt timed out; the SDK's retry waits as long as
+    the timeout first; ``seconds`` is that timeout) or a `JudgeError` reason.
     """
 
     def on_request(self, outcome: str, seconds: float) -> None: ...
@@ -136,10 +148,13 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-@functools.cache
-def _request_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """`strict_schema` once per output model (the SDK copies what it sends; never mutated)."""
-    return strict_schema(model)
+@functools.lru_cache(maxsize=256)
+def _request_schema(
+    model: type[BaseModel], lengths: tuple[tuple[str, int], ...] = ()
+) -> dict[str, Any]:
+    """`strict_schema` with pinned lengths, once per output model and lengths (the SDK copies
+    what it sends; never mutated)."""
+    return pin_lengths(strict_schema(model), dict(lengths))
 
 
 def _classify(exc: openai.OpenAIError) -> JudgeError:
@@ -191,6 +206,7 @@ class OpenAIJudge:
         api_key: SecretStr | None = None,
         embedding_model: str = "text-embedding-3-small",
         timeout_seconds: float = 60.0,
+        step_timeouts: Mapping[str, float] | None = None,
         max_retries: int = 2,
         concurrency: int = 16,
         gate: TokenGate | None = None,
@@ -200,13 +216,24 @@ class OpenAIJudge:
         temperature: float | None = 0.0,
         sampling_temperature: float | None = 0.7,
         embed_batch_size: int = 128,
+        fuse_grounding: bool = True,
     ) -> None:
-        if concurrency < 1 or max_retries < 0 or timeout_seconds <= 0 or embed_batch_size < 1:
+        step_timeouts = dict(step_timeouts or {})
+        if (
+            concurrency < 1
+            or max_retries < 0
+            or timeout_seconds <= 0
+            or embed_batch_size < 1
+            or any(t <= 0 for t in step_timeouts.values())
+        ):
             raise ValueError("concurrency and embed_batch_size >= 1, max_retries >= 0, timeout > 0")
         self.base_url = base_url
         self.model = model
         self.embedding_model = embedding_model
         self.timeout_seconds = timeout_seconds
+        #: a timeout per step name (``grounding``, ``questions``, ...; ``embeddings``), else
+        #: ``timeout_seconds``
+        self.step_timeouts = step_timeouts
         self.max_retries = max_retries
         self.concurrency = concurrency
         #: completion tokens reserved per requested choice (reconciled with the real usage)
@@ -215,6 +242,8 @@ class OpenAIJudge:
         self.temperature = temperature
         self.sampling_temperature = sampling_temperature
         self.embed_batch_size = embed_batch_size
+        #: whether `monitor.scoring.Scorer` may ask this judge the fused ``grounding`` step
+        self.fuse_grounding = fuse_grounding
         self.gate = gate
         self.observer = observer
         self.embedder = embedder
@@ -235,14 +264,26 @@ class OpenAIJudge:
     @property
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            self._client = openai.AsyncOpenAI(
+            self._client = _BackingOffClient(
+                on_backoff=self._on_backoff,
                 base_url=self.base_url,
                 api_key=self._api_key.get_secret_value() or NO_KEY,
                 timeout=self.timeout_seconds,
                 max_retries=self.max_retries,
-                http_client=openai.DefaultAioHttpClient(timeout=self.timeout_seconds),
+                http_client=openai.DefaultAioHttpClient(
+                    timeout=max([self.timeout_seconds, *self.step_timeouts.values()])
+                ),
             )
         return self._client
+
+    def timeout_of(self, step: str) -> float:
+        """The timeout of one attempt of ``step``'s requests."""
+        return self.step_timeouts.get(step, self.timeout_seconds)
+
+    def _on_backoff(self, seconds: float) -> None:
+        log.info("judge request timed out; waiting before the retry", extra={"seconds": seconds})
+        if self.observer is not None:
+            self.observer.on_request("timeout_backoff", seconds)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -292,6 +333,8 @@ class OpenAIJudge:
         """The validated answer; an invalid one is re-asked once."""
         if not isinstance(answer, _Invalid):
             return answer
+        if not prompt.reask:
+            raise JudgeError("invalid_output", f"step {prompt.step}: {answer.summary}")
         log.info(
             "judge answer invalid, re-asking once",
             extra={"step": prompt.step, "metric": prompt.metric, "error": answer.summary},
@@ -352,7 +395,7 @@ class OpenAIJudge:
                 "type": "json_schema",
                 "json_schema": {
                     "name": prompt.step,
-                    "schema": _request_schema(prompt.output),
+                    "schema": _request_schema(prompt.output, tuple(prompt.lengths.items())),
                     "strict": True,
                 },
             }
@@ -376,7 +419,12 @@ class OpenAIJudge:
                 # body as built here: `chat.completions.create` would walk the body against its
                 # typed parameters and build the response as SDK models, which cost more CPU
                 # than everything else in scoring a record
-                data = await self.client.post("/chat/completions", cast_to=object, body=body)
+                data = await self.client.post(
+                    "/chat/completions",
+                    cast_to=object,
+                    body=body,
+                    options={"timeout": self.timeout_of(prompt.step)},
+                )
                 contents, reported = _chat_contents(data)
                 prompt_tokens, completion_tokens = _usage(reported, estimate, contents, self.model)
                 used = prompt_tokens + completion_tokens
@@ -385,9 +433,9 @@ class OpenAIJudge:
                 usage.completion_tokens += completion_tokens
                 if self.observer is not None:
                     self.observer.on_tokens(prompt.metric, prompt_tokens, completion_tokens)
-                answers = [_try_parse(prompt.output, c) for c in contents]
+                answers = [_try_parse(prompt.output, c, prompt.lengths) for c in contents]
                 if any(isinstance(a, _Invalid) for a in answers):
-                    outcome = "invalid_output"
+                    outcome = "invalid_output" if prompt.reask else "fallback_steps"
                 return answers
             except JudgeError as exc:  # the body is not a chat completion
                 outcome = exc.reason
@@ -443,6 +491,7 @@ class OpenAIJudge:
                 data = await self.client.post(
                     "/embeddings",
                     cast_to=object,
+                    options={"timeout": self.timeout_of(EMBEDDINGS_METRIC)},
                     body={
                         "model": self.embedding_model,
                         "input": send,
@@ -475,6 +524,56 @@ class OpenAIJudge:
         return vectors
 
 
+class _BackingOffClient(openai.AsyncOpenAI):
+    """The SDK's client with one change to its own retries: after an attempt that timed out
+    (not a refused connection), the retry waits as long as that attempt's timeout (less up
+    to a quarter, at random) instead of half a second. A server that does not stop working
+    on a request its client abandoned (llama.cpp's, most self-hosted ones) is then not sent
+    the same request again while it is still busy with the first."""
+
+    def __init__(self, *, on_backoff: Callable[[float], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_backoff = on_backoff
+
+    async def _sleep_for_retry(
+        self, *, retries_taken: int, max_retries: int, options: Any, response: Any
+    ) -> None:
+        # called by the SDK inside its ``except`` for the failed attempt: the exception
+        # being handled says whether it timed out
+        failure = sys.exc_info()[1]
+        if response is None and _timed_out(failure):
+            timeout = options.timeout if isinstance(options.timeout, int | float) else None
+            wait = float(timeout if timeout is not None else self.timeout)  # type: ignore[arg-type]
+            self._on_backoff(wait)
+            await asyncio.sleep(wait * (1 - 0.25 * random.random()))
+            return
+        await super()._sleep_for_retry(
+            retries_taken=retries_taken,
+            max_retries=max_retries,
+            options=options,
+            response=response,
+        )
+
+
+def _timed_out(failure: BaseException | None) -> bool:
+    """A failed attempt that timed out waiting for the endpoint, as opposed to a refused,
+    reset or dropped connection (which the aiohttp transport also reports as a timeout):
+    the root of the cause chain is a `TimeoutError`, or the timeout has no cause at all."""
+    if failure is None:
+        return False
+    seen: set[int] = set()
+    root = failure
+    while id(root) not in seen:
+        seen.add(id(root))
+        cause = root.__cause__ or root.__context__
+        if cause is None:
+            break
+        root = cause
+    if isinstance(root, TimeoutError):
+        return True
+    return root is failure and "Timeout" in type(failure).__name__
+
+
 class _Invalid(Exception):
     """An answer that does not validate: why (no answer text), and the answer for the re-ask."""
 
@@ -484,12 +583,12 @@ class _Invalid(Exception):
         self.content = content
 
 
-def _parse(model: type[OutT], content: str | None) -> OutT:
+def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT:
     if content is None or not content.strip():
         raise _Invalid("empty answer", content)
     text = _strip_fences(content)
     try:
-        return model.model_validate_json(text)
+        value = model.model_validate_json(text)
     except ValidationError as exc:
         errors = exc.errors(include_input=False, include_url=False)
         if errors and errors[0]["type"] == "json_invalid":
@@ -498,11 +597,21 @@ def _parse(model: type[OutT], content: str | None) -> OutT:
             f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in errors[:5]
         )
         raise _Invalid(f"does not match the schema ({fields})", content) from None
+    wrong = [
+        f"{name}: {len(getattr(value, name))} items, expected exactly {count}"
+        for name, count in lengths.items()
+        if len(getattr(value, name)) != count
+    ]
+    if wrong:
+        raise _Invalid(f"does not match the schema ({'; '.join(wrong)})", content)
+    return value
 
 
-def _try_parse(model: type[OutT], content: str | None) -> OutT | _Invalid:
+def _try_parse(
+    model: type[OutT], content: str | None, lengths: Mapping[str, int]
+) -> OutT | _Invalid:
     try:
-        return _parse(model, content)
+        return _parse(model, content, lengths)
     except _Invalid as invalid:
         return invalid
 
@@ -611,5 +720,6 @@ __all__ = [
     "JudgeError",
     "JudgeObserver",
     "OpenAIJudge",
+    "pin_lengths",
     "strict_schema",
 ]

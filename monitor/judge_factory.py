@@ -59,6 +59,8 @@ def build_judge(
         api_key=settings.judge_api_key,
         embedding_model=settings.embedding_model,
         timeout_seconds=settings.judge_timeout_seconds,
+        step_timeouts=settings.judge_step_timeouts,
+        fuse_grounding=settings.judge_fuse_grounding,
         max_retries=settings.judge_max_retries,
         concurrency=settings.judge_concurrency,
         gate=gate,

@@ -9,9 +9,10 @@ them over HTTP; the local judge (`local/`) answers them in-process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,6 +30,13 @@ class Prompt(Generic[OutT]):
     `monitor.metrics.steps`); it is also the JSON-schema name sent to the endpoint, so
     a deterministic test server can tell the steps apart. ``metric`` is whom
     the tokens are billed to.
+
+    ``lengths`` pins list fields of the answer to an exact number of items
+    (``{"verdicts": 3}``: one verdict per statement sent); the LLM judge puts
+    them in the schema it sends (``minItems``/``maxItems``) and treats an answer
+    with another count as invalid. ``reask`` False: an invalid answer is not
+    asked again, the step fails at once (the fused ``grounding`` step, whose
+    metrics fall back to the basic steps instead).
     """
 
     step: str
@@ -38,6 +46,8 @@ class Prompt(Generic[OutT]):
     output: type[OutT]
     #: a worked example shown after the instruction: (inputs, output)
     examples: tuple[tuple[BaseModel, BaseModel], ...] = ()
+    lengths: Mapping[str, int] = field(default_factory=dict)
+    reask: bool = True
 
     def render_inputs(self) -> str:
         return self.inputs.model_dump_json(indent=None)
@@ -112,6 +122,24 @@ class Judge(Protocol):
 
 # --- the wire form of a prompt, shared by the LLM judge and the test judge server
 
+
+def pin_lengths(schema: dict[str, Any], lengths: Mapping[str, int]) -> dict[str, Any]:
+    """``schema`` with each named top-level list property pinned to exactly that many items.
+
+    ``minItems``/``maxItems`` are part of the subset strict structured outputs
+    accept, and llama.cpp's grammar honours them. A copy; ``schema`` is not changed.
+    """
+    if not lengths:
+        return schema
+    pinned = copy.deepcopy(schema)
+    for name, count in lengths.items():
+        prop = pinned.get("properties", {}).get(name)
+        if not isinstance(prop, dict) or prop.get("type") != "array":
+            raise ValueError(f"{name!r} is not a list field of the output schema")
+        prop["minItems"] = prop["maxItems"] = count
+    return pinned
+
+
 STEP_LINE = "Step: "
 INPUT_LINE = "Input:"
 
@@ -135,7 +163,10 @@ def render_messages(prompt: Prompt[OutT], *, schema_in_text: bool) -> list[dict[
     if schema_in_text:
         system += (
             "\n\nAnswer with one JSON object and nothing else, matching this JSON schema:\n"
-            + json.dumps(prompt.output.model_json_schema(), separators=(",", ":"))
+            + json.dumps(
+                pin_lengths(prompt.output.model_json_schema(), prompt.lengths),
+                separators=(",", ":"),
+            )
         )
     user = f"{STEP_LINE}{prompt.step}\n{INPUT_LINE}\n{prompt.render_inputs()}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

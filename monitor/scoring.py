@@ -15,7 +15,11 @@ Call patterns, with identical definitions (same scores on a deterministic judge)
   request with ``n=N`` (missing choices are asked for again); an LRU cache of
   identical judge calls across records. With an LLM judge, faithfulness and
   context_utility of a record with contexts and a response are asked as one
-  ``grounding`` request (`fuses_grounding`), so the contexts are sent once.
+  ``grounding`` request (`fuses_grounding`), so the contexts are sent once;
+  a malformed grounding answer makes both metrics of that record ask their
+  basic steps instead (`monitor.metrics._statements.ground`), and a judge
+  with ``fuse_grounding`` False (``RAG_MONITOR_JUDGE_FUSE_GROUNDING``) is
+  never asked it.
 - ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
 """
 
@@ -239,6 +243,7 @@ class Scorer:
         factual_correctness: FactualCorrectness | None = None,
         noise_sensitivity: NoiseSensitivity | None = None,
         semantic_similarity: SemanticSimilarity | None = None,
+        fuse_grounding: bool = True,
     ) -> None:
         names = list(dict.fromkeys(metrics))
         check_metric_names(names)
@@ -262,7 +267,14 @@ class Scorer:
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
         self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
-        self._fuses = fuses_grounding(judge.kind, call_pattern, names)
+        #: ``fuse_grounding`` False, here or on the judge (`RAG_MONITOR_JUDGE_FUSE_GROUNDING`):
+        #: never the fused step (a judge model too small to follow it answers the basic
+        #: steps better)
+        self._fuses = (
+            fuse_grounding
+            and getattr(judge, "fuse_grounding", True) is not False
+            and fuses_grounding(judge.kind, call_pattern, names)
+        )
 
     @property
     def cache_hits(self) -> int:

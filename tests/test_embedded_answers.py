@@ -121,3 +121,23 @@ def test_embed_is_deterministic_and_normalised() -> None:
     assert a != c
     assert zero == [0.0] * 256
     assert embed(["Travel receipts"])[0] == a
+
+
+def test_statements_and_grounding_say_noncommittal() -> None:
+    evasive = "I'm not sure about that. Check with HR."
+    [out] = answer("statements", {"text": evasive}, 1)
+    assert Statements.model_validate(out).noncommittal == 1
+    [out] = answer("statements", {"text": "Employees get 25 days."}, 1)
+    assert Statements.model_validate(out).noncommittal == 0
+    inputs = {"question": "q", "answer": evasive, "contexts": ["Employees get 25 days."]}
+    [out] = answer("grounding", inputs, 1)
+    assert Grounding.model_validate(out).noncommittal == 1
+
+
+@pytest.mark.parametrize("source", ["context", "reference", "response"])
+def test_verify_reasons_name_the_source(source: str) -> None:
+    inputs = {"context": "Employees get 25 days.", "statements": ["Managers get 30 days"]}
+    [out] = answer("verify", {**inputs, "source": source}, 1)
+    [verdict] = Verdicts.model_validate(out).verdicts
+    assert verdict.verdict == 0
+    assert verdict.reason == f"not in the {source}: manager, 30"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,15 +15,18 @@ import pytest
 from pydantic import SecretStr
 
 from monitor.config import Settings
+from monitor.embedded import answers
 from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.judge import OpenAIJudge, strict_schema
 from monitor.judge_factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.metrics.steps import (
     GeneratedQuestion,
+    Grounding,
     QuestionsInput,
     Statements,
     StatementsInput,
     Verdicts,
+    VerifyInput,
 )
 from monitor.prompt import BudgetExhausted, JudgeError, Prompt, render_messages
 from monitor.tokens import estimate_prompt_tokens
@@ -495,3 +500,154 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
         with pytest.raises(JudgeError) as caught:
             _embedding_vectors(body, expected)
         assert caught.value.reason == "invalid_output"
+
+
+# --- pinned list lengths, per-step timeouts, backing off after a timeout
+
+
+def verify_prompt(statements: list[str], **extra: Any) -> Prompt[Verdicts]:
+    return Prompt(
+        step="verify",
+        metric="faithfulness",
+        instruction="Check each statement against the context.",
+        inputs=VerifyInput(context="Receipts are required over $100.", statements=statements),
+        output=Verdicts,
+        lengths={"verdicts": len(statements)},
+        **extra,
+    )
+
+
+def _strict_valid(node: object) -> None:
+    """What OpenAI's strict json_schema mode demands of every object: all properties
+    required, no others allowed, no defaults."""
+    if isinstance(node, dict):
+        assert "default" not in node
+        if node.get("type") == "object":
+            assert node["additionalProperties"] is False
+            assert sorted(node["required"]) == sorted(node["properties"])
+        for value in node.values():
+            _strict_valid(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strict_valid(value)
+
+
+async def test_pinned_lengths_are_in_the_schema_sent(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    judge = make_judge()
+    await judge.generate(verify_prompt(["Receipts are required over $100", "Lodging always"]))
+    await judge.generate(verify_prompt(["Receipts are required over $100"]))
+    await judge.generate(statements_prompt())
+    sent = server.stats.snapshot().schemas
+    assert [step for step, _ in sent] == ["verify", "verify", "statements"]
+    for (_, schema), count in zip(sent[:2], (2, 1), strict=True):
+        verdicts = schema["properties"]["verdicts"]
+        assert (verdicts["minItems"], verdicts["maxItems"]) == (count, count)
+    assert "minItems" not in json.dumps(sent[2][1])  # nothing pinned: nothing sent
+    # valid for strict mode, the new default field (noncommittal) included
+    for _, schema in sent:
+        _strict_valid(schema)
+    assert sent[2][1]["required"] == ["statements", "noncommittal"]
+    _strict_valid(strict_schema(Grounding))
+    # the json_object fallback spells the pinned schema out in the prompt
+    text = render_messages(verify_prompt(["a", "b", "c"]), schema_in_text=True)[0]["content"]
+    assert '"minItems":3' in text and '"maxItems":3' in text
+
+
+def _one_verdict(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Default answers, but verify always returns a single verdict."""
+    out = answers.answer(step, inputs, n)
+    if step == "verify":
+        for one in out:
+            one["verdicts"] = one["verdicts"][:1]
+    return out
+
+
+async def test_an_answer_with_another_count_is_invalid() -> None:
+    observer = Observer()
+    with JudgeServer(answer=_one_verdict) as server:
+        judge = OpenAIJudge(base_url=server.base_url, model=MODEL, observer=observer)
+        try:
+            with pytest.raises(JudgeError) as caught:
+                await judge.generate(verify_prompt(["Receipts are required", "Lodging always"]))
+            assert caught.value.reason == "invalid_output"
+            assert "expected exactly 2" in caught.value.detail
+            assert observer.outcomes == ["invalid_output", "invalid_output"]  # one re-ask
+            # not re-asked when the prompt says so: it fails at once, counted as a fallback
+            with pytest.raises(JudgeError, match="expected exactly 2"):
+                await judge.generate(verify_prompt(["a b", "c d"], reask=False))
+            assert observer.outcomes[2:] == ["fallback_steps"]
+            assert server.stats.snapshot().chat_requests == 3
+            # the right count passes
+            judged = await judge.generate(verify_prompt(["Receipts are required"]))
+            assert len(judged.value.verdicts) == 1
+        finally:
+            await judge.aclose()
+
+
+async def test_each_step_has_its_own_timeout(server: JudgeServer, make_judge: MakeJudge) -> None:
+    observer = Observer()
+    judge = make_judge(
+        observer=observer, timeout_seconds=5.0, step_timeouts={"statements": 0.3}, max_retries=0
+    )
+    assert judge.timeout_of("statements") == 0.3 and judge.timeout_of("questions") == 5.0
+    server.inject(Fault.SLOW, seconds=1.5)
+    with pytest.raises(JudgeError) as caught:
+        await asyncio.wait_for(judge.generate(statements_prompt()), timeout=4)
+    assert caught.value.reason == "timeout"
+    assert observer.requests[0][1] < 1.2  # its own 0.3 s, not the judge's 5 s
+    # another step keeps the judge's timeout: 1.5 s is within it
+    server.inject(Fault.SLOW, seconds=1.5)
+    judged = await judge.generate(questions_prompt())
+    assert judged.value.question
+    assert observer.outcomes == ["timeout", "ok"]
+    with pytest.raises(ValueError):
+        OpenAIJudge(base_url=server.base_url, model=MODEL, step_timeouts={"verify": 0})
+
+
+async def test_no_retry_is_sent_at_once_after_a_timeout() -> None:
+    """The endpoint is still working on the abandoned request: the SDK's retry waits as long
+    as the timeout first, and the wait is counted (outcome timeout_backoff)."""
+    arrivals: list[float] = []
+
+    def slow_first(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            time.sleep(1.5)  # the server keeps working after the client gave up
+        return answers.answer(step, inputs, n)
+
+    observer = Observer()
+    with JudgeServer(answer=slow_first) as server:
+        judge = OpenAIJudge(
+            base_url=server.base_url,
+            model=MODEL,
+            timeout_seconds=0.4,
+            max_retries=1,
+            observer=observer,
+        )
+        try:
+            started = time.monotonic()
+            judged = await judge.generate(statements_prompt())
+        finally:
+            await judge.aclose()
+    assert judged.value.statements
+    assert len(arrivals) == 2
+    # timed out at 0.4 s, then waited at least three quarters of 0.4 s before re-sending
+    assert arrivals[1] - started >= 0.4 + 0.75 * 0.4
+    assert observer.outcomes == ["timeout_backoff", "ok"]
+    assert observer.requests[0][1] == 0.4
+
+
+async def test_a_refused_connection_is_retried_without_the_long_wait(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, timeout_seconds=30.0, max_retries=1)
+    server.down("refuse")
+    started = time.monotonic()
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "connection"
+    assert time.monotonic() - started < 5  # the SDK's usual half second, not 30 s
+    assert "timeout_backoff" not in observer.outcomes

@@ -6,6 +6,7 @@ import importlib.util
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,8 +14,8 @@ from typing import Any
 import pytest
 
 from monitor.embedded import answers
-from monitor.embedded.judge_server import Fault, JudgeServer
-from monitor.flags import NONCOMMITTAL, flag_reasons
+from monitor.embedded.judge_server import AnswerFn, Fault, JudgeServer
+from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judge import OpenAIJudge
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.prompt import Embedded, Judged, OutT, Prompt
@@ -220,26 +221,150 @@ async def test_fusion_keeps_offline_metrics_sharing_statements(
     assert scored.error is None
 
 
-async def test_fused_answer_with_wrong_context_count_fails_both_metrics() -> None:
-    def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
-        out = answers.answer(step, inputs, n)
-        if step == GROUNDING:
-            for one in out:
-                one["contexts"] = one["contexts"][:-1]
-        return out
+@dataclass
+class Outcomes:
+    """A judge observer that keeps the outcome of every request."""
 
-    from scoring_fixtures import http_judge_for
+    seen: list[str] = field(default_factory=list)
 
-    with JudgeServer(answer=answer) as server:
-        judge = http_judge_for(server)
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.seen.append(outcome)
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        return None
+
+
+def _mismatched_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The default answers, but the fused step's answer is not of its schema."""
+    if step == GROUNDING:
+        return [{"statements": "all supported", "contexts": []} for _ in range(n)]
+    return answers.answer(step, inputs, n)
+
+
+def _short_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The default answers, but the fused step comes back with one context verdict too few
+    (what a small model did: one verdict where five were expected)."""
+    out = answers.answer(step, inputs, n)
+    if step == GROUNDING:
+        for one in out:
+            one["contexts"] = one["contexts"][:-1]
+    return out
+
+
+@pytest.mark.parametrize(
+    "malformed", [_short_grounding, _mismatched_grounding], ids=["wrong-count", "not-schema"]
+)
+async def test_malformed_grounding_falls_back_to_the_basic_steps(
+    judge_server: JudgeServer, http_judge: OpenAIJudge, malformed: AnswerFn
+) -> None:
+    record = interactions()[0]
+    basic = await Scorer(http_judge, ONLINE_METRICS, fuse_grounding=False).score(record)
+    outcomes = Outcomes()
+    with JudgeServer(answer=malformed) as server:
+        judge = OpenAIJudge(
+            base_url=server.base_url,
+            model="gpt-4o-mini",
+            embedding_model="text-embedding-3-small",
+            max_retries=0,
+            observer=outcomes,
+        )
         try:
-            record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+            scored = await Scorer(judge, ONLINE_METRICS).score(record)
         finally:
             await judge.aclose()
-    for name in ("faithfulness", "context_utility"):
-        assert record.results[name].error == "invalid_output"
-        assert math.isnan(record.results[name].score)
-    assert record.results["response_relevancy"].error is None
+        steps = {step: s.requests for step, s in server.stats.snapshot().steps.items()}
+    # both metrics scored, as the basic steps score them; nothing failed
+    assert scored.error is None
+    for name in ONLINE_METRICS:
+        assert scored.results[name].error is None
+        assert scored.results[name].score == basic.results[name].score
+    assert scored.results["faithfulness"].score == 0.5
+    assert scored.results["faithfulness"].details == basic.results["faithfulness"].details
+    # the fused step once (not re-asked), then each basic step once
+    assert steps == {GROUNDING: 1, STATEMENTS: 1, VERIFY: 1, USEFULNESS: 1, QUESTIONS: 1}
+    # counted: judge_requests_total{outcome="fallback_steps"}
+    assert outcomes.seen.count("fallback_steps") == 1
+    assert "invalid_output" not in outcomes.seen
+
+
+async def test_a_judge_that_ignores_pinned_lengths_still_falls_back() -> None:
+    """The count is checked by `ground` too: a judge other than the LLM judge may not."""
+    judge = OneChoiceJudge(kind="llm", short_grounding=True)
+    scored = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+    assert scored.error is None
+    assert scored.results["faithfulness"].score == 0.5
+    assert judge.steps.count(GROUNDING) == 1 and judge.steps.count(USEFULNESS) == 1
+
+
+async def test_grounding_timeout_is_not_a_fallback(judge_server: JudgeServer) -> None:
+    """Only a malformed answer falls back: a timed-out server is not sent three more requests."""
+    judge = OpenAIJudge(
+        base_url=judge_server.base_url,
+        model="gpt-4o-mini",
+        embedding_model="text-embedding-3-small",
+        timeout_seconds=5.0,
+        step_timeouts={GROUNDING: 0.3},
+        max_retries=0,
+    )
+    judge_server.inject(Fault.SLOW, seconds=3)
+    try:
+        scored = await Scorer(judge, ["faithfulness", "context_utility"]).score(interactions()[0])
+    finally:
+        await judge.aclose()
+    assert scored.results["faithfulness"].error == "timeout"
+    assert scored.results["context_utility"].error == "timeout"
+    assert set(judge_server.stats.snapshot().steps) == {GROUNDING}
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "basic"])
+async def test_noncommittal_answer_has_no_faithfulness_and_is_flagged(
+    judge_server: JudgeServer, http_judge: OpenAIJudge, fuse: bool
+) -> None:
+    evasive = interactions()[0].model_copy(
+        update={"response": "I'm not sure about that. I'd suggest checking with HR."}
+    )
+    scorer = Scorer(http_judge, ONLINE_METRICS, fuse_grounding=fuse)
+    record = await scorer.score(evasive)
+    result = record.results["faithfulness"]
+    assert math.isnan(result.score) and result.error is None
+    assert result.details == {"reason": "noncommittal answer", "noncommittal": True}
+    assert record.output_line()["scores"]["faithfulness"] is None  # null, never 0
+    assert is_hallucination(record, {}) is None
+    assert flag_reasons(record, {}).count(NONCOMMITTAL) == 1
+    assert HALLUCINATION not in flag_reasons(record, {})
+    steps = judge_server.stats.snapshot().steps
+    assert VERIFY not in steps  # nothing to verify in an answer that asserts nothing
+    assert (GROUNDING in steps) is fuse
+    # faithfulness alone (relevancy not scored) still flags it
+    alone = await Scorer(http_judge, ["faithfulness"]).score(evasive)
+    assert flag_reasons(alone, {}) == [NONCOMMITTAL]
+
+
+async def test_factual_correctness_reasons_name_the_side_checked(
+    judge_server: JudgeServer, http_judge: OpenAIJudge
+) -> None:
+    record = interactions()[0]  # one response claim not in the reference, and vice versa
+    result = (await Scorer(http_judge, ["factual_correctness"]).score(record)).results[
+        "factual_correctness"
+    ]
+    forward = [c for c in result.details["response_claims"] if c["verdict"] == 0]
+    backward = [c for c in result.details["reference_claims"] if c["verdict"] == 0]
+    assert forward and backward
+    assert all(c["reason"].startswith("not in the reference: ") for c in forward)
+    assert all(c["reason"].startswith("not in the response: ") for c in backward)
+    assert not any("context" in c["reason"] for c in forward + backward)
+    faithfulness = await Scorer(http_judge, ["faithfulness"], fuse_grounding=False).score(record)
+    reasons = [s["reason"] for s in faithfulness.results["faithfulness"].details["statements"]]
+    assert reasons[1].startswith("not in the context: ")
+
+
+async def test_relevancy_details_list_the_distinct_questions(http_judge: OpenAIJudge) -> None:
+    record = await Scorer(http_judge, ["response_relevancy"]).score(interactions()[0])
+    details = record.results["response_relevancy"].details
+    assert len(details["questions"]) == 3
+    assert details["distinct_questions"] == [
+        "What is Employees accrue 25 days of paid vacation per year?"
+    ]
 
 
 def _bench() -> ModuleType:
@@ -414,16 +539,18 @@ async def test_results_carry_judge_kind_and_metric_order(http_judge: OpenAIJudge
 class OneChoiceJudge:
     """An in-process judge (no HTTP) that answers one choice per request, whatever n."""
 
-    kind = "local"
-
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "local", *, short_grounding: bool = False) -> None:
+        self.kind = kind
+        #: answer the fused step with one context verdict too few
+        self.short_grounding = short_grounding
         self.requests: list[int] = []
         self.steps: list[str] = []
 
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         self.requests.append(n)
         self.steps.append(prompt.step)
-        [value] = answers.answer(prompt.step, prompt.inputs.model_dump(), 1)
+        answer = _short_grounding if self.short_grounding else answers.answer
+        [value] = answer(prompt.step, prompt.inputs.model_dump(), 1)
         return Judged(values=[prompt.output.model_validate(value)], usage=Usage(calls=1))
 
     async def embed(self, texts: Sequence[str]) -> Embedded:
@@ -439,3 +566,21 @@ async def test_missing_choices_are_requested_again() -> None:
     assert len(record.results["response_relevancy"].details["questions"]) == 3
     assert record.results["response_relevancy"].judge == "local"
     assert record.usage.calls == 4  # three generate requests and one embedding request
+
+
+async def test_fusion_can_be_turned_off_on_the_judge(judge_server: JudgeServer) -> None:
+    """RAG_MONITOR_JUDGE_FUSE_GROUNDING=false: the basic steps, the same scores."""
+    from monitor.config import Settings
+    from monitor.judge_factory import build_judge
+
+    settings = Settings(judge_base_url=judge_server.base_url, judge_fuse_grounding=False)
+    judge = build_judge(settings)
+    try:
+        record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
+    finally:
+        closer = getattr(judge, "aclose", None)
+        if closer is not None:
+            await closer()
+    steps = judge_server.stats.snapshot().steps
+    assert GROUNDING not in steps and steps[USEFULNESS].requests == 1
+    assert record.results["faithfulness"].score == 0.5

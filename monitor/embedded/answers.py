@@ -12,8 +12,11 @@ rules are chosen so that a hand-written example has an obvious right score:
 - **statements**: the text split into sentences at ``.``, ``!``, ``?`` and
   ``;`` followed by a space or the end; each stripped of its end mark; empty
   ones dropped. Atomicity, coverage and the question are ignored.
+  noncommittal = 1 iff the text contains a phrase of `NONCOMMITTAL_PHRASES`
+  (as for **questions**).
 - **verify**: verdict 1 iff the statement has content words and every one of
-  them appears among the context's content words.
+  them appears among the context's content words; a 0's reason names the
+  input's ``source`` ("not in the reference: ...").
 - **usefulness**: verdict 1 iff some sentence of the answer has at least half
   of its content words in the context (so a context the answer copies a
   sentence from is useful; one it shares only a stray word with is not).
@@ -22,10 +25,10 @@ rules are chosen so that a hand-written example has an obvious right score:
   iff the response contains a phrase such as "I don't know", "not sure",
   "cannot answer" (list `NONCOMMITTAL_PHRASES`). All ``n`` choices are equal.
 - **grounding** (the fused step): exactly the three rules above, composed —
-  the answer's statements (as **statements**), each verified against the
-  contexts joined by newlines (as **verify**), and each context's
-  usefulness for the answer (as **usefulness**); so a record scores the same
-  whether its steps are asked one by one or fused.
+  the answer's statements and noncommittal flag (as **statements**), each
+  statement verified against the contexts joined by newlines (as **verify**),
+  and each context's usefulness for the answer (as **usefulness**); so a
+  record scores the same whether its steps are asked one by one or fused.
 - **embed**: a bag of the text's content words hashed (blake2b) into 256
   dimensions, L2-normalised; a text without content words is the zero vector.
 """
@@ -113,14 +116,16 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def supported(statement: str, context_words: set[str]) -> tuple[int, str]:
+def supported(
+    statement: str, context_words: set[str], source: str = "context"
+) -> tuple[int, str]:
     words = content_words(statement)
     if not words:
         return 0, "the statement has no content words to check"
     missing = [w for w in dict.fromkeys(words) if w not in context_words]
     if missing:
-        return 0, "not in the context: " + ", ".join(missing)
-    return 1, "every content word of the statement is in the context"
+        return 0, f"not in the {source}: " + ", ".join(missing)
+    return 1, f"every content word of the statement is in the {source}"
 
 
 def useful(answer_sentences: Sequence[str], context: str) -> tuple[int, str]:
@@ -145,10 +150,14 @@ def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
 def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
     if step == STATEMENTS:
         statements_in = StatementsInput.model_validate(inputs)
-        return Statements(statements=sentences(statements_in.text)).model_dump()
+        return Statements(
+            statements=sentences(statements_in.text),
+            noncommittal=int(noncommittal(statements_in.text)),
+        ).model_dump()
     if step == VERIFY:
         verify_in = VerifyInput.model_validate(inputs)
-        return Verdicts(verdicts=verify(verify_in.context, verify_in.statements)).model_dump()
+        checked = verify(verify_in.context, verify_in.statements, verify_in.source)
+        return Verdicts(verdicts=checked).model_dump()
     if step == QUESTIONS:
         questions_in = QuestionsInput.model_validate(inputs)
         found = sentences(questions_in.response)
@@ -165,17 +174,20 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
             statements=verify(
                 join_contexts(grounding_in.contexts), sentences(grounding_in.answer)
             ),
+            noncommittal=int(noncommittal(grounding_in.answer)),
             contexts=usefulness(grounding_in.answer, grounding_in.contexts),
         ).model_dump()
     raise ValueError(f"unknown step {step!r}")
 
 
-def verify(context: str, statements: Sequence[str]) -> list[StatementVerdict]:
-    """The verify rule for each statement, in order."""
+def verify(
+    context: str, statements: Sequence[str], source: str = "context"
+) -> list[StatementVerdict]:
+    """The verify rule for each statement, in order (``source``: what ``context`` is)."""
     words = set(content_words(context))
     verdicts = []
     for statement in statements:
-        verdict, reason = supported(statement, words)
+        verdict, reason = supported(statement, words, source)
         verdicts.append(StatementVerdict(statement=statement, reason=reason, verdict=verdict))
     return verdicts
 

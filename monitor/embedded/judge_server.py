@@ -108,6 +108,8 @@ class StatsSnapshot:
     steps: dict[str, StepStats] = field(default_factory=dict)
     #: ``response_format`` types seen on chat requests (``json_schema``, ``json_object``, ``none``)
     response_formats: list[str] = field(default_factory=list)
+    #: (step, the JSON schema sent) of every chat request with ``response_format`` json_schema
+    schemas: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -139,6 +141,7 @@ class JudgeStats:
                 faults_applied=list(d.faults_applied),
                 steps={k: replace(v) for k, v in d.steps.items()},
                 response_formats=list(d.response_formats),
+                schemas=list(d.schemas),
             )
 
     def reset(self) -> None:
@@ -156,10 +159,14 @@ class JudgeStats:
         with self._lock:
             self._in_flight -= 1
 
-    def chat_request(self, step: str | None, response_format: str) -> None:
+    def chat_request(
+        self, step: str | None, response_format: str, schema: dict[str, Any] | None = None
+    ) -> None:
         with self._lock:
             self._data.chat_requests += 1
             self._data.response_formats.append(response_format)
+            if step is not None and schema is not None:
+                self._data.schemas.append((step, schema))
             if step is not None:
                 self._data.steps.setdefault(step, StepStats()).requests += 1
 
@@ -530,7 +537,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(400, "n must be an integer between 1 and 128", param="n")
         fmt = _response_format(body.get("response_format"))
         step, inputs_text = _find_prompt(texts)
-        owner.stats.chat_request(step, fmt)
+        spec = body["response_format"].get("json_schema") if fmt == "json_schema" else None
+        owner.stats.chat_request(step, fmt, spec["schema"] if isinstance(spec, dict) else None)
 
         injected = owner._next_fault("chat")
         fault = injected.fault if injected is not None else None

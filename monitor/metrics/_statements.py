@@ -15,7 +15,14 @@ patterns differ:
 statements and verdicts and context_utility's usefulness verdicts in one
 request, the contexts sent once. The runner says when a record uses it
 (`StepRunner.fuse_grounding`); its instruction is composed of the same rules
-as the three basic steps it replaces.
+as the three basic steps it replaces. A grounding answer that comes back
+malformed (not the schema, or not one verdict per context) is not asked again:
+`ground` returns None and both metrics fall back to the basic steps for that
+record, so one bad answer never voids two metrics.
+
+List lengths the answer must have (one verdict per statement sent, one per
+context) are pinned on the prompt (`monitor.prompt.Prompt.lengths`): the LLM
+judge puts them in the schema it sends and rejects an answer with another count.
 
 Sharing identical steps between metrics of a record and the LRU cache are the
 runner's business (`monitor.scoring`), not the metric's: in ``frugal`` two
@@ -47,6 +54,7 @@ from monitor.metrics.steps import (
     UsefulnessInput,
     Verdicts,
     VerifyInput,
+    VerifySource,
 )
 from monitor.prompt import JudgeError, Prompt
 
@@ -61,19 +69,26 @@ _COVERAGE = {"high": "keep every detail", "low": "keep only the main points"}
 
 
 def _split(text: str) -> str:
-    """The statements task for ``text`` ("the text", "the answer")."""
+    """The statements task for ``text`` ("the text", "the answer": also its input field)."""
+    field = text.split()[-1]
     return (
-        f"Rewrite {text} as standalone statements. Each says one thing {text} says and is "
-        'understandable alone: replace pronouns and vague references ("it", "this policy") '
-        "by what they refer to, using the question, if given, only for that. Add nothing; "
-        "keep numbers, dates, names and conditions exactly."
+        f'Break {text} ("{field}") into standalone statements: one claim each, '
+        "understandable alone (pronouns replaced). Add nothing, not the question; keep "
+        "numbers, dates, names and conditions exactly."
     )
 
 
-_SUPPORTED = (
-    "verdict 1 only if the statement can be directly inferred from the context alone, "
-    "without outside knowledge, else 0 (also when the context does not address it)."
-)
+def _supported(source: str) -> str:
+    """The verify rule, against ``source`` ("context", "reference", "response")."""
+    return (
+        f"verdict 1 only if the statement can be directly inferred from the {source} alone, "
+        f"without outside knowledge, else 0 (also when the {source} does not address it). "
+        "Other words with the same meaning are inferred; a differing name, number, date or "
+        "role is not."
+    )
+
+
+_SUPPORTED = _supported("context")
 _USEFUL = (
     "For each context, in order: was it useful in arriving at the answer to the question? "
     "Verdict 1 if the answer relies on information the context holds, else 0."
@@ -82,12 +97,20 @@ _NONCOMMITTAL = (
     "noncommittal 1 if the response is evasive, vague or declines to answer "
     '("I don\'t know", "I\'m not sure", "I cannot answer that"), else 0.'
 )
-_REASON = "a one-sentence reason, then the verdict"
+#: statements and grounding: an answer that asserts nothing about the question
+_EVASIVE = (
+    'noncommittal: 1 if {text} only declines, defers ("ask HR") or does not know; else 0.'
+)
+_REASON = "a short reason (at most 15 words), then the verdict"
 _PER_CONTEXT = f"Exactly one verdict per context: {_REASON}."
 
 
 def _none(text: str) -> str:
     return f"No statements if {text} asserts nothing."
+
+
+def _reason_names(source: str) -> str:
+    return f'Reasons for 0 start "not in the {source}:".'
 
 
 STATEMENTS_INSTRUCTION = (
@@ -96,13 +119,30 @@ STATEMENTS_INSTRUCTION = (
     + f'\ncoverage "high": {_COVERAGE["high"]}; "low": {_COVERAGE["low"]}.'
     + "\n"
     + _none("the text")
+    + "\n"
+    + _EVASIVE.format(text="the text")
 )
 
-VERIFY_INSTRUCTION = (
-    "Check each statement against the context: "
-    + _SUPPORTED
-    + f"\nOne verdict per statement, in order: the statement as given, {_REASON}."
-)
+
+#: what the "context" field of a verify is, as the instruction names it
+_SOURCES = {
+    "context": "the retrieved context",
+    "reference": "the reference answer",
+    "response": "the response",
+}
+
+
+def verify_instruction(source: VerifySource) -> str:
+    """The verify instruction for statements checked against ``source``."""
+    return (
+        f'Check each of "statements" against "context" ({_SOURCES[source]}): '
+        + _supported(source)
+        + f"\nOne verdict per statement, in order: the statement as given, {_REASON}. "
+        + _reason_names(source)
+    )
+
+
+VERIFY_INSTRUCTION = verify_instruction("context")
 
 QUESTIONS_INSTRUCTION = (
     "Write the question the response answers, as a user would have asked it, judging from "
@@ -115,10 +155,12 @@ GROUNDING_INSTRUCTION = (
     "statements: "
     + _split("the answer")
     + f" Also {_ATOMICITY['high']}; {_COVERAGE['high']}."
-    + " Then check each statement against all contexts together as one context: "
+    + " Check each against all contexts together as one context: "
     + _SUPPORTED
     + f" Per statement: the statement, {_REASON}. "
     + _none("the answer")
+    + "\n"
+    + _EVASIVE.format(text="the answer")
     + "\ncontexts: "
     + _USEFUL
     + " "
@@ -139,8 +181,25 @@ async def decompose(
     coverage: Level = "high",
 ) -> list[str]:
     """The statements of ``text`` (empty text: no call, no statements)."""
+    found = await statements(
+        steps, metric, text, question=question, atomicity=atomicity, coverage=coverage
+    )
+    return found.statements
+
+
+async def statements(
+    steps: StepRunner,
+    metric: str,
+    text: str,
+    *,
+    question: str | None = None,
+    atomicity: Level = "high",
+    coverage: Level = "high",
+) -> Statements:
+    """As `decompose`, with the judge's noncommittal flag (statements stripped, empty ones
+    dropped; empty text: no call, no statements, not noncommittal)."""
     if not text.strip():
-        return []
+        return Statements(statements=[])
     prompt = Prompt(
         step=STATEMENTS,
         metric=metric,
@@ -151,18 +210,35 @@ async def decompose(
         output=Statements,
     )
     [out] = await steps.generate(prompt)
-    return [s.strip() for s in out.statements if s.strip()]
+    return Statements(
+        statements=[s.strip() for s in out.statements if s.strip()],
+        noncommittal=out.noncommittal,
+    )
 
 
 async def verify(
-    steps: StepRunner, metric: str, context: str, statements: Sequence[str]
+    steps: StepRunner,
+    metric: str,
+    context: str,
+    statements: Sequence[str],
+    *,
+    source: VerifySource = "context",
 ) -> list[int]:
-    """One 0/1 verdict per statement: inferable from ``context``? (no statements: no call)."""
-    return [v.verdict for v in await verify_verbose(steps, metric, context, statements)]
+    """One 0/1 verdict per statement: inferable from ``context``? (no statements: no call).
+
+    ``source`` says what ``context`` is, for the judge's reasons ("not in the reference").
+    """
+    found = await verify_verbose(steps, metric, context, statements, source=source)
+    return [v.verdict for v in found]
 
 
 async def verify_verbose(
-    steps: StepRunner, metric: str, context: str, statements: Sequence[str]
+    steps: StepRunner,
+    metric: str,
+    context: str,
+    statements: Sequence[str],
+    *,
+    source: VerifySource = "context",
 ) -> list[StatementVerdict]:
     """As `verify`, with the judge's reasons."""
     if not statements:
@@ -170,9 +246,10 @@ async def verify_verbose(
     prompt = Prompt(
         step=VERIFY,
         metric=metric,
-        instruction=VERIFY_INSTRUCTION,
-        inputs=VerifyInput(context=context, statements=list(statements)),
+        instruction=verify_instruction(source),
+        inputs=VerifyInput(context=context, statements=list(statements), source=source),
         output=Verdicts,
+        lengths={"verdicts": len(statements)},
     )
     [out] = await steps.generate(prompt)
     _expect(len(out.verdicts), len(statements), "verdicts for statements", VERIFY)
@@ -202,6 +279,7 @@ async def _usefulness(
         instruction=USEFULNESS_INSTRUCTION,
         inputs=UsefulnessInput(question=question, answer=answer, contexts=contexts),
         output=ContextVerdicts,
+        lengths={"verdicts": len(contexts)},
     )
     [out] = await steps.generate(prompt)
     _expect(len(out.verdicts), len(contexts), "verdicts for contexts", USEFULNESS)
@@ -227,13 +305,15 @@ async def questions(
 
 async def ground(
     steps: StepRunner, metric: str, question: str, answer: str, contexts: Sequence[str]
-) -> Grounding:
+) -> Grounding | None:
     """``answer``'s statements with their verdicts against all ``contexts`` joined, and one
-    usefulness verdict per context, in one request.
+    usefulness verdict per context, in one request; None when the answer came back
+    malformed: the caller then asks its basic steps instead.
 
     faithfulness and context_utility ask the same prompt; the runner makes it one
-    call, billed to whichever asks first. Statements come back stripped, empty ones
-    dropped, as from `decompose`.
+    call, billed to whichever asks first (and a malformed answer makes both fall
+    back). Statements come back stripped, empty ones dropped, as from `decompose`.
+    The answer is not re-asked (`Prompt.reask`): the basic steps are the second try.
     """
     prompt = Prompt(
         step=GROUNDING,
@@ -241,15 +321,24 @@ async def ground(
         instruction=GROUNDING_INSTRUCTION,
         inputs=GroundingInput(question=question, answer=answer, contexts=list(contexts)),
         output=Grounding,
+        lengths={"contexts": len(contexts)},
+        reask=False,
     )
-    [out] = await steps.generate(prompt)
-    _expect(len(out.contexts), len(contexts), "verdicts for contexts", GROUNDING)
+    try:
+        [out] = await steps.generate(prompt)
+    except JudgeError as exc:
+        if exc.reason == "invalid_output":
+            return None
+        raise
+    if len(out.contexts) != len(contexts):  # a judge that does not check `Prompt.lengths`
+        return None
     return Grounding(
         statements=[
             v.model_copy(update={"statement": v.statement.strip()})
             for v in out.statements
             if v.statement.strip()
         ],
+        noncommittal=out.noncommittal,
         contexts=out.contexts,
     )
 

@@ -3,7 +3,8 @@
 Step: ``usefulness`` of each context (retrieval order) for arriving at the
 *response*. score = average precision (`context_precision.average_precision`);
 no contexts → unscoreable. When the runner fuses (`StepRunner.fuse_grounding`)
-the verdicts come from the one ``grounding`` request shared with faithfulness.
+the verdicts come from the one ``grounding`` request shared with faithfulness;
+when that answer is malformed, from the ``usefulness`` step.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ class ContextUtility:
             interaction.response,
             interaction.context_texts,
         )
+        grounded = None
         if steps.fuse_grounding:
-            verdicts = (await st.ground(steps, NAME, question, answer, contexts)).contexts
+            grounded = await st.ground(steps, NAME, question, answer, contexts)
+        if grounded is not None:
+            verdicts = grounded.contexts
         else:
             verdicts = await st.usefulness(steps, NAME, question, answer, contexts)
         return MetricResult(

@@ -4,7 +4,8 @@ Steps: ``statements`` of the response and of the reference (claims, with the
 configured atomicity and coverage, no question — as Ragas decomposes claims),
 then ``verify`` of the response's claims against the reference (tp supported,
 fp not) and, unless mode is precision, of the reference's claims against the
-response (fn not supported).
+response (fn not supported); each ``verify`` names its source, so the judge's
+reasons say "not in the reference" or "not in the response".
 
 precision = tp/(tp+fp+1e-8), recall = tp/(tp+fn+1e-8),
 fβ = (1+β²)PR/(β²P+R) (0 when P = R = 0), rounded to 2 decimals half-to-even
@@ -110,8 +111,8 @@ class FactualCorrectness:
                 self._claims(steps, response), self._claims(steps, reference)
             )
         forward, backward = await asyncio.gather(
-            st.verify_verbose(steps, NAME, reference, response_claims),
-            st.verify_verbose(steps, NAME, response, reference_claims),
+            st.verify_verbose(steps, NAME, reference, response_claims, source="reference"),
+            st.verify_verbose(steps, NAME, response, reference_claims, source="response"),
         )
         value = score(
             [v.verdict for v in forward],

@@ -2,9 +2,13 @@
 
 Steps: ``statements`` (response, with the question for reference resolution),
 then ``verify`` of every statement against all contexts joined by newlines.
-score = supported / statements; no statements → unscoreable. When the runner
-fuses (`StepRunner.fuse_grounding`) both steps come from the one ``grounding``
-request shared with context_utility.
+score = supported / statements; no statements → unscoreable. An answer the
+``statements`` step calls noncommittal (it only declines, defers or says it does
+not know) is unscoreable too, never 0: it asserts nothing that could be
+unfaithful (details ``noncommittal: true``, read by `monitor.flags`). When the
+runner fuses (`StepRunner.fuse_grounding`) both steps come from the one
+``grounding`` request shared with context_utility; when that answer is
+malformed, from the basic steps.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from typing import ClassVar
 
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
-from monitor.metrics.steps import join_contexts
+from monitor.metrics.steps import StatementVerdict, join_contexts
 from monitor.records import Interaction, MetricResult
 
 NAME = "faithfulness"
+
+#: the reason of a noncommittal answer's unscoreable result
+NONCOMMITTAL = "noncommittal answer"
 
 
 def score(verdicts: Sequence[int]) -> float:
@@ -35,12 +42,20 @@ class Faithfulness:
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         question, contexts = interaction.user_input, interaction.context_texts
+        grounded = None
         if steps.fuse_grounding:
             grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
+        verdicts: list[StatementVerdict]
+        if grounded is not None:
+            if grounded.noncommittal:
+                return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
             verdicts = grounded.statements
             statements = [v.statement for v in verdicts]
         else:
-            statements = await st.decompose(steps, NAME, interaction.response, question=question)
+            found = await st.statements(steps, NAME, interaction.response, question=question)
+            if found.noncommittal:
+                return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
+            statements = found.statements
             verdicts = await st.verify_verbose(steps, NAME, join_contexts(contexts), statements)
         if not statements:
             return unscoreable(NAME, "no statements in the response")

@@ -100,7 +100,7 @@ class NoiseSensitivity:
         g_columns, a_columns, supported = await asyncio.gather(
             asyncio.gather(*(st.verify(steps, NAME, c, ref_statements) for c in contexts)),
             asyncio.gather(*(st.verify(steps, NAME, c, resp_statements) for c in contexts)),
-            st.verify(steps, NAME, reference, resp_statements),
+            st.verify(steps, NAME, reference, resp_statements, source="reference"),
         )
         g = [[col[i] for col in g_columns] for i in range(len(ref_statements))]
         a = [[col[i] for col in a_columns] for i in range(len(resp_statements))]

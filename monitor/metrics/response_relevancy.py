@@ -3,8 +3,9 @@
 Steps: ``questions`` (N choices), then embeddings of the user input and of
 each generated question. score = mean cosine(question, user input), × 0 only
 if *all* generated questions are noncommittal; no question generated → 0.
-Details carry ``questions: [{question, noncommittal, similarity}]`` and
-``all_noncommittal`` (read by `monitor.flags`).
+Details carry ``questions: [{question, noncommittal, similarity}]`` (one per
+choice), ``distinct_questions`` (the different questions the judge generated,
+in order: what a reviewer reads) and ``all_noncommittal`` (read by `monitor.flags`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class ResponseRelevancy:
             return MetricResult(
                 metric=NAME,
                 score=score([], []),
-                details={"questions": [], "all_noncommittal": False},
+                details={"questions": [], "distinct_questions": [], "all_noncommittal": False},
             )
         texts = [q.question for q in kept]
         if steps.call_pattern == "frugal":
@@ -62,6 +63,7 @@ class ResponseRelevancy:
                     {"question": q.question, "noncommittal": f, "similarity": s}
                     for q, f, s in zip(kept, flags, similarities, strict=True)
                 ],
+                "distinct_questions": list(dict.fromkeys(q.question.strip() for q in kept)),
                 "all_noncommittal": all(flags),
             },
         )

@@ -1,0 +1,326 @@
+"""The LLM judge on a small real model, next to Ragas's Faithfulness on the same server.
+
+Scores labelled records with the online metrics (faithfulness,
+response_relevancy, context_utility) through `monitor.scoring.Scorer` and
+`monitor.judge.OpenAIJudge` against an OpenAI-compatible endpoint (llama.cpp's
+server with Qwen2.5-Coder-1.5B-Instruct in docs/benchmarks.md), and, with
+``--ragas-python``, Ragas 0.4.3's own ``Faithfulness`` (its prompts, its
+LangChain ``ChatOpenAI`` client) against the same endpoint on the same records.
+
+Both sides append one JSON line per record as it finishes (``--out`` prefix:
+``PREFIX.ours.jsonl``, ``PREFIX.ragas.jsonl``), so a run that is stopped early
+still reports the records both sides finished; ``--report`` only reads them.
+
+Reported: the share of online values scored (not unscoreable, not failed;
+an evasive answer's unscoreable faithfulness counts as scored right), judge
+errors, faithfulness AUROC (hallucinated = low faithfulness; records whose
+faithfulness is unscoreable are left out and counted) for ours and Ragas's on
+the records both finished, and, on a set with categories (bench/data's
+realistic set), how many faithful paraphrases pass and swapped facts fail.
+
+    python bench/llm_small_model.py --url http://127.0.0.1:8091/v1 --model qwen
+        [--data PATH.jsonl] [--split holdout] [--limit 40] [--no-fuse]
+        [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python] --out /tmp/run
+    python bench/llm_small_model.py --report --out /tmp/run
+
+The API key comes from ``RAG_MONITOR_JUDGE_API_KEY`` (``local`` if unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from monitor.judge import OpenAIJudge
+from monitor.records import Interaction
+from monitor.scoring import ONLINE_METRICS, Scorer
+
+HALUEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "halueval_qa_dev.jsonl"
+FAITHFUL_CATEGORIES = {"faithful_paraphrase", "multi_chunk"}
+EVASIVE = "evasive"
+
+
+def load(path: Path, split: str | None, limit: int) -> list[dict[str, Any]]:
+    """Labelled records, hallucinated and faithful alternating (so a partial run is balanced)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if split is not None:
+        rows = [r for r in rows if r.get("split") == split]
+    bad = [r for r in rows if r["label_hallucinated"]]
+    good = [r for r in rows if not r["label_hallucinated"]]
+    mixed: list[dict[str, Any]] = []
+    for i in range(max(len(bad), len(good))):
+        mixed.extend(r[i] for r in (bad, good) if i < len(r))
+    return mixed[:limit]
+
+
+async def score_ours(
+    rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: Path
+) -> None:
+    key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
+    done = {json.loads(line)["id"] for line in _lines(out)}
+    judge = OpenAIJudge(
+        base_url=args.url,
+        model=args.model,
+        api_key=SecretStr(key),
+        embedding_model=args.model,
+        timeout_seconds=args.timeout,
+        max_retries=1,
+        concurrency=args.concurrency * 3,
+    )
+    judge.observer = outcomes = Outcomes()
+    scorer = Scorer(judge, ONLINE_METRICS, fuse_grounding=args.fuse)
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def one(row: dict[str, Any]) -> None:
+        async with gate:
+            interaction = Interaction.model_validate(
+                {k: row[k] for k in ("id", "user_input", "retrieved_contexts", "response")}
+            )
+            started = time.perf_counter()
+            record = await scorer.score(interaction)
+            line = {
+                "id": row["id"],
+                "hallucinated": row["label_hallucinated"],
+                "category": row.get("category"),
+                "seconds": round(time.perf_counter() - started, 1),
+                "scores": {m: _finite(r.score) for m, r in record.results.items()},
+                "errors": {m: r.error for m, r in record.results.items() if r.error},
+                "faithfulness": record.results["faithfulness"].details,
+                #: the judge's request outcomes so far, this run (ok, fallback_steps, ...)
+                "outcomes": dict(outcomes.counts),
+            }
+            with out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    try:
+        await asyncio.gather(*(one(r) for r in rows if r["id"] not in done))
+    finally:
+        await judge.aclose()
+
+
+class Outcomes:
+    """The judge's observer: request outcomes counted."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.counts[outcome] += 1
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        return None
+
+
+def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
+    """Ragas's Faithfulness on each record of the job, against the job's endpoint; one JSON
+    line per record appended to the output file as it finishes (self-contained: stdlib,
+    ragas, LangChain)."""
+    import asyncio
+    import json
+    import sys
+    import time
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from langchain_openai import ChatOpenAI
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import Faithfulness
+    from ragas.run_config import RunConfig
+
+    with open(sys.argv[1], encoding="utf-8") as f:
+        job = json.load(f)
+    chat = ChatOpenAI(
+        model=job["model"],
+        base_url=job["url"],
+        api_key=job["key"],
+        temperature=0.0,
+        timeout=job["timeout"],
+        max_retries=1,
+    )
+    metric = Faithfulness(llm=LangchainLLMWrapper(chat))
+    metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
+    gate = asyncio.Semaphore(job["concurrency"])
+
+    async def one(row):
+        async with gate:
+            sample = SingleTurnSample(
+                user_input=row["user_input"],
+                response=row["response"],
+                retrieved_contexts=row["retrieved_contexts"],
+            )
+            started = time.perf_counter()
+            try:
+                value = float(await metric.single_turn_ascore(sample))
+                error = None
+            except Exception as exc:  # Ragas's own failure: recorded, not fatal
+                value, error = float("nan"), type(exc).__name__
+            line = {
+                "id": row["id"],
+                "hallucinated": row["label_hallucinated"],
+                "category": row.get("category"),
+                "seconds": round(time.perf_counter() - started, 1),
+                "faithfulness": None if value != value else value,
+                "error": error,
+            }
+            with open(sys.argv[2], "a", encoding="utf-8") as f:  # noqa: ASYNC230 (one line)
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    async def main():
+        await asyncio.gather(*(one(r) for r in job["records"]))
+
+    asyncio.run(main())
+
+
+def score_ragas(rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
+    done = {json.loads(line)["id"] for line in _lines(out)}
+    job = {
+        "url": args.url,
+        "model": args.model,
+        "key": os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local"),
+        "timeout": args.timeout,
+        "concurrency": args.concurrency,
+        "records": [r for r in rows if r["id"] not in done],
+    }
+    job_path = out.with_suffix(".job.json")
+    job_path.write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+    source = inspect.getsource(_ragas_child) + "\n_ragas_child()\n"
+    env = os.environ | {
+        "RAGAS_DO_NOT_TRACK": "true",
+        "LANGCHAIN_TRACING_V2": "false",
+        "LANGSMITH_TRACING": "false",
+    }
+    subprocess.run(
+        [args.ragas_python, "-c", source, str(job_path), str(out)], env=env, check=True
+    )
+
+
+def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+    """P(a positive ranks above a negative), ties half; NaN without both classes."""
+    pos = [s for s, p in zip(scores, positive, strict=True) if p]
+    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
+    if not pos or not neg:
+        return math.nan
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def report(prefix: Path) -> None:
+    ours = {r["id"]: r for r in map(json.loads, _lines(_ours(prefix)))}
+    ragas = {r["id"]: r for r in map(json.loads, _lines(_ragas(prefix)))}
+    both = [i for i in ours if i in ragas] if ragas else list(ours)
+    print(f"records finished: ours {len(ours)}, Ragas {len(ragas)}; compared: {len(both)}")
+    values = scored = 0
+    errors: dict[str, int] = {}
+    for r in ours.values():
+        for metric in ONLINE_METRICS:
+            values += 1
+            score = r["scores"].get(metric)
+            evasive_null = (
+                metric == "faithfulness"
+                and r.get("category") == EVASIVE
+                and r["faithfulness"].get("noncommittal") is True
+            )
+            if score is not None or evasive_null:
+                scored += 1
+        for metric, error in r["errors"].items():
+            errors[f"{metric}: {error}"] = errors.get(f"{metric}: {error}", 0) + 1
+    if values:
+        print(f"online values scored (ours, all finished records): {scored}/{values} "
+              f"= {scored / values:.0%}; judge errors: {errors or 'none'}")
+    rows = []
+    for name, table, get in (
+        ("rag-monitor LLM judge", ours, lambda r: r["scores"].get("faithfulness")),
+        ("Ragas 0.4.3 Faithfulness", ragas, lambda r: r["faithfulness"]),
+    ):
+        if not table:
+            continue
+        kept = [table[i] for i in both if table[i].get("category") != EVASIVE]
+        known = [(get(r), r["hallucinated"]) for r in kept if get(r) is not None]
+        value = auroc([-s for s, _ in known], [h for _, h in known])
+        faithful = [r for r in kept if r.get("category") in FAITHFUL_CATEGORIES]
+        swapped = [r for r in kept if str(r.get("category", "")).startswith("swapped")]
+        passed = sum(1 for r in faithful if (get(r) or 0.0) >= 0.5)
+        failed = sum(1 for r in swapped if get(r) is not None and get(r) < 0.5)
+        hallucinated_1 = sum(1 for r in kept if r["hallucinated"] and get(r) == 1.0)
+        seconds = sum(r["seconds"] for r in table.values()) / len(table)
+        rows.append(
+            f"| {name} | {value:.3f} | {len(known)}/{len(kept)} | "
+            f"{passed}/{len(faithful)} | {failed}/{len(swapped)} | "
+            f"{hallucinated_1}/{sum(1 for r in kept if r['hallucinated'])} | {seconds:.0f} |"
+        )
+    print("\n| judge | faithfulness AUROC | scored | faithful paraphrases passing | "
+          "swapped facts failing | hallucinated scored 1.0 | s per record |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if ours:
+        last = max(ours.values(), key=lambda r: sum(r.get("outcomes", {}).values()))
+        print(f"\njudge request outcomes (ours): {last.get('outcomes')}")
+    evasive = [r for r in ours.values() if r.get("category") == EVASIVE]
+    if evasive:
+        null = sum(1 for r in evasive if r["faithfulness"].get("noncommittal") is True)
+        print(f"\nevasive answers with faithfulness unscoreable (noncommittal): "
+              f"{null}/{len(evasive)}")
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _lines(path: Path) -> list[str]:
+    return [x for x in path.read_text(encoding="utf-8").splitlines() if x] if path.exists() else []
+
+
+def _ours(prefix: Path) -> Path:
+    return prefix.with_name(prefix.name + ".ours.jsonl")
+
+
+def _ragas(prefix: Path) -> Path:
+    return prefix.with_name(prefix.name + ".ragas.jsonl")
+
+
+async def run(args: argparse.Namespace) -> None:
+    rows = load(Path(args.data), args.split, args.limit)
+    prefix = Path(args.out)
+    tasks = [score_ours(rows, args, _ours(prefix))]
+    if args.ragas_python:
+        tasks.append(asyncio.to_thread(score_ragas, rows, args, _ragas(prefix)))
+    await asyncio.gather(*tasks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8091/v1")
+    parser.add_argument("--model", default="qwen")
+    parser.add_argument("--data", default=str(HALUEVAL))
+    parser.add_argument("--split", default=None, help="keep records whose split is this")
+    parser.add_argument("--limit", type=int, default=40)
+    parser.add_argument("--concurrency", type=int, default=2, help="records at once, per side")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
+    parser.add_argument("--no-fuse", dest="fuse", action="store_false",
+                        help="basic steps instead of the fused grounding step")
+    parser.add_argument("--ragas-python", default=None)
+    parser.add_argument("--out", required=True, help="prefix of the two JSONL result files")
+    parser.add_argument("--report", action="store_true", help="only report what --out holds")
+    args = parser.parse_args(argv)
+    if not args.report:
+        asyncio.run(run(args))
+    report(Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

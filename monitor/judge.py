@@ -337,7 +337,12 @@ class OpenAIJudge:
             raise JudgeError("invalid_output", f"step {prompt.step}: {answer.summary}")
         log.info(
             "judge answer invalid, re-asking once",
-            extra={"step": prompt.step, "metric": prompt.metric, "error": answer.summary},
+            extra={
+                "step": prompt.step,
+                "metric": prompt.metric,
+                "error": answer.summary,
+                "model": self.model,
+            },
         )
         followup = [
             {"role": "assistant", "content": answer.content or ""},

@@ -129,10 +129,6 @@ async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
         assert word not in written
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="monitor/judge.py's re-ask call passes extra={step, metric, error} without model",
-)
 async def test_the_re_ask_line_names_the_model(
     configure: Configure, judge_http: JudgeServer
 ) -> None:

@@ -1,4 +1,4 @@
-"""context_utility: context precision without a reference (DESIGN §3).
+"""context_utility: context precision without a reference (docs/design.md, "Metrics").
 
 Step: ``usefulness`` of each context (retrieval order) for arriving at the
 *response*. score = average precision (`context_precision.average_precision`);

@@ -13,6 +13,7 @@ import json
 import os
 import re
 from contextvars import ContextVar
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
@@ -276,7 +277,9 @@ class _SettingsFile(YamlConfigSettingsSource):
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         super().__init__(settings_cls, yaml_file=path, yaml_file_encoding="utf-8")
 
-    def _read_file(self, file_path: Path) -> dict[str, Any]:
+    # the one hook pydantic-settings gives for reading a file (its type widened to
+    # Traversable in 2.16; accepting both keeps every release since 2.3 working)
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
         try:
             loaded = yaml.safe_load(file_path.read_text(encoding="utf-8"))
         except OSError as exc:

@@ -132,9 +132,10 @@ def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_r
             time.sleep(1.0)
         up = query(web_port, 'up{job="rag-monitor-demo"}')
         assert [r["value"][1] for r in up] == ["1"]
-        # a ratio of two extrapolated rates: 1 when every record in the window was
-        # hallucinated, give or take the floating point of the two extrapolations
-        assert all(0 < v <= 1 + 1e-9 for v in rates), rates
+        # a ratio of two rates Prometheus extrapolates each on its own (a series whose
+        # window starts near 0 is extrapolated less): a few records into a run it can
+        # pass 1 by a little (1.05 seen); a swapped or wrong expression is far off
+        assert all(0 < v <= 1.25 for v in rates), rates
         deadline = time.monotonic() + 180
         while f"/metrics:     {served} (up for 600 s after this report)" not in demo.output:
             assert time.monotonic() < deadline and demo.proc.poll() is None, demo.output

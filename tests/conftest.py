@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Settings, load_settings
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
+from tests.support.judge_server import JudgeServer
 
 PARTITIONS = 4
 _counter = itertools.count()
@@ -50,7 +50,7 @@ def topic(broker: Broker) -> Topic:
 
 @pytest.fixture
 def judge_http() -> Iterator[JudgeServer]:
-    """The real OpenAI-compatible judge server on 127.0.0.1 (monitor.embedded.judge_server)."""
+    """The real OpenAI-compatible judge server on 127.0.0.1 (tests.support.judge_server)."""
     with JudgeServer() as server:
         yield server
 

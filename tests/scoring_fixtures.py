@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from monitor.embedded.judge_server import JudgeServer
 from monitor.judge import OpenAIJudge
+from tests.support.judge_server import JudgeServer
 
 TEST_MODEL = "gpt-4o-mini"
 TEST_EMBEDDING_MODEL = "text-embedding-3-small"

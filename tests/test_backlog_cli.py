@@ -18,9 +18,9 @@ import pytest
 from monitor.cli import main
 from monitor.commands.backlog import parse_csv, parse_jsonl
 from monitor.config import Settings
-from monitor.embedded.judge_server import JudgeServer
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink, migration_files
+from tests.support.judge_server import JudgeServer
 
 pytest_plugins = ["conftest_postgres"]
 

@@ -38,9 +38,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from monitor.commands.run import build, serve
 from monitor.config import ConfigError, Settings
 from monitor.embedded.broker import Broker, free_port
-from monitor.embedded.judge_server import JudgeServer
 from monitor.sources.kafka import ssl_context
 from tests.conftest import Topic, encode, interaction, monitor_settings
+from tests.support.judge_server import JudgeServer
 
 pytestmark = pytest.mark.kafka
 

@@ -17,11 +17,11 @@ import structlog
 from pydantic import SecretStr
 
 import monitor.logging as monitor_logging
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.judge import OpenAIJudge
 from monitor.logging import NOISY_LOGGERS, configure_logging
 from monitor.metrics.steps import Statements, StatementsInput
 from monitor.prompt import JudgeError, Prompt
+from tests.support.judge_server import Fault, JudgeServer
 
 HEAD = ["timestamp", "level", "logger", "event"]
 MODEL = "gpt-4o-mini"

@@ -12,7 +12,6 @@ import pytest
 
 from monitor.commands.offline import run_offline
 from monitor.config import Settings
-from monitor.embedded.judge_server import JudgeServer
 from monitor.offline import (
     NOISE_IRRELEVANT,
     NOISE_RELEVANT,
@@ -24,6 +23,7 @@ from monitor.offline import (
 )
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink, ImportRow
+from tests.support.judge_server import JudgeServer
 
 pytest_plugins = ["conftest_postgres"]
 

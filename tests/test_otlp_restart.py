@@ -18,11 +18,11 @@ import pytest
 
 from monitor.config import Settings
 from monitor.embedded.broker import Broker, free_port
-from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.sinks.backlog import BacklogSink
 from monitor.sources.kafka import committed_offsets, produce
 from tests.conftest import Topic, interaction
+from tests.support.judge_server import JudgeServer
 from tests.test_otlp import T0
 from tests.test_run_command import Monitor, environment
 

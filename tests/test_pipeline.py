@@ -14,15 +14,15 @@ import pytest
 
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
-from monitor.embedded import answers
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sampling import Sampler
 from monitor.sinks import SinkError
 from monitor.sources.kafka import committed_offsets, produce
 from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+from tests.support import answers
+from tests.support.judge_server import Fault, JudgeServer
 
 pytestmark = pytest.mark.kafka
 

@@ -12,7 +12,6 @@ import pytest
 from monitor.commands.run import build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks import SinkError
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message
@@ -24,6 +23,7 @@ from monitor.sources.kafka import (
     read_topic,
 )
 from tests.conftest import Topic, encode, interaction, monitor_settings
+from tests.support.judge_server import JudgeServer
 from tests.test_otlp_kafka import run_until
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

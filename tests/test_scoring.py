@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from monitor.embedded import answers
-from monitor.embedded.judge_server import AnswerFn, Fault, JudgeServer
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judge import OpenAIJudge
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
@@ -29,6 +27,8 @@ from monitor.scoring import (
     fuses_grounding,
     parse_metric_names,
 )
+from tests.support import answers
+from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
 pytest_plugins = ["scoring_fixtures"]
 

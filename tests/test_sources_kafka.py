@@ -10,7 +10,6 @@ from aiokafka.conn import AIOKafkaConnection
 
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.sampling import Sampler
 from monitor.sinks.prometheus import Exporter
 from monitor.sources import kafka
@@ -26,6 +25,7 @@ from monitor.sources.kafka import (
 )
 from monitor.sources.offsets import OffsetTracker
 from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+from tests.support.judge_server import JudgeServer
 
 # --- the pure bookkeeping
 

@@ -12,7 +12,7 @@ Each measured consumer runs in its **own process** (this script re-run with
 server's threads share its interpreter, and its CPU time and peak RSS are its
 own (``getrusage(RUSAGE_SELF)``).
 
-1. **Consume.** ``--rounds`` times, in turn: `monitor.sources.kafka.bare_consume`
+1. **Consume.** ``--rounds`` times, in turn: `tests.support.kafka.bare_consume`
    (a plain aiokafka ``getmany`` loop, no work), and the monitor pipeline
    exactly as ``rag-monitor run`` wires it (`monitor.commands.run.build` +
    ``serve``) at sample rate 1 % and at rate 0 (no scoring: the pipeline's own
@@ -167,7 +167,7 @@ def validation_cost(pairs: list[tuple[bytes, bytes]], rounds: int = 15) -> dict[
 
 
 def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
-    from monitor.sources.kafka import bare_consume
+    from tests.support.kafka import bare_consume
 
     cpu = _cpu()
     wall = time.perf_counter()

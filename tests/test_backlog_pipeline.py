@@ -37,9 +37,10 @@ from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
 from monitor.embedded.postgres import EmbeddedPostgres
-from monitor.sources.kafka import committed_offsets, produce, reset_offsets
+from monitor.sources.kafka import committed_offsets, produce
 from tests.conftest import Topic, encode, interaction, monitor_settings
 from tests.support.judge_server import JudgeServer
+from tests.support.kafka import reset_offsets
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 pytest_plugins = ["conftest_postgres"]

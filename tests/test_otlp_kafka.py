@@ -22,10 +22,11 @@ from prometheus_client.openmetrics.parser import (
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
-from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce, read_topic
+from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce
 from monitor.sources.traces import TraceSource
 from tests.conftest import Topic, interaction, monitor_settings, samples
 from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
 from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
 
 pytestmark = pytest.mark.kafka

@@ -20,10 +20,10 @@ from monitor.sources.kafka import (
     committed_offsets,
     create_topics,
     produce,
-    read_topic,
 )
 from tests.conftest import Topic, encode, interaction, monitor_settings
 from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
 from tests.test_otlp_kafka import run_until
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

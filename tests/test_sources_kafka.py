@@ -21,11 +21,11 @@ from monitor.sources.kafka import (
     SourceRecord,
     committed_offsets,
     produce,
-    read_topic,
 )
 from monitor.sources.offsets import OffsetTracker
 from tests.conftest import Topic, encode, interaction, monitor_settings, samples
 from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
 
 # --- the pure bookkeeping
 

@@ -13,8 +13,6 @@ import pytest
 
 from tests.support.judge_server import JudgeServer
 
-pytest_plugins = ["scoring_fixtures"]
-
 GOOD = {
     "id": "vacation",
     "user_input": "How many vacation days do employees get?",

@@ -30,8 +30,6 @@ from monitor.scoring import (
 from tests.support import answers
 from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
-pytest_plugins = ["scoring_fixtures"]
-
 RECORDS = [
     {
         "id": "leave",
@@ -465,7 +463,7 @@ async def test_judge_failure_is_nan_with_reason_never_zero(
 
 
 async def test_one_failing_metric_leaves_the_others(judge_server: JudgeServer) -> None:
-    from scoring_fixtures import http_judge_for
+    from tests.fixtures.judge import http_judge_for
 
     judge = http_judge_for(judge_server)
     try:

@@ -16,8 +16,6 @@ from monitor.records import Interaction
 from monitor.scoring import Scorer
 from tests.support.judge_server import JudgeServer
 
-pytest_plugins = ["scoring_fixtures"]
-
 QUESTION = "When do I need to attach a receipt for travel expenses?"
 IRRELEVANT = (
     "Employees accrue 25 days of paid vacation per year. "

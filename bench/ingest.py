@@ -6,13 +6,13 @@
 
 One broker (the embedded noida-db or Tansu), one topic of ``--records``
 generated interactions (≈ 1.1 kB each, keyed ``rec-<i>``), one judge server
-(`monitor.embedded.judge_server`, real HTTP on 127.0.0.1) in this process.
+(`tests.support.judge_server`, real HTTP on 127.0.0.1) in this process.
 Each measured consumer runs in its **own process** (this script re-run with
 ``--worker``), so neither the broker client of the producer nor the judge
 server's threads share its interpreter, and its CPU time and peak RSS are its
 own (``getrusage(RUSAGE_SELF)``).
 
-1. **Consume.** ``--rounds`` times, in turn: `monitor.sources.kafka.bare_consume`
+1. **Consume.** ``--rounds`` times, in turn: `tests.support.kafka.bare_consume`
    (a plain aiokafka ``getmany`` loop, no work), and the monitor pipeline
    exactly as ``rag-monitor run`` wires it (`monitor.commands.run.build` +
    ``serve``) at sample rate 1 % and at rate 0 (no scoring: the pipeline's own
@@ -67,7 +67,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from monitor.embedded.broker import Broker  # noqa: E402
-from monitor.embedded.judge_server import JudgeServer  # noqa: E402
+from tests.support.judge_server import JudgeServer  # noqa: E402
 
 TARGET_RATIO = 0.7
 TARGET_SCORED = 150.0
@@ -167,7 +167,7 @@ def validation_cost(pairs: list[tuple[bytes, bytes]], rounds: int = 15) -> dict[
 
 
 def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
-    from monitor.sources.kafka import bare_consume
+    from tests.support.kafka import bare_consume
 
     cpu = _cpu()
     wall = time.perf_counter()

@@ -7,7 +7,7 @@ The sidecar's scoring throughput is bound by its one event loop's CPU (see
 docs/benchmarks.md, Sidecar ingest). This isolates the part the judge client
 owns: `Scorer` + `OpenAIJudge` scoring the three online metrics of
 ``--records`` generated interactions (`bench/ingest.py`'s), ``--concurrency``
-at a time, against the real judge server (`monitor.embedded.judge_server`)
+at a time, against the real judge server (`tests.support.judge_server`)
 running in a process of its own. Each measurement is a fresh worker process
 importing ``monitor`` either from this tree or from ``--baseline`` (extracted
 with ``git archive``), after 50 warm-up records; rounds alternate the two
@@ -39,7 +39,7 @@ RESULT = "BENCH-RESULT "
 
 def _serve(port_queue: Any, latency: float) -> None:
     sys.path.insert(0, str(ROOT))
-    from monitor.embedded.judge_server import JudgeServer
+    from tests.support.judge_server import JudgeServer
 
     server = JudgeServer().start()
     server.latency_seconds = latency

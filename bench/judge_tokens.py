@@ -5,7 +5,7 @@ context_utility) on deterministically generated records — several topics,
 3–6 retrieved contexts of realistic length each, faithful answers and answers
 with invented details, some noncommittal — once with ``call_pattern="frugal"``
 and once with ``"per_call"``, against the real judge server on 127.0.0.1 over
-HTTP (`monitor.embedded.judge_server`, token counts from `monitor.tokens`).
+HTTP (`tests.support.judge_server`, token counts from `monitor.tokens`).
 Prints calls and prompt/completion tokens per record side by side with the
 ratio, the spend per judge step, the ratio the two patterns would have with
 no instruction text at all (what shorter instructions could buy, at most),
@@ -26,7 +26,7 @@ in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.
   the texts it embeds.
 - **modelled**: the completions. The mock answers each Ragas step with the
   statements, verdicts, reasons and questions our deterministic judge
-  (`monitor.embedded.answers`) gives for the same record, in Ragas's output
+  (`tests.support.answers`) gives for the same record, in Ragas's output
   fields, as compact JSON like our judge server writes its own; so completions
   differ only by Ragas's output format. Ragas parses and scores them itself,
   and its scores are checked against ours.
@@ -54,11 +54,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from monitor.embedded import answers
-from monitor.embedded.judge_server import JudgeServer, StatsSnapshot
-from monitor.judge import OpenAIJudge, strict_schema
-from monitor.metrics import _statements as st
-from monitor.metrics.steps import (
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `monitor` and the test doubles (`tests.support`) of this tree
+
+from monitor.judge import OpenAIJudge, strict_schema  # noqa: E402
+from monitor.metrics import _statements as st  # noqa: E402
+from monitor.metrics.steps import (  # noqa: E402
     GROUNDING,
     QUESTIONS,
     STATEMENTS,
@@ -71,9 +73,11 @@ from monitor.metrics.steps import (
     Verdicts,
     join_contexts,
 )
-from monitor.records import Context, Interaction, ScoredRecord, Usage
-from monitor.scoring import ONLINE_METRICS, Scorer
-from monitor.tokens import count_tokens, estimate_prompt_tokens
+from monitor.records import Context, Interaction, ScoredRecord, Usage  # noqa: E402
+from monitor.scoring import ONLINE_METRICS, Scorer  # noqa: E402
+from monitor.tokens import count_tokens, estimate_prompt_tokens  # noqa: E402
+from tests.support import answers  # noqa: E402
+from tests.support.judge_server import JudgeServer, StatsSnapshot  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
@@ -477,7 +481,7 @@ def ragas_job(records: list[Interaction]) -> dict[str, Any]:
     """What the child needs: the records, and our judge's answer to every Ragas step of each.
 
     The answers come from the deterministic rules our judge server uses
-    (`monitor.embedded.answers`), put in Ragas's output fields: statements →
+    (`tests.support.answers`), put in Ragas's output fields: statements →
     ``{"statements": [...]}``; verify over the contexts joined →
     ``{"statements": [{statement, reason, verdict}]}``; the generated question →
     ``{"question", "noncommittal"}``; usefulness of one context →

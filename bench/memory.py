@@ -253,8 +253,8 @@ def main() -> int:
     import ingest
 
     from monitor.embedded.broker import Broker
-    from monitor.embedded.judge_server import JudgeServer
     from monitor.sources.kafka import produce
+    from tests.support.judge_server import JudgeServer
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
     print("Once started, before any record (a fresh interpreter):\n", flush=True)

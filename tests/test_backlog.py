@@ -29,8 +29,6 @@ from monitor.sinks.backlog import (
 )
 from monitor.sinks.prometheus import Exporter
 
-pytest_plugins = ["conftest_postgres"]
-
 pytestmark = pytest.mark.postgres
 
 SettingsFactory = Callable[..., Settings]

@@ -18,11 +18,9 @@ import pytest
 from monitor.cli import main
 from monitor.commands.backlog import parse_csv, parse_jsonl
 from monitor.config import Settings
-from monitor.embedded.judge_server import JudgeServer
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink, migration_files
-
-pytest_plugins = ["conftest_postgres"]
+from tests.support.judge_server import JudgeServer
 
 SettingsFactory = Callable[..., Settings]
 
@@ -359,9 +357,9 @@ def test_export_into_a_reader_that_leaves_ends_quietly(
 def test_offline_command_reports_the_run(
     cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    judge_http: JudgeServer,
+    judge_server: JudgeServer,
 ) -> None:
-    monkeypatch.setenv("RAG_MONITOR_JUDGE_BASE_URL", judge_http.base_url)
+    monkeypatch.setenv("RAG_MONITOR_JUDGE_BASE_URL", judge_server.base_url)
     monkeypatch.setenv("RAG_MONITOR_JUDGE_API_KEY", "test-key")
     assert run_cli(["migrate"]) == 0
     seed(cli_dsn, make_settings(), 3)

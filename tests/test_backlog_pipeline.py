@@ -36,14 +36,14 @@ import pytest
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.postgres import EmbeddedPostgres
-from monitor.sources.kafka import committed_offsets, produce, reset_offsets
-from tests.conftest import Topic, encode, interaction, monitor_settings
+from monitor.sources.kafka import committed_offsets, produce
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import reset_offsets
+from tests.support.records import encode, interaction
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
-pytest_plugins = ["conftest_postgres"]
-
 HALLUCINATION = "hallucination"
 #: the earlier flagged question a later interaction asks again
 REPEATED = 3
@@ -233,11 +233,11 @@ def backlog_settings(broker: Broker, topic: Topic, judge: JudgeServer, dsn: str)
 
 
 async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, own_postgres: EmbeddedPostgres
+    broker: Broker, topic: Topic, judge_server: JudgeServer, own_postgres: EmbeddedPostgres
 ) -> None:
     pg = own_postgres
     dsn = pg.dsn
-    settings = backlog_settings(broker, topic, judge_http, dsn)
+    settings = backlog_settings(broker, topic, judge_server, dsn)
     snapshots: list[tuple[datetime, dict[int, int]]] = []
 
     async def poll_offsets() -> None:
@@ -347,9 +347,9 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
 
 
 async def test_redelivered_records_leave_the_backlog_unchanged(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, pg_dsn: str
+    broker: Broker, topic: Topic, judge_server: JudgeServer, pg_dsn: str
 ) -> None:
-    settings = backlog_settings(broker, topic, judge_http, pg_dsn)
+    settings = backlog_settings(broker, topic, judge_server, pg_dsn)
     sent = await send(topic, traffic(range(0, 24), repeat=True))
     flagged = {s.id for s in sent if s.flagged}
     final_ends = ends(sent, topic.partitions)
@@ -382,7 +382,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
 
 
 async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, pg_dsn: str
+    broker: Broker, topic: Topic, judge_server: JudgeServer, pg_dsn: str
 ) -> None:
     import json
     import urllib.error
@@ -399,7 +399,7 @@ async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
 
-    settings = backlog_settings(broker, topic, judge_http, pg_dsn).model_copy(
+    settings = backlog_settings(broker, topic, judge_server, pg_dsn).model_copy(
         update={"migrate_on_start": False}
     )
     with capture_logs() as logs:

@@ -20,9 +20,8 @@ from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.sinks.prometheus import Exporter
-from tests.conftest_postgres import started
+from tests.fixtures.postgres import started
 
-pytest_plugins = ["conftest_postgres"]
 pytestmark = pytest.mark.postgres
 
 BATCHES = 60

@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from monitor.embedded.judge_server import JudgeServer
-
-pytest_plugins = ["scoring_fixtures"]
+from tests.support.judge_server import JudgeServer
 
 GOOD = {
     "id": "vacation",

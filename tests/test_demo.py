@@ -53,10 +53,10 @@ from monitor.demo import (
     read_traffic,
     wilson_interval,
 )
-from monitor.embedded.judge_server import JudgeServer
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
 from monitor.sources.kafka import committed_offsets
+from tests.support.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"

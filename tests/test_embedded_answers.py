@@ -1,4 +1,4 @@
-"""monitor.embedded.answers: the deterministic judge's documented rules."""
+"""tests.support.answers: the deterministic judge's documented rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from monitor.embedded.answers import answer, content_words, embed, sentences
 from monitor.metrics.steps import (
     ContextVerdicts,
     GeneratedQuestion,
@@ -15,6 +14,7 @@ from monitor.metrics.steps import (
     Verdicts,
     join_contexts,
 )
+from tests.support.answers import answer, content_words, embed, sentences
 
 
 def test_content_words() -> None:

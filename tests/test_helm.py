@@ -35,8 +35,6 @@ from prometheus_client import CollectorRegistry
 from monitor.config import Settings
 from monitor.http import MetricsServer
 
-pytest_plugins = ["conftest_postgres"]
-
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "rag-monitor"
 KUBE_VERSION = "1.30.0"

@@ -15,8 +15,6 @@ import pytest
 from pydantic import SecretStr
 
 from monitor.config import Settings
-from monitor.embedded import answers
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.judge import OpenAIJudge, strict_schema
 from monitor.judge_factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.metrics.steps import (
@@ -30,6 +28,8 @@ from monitor.metrics.steps import (
 )
 from monitor.prompt import BudgetExhausted, JudgeError, Prompt, render_messages
 from monitor.tokens import estimate_prompt_tokens
+from tests.support import answers
+from tests.support.judge_server import Fault, JudgeServer
 
 MODEL = "gpt-4o-mini"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
@@ -349,7 +349,7 @@ async def test_api_key_never_in_repr_or_logs(
 
 
 async def test_embed_batches_in_order(server: JudgeServer, make_judge: MakeJudge) -> None:
-    from monitor.embedded import answers
+    from tests.support import answers
 
     judge = make_judge(embed_batch_size=2)
     texts = ["receipt over $100", "lodging", "", "travel expenses", "hotel"]

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.metrics.steps import Statements, StatementsInput
 from monitor.prompt import Prompt, render_messages
 from monitor.tokens import count_tokens, estimate_prompt_tokens
+from tests.support.judge_server import Fault, JudgeServer
 
 MODEL = "gpt-4o-mini"
 

@@ -38,9 +38,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from monitor.commands.run import build, serve
 from monitor.config import ConfigError, Settings
 from monitor.embedded.broker import Broker, free_port
-from monitor.embedded.judge_server import JudgeServer
 from monitor.sources.kafka import ssl_context
-from tests.conftest import Topic, encode, interaction, monitor_settings
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import JudgeServer
+from tests.support.records import encode, interaction
 
 pytestmark = pytest.mark.kafka
 
@@ -230,10 +231,10 @@ def topic_for(tls: TlsBroker, name: str) -> Topic:
 
 
 async def test_a_record_flows_over_tls_with_a_client_certificate(
-    tls_broker: TlsBroker, pki: Pki, judge_http: JudgeServer
+    tls_broker: TlsBroker, pki: Pki, judge_server: JudgeServer
 ) -> None:
     topic = topic_for(tls_broker, "tls-good")
-    settings = tls_settings(tls_broker, topic, judge_http, pki)
+    settings = tls_settings(tls_broker, topic, judge_server, pki)
     await create_topics_over_tls(settings, [topic.name, topic.dlq])
     producer = AIOKafkaProducer(bootstrap_servers=tls_broker.bootstrap, security_protocol="SSL",
                                 ssl_context=ssl_context(settings))  # fmt: skip

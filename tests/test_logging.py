@@ -17,11 +17,11 @@ import structlog
 from pydantic import SecretStr
 
 import monitor.logging as monitor_logging
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.judge import OpenAIJudge
 from monitor.logging import NOISY_LOGGERS, configure_logging
 from monitor.metrics.steps import Statements, StatementsInput
 from monitor.prompt import JudgeError, Prompt
+from tests.support.judge_server import Fault, JudgeServer
 
 HEAD = ["timestamp", "level", "logger", "event"]
 MODEL = "gpt-4o-mini"
@@ -95,16 +95,16 @@ def statements_prompt() -> Prompt[Statements]:
 
 
 async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
-    configure: Configure, judge_http: JudgeServer
+    configure: Configure, judge_server: JudgeServer
 ) -> None:
     lines = configure("debug")
-    judge_http.inject(Fault.REJECT_JSON_SCHEMA)
-    judge_http.inject(Fault.INVALID_JSON, times=2)
-    async with make_judge(judge_http) as judge:
+    judge_server.inject(Fault.REJECT_JSON_SCHEMA)
+    judge_server.inject(Fault.INVALID_JSON, times=2)
+    async with make_judge(judge_server) as judge:
         with pytest.raises(JudgeError) as caught:
             await judge.generate(statements_prompt())
     assert caught.value.reason == "invalid_output"
-    assert judge_http.stats.snapshot().chat_requests == 3  # rejected, invalid, re-asked invalid
+    assert judge_server.stats.snapshot().chat_requests == 3  # rejected, invalid, re-asked invalid
 
     logged = lines()
     fallback = by_event(logged, "judge endpoint rejected response_format json_schema")
@@ -130,11 +130,11 @@ async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
 
 
 async def test_the_re_ask_line_names_the_model(
-    configure: Configure, judge_http: JudgeServer
+    configure: Configure, judge_server: JudgeServer
 ) -> None:
     lines = configure("info")
-    judge_http.inject(Fault.INVALID_JSON)
-    async with make_judge(judge_http) as judge:
+    judge_server.inject(Fault.INVALID_JSON)
+    async with make_judge(judge_server) as judge:
         await judge.generate(statements_prompt())
     assert by_event(lines(), "judge answer invalid")["model"] == MODEL
 

@@ -12,7 +12,6 @@ import pytest
 
 from monitor.commands.offline import run_offline
 from monitor.config import Settings
-from monitor.embedded.judge_server import JudgeServer
 from monitor.offline import (
     NOISE_IRRELEVANT,
     NOISE_RELEVANT,
@@ -24,8 +23,7 @@ from monitor.offline import (
 )
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink, ImportRow
-
-pytest_plugins = ["conftest_postgres"]
+from tests.support.judge_server import JudgeServer
 
 SettingsFactory = Callable[..., Settings]
 
@@ -163,12 +161,12 @@ def offline_settings(
 
 @pytest.mark.postgres
 async def test_two_runners_in_parallel_score_every_row_exactly_once(
-    backlog: BacklogSink, pg_dsn: str, judge_http: JudgeServer, make_settings: SettingsFactory
+    backlog: BacklogSink, pg_dsn: str, judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     ids = await seed(backlog, 24)
     await backlog.write([])  # nothing to do, no error
-    judge_http.latency_seconds = 0.005  # let the two runners interleave
-    settings = offline_settings(make_settings, pg_dsn, judge_http)
+    judge_server.latency_seconds = 0.005  # let the two runners interleave
+    settings = offline_settings(make_settings, pg_dsn, judge_server)
     first, second = await asyncio.wait_for(
         asyncio.gather(
             run_offline(settings, judge_kind="llm", batch=2),
@@ -220,7 +218,7 @@ async def test_two_runners_in_parallel_score_every_row_exactly_once(
 
 @pytest.mark.postgres
 async def test_a_crashed_runners_rows_come_back(
-    backlog: BacklogSink, pg_dsn: str, judge_http: JudgeServer, make_settings: SettingsFactory
+    backlog: BacklogSink, pg_dsn: str, judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     await seed(backlog, 4)
     crashed = BacklogSink(pg_dsn, make_settings(), stats_interval=0)
@@ -231,7 +229,7 @@ async def test_a_crashed_runners_rows_come_back(
         assert len(await crashed.claim_annotated(3, lease_seconds=3.0)) == 3
     finally:
         await crashed.close()  # "crashes" without storing anything
-    settings = offline_settings(make_settings, pg_dsn, judge_http)
+    settings = offline_settings(make_settings, pg_dsn, judge_server)
     report = await run_offline(settings, judge_kind="llm", batch=2, lease_seconds=60)
     assert report.evaluated == 1  # the three leased rows are not claimable yet
     assert loop.time() - claimed_at < 3.0, "too slow to tell leased rows from expired ones"
@@ -243,10 +241,10 @@ async def test_a_crashed_runners_rows_come_back(
 
 @pytest.mark.postgres
 async def test_budget_exhaustion_stops_and_hands_rows_back(
-    backlog: BacklogSink, pg_dsn: str, judge_http: JudgeServer, make_settings: SettingsFactory
+    backlog: BacklogSink, pg_dsn: str, judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     await seed(backlog, 6)
-    settings = offline_settings(make_settings, pg_dsn, judge_http, offline_token_budget="3000/h")
+    settings = offline_settings(make_settings, pg_dsn, judge_server, offline_token_budget="3000/h")
     report = await run_offline(settings, judge_kind="llm", batch=2)
     assert report.stopped is not None and "budget" in report.stopped
     assert report.released >= 1
@@ -259,10 +257,10 @@ async def test_budget_exhaustion_stops_and_hands_rows_back(
 
 @pytest.mark.postgres
 async def test_limit_and_metric_selection(
-    backlog: BacklogSink, pg_dsn: str, judge_http: JudgeServer, make_settings: SettingsFactory
+    backlog: BacklogSink, pg_dsn: str, judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     await seed(backlog, 5)
-    settings = offline_settings(make_settings, pg_dsn, judge_http)
+    settings = offline_settings(make_settings, pg_dsn, judge_server)
     report = await run_offline(
         settings, judge_kind="llm", metrics=["context_recall"], limit=3, batch=2
     )
@@ -275,12 +273,12 @@ async def test_limit_and_metric_selection(
 
 @pytest.mark.postgres
 async def test_unreachable_postgres_is_reported(
-    judge_http: JudgeServer, make_settings: SettingsFactory
+    judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     from monitor.embedded.postgres import free_port
     from monitor.sinks import SinkError
 
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     with pytest.raises(SinkError) as failed:
-        await run_offline(offline_settings(make_settings, dsn, judge_http), judge_kind="llm")
+        await run_offline(offline_settings(make_settings, dsn, judge_server), judge_kind="llm")
     assert failed.value.retryable

@@ -21,11 +21,13 @@ from prometheus_client.openmetrics.parser import (
 
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
-from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce, read_topic
+from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce
 from monitor.sources.traces import TraceSource
-from tests.conftest import Topic, interaction, monitor_settings, samples
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
+from tests.support.records import interaction, samples
 from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
 
 pytestmark = pytest.mark.kafka
@@ -106,13 +108,13 @@ async def run_until(done: Callable[[], bool], within: float) -> None:
 
 @pytest.mark.parametrize("fmt", ["otlp_proto", "otlp_json"])
 async def test_traces_split_over_messages_are_scored_once_each(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, fmt: str
+    broker: Broker, topic: Topic, judge_server: JudgeServer, fmt: str
 ) -> None:
     by_partition, complete, incomplete = build_traffic(fmt)
     for partition, messages in by_partition.items():
         await produce(topic.bootstrap, topic.name, [(None, m) for m in messages],
                       partition=partition)  # fmt: skip
-    settings = monitor_settings(broker, topic, judge_http, input_format=fmt,
+    settings = monitor_settings(broker, topic, judge_server, input_format=fmt,
                                 trace_grace_seconds=0.3, trace_timeout_seconds=5.0)  # fmt: skip
     parts = build(settings)
     stop = asyncio.Event()
@@ -149,7 +151,7 @@ async def test_traces_split_over_messages_are_scored_once_each(
 
 
 async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     recorder = SpanRecorder()
     openinference_trace(recorder, interaction(1), start_ns=T0)
@@ -157,7 +159,7 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
     # without partition_traces_by_id the Collector may put a trace's spans anywhere
     await produce(topic.bootstrap, topic.name, [(None, encode(spans[:2]))], partition=0)
     await produce(topic.bootstrap, topic.name, [(None, encode(spans[2:]))], partition=1)
-    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+    settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 trace_grace_seconds=2.0, trace_timeout_seconds=3.0)  # fmt: skip
     parts = build(settings)
     stop = asyncio.Event()
@@ -213,7 +215,7 @@ class Recorded:
 
 
 async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     if broker.kind == "noida":
         # seen with noida-db 0.2.3: when the second member joins while the first holds
@@ -231,7 +233,7 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
         await produce(topic.bootstrap, topic.name,
                       [(None, a) for p, a, _ in halves if p == partition],
                       partition=partition)  # fmt: skip
-    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+    settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 trace_grace_seconds=0.3)  # fmt: skip
     first, second = build(settings), build(settings)
     seen = [Recorded(), Recorded()]
@@ -265,7 +267,7 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
 
 @pytest.mark.parametrize("overflow", ["assemble", "drop"])
 async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, overflow: str
+    broker: Broker, topic: Topic, judge_server: JudgeServer, overflow: str
 ) -> None:
     recorder = SpanRecorder()
     children, roots = [], []
@@ -277,7 +279,7 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
     # every trace's children first, the roots after: four traces open at once, two fit
     await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
                   partition=0)  # fmt: skip
-    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+    settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 trace_grace_seconds=0.2, trace_buffer_max_traces=2,
                                 trace_buffer_overflow=overflow)  # fmt: skip
     parts = build(settings)
@@ -303,7 +305,7 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
 
 
 async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stalling(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     recorder = SpanRecorder()
     children, roots = [], []
@@ -316,7 +318,7 @@ async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stall
                   partition=0)  # fmt: skip
     # 4 messages in flight at most: the children of 4 traces fill the window, their roots
     # are behind it; the timeout is far beyond the wait below
-    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+    settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 max_in_flight=4, trace_grace_seconds=0.2,
                                 trace_timeout_seconds=120.0)  # fmt: skip
     parts = build(settings)
@@ -335,7 +337,7 @@ async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stall
 
 
 async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_scored(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     from monitor.sampling import unit_hash
 
@@ -353,7 +355,7 @@ async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_score
     rate = 0.4
     kept = {t for t in ids if unit_hash(t.encode()) < rate}
     assert 0 < len(kept) < len(ids)
-    settings = monitor_settings(broker, topic, judge_http, input_format="otlp_proto",
+    settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 sample_rate=rate, trace_grace_seconds=0.2)  # fmt: skip
     parts = build(settings)
     seen = Recorded()

@@ -18,17 +18,16 @@ import pytest
 
 from monitor.config import Settings
 from monitor.embedded.broker import Broker, free_port
-from monitor.embedded.judge_server import JudgeServer
 from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.sinks.backlog import BacklogSink
 from monitor.sources.kafka import committed_offsets, produce
-from tests.conftest import Topic, interaction
+from tests.fixtures.kafka import Topic
+from tests.support.judge_server import JudgeServer
+from tests.support.records import interaction
 from tests.test_otlp import T0
 from tests.test_run_command import Monitor, environment
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
-pytest_plugins = ["conftest_postgres"]
-
 WHOLE = 16  # traces produced whole before the kill
 HALF = 4  # traces whose root span arrives only after the restart
 
@@ -84,12 +83,12 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 async def test_sigkill_mid_trace_then_restart_loses_nothing_and_stores_each_trace_once(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, pg_dsn: str, tmp_path: Path
+    broker: Broker, topic: Topic, judge_server: JudgeServer, pg_dsn: str, tmp_path: Path
 ) -> None:
     before, after, questions = traces()
     await send(topic, before)
     port = free_port()
-    env = environment(broker, topic, judge_http, port, **{  # type: ignore[arg-type]
+    env = environment(broker, topic, judge_server, port, **{  # type: ignore[arg-type]
         "RAG_MONITOR_INPUT_FORMAT": "otlp_proto",
         "RAG_MONITOR_SAMPLE_RATE": "1.0",
         "RAG_MONITOR_MAX_IN_FLIGHT": "64",

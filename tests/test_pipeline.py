@@ -14,15 +14,16 @@ import pytest
 
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
-from monitor.embedded import answers
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import Fault, JudgeServer
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sampling import Sampler
 from monitor.sinks import SinkError
 from monitor.sources.kafka import committed_offsets, produce
-from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support import answers
+from tests.support.judge_server import Fault, JudgeServer
+from tests.support.records import encode, interaction, samples
 
 pytestmark = pytest.mark.kafka
 
@@ -158,23 +159,23 @@ async def test_sampled_records_are_scored_exported_and_committed(
 
 
 async def test_judge_failures_skip_with_a_reason_and_scoring_resumes(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
-    settings = monitor_settings(broker, topic, judge_http)
+    settings = monitor_settings(broker, topic, judge_server)
     parts = build(settings)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        judge_http.down("503")
+        judge_server.down("503")
         await records(topic, range(0, 5), supported=lambda i: True)
         await wait_until(settled(parts, topic, 5), 60, "records while the judge is down")
         assert value(parts, "rag_monitor_records_skipped_total", reason="server_error") == 5
-        judge_http.up()
-        judge_http.inject(Fault.INVALID_JSON, times=40)  # junk answers, re-ask included
+        judge_server.up()
+        judge_server.inject(Fault.INVALID_JSON, times=40)  # junk answers, re-ask included
         await records(topic, range(5, 7), supported=lambda i: True)
         await wait_until(settled(parts, topic, 7), 60, "records while the judge talks junk")
         assert value(parts, "rag_monitor_records_skipped_total", reason="invalid_output") == 2
-        judge_http.clear_faults()
+        judge_server.clear_faults()
         await records(topic, range(7, 10), supported=lambda i: True)
         await wait_until(settled(parts, topic, 10), 60, "records after the judge is back")
     finally:
@@ -211,9 +212,9 @@ class FlakySink:
 
 
 async def test_sink_failure_holds_offsets_until_the_sink_recovers(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
-    settings = monitor_settings(broker, topic, judge_http)
+    settings = monitor_settings(broker, topic, judge_server)
     parts = build(settings)
     sink = FlakySink(failures=10**9)
     parts.sinks.append(sink)
@@ -264,12 +265,12 @@ class CountingScorer:
 
 
 async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     """Half the in-flight window pending → a checkpoint now, not at the (here: never) timer."""
     n = 40
-    settings = monitor_settings(broker, topic, judge_http, max_in_flight=8, score_concurrency=3)
-    judge_http.latency_seconds = 0.05  # records overlap
+    settings = monitor_settings(broker, topic, judge_server, max_in_flight=8, score_concurrency=3)
+    judge_server.latency_seconds = 0.05  # records overlap
     parts = build(settings)
     scorer = CountingScorer(parts.scorer)
     await records(topic, range(n), supported=lambda i: True)
@@ -291,7 +292,7 @@ async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
         await parts.source.stop()
         for close in parts.closers:
             await close()
-        judge_http.latency_seconds = 0.0
+        judge_server.latency_seconds = 0.0
     assert scorer.most == 3  # in parallel, and never more than score_concurrency
     assert value(parts, "rag_monitor_records_scored_total") == n  # the rest at shutdown
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
@@ -299,10 +300,10 @@ async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
 
 
 async def test_budget_caps_spend_and_skips_what_it_cannot_afford(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     budget = 12_000
-    settings = monitor_settings(broker, topic, judge_http, token_budget=f"{budget}/h")
+    settings = monitor_settings(broker, topic, judge_server, token_budget=f"{budget}/h")
     parts = build(settings)
     await records(topic, range(60), supported=lambda i: True)
     stop = asyncio.Event()
@@ -312,7 +313,7 @@ async def test_budget_caps_spend_and_skips_what_it_cannot_afford(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
-    stats = judge_http.stats.snapshot()
+    stats = judge_server.stats.snapshot()
     assert 0 < stats.prompt_tokens + stats.completion_tokens <= budget
     scored = value(parts, "rag_monitor_records_scored_total")
     skipped = value(parts, "rag_monitor_records_skipped_total", reason="budget")
@@ -365,7 +366,7 @@ async def test_two_monitors_in_one_group_split_partitions_and_score_each_record_
 
 
 async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
-    judge_http: JudgeServer,
+    judge_server: JudgeServer,
 ) -> None:
     from structlog.testing import capture_logs
 
@@ -373,7 +374,7 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
     try:
         topic = Topic(own.bootstrap_servers, "away-in", "away-dlq", "away-group", 4)
         await asyncio.to_thread(own.create_topics, {topic.name: 4, topic.dlq: 1})
-        settings = monitor_settings(own, topic, judge_http)
+        settings = monitor_settings(own, topic, judge_server)
         parts = build(settings)
         stop = asyncio.Event()
         with capture_logs() as logs:
@@ -407,9 +408,9 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
 
 @pytest.mark.parametrize(("budget", "burst"), [("100m/h", 300), ("12000/h", 60)])
 async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
-    broker: Broker, topic: Topic, judge_http: JudgeServer, budget: str, burst: int
+    broker: Broker, topic: Topic, judge_server: JudgeServer, budget: str, burst: int
 ) -> None:
-    settings = monitor_settings(broker, topic, judge_http, sample_rate=1.0, token_budget=budget)
+    settings = monitor_settings(broker, topic, judge_server, sample_rate=1.0, token_budget=budget)
     parts = build(settings)
     first = 5 if budget == "12000/h" else burst  # a first wave teaches the cost of a record
     await records(topic, range(first), supported=lambda i: True)
@@ -430,15 +431,15 @@ async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
         assert value(parts, "rag_monitor_records_scored_total") == burst
     else:  # 60 records cost far more than 12000 tokens: the rate drops, and says so
         assert thinned > 0
-        stats = judge_http.stats.snapshot()
+        stats = judge_server.stats.snapshot()
         assert stats.prompt_tokens + stats.completion_tokens <= 12000
 
 
 async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     budget = 6000
-    settings = [monitor_settings(broker, topic, judge_http, token_budget=f"{budget}/h")
+    settings = [monitor_settings(broker, topic, judge_server, token_budget=f"{budget}/h")
                 for _ in range(2)]  # fmt: skip
     parts = [build(s) for s in settings]
     stops = [asyncio.Event(), asyncio.Event()]
@@ -468,10 +469,10 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         assert [p.budget.allowance for p in parts] == [budget / 2, budget / 2]
         # a slow judge: the whole burst is admitted before any record's cost is known, so
         # the sample rate stays 1 and the budget's hard limit is what stops the spending
-        judge_http.latency_seconds = 0.3
+        judge_server.latency_seconds = 0.3
         await records(topic, range(60), supported=lambda i: True)
         await wait_until(consumed(60), 90, "the 60 records")
-        stats = judge_http.stats.snapshot()
+        stats = judge_server.stats.snapshot()
         scored = [value(p, "rag_monitor_records_scored_total") for p in parts]
         assert all(n > 0 for n in scored)
         assert all(value(p, "rag_monitor_records_skipped_total", reason="budget") > 0
@@ -490,7 +491,7 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         assert left == pytest.approx(budget - spent(parts[1]), abs=per_record)
         assert left > budget / 2 - per_record  # more than its old share ever held
     finally:
-        judge_http.latency_seconds = 0.0
+        judge_server.latency_seconds = 0.0
         for stop in stops:
             stop.set()
         for task in tasks:

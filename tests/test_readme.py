@@ -36,8 +36,6 @@ from monitor.cli import build_parser
 from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 
-pytest_plugins = ["conftest_postgres"]
-
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"

@@ -13,8 +13,6 @@ from test_backlog import fetch, scored
 from monitor.review.app import ReviewApp, TokenError, parse_tokens
 from monitor.sinks.backlog import BacklogSink
 
-pytest_plugins = ["conftest_postgres"]
-
 pytestmark = pytest.mark.postgres
 
 XSS_SCRIPT = "<script>document.title='pwned'</script>"

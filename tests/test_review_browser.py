@@ -21,8 +21,6 @@ from monitor.records import MetricResult
 from monitor.review.app import ReviewApp, parse_tokens
 from monitor.sinks.backlog import BacklogSink, VerdictInput
 
-pytest_plugins = ["conftest_postgres"]
-
 pytestmark = pytest.mark.postgres
 
 CHROMIUM = "/usr/bin/chromium"

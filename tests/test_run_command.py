@@ -16,7 +16,8 @@ import pytest
 
 from monitor.embedded.broker import Broker, free_port
 from monitor.sources.kafka import committed_offsets, produce
-from tests.conftest import Topic, encode, interaction, samples
+from tests.fixtures.kafka import Topic
+from tests.support.records import encode, interaction, samples
 from tests.test_pipeline import RecordingJudge, expected_sample
 
 RUN = [sys.executable, "-m", "monitor", "run"]

@@ -12,7 +12,6 @@ import pytest
 from monitor.commands.run import build, serve
 from monitor.config import Settings
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks import SinkError
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message
@@ -21,9 +20,11 @@ from monitor.sources.kafka import (
     committed_offsets,
     create_topics,
     produce,
-    read_topic,
 )
-from tests.conftest import Topic, encode, interaction, monitor_settings
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
+from tests.support.records import encode, interaction
 from tests.test_otlp_kafka import run_until
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -58,7 +59,7 @@ async def test_a_publisher_kafka_does_not_take_is_a_retryable_sink_error() -> No
 
 @pytest.mark.kafka
 async def test_every_scored_record_reaches_the_scores_topic_before_its_offset(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     scores = topic.name + "-scores"
     await create_topics(topic.bootstrap, {scores: 1})
@@ -69,7 +70,7 @@ async def test_every_scored_record_reaches_the_scores_topic_before_its_offset(
         value["metadata"]["trace_id"] = f"{i:032x}"
         records.append((f"rec-{i}".encode(), encode(value)))
     await produce(topic.bootstrap, topic.name, records)
-    settings = monitor_settings(broker, topic, judge_http, scores_topic=scores)
+    settings = monitor_settings(broker, topic, judge_server, scores_topic=scores)
     parts = build(settings)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))

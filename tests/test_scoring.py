@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from monitor.embedded import answers
-from monitor.embedded.judge_server import AnswerFn, Fault, JudgeServer
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judge import OpenAIJudge
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
@@ -29,8 +27,8 @@ from monitor.scoring import (
     fuses_grounding,
     parse_metric_names,
 )
-
-pytest_plugins = ["scoring_fixtures"]
+from tests.support import answers
+from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
 RECORDS = [
     {
@@ -465,7 +463,7 @@ async def test_judge_failure_is_nan_with_reason_never_zero(
 
 
 async def test_one_failing_metric_leaves_the_others(judge_server: JudgeServer) -> None:
-    from scoring_fixtures import http_judge_for
+    from tests.fixtures.judge import http_judge_for
 
     judge = http_judge_for(judge_server)
     try:

@@ -10,7 +10,6 @@ from aiokafka.conn import AIOKafkaConnection
 
 from monitor.commands.run import build, serve
 from monitor.embedded.broker import Broker
-from monitor.embedded.judge_server import JudgeServer
 from monitor.sampling import Sampler
 from monitor.sinks.prometheus import Exporter
 from monitor.sources import kafka
@@ -22,10 +21,12 @@ from monitor.sources.kafka import (
     SourceRecord,
     committed_offsets,
     produce,
-    read_topic,
 )
 from monitor.sources.offsets import OffsetTracker
-from tests.conftest import Topic, encode, interaction, monitor_settings, samples
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import read_topic
+from tests.support.records import encode, interaction, samples
 
 # --- the pure bookkeeping
 
@@ -208,9 +209,9 @@ MALFORMED: list[tuple[bytes, str]] = [
 
 @pytest.mark.kafka
 async def test_malformed_records_go_to_the_dlq_and_consumption_goes_on(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
-    settings = monitor_settings(broker, topic, judge_http)
+    settings = monitor_settings(broker, topic, judge_server)
     records = [(f"bad-{i}".encode(), value) for i, (value, _) in enumerate(MALFORMED)]
     records += [(f"rec-{i}".encode(), encode(interaction(i))) for i in range(6)]
     # everything on one partition, bad records first: a wedged consumer would never score
@@ -253,10 +254,10 @@ def _registry_text(exporter: Exporter) -> str:
 
 @pytest.mark.kafka
 async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
-    broker: Broker, topic: Topic, judge_http: JudgeServer
+    broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
     """Validation comes before sampling: at rate 0.05, all 24 bad records are dead-lettered."""
-    settings = monitor_settings(broker, topic, judge_http, sample_rate=0.05)
+    settings = monitor_settings(broker, topic, judge_server, sample_rate=0.05)
     kinds = [b"{not json", b"\xff\xfe", b"[1, 2]",
              json.dumps({"id": "x", "user_input": "q", "response": "a"}).encode()]  # fmt: skip
     bad = [(f"bad-{i}".encode(), kinds[i % 4]) for i in range(24)]

@@ -2,21 +2,19 @@
 
 One question, two retrieved chunks — an irrelevant one first, then the relevant
 one — and responses/references written so the deterministic judge's verdicts
-are obvious (see `monitor.embedded.answers`).
+are obvious (see `tests.support.answers`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from monitor.embedded.judge_server import JudgeServer
 from monitor.judge import OpenAIJudge
 from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction
 from monitor.scoring import Scorer
-
-pytest_plugins = ["scoring_fixtures"]
+from tests.support.judge_server import JudgeServer
 
 QUESTION = "When do I need to attach a receipt for travel expenses?"
 IRRELEVANT = (

@@ -1,1 +1,1 @@
-"""Embedded stand-ins for the demo and the tests: judge server, broker, Postgres."""
+"""Embedded stand-ins the demo runs on (and the tests reuse): broker, Postgres, trace spans."""

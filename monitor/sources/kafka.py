@@ -1,4 +1,4 @@
-"""The Kafka source: the only module that imports aiokafka.
+"""The Kafka source: the only module of the product that imports aiokafka.
 
 `KafkaSource` is a consumer-group member with manual commits. Every fetched
 record is tracked (`offsets.OffsetTracker`) until the pipeline calls
@@ -678,7 +678,7 @@ def _release_frames() -> bool:
     return True
 
 
-# --- helpers for the embedded broker, the demo, the bench and the tests
+# --- helpers for the embedded broker and the demo (and the bench and the tests)
 
 
 async def create_topics(
@@ -755,138 +755,6 @@ async def committed_offsets(
         for p in range(partitions):
             out[p] = await consumer.committed(TopicPartition(topic, p))
         return out
-    finally:
-        await consumer.stop()
-
-
-async def reset_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    topic: str,
-    partitions: int,
-    offset: int = 0,
-    *,
-    session_timeout_ms: int = 10_000,
-    heartbeat_interval_ms: int = 3_000,
-    within_seconds: float = 30.0,
-) -> None:
-    """Commit ``offset`` on every partition for the group (which must have no other member).
-
-    Joins the group as a member, commits, leaves: some brokers (Tansu) refuse
-    commits from a consumer outside the group. Used to replay a topic.
-    """
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap_servers,
-        group_id=group_id,
-        enable_auto_commit=False,
-        session_timeout_ms=session_timeout_ms,
-        heartbeat_interval_ms=heartbeat_interval_ms,
-    )
-    await consumer.start()
-    try:
-        deadline = time.monotonic() + within_seconds
-        while len(consumer.assignment()) < partitions:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"group {group_id}: {len(consumer.assignment())} of {partitions} "
-                    f"partitions assigned after {within_seconds} s"
-                )
-            await consumer.getmany(timeout_ms=200, max_records=1)
-        await consumer.commit(dict.fromkeys(consumer.assignment(), offset))
-    finally:
-        await consumer.stop()
-
-
-@dataclass(frozen=True)
-class ConsumedRecord:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
-
-
-async def read_topic(
-    bootstrap_servers: str, topic: str, *, expected: int, within_seconds: float = 20.0
-) -> list[ConsumedRecord]:
-    """Read a whole topic without a group until ``expected`` records (or the timeout)."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap_servers,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=DLQ_MAX_REQUEST_BYTES,
-    )
-    await consumer.start()
-    out: list[ConsumedRecord] = []
-    try:
-        deadline = time.monotonic() + within_seconds
-        while len(out) < expected and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=200)
-            for messages in batches.values():
-                out.extend(
-                    ConsumedRecord(m.partition, m.offset, m.key, m.value, tuple(m.headers))
-                    for m in messages
-                )
-        return out
-    finally:
-        await consumer.stop()
-
-
-@dataclass(frozen=True)
-class BareConsume:
-    """What `bare_consume` read, in ``seconds`` from the partition assignment to the last record.
-
-    The clock starts when the group join has assigned the partitions, so the join and
-    the final commit are outside the measurement; the first fetch is inside it.
-    """
-
-    records: int
-    seconds: float
-
-    @property
-    def rate(self) -> float:
-        return self.records / self.seconds if self.seconds > 0 else 0.0
-
-
-class _AssignedAt(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self) -> None:
-        self.at: float | None = None
-
-    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        return None
-
-    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        if self.at is None:
-            self.at = time.perf_counter()
-
-
-async def bare_consume(
-    bootstrap_servers: str, topic: str, group_id: str, count: int, within_seconds: float = 60.0
-) -> BareConsume:
-    """A plain consume loop (the benchmark's baseline): read ``count`` records, no work."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
-        group_id=group_id,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    assigned = _AssignedAt()
-    consumer.subscribe([topic], listener=assigned)
-    await consumer.start()
-    seen = 0
-    last = 0.0
-    try:
-        deadline = time.monotonic() + within_seconds
-        while seen < count and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=200)
-            got = sum(len(m) for m in batches.values())
-            if got:
-                last = time.perf_counter()
-                seen += got
-        await consumer.commit()
-        return BareConsume(seen, last - (assigned.at or last))
     finally:
         await consumer.stop()
 

@@ -1,4 +1,4 @@
-"""A real, deterministic OpenAI-compatible judge server on 127.0.0.1 (tests, benchmarks, demo).
+"""A real, deterministic OpenAI-compatible judge server on 127.0.0.1 (tests and benchmarks).
 
 It speaks just enough of the OpenAI HTTP API for `judge.OpenAIJudge`:
 
@@ -53,7 +53,7 @@ DownMode = Literal["503", "refuse"]
 Endpoint = Literal["chat", "embeddings"]
 
 #: the deterministic default answers (step → verdicts) and embeddings, imported on first use
-_ANSWERS = "monitor.embedded.answers"
+_ANSWERS = "tests.support.answers"
 
 #: what the server says when a test does not name a model
 DEFAULT_MODEL = "rag-monitor-test-judge"

@@ -1,0 +1,36 @@
+"""Record and exposition helpers the tests share: interactions the deterministic judge
+scores 1.0 or 0.0, their Kafka encoding, and Prometheus samples by labels."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def interaction(i: int, *, supported: bool = True, **metadata: str) -> dict[str, Any]:
+    """A record the deterministic judge scores 1.0 (supported) or 0.0 on faithfulness."""
+    context = f"Receipts are required for travel expenses over {100 + i} dollars."
+    response = context if supported else f"Receipts are never required for item {i} lodging."
+    return {
+        "id": f"rec-{i}",
+        "user_input": "When do I need to attach a receipt for travel expenses?",
+        "retrieved_contexts": [context],
+        "response": response,
+        "metadata": metadata,
+    }
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    return json.dumps(record).encode("utf-8")
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Values of the sample ``name`` in Prometheus text, keyed by sorted labels."""
+    out: dict[tuple[tuple[str, str], ...], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out

@@ -36,6 +36,10 @@
 - **Observability** without a Prometheus import: a `JudgeObserver` hears every
   request's outcome and duration and every response's tokens per metric.
 
+A prompt's chat messages and strict schema come from `monitor.judges.wire`;
+the response bodies are read and validated by `monitor.judges.replies`. What
+stays here is what touches the SDK: one concept, longer than most, that reads best whole.
+
 The API key lives in a `SecretStr`; it is handed to the SDK and never appears
 in a repr or a log line.
 """

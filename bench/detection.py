@@ -68,7 +68,7 @@ from ragas_venv import run_child  # noqa: E402
 from monitor.commands.score import DEFAULT_CONCURRENCY, _score_file  # noqa: E402
 from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
 from monitor.flags import threshold  # noqa: E402
-from monitor.judge_factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
+from monitor.judges.factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
 from monitor.records import validate_record  # noqa: E402
 from monitor.scoring import Scorer  # noqa: E402
 

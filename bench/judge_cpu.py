@@ -59,7 +59,7 @@ def worker(url: str, records: int, concurrency: int, tree: str) -> dict[str, flo
     sys.path.insert(1, str(ROOT / "bench"))
     from ingest import generate  # the bench's records (not part of `monitor`)
 
-    from monitor.judge import OpenAIJudge
+    from monitor.judges.llm import OpenAIJudge
     from monitor.records import parse_record
     from monitor.scoring import ONLINE_METRICS, Scorer
 

@@ -58,7 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `monitor` and the test doubles (`tests.support`) of this tree
 
-from monitor.judge import OpenAIJudge, strict_schema  # noqa: E402
+from monitor.judges.llm import OpenAIJudge  # noqa: E402
+from monitor.judges.wire import strict_schema  # noqa: E402
 from monitor.metrics import _statements as st  # noqa: E402
 from monitor.metrics.steps import (  # noqa: E402
     GROUNDING,

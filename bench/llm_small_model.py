@@ -2,7 +2,7 @@
 
 Scores labelled records with the online metrics (faithfulness,
 response_relevancy, context_utility) through `monitor.scoring.Scorer` and
-`monitor.judge.OpenAIJudge` against an OpenAI-compatible endpoint (llama.cpp's
+`monitor.judges.llm.OpenAIJudge` against an OpenAI-compatible endpoint (llama.cpp's
 server with Qwen2.5-Coder-1.5B-Instruct in docs/benchmarks.md), and, with
 ``--ragas-python``, Ragas 0.4.3's own ``Faithfulness`` (its prompts, its
 LangChain ``ChatOpenAI`` client) against the same endpoint on the same records.
@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from monitor.judge import OpenAIJudge
+from monitor.judges.llm import OpenAIJudge
 from monitor.records import Interaction
 from monitor.scoring import ONLINE_METRICS, Scorer
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 
 from monitor.config import TokenBudgetSpec
-from monitor.prompt import BudgetExhausted
+from monitor.judges import BudgetExhausted
 
 Clock = Callable[[], float]
 

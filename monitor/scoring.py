@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from monitor.judges import Judge, JudgeError, Prompt
 from monitor.metrics._base import NAN, CallPattern, Metric
 from monitor.metrics.context_precision import ContextPrecision
 from monitor.metrics.context_recall import ContextRecall
@@ -43,7 +44,6 @@ from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.precision_at_k import PrecisionAtK
 from monitor.metrics.response_relevancy import ResponseRelevancy
 from monitor.metrics.semantic_similarity import SemanticSimilarity
-from monitor.prompt import Judge, JudgeError, Prompt
 from monitor.records import Interaction, MetricResult, ScoredRecord, Usage
 
 OutT = TypeVar("OutT", bound=BaseModel)
@@ -272,7 +272,7 @@ class Scorer:
         #: steps better)
         self._fuses = (
             fuse_grounding
-            and getattr(judge, "fuse_grounding", True) is not False
+            and judge.fuse_grounding
             and fuses_grounding(judge.kind, call_pattern, names)
         )
 

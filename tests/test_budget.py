@@ -6,7 +6,7 @@ import pytest
 
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import TokenBudgetSpec
-from monitor.prompt import BudgetExhausted
+from monitor.judges import BudgetExhausted
 
 
 class Clock:

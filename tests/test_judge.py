@@ -1,4 +1,4 @@
-"""OpenAIJudge against the real embedded judge server over HTTP; judge_factory."""
+"""OpenAIJudge against the real embedded judge server over HTTP; the judge factory."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import pytest
 from pydantic import SecretStr
 
 from monitor.config import Settings
-from monitor.judge import OpenAIJudge, strict_schema
-from monitor.judge_factory import JudgeConfigError, LocalEmbedding, build_judge
+from monitor.judges import BudgetExhausted, JudgeError, Prompt
+from monitor.judges.factory import JudgeConfigError, LocalEmbedding, build_judge
+from monitor.judges.llm import OpenAIJudge
+from monitor.judges.wire import render_messages, strict_schema
 from monitor.metrics.steps import (
     GeneratedQuestion,
     Grounding,
@@ -26,7 +28,6 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.prompt import BudgetExhausted, JudgeError, Prompt, render_messages
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer
@@ -377,7 +378,7 @@ def test_strict_schema() -> None:
     assert "default" not in str(optional)
 
 
-# --- judge_factory
+# --- the judge factory
 
 
 def test_factory_llm_without_url_names_the_setting() -> None:
@@ -428,17 +429,17 @@ def test_factory_auto_without_url_is_the_local_judge() -> None:
 
 
 def test_usage_trusts_the_response_but_not_one_choice_counts() -> None:
-    from monitor.judge import _usage
+    from monitor.judges.replies import token_usage
     from monitor.tokens import count_tokens
 
     one = '{"question": "What is a receipt?", "noncommittal": 0}'
     reported = {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}
-    assert _usage(reported, 99, [one], MODEL) == (40, 3)
+    assert token_usage(reported, 99, [one], MODEL) == (40, 3)
     # llama-server with n>1 reports one choice's completion tokens: count them all
     counted = 3 * count_tokens(one, MODEL)
-    assert _usage(reported, 99, [one, one, one], MODEL) == (40, counted)
+    assert token_usage(reported, 99, [one, one, one], MODEL) == (40, counted)
     # no usage at all: our own estimate and count
-    assert _usage(None, 99, [one], MODEL) == (99, count_tokens(one, MODEL))
+    assert token_usage(None, 99, [one], MODEL) == (99, count_tokens(one, MODEL))
 
 
 async def test_embeddings_are_budgeted_and_reported(
@@ -466,13 +467,13 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
     import base64
     import struct
 
-    from monitor.judge import _chat_contents, _embedding_vectors
+    from monitor.judges.replies import chat_contents, embedding_vectors
 
     for body in (None, [], {"choices": "x"}, {"choices": [1]}, {"id": "no choices"}):
         with pytest.raises(JudgeError) as caught:
-            _chat_contents(body)
+            chat_contents(body)
         assert caught.value.reason == "invalid_output"
-    contents, usage = _chat_contents(
+    contents, usage = chat_contents(
         {
             "choices": [
                 {"index": 1, "message": {"content": "b"}},
@@ -485,7 +486,7 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
     assert contents == ["a", "b", None] and usage == {"prompt_tokens": 5}
 
     packed = base64.b64encode(struct.pack("<2f", 0.5, -1.0)).decode()
-    vectors, tokens = _embedding_vectors(
+    vectors, tokens = embedding_vectors(
         {"data": [{"index": 1, "embedding": [1, 2]}, {"index": 0, "embedding": packed}]}, 2
     )
     assert vectors == [[0.5, -1.0], [1.0, 2.0]] and tokens is None
@@ -498,7 +499,7 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
         ({"object": "list"}, 1),
     ):
         with pytest.raises(JudgeError) as caught:
-            _embedding_vectors(body, expected)
+            embedding_vectors(body, expected)
         assert caught.value.reason == "invalid_output"
 
 

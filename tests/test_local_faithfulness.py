@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from monitor.judges import Prompt
 from monitor.local import lexical as lx
 from monitor.local.judge import LocalJudge
 from monitor.metrics.steps import (
@@ -19,7 +20,6 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.prompt import Prompt
 
 REGRESSION = Path(__file__).parent / "data" / "local_faithfulness_regression.jsonl"
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from monitor.judges import JudgeError, Prompt
 from monitor.local import lexical as lx
 from monitor.local.embedder import MiniLMEmbedder, Vectors
 from monitor.local.judge import RESPONSE_AS_QUESTION, LocalJudge
@@ -28,7 +29,6 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.prompt import JudgeError, Prompt
 from monitor.records import Interaction, validate_record
 from monitor.scoring import Scorer
 

@@ -17,10 +17,10 @@ import structlog
 from pydantic import SecretStr
 
 import monitor.logging as monitor_logging
-from monitor.judge import OpenAIJudge
+from monitor.judges import JudgeError, Prompt
+from monitor.judges.llm import OpenAIJudge
 from monitor.logging import NOISY_LOGGERS, configure_logging
 from monitor.metrics.steps import Statements, StatementsInput
-from monitor.prompt import JudgeError, Prompt
 from tests.support.judge_server import Fault, JudgeServer
 
 HEAD = ["timestamp", "level", "logger", "event"]

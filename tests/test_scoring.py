@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
-from monitor.judge import OpenAIJudge
+from monitor.judges import Embedded, Judged, OutT, Prompt
+from monitor.judges.llm import OpenAIJudge
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
-from monitor.prompt import Embedded, Judged, OutT, Prompt
 from monitor.records import Interaction, Usage
 from monitor.scoring import (
     ALL_METRICS,
@@ -537,6 +537,8 @@ async def test_results_carry_judge_kind_and_metric_order(http_judge: OpenAIJudge
 class OneChoiceJudge:
     """An in-process judge (no HTTP) that answers one choice per request, whatever n."""
 
+    fuse_grounding = True
+
     def __init__(self, kind: str = "local", *, short_grounding: bool = False) -> None:
         self.kind = kind
         #: answer the fused step with one context verdict too few
@@ -554,6 +556,9 @@ class OneChoiceJudge:
     async def embed(self, texts: Sequence[str]) -> Embedded:
         return Embedded(vectors=answers.embed(texts), usage=Usage(calls=1))
 
+    async def aclose(self) -> None:
+        """Nothing to close: no connection, no thread."""
+
 
 async def test_missing_choices_are_requested_again() -> None:
     judge = OneChoiceJudge()
@@ -569,16 +574,14 @@ async def test_missing_choices_are_requested_again() -> None:
 async def test_fusion_can_be_turned_off_on_the_judge(judge_server: JudgeServer) -> None:
     """RAG_MONITOR_JUDGE_FUSE_GROUNDING=false: the basic steps, the same scores."""
     from monitor.config import Settings
-    from monitor.judge_factory import build_judge
+    from monitor.judges.factory import build_judge
 
     settings = Settings(judge_base_url=judge_server.base_url, judge_fuse_grounding=False)
     judge = build_judge(settings)
     try:
         record = await Scorer(judge, ONLINE_METRICS).score(interactions()[0])
     finally:
-        closer = getattr(judge, "aclose", None)
-        if closer is not None:
-            await closer()
+        await judge.aclose()
     steps = judge_server.stats.snapshot().steps
     assert GROUNDING not in steps and steps[USEFULNESS].requests == 1
     assert record.results["faithfulness"].score == 0.5

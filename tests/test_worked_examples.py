@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.judge import OpenAIJudge
+from monitor.judges.llm import OpenAIJudge
 from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction

@@ -15,7 +15,7 @@ from typing import Literal, cast
 
 from monitor.budget import TokenBudget
 from monitor.config import Settings, load_settings
-from monitor.judge_factory import JudgeConfigError, build_judge
+from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.offline import OfflineReport, OfflineRunner
 from monitor.scoring import OFFLINE_METRICS, Scorer, UnknownMetric, parse_metric_names
 from monitor.sinks import SinkError
@@ -128,6 +128,4 @@ async def run_offline(
         return await runner.run()
     finally:
         await sink.close()
-        close = getattr(judge, "aclose", None)
-        if close is not None:
-            await close()
+        await judge.aclose()

@@ -27,10 +27,10 @@ from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import ConfigError, Settings, load_settings
 from monitor.flags import FLAG_REASONS
 from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
-from monitor.judge_factory import JudgeConfigError, build_judge
+from monitor.judges import Judge
+from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.logging import configure_logging
 from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
-from monitor.prompt import Judge
 from monitor.records import INVALID_REASONS
 from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
@@ -181,9 +181,7 @@ def build(settings: Settings) -> Components:
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))
-    aclose = getattr(judge, "aclose", None)
-    if aclose is not None:
-        parts.closers.insert(0, aclose)
+    parts.closers.insert(0, judge.aclose)
     return parts
 
 

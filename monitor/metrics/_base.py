@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from monitor.prompt import Prompt
+from monitor.judges import Prompt
 from monitor.records import Interaction, MetricResult
 
 OutT = TypeVar("OutT", bound=BaseModel)
@@ -42,7 +42,7 @@ class StepRunner(Protocol):
         ...
 
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> list[OutT]:
-        """Exactly ``n`` answers to ``prompt`` (raises `monitor.prompt.JudgeError`)."""
+        """Exactly ``n`` answers to ``prompt`` (raises `monitor.judges.JudgeError`)."""
         ...
 
     async def embed(self, texts: Sequence[str], metric: str) -> list[list[float]]:

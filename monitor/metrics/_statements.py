@@ -21,7 +21,7 @@ malformed (not the schema, or not one verdict per context) is not asked again:
 record, so one bad answer never voids two metrics.
 
 List lengths the answer must have (one verdict per statement sent, one per
-context) are pinned on the prompt (`monitor.prompt.Prompt.lengths`): the LLM
+context) are pinned on the prompt (`monitor.judges.Prompt.lengths`): the LLM
 judge puts them in the schema it sends and rejects an answer with another count.
 
 Sharing identical steps between metrics of a record and the LRU cache are the
@@ -35,6 +35,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from monitor.judges import JudgeError, Prompt
 from monitor.metrics._base import StepRunner
 from monitor.metrics.steps import (
     GROUNDING,
@@ -56,7 +57,6 @@ from monitor.metrics.steps import (
     VerifyInput,
     VerifySource,
 )
-from monitor.prompt import JudgeError, Prompt
 
 Level = Literal["low", "high"]
 

@@ -330,7 +330,7 @@ def trace_exemplar(record: ScoredRecord) -> dict[str, str] | None:
 
 
 class JudgeMetrics:
-    """The judge's observer (`monitor.judge.JudgeObserver`): requests, latency and tokens."""
+    """The judge's observer (`monitor.judges.llm.JudgeObserver`): requests, latency and tokens."""
 
     def __init__(self, exporter: Exporter) -> None:
         self.exporter = exporter

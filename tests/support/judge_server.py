@@ -4,7 +4,7 @@ It speaks just enough of the OpenAI HTTP API for `judge.OpenAIJudge`:
 
 - ``POST /v1/chat/completions``: honours ``n`` and ``response_format``
   (``json_schema`` and ``json_object``); the step and its inputs are read back
-  from the user message (`monitor.prompt.parse_user_message`) and handed to an
+  from the user message (`monitor.judges.wire.parse_user_message`) and handed to an
   *answer function* ``answer(step, inputs, n) -> list[dict]``; each dict
   becomes one choice's JSON content.
 - ``POST /v1/embeddings``: ``embed(texts) -> list[list[float]]``
@@ -44,7 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal, cast
 
-from monitor.prompt import parse_user_message
+from monitor.judges.wire import parse_user_message
 
 AnswerFn = Callable[[str, dict[str, Any], int], list[dict[str, Any]]]
 EmbedFn = Callable[[list[str]], list[list[float]]]

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from monitor.config import Settings
-from monitor.prompt import Embedded, Judge, TokenGate
+from monitor.judges import Embedded, Judge, TokenGate
 
 if TYPE_CHECKING:
-    from monitor.judge import JudgeObserver
+    from monitor.judges.llm import JudgeObserver
     from monitor.local.embedder import MiniLMEmbedder
 
 JudgeKind = Literal["auto", "llm", "local"]
@@ -50,7 +50,7 @@ def build_judge(
             "the LLM judge needs an OpenAI-compatible endpoint: set RAG_MONITOR_JUDGE_BASE_URL "
             "(e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1 for llama-server)"
         )
-    from monitor.judge import OpenAIJudge
+    from monitor.judges.llm import OpenAIJudge
 
     embedder = LocalEmbedding(_minilm()) if settings.embedding_model == LOCAL_EMBEDDING else None
     return OpenAIJudge(
@@ -78,6 +78,9 @@ class LocalEmbedding:
     async def embed(self, texts: Sequence[str]) -> Embedded:
         vectors = await asyncio.to_thread(self.model.embed, list(texts))
         return Embedded(vectors=[[float(x) for x in row] for row in vectors.tolist()])
+
+    async def aclose(self) -> None:
+        """Nothing to close: the model is an in-memory onnxruntime session."""
 
 
 def _minilm() -> MiniLMEmbedder:

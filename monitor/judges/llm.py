@@ -1,6 +1,6 @@
 """The LLM judge: prompts over HTTP to any OpenAI-compatible endpoint. The only `openai` import.
 
-`OpenAIJudge` implements `monitor.prompt.Judge` with the AsyncOpenAI SDK:
+`OpenAIJudge` implements `monitor.judges.Judge` with the AsyncOpenAI SDK:
 
 - **Structured output.** ``response_format`` ``json_schema`` (strict) named
   after the step; an endpoint that rejects it with a 400-class error gets
@@ -8,7 +8,7 @@
   and keeps getting it once that worked. Every answer is validated with
   pydantic; an invalid answer is re-asked once (the bad answer and a short
   correction appended), then the step fails for good: ``invalid_output``.
-  A prompt's pinned list lengths (`monitor.prompt.Prompt.lengths`) go into the
+  A prompt's pinned list lengths (`monitor.judges.Prompt.lengths`) go into the
   schema as ``minItems``/``maxItems`` and are checked on the answer; a prompt
   with ``reask`` False (the fused ``grounding`` step) is not re-asked: its
   metrics fall back to the basic steps (outcome ``fallback_steps``).
@@ -36,18 +36,17 @@
 - **Observability** without a Prometheus import: a `JudgeObserver` hears every
   request's outcome and duration and every response's tokens per metric.
 
+A prompt's chat messages and strict schema come from `monitor.judges.wire`;
+the response bodies are read and validated by `monitor.judges.replies`. What
+stays here is what touches the SDK: one concept, longer than most, that reads best whole.
+
 The API key lives in a `SecretStr`; it is handed to the SDK and never appears
 in a repr or a log line.
 """
 
 from __future__ import annotations
 
-import array
 import asyncio
-import base64
-import binascii
-import copy
-import functools
 import logging
 import random
 import sys
@@ -57,19 +56,11 @@ from types import TracebackType
 from typing import Any, Literal, Protocol
 
 import openai
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import SecretStr
 
-from monitor.prompt import (
-    BudgetExhausted,
-    Embedded,
-    Judged,
-    JudgeError,
-    OutT,
-    Prompt,
-    TokenGate,
-    pin_lengths,
-    render_messages,
-)
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
+from monitor.judges.replies import Invalid, chat_contents, embedding_vectors, token_usage, try_parse
+from monitor.judges.wire import render_messages, request_schema
 from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 
@@ -107,54 +98,18 @@ class JudgeObserver(Protocol):
 
 
 class Embedder(Protocol):
-    """Something other than the endpoint that embeds text (the local ONNX model)."""
+    """Something other than the endpoint that embeds text (the local ONNX model).
+
+    The judge closes it in its own `OpenAIJudge.aclose`.
+    """
 
     async def embed(self, texts: Sequence[str]) -> Embedded: ...
+
+    async def aclose(self) -> None: ...
 
 
 class _SchemaRejected(Exception):
     """The endpoint refused ``response_format`` json_schema (internal: triggers the fallback)."""
-
-
-def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model``'s JSON schema in the subset strict structured outputs accept.
-
-    Every object gets ``additionalProperties: false`` and lists all its
-    properties as required (optional fields stay nullable through their
-    ``anyOf``); ``default`` values are dropped, as strict mode rejects them.
-    """
-    schema = copy.deepcopy(model.model_json_schema())
-
-    def fix(node: object) -> None:
-        if not isinstance(node, dict):
-            return
-        node.pop("default", None)
-        props = node.get("properties")
-        if node.get("type") == "object" or isinstance(props, dict):
-            props = props if isinstance(props, dict) else {}
-            node["additionalProperties"] = False
-            node["required"] = list(props)
-            for sub in props.values():
-                fix(sub)
-        for key in ("$defs", "definitions"):
-            for sub in (node.get(key) or {}).values():
-                fix(sub)
-        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-            for sub in node.get(key) or []:
-                fix(sub)
-        fix(node.get("items"))
-
-    fix(schema)
-    return schema
-
-
-@functools.lru_cache(maxsize=256)
-def _request_schema(
-    model: type[BaseModel], lengths: tuple[tuple[str, int], ...] = ()
-) -> dict[str, Any]:
-    """`strict_schema` with pinned lengths, once per output model and lengths (the SDK copies
-    what it sends; never mutated)."""
-    return pin_lengths(strict_schema(model), dict(lengths))
 
 
 def _classify(exc: openai.OpenAIError) -> JudgeError:
@@ -190,7 +145,7 @@ def _refused(exc: BaseException) -> bool:
 
 
 class OpenAIJudge:
-    """`monitor.prompt.Judge` over an OpenAI-compatible HTTP endpoint (see the module docstring).
+    """`monitor.judges.Judge` over an OpenAI-compatible HTTP endpoint (see the module docstring).
 
     Constructing one opens nothing: the SDK client is created on first use.
     Close it with `aclose` (or ``async with``).
@@ -289,9 +244,8 @@ class OpenAIJudge:
         client, self._client = self._client, None
         if client is not None:
             await client.close()
-        closer: Callable[[], Any] | None = getattr(self.embedder, "aclose", None)
-        if closer is not None:
-            await closer()
+        if self.embedder is not None:
+            await self.embedder.aclose()
 
     async def __aenter__(self) -> OpenAIJudge:
         return self
@@ -326,12 +280,12 @@ class OpenAIJudge:
     async def _validated(
         self,
         prompt: Prompt[OutT],
-        answer: OutT | _Invalid,
+        answer: OutT | Invalid,
         temperature: float | None,
         usage: Usage,
     ) -> OutT:
         """The validated answer; an invalid one is re-asked once."""
-        if not isinstance(answer, _Invalid):
+        if not isinstance(answer, Invalid):
             return answer
         if not prompt.reask:
             raise JudgeError("invalid_output", f"step {prompt.step}: {answer.summary}")
@@ -349,8 +303,8 @@ class OpenAIJudge:
             {"role": "user", "content": CORRECTION.format(error=answer.summary)},
         ]
         again = await self._complete(prompt, followup, 1, temperature, usage)
-        second = again[0] if again else _Invalid("empty answer", None)
-        if isinstance(second, _Invalid):
+        second = again[0] if again else Invalid("empty answer", None)
+        if isinstance(second, Invalid):
             raise JudgeError(
                 "invalid_output", f"step {prompt.step}: {second.summary} (after one re-ask)"
             )
@@ -363,7 +317,7 @@ class OpenAIJudge:
         n: int,
         temperature: float | None,
         usage: Usage,
-    ) -> list[OutT | _Invalid]:
+    ) -> list[OutT | Invalid]:
         """One chat request (two when json_schema is rejected): the choices, validated."""
         mode = self.response_mode
         if mode == "json_schema":
@@ -387,7 +341,7 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
         mode: ResponseMode,
-    ) -> list[OutT | _Invalid]:
+    ) -> list[OutT | Invalid]:
         """One HTTP request: each choice validated (the model, or why it is not valid)."""
         messages: list[dict[str, str]] = render_messages(
             prompt, schema_in_text=mode == "json_object"
@@ -400,7 +354,7 @@ class OpenAIJudge:
                 "type": "json_schema",
                 "json_schema": {
                     "name": prompt.step,
-                    "schema": _request_schema(prompt.output, tuple(prompt.lengths.items())),
+                    "schema": request_schema(prompt.output, tuple(prompt.lengths.items())),
                     "strict": True,
                 },
             }
@@ -430,16 +384,18 @@ class OpenAIJudge:
                     body=body,
                     options={"timeout": self.timeout_of(prompt.step)},
                 )
-                contents, reported = _chat_contents(data)
-                prompt_tokens, completion_tokens = _usage(reported, estimate, contents, self.model)
+                contents, reported = chat_contents(data)
+                prompt_tokens, completion_tokens = token_usage(
+                    reported, estimate, contents, self.model
+                )
                 used = prompt_tokens + completion_tokens
                 usage.calls += 1
                 usage.prompt_tokens += prompt_tokens
                 usage.completion_tokens += completion_tokens
                 if self.observer is not None:
                     self.observer.on_tokens(prompt.metric, prompt_tokens, completion_tokens)
-                answers = [_try_parse(prompt.output, c, prompt.lengths) for c in contents]
-                if any(isinstance(a, _Invalid) for a in answers):
+                answers = [try_parse(prompt.output, c, prompt.lengths) for c in contents]
+                if any(isinstance(a, Invalid) for a in answers):
                     outcome = "invalid_output" if prompt.reask else "fallback_steps"
                 return answers
             except JudgeError as exc:  # the body is not a chat completion
@@ -503,7 +459,7 @@ class OpenAIJudge:
                         "encoding_format": "base64",
                     },
                 )
-                got, reported = _embedding_vectors(data, len(send))
+                got, reported = embedding_vectors(data, len(send))
                 used = reported if reported else estimate
             except JudgeError as exc:
                 outcome = exc.reason
@@ -577,154 +533,3 @@ def _timed_out(failure: BaseException | None) -> bool:
     if isinstance(root, TimeoutError):
         return True
     return root is failure and "Timeout" in type(failure).__name__
-
-
-class _Invalid(Exception):
-    """An answer that does not validate: why (no answer text), and the answer for the re-ask."""
-
-    def __init__(self, summary: str, content: str | None) -> None:
-        super().__init__(summary)
-        self.summary = summary
-        self.content = content
-
-
-def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT:
-    if content is None or not content.strip():
-        raise _Invalid("empty answer", content)
-    text = _strip_fences(content)
-    try:
-        value = model.model_validate_json(text)
-    except ValidationError as exc:
-        errors = exc.errors(include_input=False, include_url=False)
-        if errors and errors[0]["type"] == "json_invalid":
-            raise _Invalid("not a JSON object", content) from None
-        fields = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in errors[:5]
-        )
-        raise _Invalid(f"does not match the schema ({fields})", content) from None
-    wrong = [
-        f"{name}: {len(getattr(value, name))} items, expected exactly {count}"
-        for name, count in lengths.items()
-        if len(getattr(value, name)) != count
-    ]
-    if wrong:
-        raise _Invalid(f"does not match the schema ({'; '.join(wrong)})", content)
-    return value
-
-
-def _try_parse(
-    model: type[OutT], content: str | None, lengths: Mapping[str, int]
-) -> OutT | _Invalid:
-    try:
-        return _parse(model, content, lengths)
-    except _Invalid as invalid:
-        return invalid
-
-
-def _index(item: dict[str, Any]) -> int:
-    index = item.get("index")
-    return index if isinstance(index, int) else 0
-
-
-def _chat_contents(data: object) -> tuple[list[str | None], Mapping[str, Any] | None]:
-    """A chat completion's body → (each choice's content, its ``usage``); `JudgeError` if not."""
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-        raise JudgeError("invalid_output", "the endpoint's answer is not a chat completion")
-    ordered = sorted(choices, key=_index)
-    contents: list[str | None] = []
-    for choice in ordered:
-        message = choice.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        contents.append(content if isinstance(content, str) else None)
-    usage = data.get("usage") if isinstance(data, dict) else None
-    return contents, usage if isinstance(usage, dict) else None
-
-
-def _strip_fences(text: str) -> str:
-    """Some json_object endpoints still wrap the object in a Markdown code fence."""
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        if stripped.rstrip().endswith("```"):
-            stripped = stripped.rstrip()[:-3]
-    return stripped.strip()
-
-
-def _embedding_vectors(data: object, expected: int) -> tuple[list[list[float]], int | None]:
-    """An embeddings body → (vectors in input order, reported prompt tokens); `JudgeError` if bad.
-
-    Each ``embedding`` is base64 of little-endian float32 (as asked) or, from
-    endpoints that ignore ``encoding_format``, a list of numbers.
-    """
-    items = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise JudgeError("invalid_output", "the endpoint's answer is not a list of embeddings")
-    if len(items) != expected:
-        raise JudgeError("invalid_output", f"{len(items)} embeddings for {expected} texts")
-    ordered = sorted(items, key=_index)
-    vectors: list[list[float]] = []
-    for item in ordered:
-        raw = item.get("embedding")
-        if isinstance(raw, str):
-            try:
-                packed = array.array("f", base64.b64decode(raw, validate=True))
-            except (ValueError, binascii.Error):
-                raise JudgeError("invalid_output", "an embedding is not base64 float32") from None
-            if sys.byteorder != "little":
-                packed.byteswap()
-            vectors.append(packed.tolist())
-        elif isinstance(raw, list) and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw
-        ):
-            vectors.append([float(x) for x in raw])
-        else:
-            raise JudgeError("invalid_output", "an embedding is neither base64 nor numbers")
-    if not vectors or not vectors[0] or any(len(v) != len(vectors[0]) for v in vectors):
-        raise JudgeError("invalid_output", "embeddings of different or zero dimensions")
-    usage = data.get("usage") if isinstance(data, dict) else None
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return vectors, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-
-
-def _usage(
-    reported: Mapping[str, Any] | None,
-    estimate: int,
-    contents: list[str | None],
-    model: str,
-) -> tuple[int, int]:
-    """(prompt, completion) tokens: the response's ``usage``, our own count where it is missing.
-
-    llama.cpp's ``llama-server`` counts one choice only when ``n`` > 1; when
-    several choices came back and the reported completion tokens are fewer
-    than our own count of their text, our count wins. Our own count is made
-    only when it can matter.
-    """
-
-    def counted() -> int:
-        return sum(count_tokens(c, model) for c in contents if c)
-
-    def number(key: str) -> int:
-        value = reported.get(key) if reported is not None else None
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-    if reported is None:
-        return estimate, counted()
-    prompt_tokens = number("prompt_tokens") or estimate
-    completion = number("completion_tokens")
-    if len(contents) > 1:
-        completion = max(completion, counted())
-    elif not completion:
-        completion = counted()
-    return prompt_tokens, completion
-
-
-__all__ = [
-    "BudgetExhausted",
-    "Embedder",
-    "JudgeError",
-    "JudgeObserver",
-    "OpenAIJudge",
-    "pin_lengths",
-    "strict_schema",
-]

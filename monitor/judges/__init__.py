@@ -1,18 +1,22 @@
-"""What a judge is asked, and what a judge is.
+"""What a judge is, is asked, answers and fails with: what every judge and metric shares.
 
 A `Prompt` is a structured request: a stable instruction (the cacheable
 prefix), the step's inputs as a pydantic model (rendered as JSON after the
 instruction), and the pydantic model the answer must validate against.
-Metrics build prompts; judges answer them. The LLM judge (`judge.py`) sends
-them over HTTP; the local judge (`local/`) answers them in-process.
+Metrics build prompts (`monitor.metrics`); a `Judge` answers them with
+`Judged` values or embeds text as `Embedded` vectors, and fails for good with a
+`JudgeError` (`BudgetExhausted` when the `TokenGate` cannot cover a call).
+
+The judges: `llm.OpenAIJudge` sends prompts to an OpenAI-compatible endpoint
+(in the chat form of `wire`), the local judge answers them in-process at zero
+tokens, and `factory.build_judge` picks one from the settings.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -106,10 +110,24 @@ class TokenGate(Protocol):
 
 
 class Judge(Protocol):
-    """Anything that can answer prompts and embed text."""
+    """Anything that can answer prompts and embed text.
 
-    #: ``llm`` or ``local``; stamped on every result it produces
+    Constructing one opens nothing; `aclose` lets go of what it opened (HTTP
+    connections, worker threads) and is called once by whoever built it.
+    """
+
+    #: ``llm`` or ``local``: names the judge in metric labels and is stamped on every
+    #: result it produces
     kind: str
+
+    @property
+    def fuse_grounding(self) -> bool:
+        """Whether `monitor.scoring.Scorer` may ask it the fused ``grounding`` step.
+
+        ``RAG_MONITOR_JUDGE_FUSE_GROUNDING`` for the LLM judge; False for a judge
+        that answers only the basic steps.
+        """
+        ...
 
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         """Answer ``prompt`` with ``n`` independent choices (``n`` > 1 only for sampling steps)."""
@@ -119,65 +137,6 @@ class Judge(Protocol):
         """One vector per text, in order."""
         ...
 
-
-# --- the wire form of a prompt, shared by the LLM judge and the test judge server
-
-
-def pin_lengths(schema: dict[str, Any], lengths: Mapping[str, int]) -> dict[str, Any]:
-    """``schema`` with each named top-level list property pinned to exactly that many items.
-
-    ``minItems``/``maxItems`` are part of the subset strict structured outputs
-    accept, and llama.cpp's grammar honours them. A copy; ``schema`` is not changed.
-    """
-    if not lengths:
-        return schema
-    pinned = copy.deepcopy(schema)
-    for name, count in lengths.items():
-        prop = pinned.get("properties", {}).get(name)
-        if not isinstance(prop, dict) or prop.get("type") != "array":
-            raise ValueError(f"{name!r} is not a list field of the output schema")
-        prop["minItems"] = prop["maxItems"] = count
-    return pinned
-
-
-STEP_LINE = "Step: "
-INPUT_LINE = "Input:"
-
-
-def render_messages(prompt: Prompt[OutT], *, schema_in_text: bool) -> list[dict[str, str]]:
-    """Chat messages for ``prompt``: the stable instruction (and examples) first, the inputs last.
-
-    With ``schema_in_text`` (the json_object fallback) the output JSON schema is
-    spelled out in the system message, since the endpoint will not enforce it.
-    """
-    import json
-
-    system = prompt.instruction.strip()
-    for example_in, example_out in prompt.examples:
-        system += (
-            "\n\nExample input:\n"
-            + example_in.model_dump_json()
-            + "\nExample output:\n"
-            + example_out.model_dump_json()
-        )
-    if schema_in_text:
-        system += (
-            "\n\nAnswer with one JSON object and nothing else, matching this JSON schema:\n"
-            + json.dumps(
-                pin_lengths(prompt.output.model_json_schema(), prompt.lengths),
-                separators=(",", ":"),
-            )
-        )
-    user = f"{STEP_LINE}{prompt.step}\n{INPUT_LINE}\n{prompt.render_inputs()}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-def parse_user_message(content: str) -> tuple[str, str]:
-    """Inverse of the user message of `render_messages`: (step, inputs JSON text)."""
-    head, _, rest = content.partition("\n")
-    if not head.startswith(STEP_LINE):
-        raise ValueError("not a rag-monitor prompt: missing step line")
-    marker, _, inputs = rest.partition("\n")
-    if marker != INPUT_LINE:
-        raise ValueError("not a rag-monitor prompt: missing input line")
-    return head[len(STEP_LINE) :], inputs
+    async def aclose(self) -> None:
+        """Close what the judge opened; it answers nothing after."""
+        ...

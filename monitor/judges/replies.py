@@ -1,0 +1,160 @@
+"""Reading an OpenAI-compatible endpoint's answers: choices, embeddings, token usage, validation.
+
+Pure functions over the JSON bodies the LLM judge (`monitor.judges.llm`)
+receives: a body that is not what was asked for raises `JudgeError`
+(``invalid_output``); an answer that does not validate against the step's
+output model comes back as `Invalid`, which says why without the answer text.
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import binascii
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from monitor.judges import JudgeError, OutT
+from monitor.tokens import count_tokens
+
+
+class Invalid(Exception):
+    """An answer that does not validate: why (no answer text), and the answer for the re-ask."""
+
+    def __init__(self, summary: str, content: str | None) -> None:
+        super().__init__(summary)
+        self.summary = summary
+        self.content = content
+
+
+def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT:
+    if content is None or not content.strip():
+        raise Invalid("empty answer", content)
+    text = _strip_fences(content)
+    try:
+        value = model.model_validate_json(text)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            raise Invalid("not a JSON object", content) from None
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in errors[:5]
+        )
+        raise Invalid(f"does not match the schema ({fields})", content) from None
+    wrong = [
+        f"{name}: {len(getattr(value, name))} items, expected exactly {count}"
+        for name, count in lengths.items()
+        if len(getattr(value, name)) != count
+    ]
+    if wrong:
+        raise Invalid(f"does not match the schema ({'; '.join(wrong)})", content)
+    return value
+
+
+def try_parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT | Invalid:
+    """``content`` validated as ``model`` with ``lengths`` checked, or `Invalid` saying why."""
+    try:
+        return _parse(model, content, lengths)
+    except Invalid as invalid:
+        return invalid
+
+
+def _index(item: dict[str, Any]) -> int:
+    index = item.get("index")
+    return index if isinstance(index, int) else 0
+
+
+def chat_contents(data: object) -> tuple[list[str | None], Mapping[str, Any] | None]:
+    """A chat completion's body → (each choice's content, its ``usage``); `JudgeError` if not."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise JudgeError("invalid_output", "the endpoint's answer is not a chat completion")
+    ordered = sorted(choices, key=_index)
+    contents: list[str | None] = []
+    for choice in ordered:
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        contents.append(content if isinstance(content, str) else None)
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return contents, usage if isinstance(usage, dict) else None
+
+
+def _strip_fences(text: str) -> str:
+    """Some json_object endpoints still wrap the object in a Markdown code fence."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped.strip()
+
+
+def embedding_vectors(data: object, expected: int) -> tuple[list[list[float]], int | None]:
+    """An embeddings body → (vectors in input order, reported prompt tokens); `JudgeError` if bad.
+
+    Each ``embedding`` is base64 of little-endian float32 (as asked) or, from
+    endpoints that ignore ``encoding_format``, a list of numbers.
+    """
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise JudgeError("invalid_output", "the endpoint's answer is not a list of embeddings")
+    if len(items) != expected:
+        raise JudgeError("invalid_output", f"{len(items)} embeddings for {expected} texts")
+    ordered = sorted(items, key=_index)
+    vectors: list[list[float]] = []
+    for item in ordered:
+        raw = item.get("embedding")
+        if isinstance(raw, str):
+            try:
+                packed = array.array("f", base64.b64decode(raw, validate=True))
+            except (ValueError, binascii.Error):
+                raise JudgeError("invalid_output", "an embedding is not base64 float32") from None
+            if sys.byteorder != "little":
+                packed.byteswap()
+            vectors.append(packed.tolist())
+        elif isinstance(raw, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw
+        ):
+            vectors.append([float(x) for x in raw])
+        else:
+            raise JudgeError("invalid_output", "an embedding is neither base64 nor numbers")
+    if not vectors or not vectors[0] or any(len(v) != len(vectors[0]) for v in vectors):
+        raise JudgeError("invalid_output", "embeddings of different or zero dimensions")
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return vectors, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
+def token_usage(
+    reported: Mapping[str, Any] | None,
+    estimate: int,
+    contents: list[str | None],
+    model: str,
+) -> tuple[int, int]:
+    """(prompt, completion) tokens: the response's ``usage``, our own count where it is missing.
+
+    llama.cpp's ``llama-server`` counts one choice only when ``n`` > 1; when
+    several choices came back and the reported completion tokens are fewer
+    than our own count of their text, our count wins. Our own count is made
+    only when it can matter.
+    """
+
+    def counted() -> int:
+        return sum(count_tokens(c, model) for c in contents if c)
+
+    def number(key: str) -> int:
+        value = reported.get(key) if reported is not None else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    if reported is None:
+        return estimate, counted()
+    prompt_tokens = number("prompt_tokens") or estimate
+    completion = number("completion_tokens")
+    if len(contents) > 1:
+        completion = max(completion, counted())
+    elif not completion:
+        completion = counted()
+    return prompt_tokens, completion

@@ -27,7 +27,7 @@ the answer's content words found in the contexts) for every data set; with
 endpoint on the same records (in that interpreter, see `ragas_venv`).
 
 Data sets: ``halueval`` (../shared/data/halueval_qa_dev.jsonl beside the
-repository, or ``--halueval PATH``), ``demo`` (monitor/data/demo_traffic.jsonl,
+repository, or ``--halueval PATH``), ``demo`` (monitor/demo/traffic.jsonl,
 labels from ``metadata.label``; off-topic answers are in no column but the
 record count), ``realistic-tune`` and ``realistic-holdout`` (bench/data/
 realistic.jsonl, its two splits). A per-category table of the realistic sets
@@ -73,7 +73,7 @@ from monitor.records import validate_record  # noqa: E402
 from monitor.scoring import Scorer  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
-DEMO = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 REALISTIC = BENCH / "data" / "realistic.jsonl"
 DATASETS = ("halueval", "demo", "realistic-tune", "realistic-holdout")
 JUDGES = ("local", "llm")
@@ -474,7 +474,7 @@ def main() -> int:
     parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH",
                         help="the HaluEval QA dev set (default: ../shared/data/ beside the repo)")
     parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH",
-                        help="the demo traffic (default: monitor/data/demo_traffic.jsonl)")
+                        help="the demo traffic (default: monitor/demo/traffic.jsonl)")
     parser.add_argument("--config", metavar="FILE", help="settings file, as for rag-monitor")
     parser.add_argument("--dump", type=Path, metavar="FILE",
                         help="also write every record's faithfulness per judge as JSON lines")

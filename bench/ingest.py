@@ -66,7 +66,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.embedded.broker import Broker  # noqa: E402
+from monitor.demo.broker import Broker  # noqa: E402
 from tests.support.judge_server import JudgeServer  # noqa: E402
 
 TARGET_RATIO = 0.7

@@ -1,7 +1,7 @@
 """Measure the zero-token local scorer: detection quality, risk-based sampling, throughput.
 
     python bench/local_scorer.py [--data ../shared/data/halueval_qa_dev.jsonl]
-                                 [--demo-data monitor/data/demo_traffic.jsonl]
+                                 [--demo-data monitor/demo/traffic.jsonl]
                                  [--only-detection | --skip-throughput | --only-throughput]
                                  [--seeds 400] [--workers 2] [--records 600]
                                  [--repeats 3] [--in-flight 64] [--baseline 3abff3b]
@@ -12,7 +12,7 @@
    decision "faithfulness < 1", next to the lexical baseline of the data's
    README (flag an answer with a word found in neither the passages nor the
    question) and the same baseline without the question.
-   Then the same on the demo's labelled traffic (``monitor/data/demo_traffic.jsonl``),
+   Then the same on the demo's labelled traffic (``monitor/demo/traffic.jsonl``),
    scored as the demo scores it (`monitor.scoring.Scorer` with faithfulness on
    the local judge): the hallucination flag (faithfulness < 0.5) against the
    labels, precision over all labelled records as ``rag-monitor demo`` reports
@@ -73,7 +73,7 @@ from monitor.risk import inclusion_probability, solve_scale  # noqa: E402
 from monitor.sampling import unit_hash  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
-DEMO_DATA = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+DEMO_DATA = ROOT / "monitor" / "demo" / "traffic.jsonl"
 Row = dict[str, Any]
 
 

@@ -252,7 +252,7 @@ def main() -> int:
 
     import ingest
 
-    from monitor.embedded.broker import Broker
+    from monitor.demo.broker import Broker
     from monitor.sources.kafka import produce
     from tests.support.judge_server import JudgeServer
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from monitor.local.embedder import DISABLED_OPTIMIZERS, MiniLMEmbedder  # noqa: E402
 from monitor.local.int8 import int8_graph, model_matches, vnni  # noqa: E402
 
-DEMO = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
 
 def texts_and_words() -> tuple[list[str], list[str]]:

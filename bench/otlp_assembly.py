@@ -72,7 +72,7 @@ def interactions(count: int, seed: int = 7) -> list[dict[str, Any]]:
 
 
 def as_messages(records: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
-    from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+    from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 
     recorder = SpanRecorder(service="bench-rag", environment="bench")
     out: list[tuple[bytes, bytes]] = []
@@ -187,7 +187,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    from monitor.embedded.broker import Broker
+    from monitor.demo.broker import Broker
     from monitor.sources.kafka import create_topics, produce
 
     made = interactions(args.traces)

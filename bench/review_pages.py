@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from monitor.config import Settings  # noqa: E402
-from monitor.embedded.postgres import EmbeddedPostgres  # noqa: E402
+from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
 from monitor.review.app import ReviewApp  # noqa: E402
 from monitor.sinks.backlog import BacklogSink  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate monitor/data/demo_traffic.jsonl, the traffic set of `rag-monitor demo`.
+"""Generate monitor/demo/traffic.jsonl, the traffic set of `rag-monitor demo`.
 
 Deterministic (fixed seed, no clock, no network): running it twice writes the
 same bytes. Everything is invented here: a small knowledge base of an
@@ -42,7 +42,7 @@ from pathlib import Path
 
 SEED = 20261129
 COUNT = 300
-OUT = Path(__file__).resolve().parent.parent / "monitor" / "data" / "demo_traffic.jsonl"
+OUT = Path(__file__).resolve().parent.parent / "monitor" / "demo" / "traffic.jsonl"
 
 #: labels in each block of 20 records (shuffled inside the block): any prefix of
 #: 20·k records has exactly these proportions, so `--records 40` is still mixed.

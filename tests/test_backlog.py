@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from monitor.config import RedactionPattern, Settings
-from monitor.embedded.postgres import free_port
+from monitor.demo.postgres import free_port
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import (

@@ -287,7 +287,7 @@ def test_import_rejects_bad_lines_one_by_one(
 def test_commands_report_an_unreachable_database(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from monitor.embedded.postgres import free_port
+    from monitor.demo.postgres import free_port
 
     monkeypatch.setenv("RAG_MONITOR_PG_DSN", f"postgresql://x@127.0.0.1:{free_port()}/x")
     assert run_cli(["backlog", "stats"]) == 3

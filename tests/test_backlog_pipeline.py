@@ -35,8 +35,8 @@ import pytest
 
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
-from monitor.embedded.broker import Broker
-from monitor.embedded.postgres import EmbeddedPostgres
+from monitor.demo.broker import Broker
+from monitor.demo.postgres import EmbeddedPostgres
 from monitor.sources.kafka import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from monitor.config import Settings
-from monitor.embedded.postgres import EmbeddedPostgres
+from monitor.demo.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink

@@ -40,26 +40,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.cli import main
-from monitor.demo import (
-    GROUP_ID,
-    PARTITIONS,
-    PROBLEM_LABELS,
-    TOPIC,
-    DemoError,
-    Progress,
-    Tally,
-    confusion,
-    estimate_rate,
-    read_traffic,
-    wilson_interval,
-)
+from monitor.demo import DemoError
+from monitor.demo.progress import Progress
+from monitor.demo.run import GROUP_ID, PARTITIONS, TOPIC
+from monitor.demo.statistics import Tally, confusion, estimate_rate, wilson_interval
+from monitor.demo.traffic import PROBLEM_LABELS, read_traffic
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
 from monitor.sources.kafka import committed_offsets
 from tests.support.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
 LABELS = {"faithful", "hallucinated", "off_topic", "evasive"}
 ROUTES = {"hr-policy", "it-helpdesk", "billing", "product-docs"}
 
@@ -169,7 +161,7 @@ def test_setuptools_puts_the_traffic_set_in_the_build(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert (out / "monitor" / "data" / "demo_traffic.jsonl").read_bytes() == TRAFFIC.read_bytes()
+    assert (out / "monitor" / "demo" / "traffic.jsonl").read_bytes() == TRAFFIC.read_bytes()
 
 
 def test_read_traffic_limit_and_errors(tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.demo import DemoReport
-from monitor.embedded.broker import free_port
+from monitor.demo.broker import free_port
+from monitor.demo.report import DemoReport
 from tests.test_demo import DemoProcess, start_demo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from monitor.commands.run import build, serve
 from monitor.config import ConfigError, Settings
-from monitor.embedded.broker import Broker, free_port
+from monitor.demo.broker import Broker, free_port
 from monitor.sources.kafka import ssl_context
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer

@@ -275,7 +275,7 @@ async def test_limit_and_metric_selection(
 async def test_unreachable_postgres_is_reported(
     judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
-    from monitor.embedded.postgres import free_port
+    from monitor.demo.postgres import free_port
     from monitor.sinks import SinkError
 
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"

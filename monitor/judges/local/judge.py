@@ -121,7 +121,7 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
     words (exactly, or as MiniLM synonyms within one passage) or one of the
     answer's numbers.
 
-``embed`` is the local MiniLM (`monitor.local.embedder`). All answers are
+``embed`` is the local MiniLM (`monitor.judges.local.embedder`). All answers are
 deterministic; usage is always zero. CPU work runs in the judge's own worker
 threads (``threads``, 32 by default) so the event loop stays free; the
 ``questions`` step, one regex, is answered in place. Many threads, not the
@@ -157,8 +157,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from monitor.local import lexical as lx
-from monitor.local.embedder import MiniLMEmbedder
+from monitor.judges.local import lexical as lx
+from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,

@@ -148,7 +148,7 @@ import functools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
@@ -157,8 +157,33 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges.local import lexical as lx
 from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.lexical.clauses import (
+    Claim,
+    Segment,
+    clauses,
+    segments,
+    sentences,
+    strip_particle,
+)
+from monitor.judges.local.lexical.names import names
+from monitor.judges.local.lexical.numerals import MONTHS, Quantity, numbers, quantities
+from monitor.judges.local.lexical.thesaurus import (
+    COMPARISONS,
+    OPPOSITES,
+    SAME_COMPARISON,
+    TIME_UNITS,
+    negated_word,
+)
+from monitor.judges.local.lexical.vocabulary import Sentence, Vocabulary, coverage
+from monitor.judges.local.lexical.wordforms import (
+    DISCOURSE,
+    GENERIC,
+    content_words,
+    fold,
+    stem,
+    words,
+)
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -326,7 +351,7 @@ class Screen:
 class _Windows:
     """A clause's (or an answer's) words against the windows of a context."""
 
-    claim: lx.Claim
+    claim: Claim
     #: per window, the claim's words it lacks (folded form, stem, acronym compared)
     exact: list[list[str]]
     #: window indexes, best (largest weighted share matched, then shortest) first
@@ -338,22 +363,22 @@ class _Context:
     """A context string prepared once: its vocabulary and its windows."""
 
     text: str
-    vocabulary: lx.Vocabulary
+    vocabulary: Vocabulary
     windows: list[str]
-    window_vocabularies: list[lx.Vocabulary]
+    window_vocabularies: list[Vocabulary]
     window_negated: list[bool]
     window_content: list[list[str]]
     #: per window, its sentences that deny words: (the stems a negator denies there and
     #: no sentence of the window asserts, the sentence's vocabulary)
-    window_denials: list[list[tuple[frozenset[str], lx.Vocabulary]]]
+    window_denials: list[list[tuple[frozenset[str], Vocabulary]]]
     #: its sentences, with their vocabularies (for `LocalJudge._segments`)
     sentences: list[str]
-    sentence_vocabularies: list[lx.Vocabulary]
+    sentence_vocabularies: list[Vocabulary]
     #: the chunks of a context of several (empty for a chunk)
     chunks: tuple[_Context, ...] = ()
-    #: the parts of its sentences that each state one fact (`lx.Segment`), in order; made on
+    #: the parts of its sentences that each state one fact (`Segment`), in order; made on
     #: first use (`LocalJudge._segments`)
-    segments: list[lx.Segment] | None = None
+    segments: list[Segment] | None = None
 
 
 @dataclass(frozen=True)
@@ -378,7 +403,7 @@ class _Specific:
     def said(self, other: str) -> str:
         """How a reason quotes this specific next to ``other``, what the context says: a
         number with its unit only when ``other`` has it too."""
-        if self.number and not (self.unit and lx.stem(lx.fold(other.split()[-1])) == self.unit):
+        if self.number and not (self.unit and stem(fold(other.split()[-1])) == self.unit):
             return self.number
         return self.surface
 
@@ -475,10 +500,10 @@ class LocalJudge:
 
     def statements(self, text: str) -> list[str]:
         """The sentences of ``text`` that assert something (see the module docstring)."""
-        sentences = lx.sentences(text)
-        declines = any(self._declines(s) for s in sentences)
+        found = sentences(text)
+        declines = any(self._declines(s) for s in found)
         kept: list[str] = []
-        for s in sentences:
+        for s in found:
             if not self._asserts(s, declines=declines):
                 continue
             # a sentence that goes on about the last one ("They expire on 30 June.") is not
@@ -492,8 +517,8 @@ class LocalJudge:
     def noncommittal(self, text: str) -> bool:
         """``text`` only declines, defers ("check with HR") or says it does not know: it has
         a sentence that declines and no sentence that asserts."""
-        sentences = lx.sentences(text)
-        return any(self._declines(s) for s in sentences) and not self.statements(text)
+        found = sentences(text)
+        return any(self._declines(s) for s in found) and not self.statements(text)
 
     @staticmethod
     def _declines(sentence: str) -> bool:
@@ -501,14 +526,14 @@ class LocalJudge:
         contract, so please ask your account manager"): each clause declines or sends the
         user elsewhere, and one declines."""
         said = _APOLOGY.sub("", sentence.lower(), count=1)
-        if not said.strip() or lx.numbers(sentence):
+        if not said.strip() or numbers(sentence):
             return False
         if DEFERS.search(said):
             return True
-        clauses = lx.clauses(said)
-        declining = [bool(NONCOMMITTAL.search(c)) for c in clauses]
+        parts = clauses(said)
+        declining = [bool(NONCOMMITTAL.search(c)) for c in parts]
         return any(declining) and all(
-            d or DEFERRAL.search(c) for d, c in zip(declining, clauses, strict=True)
+            d or DEFERRAL.search(c) for d, c in zip(declining, parts, strict=True)
         )
 
     @staticmethod
@@ -516,16 +541,16 @@ class LocalJudge:
         """False for a bare answer particle ("Yes."), for a sentence that only declines to
         answer ("I don't know", "it depends") and, in a response that declines, for one that
         only sends the user elsewhere ("Please contact support.") — unless it has a number."""
-        if not lx.words(lx.strip_particle(sentence)):
+        if not words(strip_particle(sentence)):
             return False
-        if lx.numbers(sentence):
+        if numbers(sentence):
             return True
         if LocalJudge._declines(sentence):
             return False
         said = _APOLOGY.sub("", sentence.lower(), count=1)
         return not all(
             NONCOMMITTAL.search(c) or (declines and DEFERRAL.search(c))
-            for c in lx.clauses(said)
+            for c in clauses(said)
         )
 
     # verify
@@ -623,9 +648,9 @@ class LocalJudge:
         """Rules 1–3 and the word counts of rule 4; `_Windows` (per clause) when windows decide."""
         t = self.thresholds
         where = _WHERE[source]
-        claim = lx.strip_particle(statement)
+        claim = strip_particle(statement)
         known = ctx.vocabulary.numbers
-        counted = lx.quantities(claim, reach=1)
+        counted = quantities(claim, reach=1)
         missing_numbers = [q for q in counted if not q.number.values & known]
         if missing_numbers:
             first = missing_numbers[0].number
@@ -642,23 +667,23 @@ class LocalJudge:
         if miscounted is not None:
             return Check(0, f"number '{miscounted.surface}' not in {where} (it has other "
                          "numbers of that unit)", 0.0, rule="number")
-        missing_names = [name for name in lx.names(claim) if not self._has_name(name, ctx)]
+        missing_names = [name for name in names(claim) if not self._has_name(name, ctx)]
         if missing_names:
             other = self._counterpart_in_context(claim, self._name(missing_names[0]), ctx)
             if other:
                 return Check(0, f"answer says '{missing_names[0]}', {source_says(source)} "
                              f"'{other}'", 0.0, rule="name")
-            return Check(0, f"name {lx.quote(missing_names)} not in {where}", 0.0, rule="name")
+            return Check(0, f"name {quote(missing_names)} not in {where}", 0.0, rule="name")
 
         windows: list[_Windows] = []
-        for clause in (c for sentence in lx.sentences(claim) for c in lx.clauses(sentence)):
-            parsed = lx.Claim.of(clause)
+        for clause in (c for sentence in sentences(claim) for c in clauses(sentence)):
+            parsed = Claim.of(clause)
             if not parsed.words:
                 continue
             missing = parsed.missing(ctx.vocabulary)
             anywhere = 1.0 - len(missing) / len(parsed.words)
             if not semantic and anywhere < t.min_coverage:
-                return Check(0, f"words {lx.quote(missing)} not in {where}", anywhere / 2,
+                return Check(0, f"words {quote(missing)} not in {where}", anywhere / 2,
                              anywhere, rule="words")
             windows.append(self._windows(parsed, ctx))
         if not windows:
@@ -669,65 +694,65 @@ class LocalJudge:
 
     @staticmethod
     def _name(name: str) -> _Specific:
-        parts = frozenset(lx.fold(w) for w in _NAME_PARTS.split(name) if w)
-        return _Specific(name, "name", parts, month=bool(parts) and parts <= lx.MONTHS)
+        parts = frozenset(fold(w) for w in _NAME_PARTS.split(name) if w)
+        return _Specific(name, "name", parts, month=bool(parts) and parts <= MONTHS)
 
     @staticmethod
-    def _number(q: lx.Quantity) -> _Specific:
+    def _number(q: Quantity) -> _Specific:
         return _Specific(
             q.surface, q.number.kind,
-            frozenset(lx.fold(w) for w in lx.words(q.number.surface)),
+            frozenset(fold(w) for w in words(q.number.surface)),
             # a date's "unit" is its month, a year's whatever follows: no unit
             q.number.values,
             q.units[0] if q.units and q.number.kind not in ("date", "year") else "",
             number=q.number.surface,
         )
 
-    def _specifics(self, clause: str, claim: lx.Claim | None = None) -> list[_Specific]:
+    def _specifics(self, clause: str, claim: Claim | None = None) -> list[_Specific]:
         """The names and numbers of ``clause`` (numbers first), then, with ``claim``, its
         informative words that no name holds (who does what: "monthly", "engineers")."""
-        found = [*(self._number(q) for q in lx.quantities(clause, reach=1)),
-                 *(self._name(n) for n in lx.names(clause))]
+        found = [*(self._number(q) for q in quantities(clause, reach=1)),
+                 *(self._name(n) for n in names(clause))]
         if claim is not None:
             named = {w for f in found for w in f.words}
             found.extend(_Specific(w, "word", frozenset({w})) for w in dict.fromkeys(
-                lx.fold(x) for x in lx.words(clause)) if w in lx.OPPOSITES)
+                fold(x) for x in words(clause)) if w in OPPOSITES)
             found.extend(
                 _Specific(w, "word", frozenset({w})) for w, wt in
                 zip(claim.words, claim.weights, strict=True)
-                if w not in named and w not in claim.capitalised and w not in lx.COMPARISONS
+                if w not in named and w not in claim.capitalised and w not in COMPARISONS
                 and wt >= self.thresholds.role_weight
             )
         return found
 
     @staticmethod
-    def _holds(segment: lx.Segment, specific: _Specific) -> bool:
+    def _holds(segment: Segment, specific: _Specific) -> bool:
         vocabulary = segment.vocabulary
         if specific.kind == "word":
             return vocabulary.has_word(specific.surface)
         if specific.kind != "name":
             return bool(specific.values & vocabulary.numbers)
         return all(vocabulary.has_word(w) for w in specific.words) or (
-            specific.surface.isupper() and lx.fold(specific.surface) in vocabulary.acronyms
+            specific.surface.isupper() and fold(specific.surface) in vocabulary.acronyms
         )
 
     def _other_word(
-        self, segment: lx.Segment, specific: _Specific, claim: str,
-        holding: Sequence[lx.Segment], semantic: bool = True,
+        self, segment: Segment, specific: _Specific, claim: str,
+        holding: Sequence[Segment], semantic: bool = True,
     ) -> str | None:
         """The word of ``segment`` in the role ``specific`` has in ``claim``: one neither the
         claim nor the parts holding ``specific`` have, closest to it by MiniLM (cosine ≥
         ``role_similarity``: "annual" for "monthly", "designers" for "engineers"; with
         ``semantic=False`` opposites only, no model call)."""
-        said = lx.Vocabulary.of(claim)
-        opposite = [w for w in lx.OPPOSITES.get(specific.surface, ())
+        said = Vocabulary.of(claim)
+        opposite = [w for w in OPPOSITES.get(specific.surface, ())
                     if w in segment.vocabulary.folded and w not in said.folded]
         if opposite:
             return opposite[0]
         root = specific.surface[:5]
         candidates = [
-            w for w in lx.content_words(segment.text)
-            if w not in lx.DISCOURSE and w not in lx.GENERIC and not said.has_word(w)
+            w for w in content_words(segment.text)
+            if w not in DISCOURSE and w not in GENERIC and not said.has_word(w)
             and not w.startswith(root)  # another form of the same word ("refundable")
             and not any(g.vocabulary.has_word(w) for g in holding)
         ]
@@ -742,22 +767,22 @@ class LocalJudge:
 
     @staticmethod
     def _other(
-        segment: lx.Segment, specific: _Specific, claim: str, *, strict: bool = True
+        segment: Segment, specific: _Specific, claim: str, *, strict: bool = True
     ) -> str | None:
         """A name or number of ``segment`` of the same kind as ``specific`` that ``claim``
         does not have: what the context says where the claim says ``specific``."""
         if specific.kind == "name":
-            said = {lx.fold(w) for w in lx.words(claim)}
+            said = {fold(w) for w in words(claim)}
             for name in segment.names:
-                parts = {lx.fold(w) for w in _NAME_PARTS.split(name) if w}
+                parts = {fold(w) for w in _NAME_PARTS.split(name) if w}
                 # of its kind: a month for a month, an acronym for an acronym
-                if parts and parts.isdisjoint(said) and (parts <= lx.MONTHS) == specific.month \
+                if parts and parts.isdisjoint(said) and (parts <= MONTHS) == specific.month \
                         and name.isupper() == specific.surface.isupper():
                     # as written, with the digits a name may end in ("Amazon S3")
                     written = re.search(re.escape(name) + r"[\w-]*", segment.text)
                     return written.group(0) if written else name
             return None
-        values = {v for n in lx.numbers(claim) for v in n.values}
+        values = {v for n in numbers(claim) for v in n.values}
         for q in segment.quantities:
             if q.number.values & values or q.number.kind != specific.kind:
                 continue
@@ -772,11 +797,11 @@ class LocalJudge:
     @staticmethod
     def _other_numbers(clause: str, specific: _Specific) -> list[frozenset[float]]:
         """The values of the numbers of ``clause`` other than ``specific``."""
-        return [n.values for n in lx.numbers(clause) if not n.values & specific.values]
+        return [n.values for n in numbers(clause) if not n.values & specific.values]
 
     @staticmethod
     def _rest_share(
-        claim: lx.Claim, specific: _Specific, segment: lx.Segment,
+        claim: Claim, specific: _Specific, segment: Segment,
         others: Sequence[frozenset[float]] = (),
     ) -> float:
         """The weighted share of the rest of ``claim`` — its words but ``specific``'s, and
@@ -797,35 +822,35 @@ class LocalJudge:
         return found / total if total else 0.0
 
     def _swapped(
-        self, clause: str, claim: lx.Claim, segments: Sequence[lx.Segment],
+        self, clause: str, claim: Claim, passages: Sequence[Segment],
         semantic: bool = True,
-    ) -> tuple[_Specific, str, lx.Segment] | None:
+    ) -> tuple[_Specific, str, Segment] | None:
         """Rule 6: a name or number of ``clause`` that its window says of something else.
 
         The rest of the clause (its words but the name's or number's) is aligned
-        to the part of the window holding most of it (`lx.segments`); when that
+        to the part of the window holding most of it (`segments`); when that
         part lacks the name or number, holds more of the rest than every part
         that has it, and has another of the same kind (a name; a number of the
         same kind and unit), the clause swapped them: (specific, the other, part).
         """
-        parts = lx.segments(clause)
+        parts = segments(clause)
         if len(parts) > 1:
             for part in parts:
-                found = self._swapped(part, lx.Claim.of(part), segments, semantic)
+                found = self._swapped(part, Claim.of(part), passages, semantic)
                 if found is not None:
                     return found
             return None
         for specific in self._specifics(clause, claim):
             others = self._other_numbers(clause, specific)
-            shares = [self._rest_share(claim, specific, g, others) for g in segments]
+            shares = [self._rest_share(claim, specific, g, others) for g in passages]
             if not shares:
                 return None
             best = max(range(len(shares)), key=shares.__getitem__)
-            if shares[best] <= 0.0 or self._holds(segments[best], specific):
+            if shares[best] <= 0.0 or self._holds(passages[best], specific):
                 continue
-            holding = [k for k, g in enumerate(segments) if self._holds(g, specific)]
+            holding = [k for k, g in enumerate(passages) if self._holds(g, specific)]
             # said where more of the rest is, or as the title of the passage ("Single sign-on.")
-            if any(shares[k] >= shares[best] or len(lx.words(segments[k].text)) <= 3
+            if any(shares[k] >= shares[best] or len(words(passages[k].text)) <= 3
                    for k in holding):
                 continue
             # not in this passage at all: a swap only where most of the rest is said
@@ -835,18 +860,18 @@ class LocalJudge:
                 # a word of the clause the context says elsewhere, where the rest is said
                 if not holding or shares[best] < self.thresholds.swap_rest:
                     continue
-                other = self._other_word(segments[best], specific, clause,
-                                         [segments[k] for k in holding], semantic)
+                other = self._other_word(passages[best], specific, clause,
+                                         [passages[k] for k in holding], semantic)
             else:
-                other = self._other(segments[best], specific, clause)
+                other = self._other(passages[best], specific, clause)
             if other:
-                return specific, other, segments[best]
+                return specific, other, passages[best]
         return None
 
     def _counterpart_in_context(self, claim: str, specific: _Specific, ctx: _Context) -> str:
         """For a name or number not in the context: what the part of the context holding most
         of the rest of ``claim`` says in its place ("" when nothing of that kind is there)."""
-        parsed = lx.Claim.of(claim)
+        parsed = Claim.of(claim)
         if not parsed.words or not ctx.windows:
             return ""
         segments = self._segments(ctx)
@@ -861,7 +886,7 @@ class LocalJudge:
                 or self._other(best, specific, claim, strict=False) or "")
 
     @staticmethod
-    def _miscounted(claimed: Sequence[lx.Quantity], ctx: _Context) -> lx.Quantity | None:
+    def _miscounted(claimed: Sequence[Quantity], ctx: _Context) -> Quantity | None:
         """A quantity of a claim ("3 days", from ``quantities(claim, reach=1)``) whose unit the
         context counts only with other numbers ("3 times", "14 days"): the number is there,
         but not of that unit."""
@@ -879,12 +904,12 @@ class LocalJudge:
         """Every part of ``name`` is in the context (a hyphenated one as written), or
         ``name`` is an acronym of a phrase there."""
         vocabulary = ctx.vocabulary
-        compounds = [lx.fold(w) for w in name.split() if "-" in w]
-        if all(vocabulary.has_word(lx.fold(w)) for w in _NAME_PARTS.split(name) if w) and all(
+        compounds = [fold(w) for w in name.split() if "-" in w]
+        if all(vocabulary.has_word(fold(w)) for w in _NAME_PARTS.split(name) if w) and all(
             c in vocabulary.compounds for c in compounds
         ):
             return True
-        return name.isupper() and lx.fold(name) in vocabulary.acronyms
+        return name.isupper() and fold(name) in vocabulary.acronyms
 
     def _window_check(
         self,
@@ -898,14 +923,14 @@ class LocalJudge:
         where = _WHERE[source]
         best, share, unmatched, reworded = self._best_window(windows, ctx, vectors)
         if best is None:
-            return Check(0, f"{lx.quote(windows.claim.words)} not in {where}", 0.0, rule="words")
+            return Check(0, f"{quote(windows.claim.words)} not in {where}", 0.0, rule="words")
         closest = _excerpt(ctx.windows[best])
         if windows.claim.negated and not ctx.window_negated[best]:
             return Check(0, f"negation not in the closest {where} passage: {closest}", 0.0,
                          share, best, "negation")
         denied = self._denied(windows.claim, ctx, best)
         if denied:
-            return Check(0, f"{where} negates {lx.quote(denied)}", 0.0, share, best,
+            return Check(0, f"{where} negates {quote(denied)}", 0.0, share, best,
                          "negation")
         passage = ctx.window_vocabularies[best]
         flipped = self._flipped(windows.claim, passage, ctx.window_negated[best])
@@ -913,10 +938,10 @@ class LocalJudge:
             said, other = flipped
             return Check(0, f"answer says '{said}', {source_says(source)} '{other}': {closest}",
                          0.0, share, best, "negation")
-        comparisons = [w for w in unmatched if w in lx.COMPARISONS
-                       and not passage.has_word(lx.SAME_COMPARISON.get(w, w))]
+        comparisons = [w for w in unmatched if w in COMPARISONS
+                       and not passage.has_word(SAME_COMPARISON.get(w, w))]
         if comparisons:
-            return Check(0, f"comparison {lx.quote(comparisons)} not in the closest {where} "
+            return Check(0, f"comparison {quote(comparisons)} not in the closest {where} "
                          f"passage: {closest}", 0.0, share, best, "comparison")
         needed = t.support if semantic and reworded else t.window_coverage
         # a close passage (the clause would pass) that says its name or number of another thing
@@ -932,35 +957,35 @@ class LocalJudge:
             return Check(1, f"{how} content words in one {where} passage", share, share, best,
                          "window")
         absent = [w for w in unmatched if not ctx.vocabulary.has_word(w)]
-        said = (f"words {lx.quote(absent)} not in {where}" if absent
-                else f"{lx.quote(unmatched)} not said together with the rest in any {where} "
+        said = (f"words {quote(absent)} not in {where}" if absent
+                else f"{quote(unmatched)} not said together with the rest in any {where} "
                 "passage")
         return Check(0, f"{said} (support {share:.2f}); closest: {closest}", share / 2, share,
                      best, "window")
 
     @staticmethod
     def _flipped(
-        claim: lx.Claim, passage: lx.Vocabulary, passage_negated: bool
+        claim: Claim, passage: Vocabulary, passage_negated: bool
     ) -> tuple[str, str] | None:
         """A word of ``claim`` negated by its prefix where the passage has the plain word
         ("unpaid" for "paid"), or, in a claim without a negation, the reverse: (the claim's
         word, the passage's)."""
         for w in claim.words:
-            if lx.negated_word(w) and not passage_negated and passage.has_word(w[2:]) \
+            if negated_word(w) and not passage_negated and passage.has_word(w[2:]) \
                     and not passage.has_word(w):
                 return w, w[2:]
             if not claim.negated and not passage.has_word(w) and passage.has_word("un" + w):
                 return w, "un" + w
         return None
 
-    def _denied(self, claim: lx.Claim, ctx: _Context, best: int | None) -> list[str]:
+    def _denied(self, claim: Claim, ctx: _Context, best: int | None) -> list[str]:
         """Rule 5, the other way: words ``claim`` asserts (it has no negation) that a sentence
         of its best window denies, when that sentence holds at least ``min_coverage`` of the
         claim's weight ("SMS codes are allowed" vs "SMS codes are not allowed")."""
         if best is None or claim.negated:
             return []
         for denied, vocabulary in ctx.window_denials[best]:
-            words = [w for w in claim.words if lx.stem(w) in denied]
+            words = [w for w in claim.words if stem(w) in denied]
             if words and claim.share(claim.missing(vocabulary)) >= self.thresholds.min_coverage:
                 return words
         return []
@@ -968,8 +993,8 @@ class LocalJudge:
     @staticmethod
     def _denials(
         denials: Sequence[tuple[frozenset[str], frozenset[str]]],
-        vocabularies: Sequence[lx.Vocabulary],
-    ) -> list[tuple[frozenset[str], lx.Vocabulary]]:
+        vocabularies: Sequence[Vocabulary],
+    ) -> list[tuple[frozenset[str], Vocabulary]]:
         """The denying sentences of one window (see `_Context.window_denials`)."""
         if not any(denied for denied, _ in denials):
             return []
@@ -980,7 +1005,7 @@ class LocalJudge:
             if denied - asserted
         ]
 
-    def _windows(self, claim: lx.Claim, ctx: _Context) -> _Windows:
+    def _windows(self, claim: Claim, ctx: _Context) -> _Windows:
         """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
         exact = [claim.missing(v) for v in ctx.window_vocabularies]
         shares = [claim.share(missing) for missing in exact]
@@ -1130,13 +1155,13 @@ class LocalJudge:
 
     def usefulness(self, answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
         t = self.thresholds
-        wanted = lx.content_words(answer)
-        answer_numbers = lx.numbers(answer)
+        wanted = content_words(answer)
+        answer_numbers = numbers(answer)
         prepared = [self._context(text) for text in contexts]
-        shares = [lx.coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
+        shares = [coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
         # synonyms count too, within one passage of the context: all contexts' words in one call
         windows = {
-            k: self._windows(lx.Claim.unweighted(wanted), ctx)
+            k: self._windows(Claim.unweighted(wanted), ctx)
             for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
             if wanted and 0 < share < t.useful_coverage
         }
@@ -1151,7 +1176,7 @@ class LocalJudge:
             useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
             reason = f"holds {share:.0%} of the answer's content words"
             if shared_numbers:
-                reason += f" and {lx.quote(shared_numbers)}"
+                reason += f" and {quote(shared_numbers)}"
             verdicts.append(ContextVerdict(reason=reason, verdict=int(useful)))
         return verdicts
 
@@ -1164,7 +1189,7 @@ class LocalJudge:
             return chunks[0]
         return _Context(
             text=text,
-            vocabulary=lx.Vocabulary.union([c.vocabulary for c in chunks]),
+            vocabulary=Vocabulary.union([c.vocabulary for c in chunks]),
             windows=[w for c in chunks for w in c.windows],
             window_vocabularies=[v for c in chunks for v in c.window_vocabularies],
             window_negated=[n for c in chunks for n in c.window_negated],
@@ -1176,7 +1201,7 @@ class LocalJudge:
         )
 
     @staticmethod
-    def _segments(ctx: _Context) -> list[lx.Segment]:
+    def _segments(ctx: _Context) -> list[Segment]:
         """The segments of ``ctx``, each chunk's made once, on first use (only the swap check
         and the reasons of missing names and numbers read them)."""
         if ctx.chunks:
@@ -1185,7 +1210,7 @@ class LocalJudge:
             # deterministic: threads racing here compute the same list
             ctx.segments = [
                 g for s, v in zip(ctx.sentences, ctx.sentence_vocabularies, strict=True)
-                for g in lx.Segment.split(s, v)
+                for g in Segment.split(s, v)
             ]
         return ctx.segments
 
@@ -1195,8 +1220,8 @@ class LocalJudge:
             if cached is not None:
                 self._contexts.move_to_end(text)
                 return cached
-        sentences = lx.sentences(text)
-        read = [lx.Sentence.of(s) for s in sentences]
+        split = sentences(text)
+        read = [Sentence.of(s) for s in split]
         vocabularies = [r.vocabulary for r in read]
         negated = [r.negated for r in read]
         content = [r.content for r in read]
@@ -1205,25 +1230,25 @@ class LocalJudge:
         spans = [
             (i, i + n)
             for n in range(1, self.thresholds.window_sentences + 1)
-            for i in range(len(sentences) - n + 1)
+            for i in range(len(split) - n + 1)
         ]
         window_vocabularies = [
-            vocabularies[a] if b == a + 1 else lx.Vocabulary.union(vocabularies[a:b])
+            vocabularies[a] if b == a + 1 else Vocabulary.union(vocabularies[a:b])
             for a, b in spans
         ]
-        whole = (0, len(sentences))  # a chunk of a few sentences is one of its windows
+        whole = (0, len(split))  # a chunk of a few sentences is one of its windows
         prepared = _Context(
             text=text,
             vocabulary=window_vocabularies[spans.index(whole)] if whole in spans
-            else lx.Vocabulary.union(vocabularies),
-            windows=[" ".join(sentences[a:b]) for a, b in spans],
+            else Vocabulary.union(vocabularies),
+            windows=[" ".join(split[a:b]) for a, b in spans],
             window_vocabularies=window_vocabularies,
             window_negated=[any(negated[a:b]) for a, b in spans],
             window_content=[
                 list(dict.fromkeys(chain.from_iterable(content[a:b]))) for a, b in spans
             ],
             window_denials=[self._denials(denials[a:b], vocabularies[a:b]) for a, b in spans],
-            sentences=sentences,
+            sentences=split,
             sentence_vocabularies=vocabularies,
         )
         with self._lock:
@@ -1233,10 +1258,10 @@ class LocalJudge:
         return prepared
 
 
-def _exact_only(claim: lx.Claim, word: str) -> bool:
+def _exact_only(claim: Claim, word: str) -> bool:
     """A word of ``claim`` MiniLM does not match: a word of comparison or order, a unit of
-    time, a word written with a capital (`lx.Claim.capitalised`)."""
-    return word in lx.COMPARISONS or word in lx.TIME_UNITS or word in claim.capitalised
+    time, a word written with a capital (`Claim.capitalised`)."""
+    return word in COMPARISONS or word in TIME_UNITS or word in claim.capitalised
 
 
 def source_says(source: VerifySource) -> str:
@@ -1248,3 +1273,9 @@ def _excerpt(text: str, limit: int = 160) -> str:
     """``text`` quoted for a reason, cut at ``limit`` characters."""
     text = " ".join(text.split())
     return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"
+
+
+def quote(items: Iterable[str], limit: int = 3) -> str:
+    listed = list(items)
+    shown = ", ".join(f"'{w}'" for w in listed[:limit])
+    return shown + (f" and {len(listed) - limit} more" if len(listed) > limit else "")

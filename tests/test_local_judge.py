@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from monitor.judges.local import support
 from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
 from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
 from monitor.judges.local.lexical.names import acronyms
 from monitor.judges.local.lexical.negation import denials
 from monitor.judges.local.lexical.numerals import numbers
 from monitor.judges.local.lexical.vocabulary import Vocabulary
+from monitor.judges.local.thresholds import LocalThresholds
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -346,10 +348,10 @@ def test_windows_that_cannot_win_are_not_embedded(monkeypatch: pytest.MonkeyPatc
     pruned = _CountingEmbedder(cache_size=0)
     checks = LocalJudge(embedder=pruned).verify(STUDIO, SYNONYM_STATEMENTS)
 
-    def every_top_window(self: LocalJudge, windows: Any) -> list[int]:
-        return list(windows.order[: self.thresholds.semantic_windows])
+    def every_top_window(windows: Any, t: LocalThresholds) -> list[int]:
+        return list(windows.order[: t.semantic_windows])
 
-    monkeypatch.setattr(LocalJudge, "_contenders", every_top_window)
+    monkeypatch.setattr(support, "contenders", every_top_window)
     full = _CountingEmbedder(cache_size=0)
     assert LocalJudge(embedder=full).verify(STUDIO, SYNONYM_STATEMENTS) == checks
     assert sum(pruned.calls) <= sum(full.calls)

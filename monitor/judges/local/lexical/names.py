@@ -18,6 +18,8 @@ from monitor.judges.local.lexical.wordforms import STOPWORDS, Tokens, fold
 _NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?")
 #: Punctuation that ends a name.
 _NAME_BREAK = re.compile(r"[,;:()\"“”]")
+#: What separates the parts of a name ("Helen Byron", "U.S.", "Mecklenburg-Strelitz").
+NAME_PARTS = re.compile(r"[\s.\-]+")
 
 
 def _cut_number(m: re.Match[str]) -> str:

@@ -21,7 +21,8 @@ from monitor.judges.local.embedder import (
     build_tokenizer,
     plan_batches,
 )
-from monitor.judges.local.int8 import OUTLIERS, _len_field, int8_graph, model_matches, vnni
+from monitor.judges.local.int8 import OUTLIERS, int8_graph, model_matches, vnni
+from monitor.judges.local.onnx_wire import len_field
 
 SENTENCES = [
     "A man is eating food.",
@@ -267,20 +268,20 @@ def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> N
 
 
 def test_int8_graph_needs_int8_weights() -> None:
-    node = _len_field(1, _len_field(1, "x") + _len_field(2, "y") + _len_field(4, "Relu"))
+    node = len_field(1, len_field(1, "x") + len_field(2, "y") + len_field(4, "Relu"))
     with pytest.raises(ValueError, match="no int8-weight MatMul"):
-        int8_graph(_len_field(7, node))
+        int8_graph(len_field(7, node))
 
 
 def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
-    from monitor.judges.local.int8 import _fields, _parse_node
+    from monitor.judges.local.onnx_wire import fields, parse_node
 
-    graph = next(f.value for f in _fields(model) if f.number == 7)
+    graph = next(f.value for f in fields(model) if f.number == 7)
     assert isinstance(graph, bytes)
     out = []
-    for f in _fields(graph):
+    for f in fields(graph):
         if f.number == 1 and isinstance(f.value, bytes):
-            node = _parse_node(f.value)
+            node = parse_node(f.value)
             out.append((node.op, node.inputs))
     return out
 

@@ -15,7 +15,7 @@ class LocalThresholds:
     """The numbers of the local judge's rules (see the module docstring)."""
 
     #: graded support (weighted share of a clause's informative words one context window
-    #: holds, MiniLM word matches counted by `soft_match`) at which a clause is supported
+    #: holds, MiniLM word matches counted by `support.soft_match`) at which a clause is supported
     support: float = 0.65
     #: the share one window must hold for a near copy (one word reworded), a short clause
     #: and with ``semantic=False`` (7/8)

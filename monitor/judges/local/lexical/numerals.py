@@ -98,7 +98,7 @@ def located_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, in
 
 @lru_cache(maxsize=8192)
 def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
-    """`_numbers`, once per text (the verify step reads a clause's numbers several times)."""
+    """`located_numbers`, once per text (the verify step reads a clause's numbers several times)."""
     return tuple(_find_numbers(text, spelled=spelled))
 
 

@@ -90,14 +90,15 @@ _sets = attrgetter(*(f.name for f in fields(Vocabulary)))
 @dataclass(frozen=True)
 class Sentence:
     """What the local judge reads of one context sentence, from a single tokenisation
-    (`Vocabulary.of`, `has_negation`, `content_words` and `denials` of it)."""
+    (`Vocabulary.of`, `negation.has_negation`, `wordforms.content_words` and
+    `negation.denials` of it)."""
 
     vocabulary: Vocabulary
-    #: `has_negation`
+    #: `negation.has_negation`, or a word negated by its prefix (`thesaurus.negated_word`)
     negated: bool
-    #: `content_words`
+    #: `wordforms.content_words`
     content: list[str]
-    #: `denials`
+    #: `negation.denials`
     denials: tuple[frozenset[str], frozenset[str]]
 
     @classmethod

@@ -18,7 +18,7 @@ Per judge and per data set, one row of a table:
 - **CPU ms per record**: this process's CPU time (all threads) while scoring;
   for an LLM judge that is the client's side only, not the server's.
 
-Judges: ``local`` (`monitor.local`, in process) and ``llm`` (the endpoint of
+Judges: ``local`` (`monitor.judges.local`, in process) and ``llm`` (the endpoint of
 ``--judge-url``), both through the scorer `rag-monitor score` uses (settings
 from the environment and ``--config`` as for ``rag-monitor score``: call
 pattern, cache, thresholds, timeouts); a word-overlap baseline row (share of

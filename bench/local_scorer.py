@@ -34,15 +34,16 @@
    most n times that. On a shared machine wall-clock rates move with the
    neighbours' load, CPU time much less.
 
-Every figure has its baseline measured in the same run: ``monitor/local`` of
-commit ``--baseline`` (extracted with ``git archive``, imported in place of
-the working tree's) for detection and for scoring, sequential and with
+Every figure has its baseline measured in the same run: the local judge package
+(``monitor/judges/local``, ``monitor/local`` before it moved) of commit
+``--baseline`` (extracted with ``git archive``, imported in place of the
+working tree's) for detection and for scoring, sequential and with
 ``--in-flight`` records per worker as the sidecar scores them; throughput
 runs are interleaved ``--repeats`` times and the medians reported, with the
 ratio to the baseline's run of the same round with as many records at once
 (sequential or ``--in-flight``) and the largest score difference to it (0:
 nothing measured changed). One more path runs the working tree without its
-word table (`monitor.local.words`), to show what the table alone is worth.
+word table (`monitor.judges.local.words`), to show what the table alone is worth.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ from monitor.sampling import unit_hash  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO_DATA = ROOT / "monitor" / "demo" / "traffic.jsonl"
+#: where the local judge package is in a commit: now, and before it moved into monitor/judges
+LOCAL_PACKAGES = ("monitor/judges/local", "monitor/local")
 Row = dict[str, Any]
 
 
@@ -123,7 +126,7 @@ def _screens(
     rows, baseline = job
     if baseline is not None:
         _use_local_package(Path(baseline))
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.judge import LocalJudge
 
     judge = LocalJudge()
     faith: list[float] = []
@@ -185,7 +188,7 @@ def _demo_scores(job: tuple[list[Row], str | None]) -> list[DemoScores]:
     if baseline is not None:
         _use_local_package(Path(baseline))
     from monitor.flags import flag_reasons
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.judge import LocalJudge
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
@@ -309,19 +312,22 @@ def synthesise(rows: list[Row], count: int, *, cold: bool) -> list[Row]:
 
 
 def _use_local_package(root: Path) -> None:
-    """Import ``monitor.local`` from ``root`` (an extracted older commit) instead of the tree."""
+    """Import the local judge package of ``root`` (an extracted older commit, `extract`) as
+    ``monitor.judges.local``, in place of the tree's, and under the name its own imports use
+    (``monitor.local`` before the package moved)."""
     import importlib.util
 
-    import monitor
-
-    package = root / "monitor" / "local"
+    package = next(root / p for p in LOCAL_PACKAGES if (root / p).is_dir())
+    name = ".".join(Path(package.relative_to(root)).parts)
     spec = importlib.util.spec_from_file_location(
-        "monitor.local", package / "__init__.py", submodule_search_locations=[str(package)]
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["monitor.local"] = module
-    monitor.local = module  # type: ignore[attr-defined]
+    for alias in {name, "monitor.judges.local"}:
+        parent, _, leaf = alias.rpartition(".")
+        sys.modules[alias] = module
+        setattr(importlib.import_module(parent), leaf, module)
     spec.loader.exec_module(module)
 
 
@@ -339,8 +345,8 @@ def _worker(
     mode, records, in_flight, baseline, cache = job
     if baseline is not None:
         _use_local_package(Path(baseline))
-    from monitor.local.embedder import MiniLMEmbedder
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.judge import LocalJudge
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
@@ -382,9 +388,13 @@ CHUNKS = ("warm", "cold", "cold, no embedding cache")
 
 
 def extract(ref: str, into: Path) -> Path:
-    """``monitor/local`` as of commit ``ref`` (read-only ``git archive``), for the baseline."""
+    """The local judge package as of commit ``ref`` (read-only ``git archive``), for the
+    baseline."""
+    package = next(p for p in LOCAL_PACKAGES if subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{p}"], capture_output=True,
+    ).returncode == 0)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "monitor/local"],
+        ["git", "-C", str(ROOT), "archive", ref, package],
         check=True, capture_output=True,
     ).stdout
     tarfile.open(fileobj=io.BytesIO(archive)).extractall(into, filter="data")

@@ -9,8 +9,9 @@ packaged all-MiniLM-L6-v2:
 
 - float32: the packaged graph, onnxruntime's default rewrites (the fallback
   without VNNI, and the reference every other row is compared with);
-- int8 as of ``--baseline`` (``monitor/local/int8.py`` of that commit, read
-  with ``git show``), with the onnxruntime rewrites its embedder disabled
+- int8 as of ``--baseline`` (``int8.py`` of the local judge package of that
+  commit, read with ``git show``; a commit whose rewrite imports a sibling module
+  gets the working tree's), with the onnxruntime rewrites its embedder disabled
   (``DISABLED_OPTIMIZERS`` of that commit, none before it existed): what the
   embedder ran then;
 - the working tree's int8 graph with onnxruntime's default rewrites;
@@ -41,8 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.local.embedder import DISABLED_OPTIMIZERS, MiniLMEmbedder  # noqa: E402
-from monitor.local.int8 import int8_graph, model_matches, vnni  # noqa: E402
+from monitor.judges.local.embedder import DISABLED_OPTIMIZERS, MiniLMEmbedder  # noqa: E402
+from monitor.judges.local.int8 import int8_graph, model_matches, vnni  # noqa: E402
 
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
@@ -58,12 +59,22 @@ def texts_and_words() -> tuple[list[str], list[str]]:
     return texts[:120], words[:400]
 
 
+def old_source(ref: str, module: str) -> str:
+    """``module`` (``int8.py``, ``embedder.py``) of the local judge package as of commit ``ref``: in
+    ``monitor/judges/local``, or in ``monitor/local`` before the package moved."""
+    for package in ("monitor/judges/local", "monitor/local"):
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{ref}:{package}/{module}"],
+            capture_output=True, text=True,
+        )
+        if shown.returncode == 0:
+            return shown.stdout
+    raise SystemExit(f"minilm_pass: no local judge {module} at {ref}")
+
+
 def old_rewrite(ref: str) -> Callable[[bytes], bytes]:
-    """``int8_graph`` of ``monitor/local/int8.py`` as of commit ``ref``."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:monitor/local/int8.py"],
-        check=True, capture_output=True, text=True,
-    ).stdout
+    """``int8_graph`` of the local judge's ``int8.py`` as of commit ``ref``."""
+    source = old_source(ref, "int8.py")
     path = Path(tempfile.mkdtemp()) / "int8_baseline.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("int8_baseline", path)
@@ -76,11 +87,9 @@ def old_rewrite(ref: str) -> Callable[[bytes], bytes]:
 
 
 def old_disabled(ref: str) -> tuple[str, ...]:
-    """``DISABLED_OPTIMIZERS`` of ``monitor/local/embedder.py`` as of commit ``ref`` (or none)."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:monitor/local/embedder.py"],
-        check=True, capture_output=True, text=True,
-    ).stdout
+    """``DISABLED_OPTIMIZERS`` of the local judge's ``embedder.py`` as of commit ``ref`` (or
+    none)."""
+    source = old_source(ref, "embedder.py")
     found = re.search(r"^DISABLED_OPTIMIZERS = (\(.*?\))$", source, re.MULTILINE)
     return tuple(ast.literal_eval(found.group(1))) if found else ()
 

@@ -1,6 +1,6 @@
 """Risk-based sampling: spend the judge on the records a cheap screen finds suspicious. Pure.
 
-A local screen (`monitor.local.judge.LocalJudge.screen`) gives every record a
+A local screen (`monitor.judges.local.judge.LocalJudge.screen`) gives every record a
 risk ``r`` in [0, 1]. The record is then kept with probability
 
     p(r) = min(1, max(floor, c · (ε + r)))
@@ -183,7 +183,7 @@ class RiskAdjuster:
 
     ``screen`` maps an interaction to its risk in [0, 1] — e.g.
     ``lambda i: judge.screen(i.context_texts, i.response).risk`` with a
-    `monitor.local.judge.LocalJudge`. Each screened record is observed by the
+    `monitor.judges.local.judge.LocalJudge`. Each screened record is observed by the
     calibrator, then given its probability.
     """
 
@@ -211,7 +211,7 @@ def build_adjuster(settings: Settings) -> RiskAdjuster:
     consumed record can afford it.
     """
     del settings  # the calibrator's defaults hold for every configuration so far
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.judge import LocalJudge
 
     judge = LocalJudge()
 

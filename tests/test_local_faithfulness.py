@@ -10,8 +10,12 @@ from typing import Any
 import pytest
 
 from monitor.judges import Prompt
-from monitor.local import lexical as lx
-from monitor.local.judge import LocalJudge
+from monitor.judges.local.judge import LocalJudge
+from monitor.judges.local.lexical.clauses import Claim, Segment, segments
+from monitor.judges.local.lexical.numerals import numbers
+from monitor.judges.local.lexical.thesaurus import synonyms
+from monitor.judges.local.lexical.vocabulary import Vocabulary
+from monitor.judges.local.lexical.wordforms import stem
 from monitor.metrics.steps import (
     STATEMENTS,
     VERIFY,
@@ -98,23 +102,23 @@ def test_swap_needs_a_counterpart_of_the_same_kind(judge: LocalJudge) -> None:
 
 
 def test_one_before_a_unit_is_a_number() -> None:
-    assert [n.values for n in lx.numbers("a probation of one month")] == [frozenset({1.0})]
-    assert lx.numbers("the one you use") == []
-    assert (1.0, "month") in lx.Vocabulary.of("one month for all other staff").quantities
+    assert [n.values for n in numbers("a probation of one month")] == [frozenset({1.0})]
+    assert numbers("the one you use") == []
+    assert (1.0, "month") in Vocabulary.of("one month for all other staff").quantities
 
 
 def test_segments_split_lists_of_quantities_not_nouns() -> None:
-    assert lx.segments(PROBATION.split(". ")[1]) == [
+    assert segments(PROBATION.split(". ")[1]) == [
         "The probation period is three months for managers",
         "one month for all other staff.",
     ]
-    assert lx.segments("SAML 2.0 and OIDC are supported on the Enterprise plan.") == [
+    assert segments("SAML 2.0 and OIDC are supported on the Enterprise plan.") == [
         "SAML 2.0 and OIDC are supported on the Enterprise plan."
     ]
 
 
 def test_segment_names_include_names_that_start_a_part() -> None:
-    [first, second] = lx.Segment.split("Files go to Amazon S3; Dublin hosts the rest.")
+    [first, second] = Segment.split("Files go to Amazon S3; Dublin hosts the rest.")
     # names hold letters only; a reason quotes the name with its digits (`_other`)
     assert first.names == ("Amazon S",)
     assert second.names == ("Dublin",)
@@ -235,10 +239,10 @@ def test_the_issue_paraphrase_passes(judge: LocalJudge) -> None:
 
 
 def test_synonyms_count_as_reworded_words() -> None:
-    assert lx.stem("expire") in lx.synonyms("lost")
-    assert lx.synonyms("deleted").isdisjoint({lx.stem("moved")})
-    claim = lx.Claim.of("Leftover days are lost.")
-    vocabulary = lx.Vocabulary.of("Unused days expire.")
+    assert stem("expire") in synonyms("lost")
+    assert synonyms("deleted").isdisjoint({stem("moved")})
+    claim = Claim.of("Leftover days are lost.")
+    vocabulary = Vocabulary.of("Unused days expire.")
     assert claim.missing(vocabulary) == []
     assert claim.synonymous(vocabulary) == ["leftover", "lost"]
 

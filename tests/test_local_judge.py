@@ -12,9 +12,14 @@ import pytest
 from pydantic import BaseModel
 
 from monitor.judges import JudgeError, Prompt
-from monitor.local import lexical as lx
-from monitor.local.embedder import MiniLMEmbedder, Vectors
-from monitor.local.judge import RESPONSE_AS_QUESTION, LocalJudge
+from monitor.judges.local import support
+from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
+from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
+from monitor.judges.local.lexical.names import acronyms
+from monitor.judges.local.lexical.negation import denials
+from monitor.judges.local.lexical.numerals import numbers
+from monitor.judges.local.lexical.vocabulary import Vocabulary
+from monitor.judges.local.thresholds import LocalThresholds
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -172,14 +177,14 @@ def test_paraphrase_near_unrelated_negation_passes(
 
 
 def test_lexical_denials() -> None:
-    assert lx.denials(SMS_POLICY)[0] == {"allow"}
-    assert lx.denials("After 14 days without payment the account becomes read-only.")[0] == {
+    assert denials(SMS_POLICY)[0] == {"allow"}
+    assert denials("After 14 days without payment the account becomes read-only.")[0] == {
         "payment"
     }
-    assert lx.denials("None of the contractors are eligible.")[0] == {"contractor"}
-    assert lx.denials("Refunds are paid no later than 30 days.")[0] == frozenset()
-    assert lx.denials("You are not only billed monthly.")[0] == frozenset()
-    assert lx.denials("Whether or not the user is an admin, MFA is required.")[0] == frozenset()
+    assert denials("None of the contractors are eligible.")[0] == {"contractor"}
+    assert denials("Refunds are paid no later than 30 days.")[0] == frozenset()
+    assert denials("You are not only billed monthly.")[0] == frozenset()
+    assert denials("Whether or not the user is an admin, MFA is required.")[0] == frozenset()
 
 
 def test_comparisons_need_the_same_word(judge: LocalJudge) -> None:
@@ -343,10 +348,10 @@ def test_windows_that_cannot_win_are_not_embedded(monkeypatch: pytest.MonkeyPatc
     pruned = _CountingEmbedder(cache_size=0)
     checks = LocalJudge(embedder=pruned).verify(STUDIO, SYNONYM_STATEMENTS)
 
-    def every_top_window(self: LocalJudge, windows: Any) -> list[int]:
-        return list(windows.order[: self.thresholds.semantic_windows])
+    def every_top_window(windows: Any, t: LocalThresholds) -> list[int]:
+        return list(windows.order[: t.semantic_windows])
 
-    monkeypatch.setattr(LocalJudge, "_contenders", every_top_window)
+    monkeypatch.setattr(support, "contenders", every_top_window)
     full = _CountingEmbedder(cache_size=0)
     assert LocalJudge(embedder=full).verify(STUDIO, SYNONYM_STATEMENTS) == checks
     assert sum(pruned.calls) <= sum(full.calls)
@@ -523,27 +528,27 @@ async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None
 
 def test_lexical_numbers_by_value() -> None:
     text = "US$300,000, 0.3 million dollars, 12% and four"
-    values = {v for n in lx.numbers(text) for v in n.values}
+    values = {v for n in numbers(text) for v in n.values}
     assert {300000.0, 12.0, 4.0} <= values
-    assert lx.Vocabulary.of("Rodríguez's cities").has_word("rodriguez")
-    assert lx.Vocabulary.of("Rodríguez's cities").has_word("city")
-    assert [n.values for n in lx.numbers("Twenty-Two and SIX, not often")] == [
+    assert Vocabulary.of("Rodríguez's cities").has_word("rodriguez")
+    assert Vocabulary.of("Rodríguez's cities").has_word("city")
+    assert [n.values for n in numbers("Twenty-Two and SIX, not often")] == [
         {20.0}, {2.0}, {6.0}
     ]
-    assert [(n.surface, n.kind) for n in lx.numbers("costs €5, US$ 7 or 3%")] == [
+    assert [(n.surface, n.kind) for n in numbers("costs €5, US$ 7 or 3%")] == [
         ("€5", "amount"), ("US$ 7", "amount"), ("3%", "percentage")
     ]
     # case-insensitive matching also finds Unicode case variants: not number words, no error
-    assert [n.values for n in lx.numbers("ſix and ſeven, then six")] == [{6.0}]
+    assert [n.values for n in numbers("ſix and ſeven, then six")] == [{6.0}]
 
 
 def test_lexical_sentence_features_without_negators_or_hyphens() -> None:
-    assert lx.denials("SMS codes are allowed as a second factor.") == (
+    assert denials("SMS codes are allowed as a second factor.") == (
         frozenset(), frozenset({"sms", "code", "allow", "second", "factor"})
     )
-    assert lx.Vocabulary.of("Single sign-on, SSO").compounds == {"sign-on"}
-    assert lx.Vocabulary.of("Single sign on").compounds == frozenset()
-    assert lx.acronyms("Single sign on. MFA") == {"ss", "so", "sso"}
+    assert Vocabulary.of("Single sign-on, SSO").compounds == {"sign-on"}
+    assert Vocabulary.of("Single sign on").compounds == frozenset()
+    assert acronyms("Single sign on. MFA") == {"ss", "so", "sso"}
 
 
 def test_screen_ranks_invented_facts_as_risky(judge: LocalJudge) -> None:

@@ -19,7 +19,7 @@ from monitor.judges import Embedded, Judge, TokenGate
 
 if TYPE_CHECKING:
     from monitor.judges.llm import JudgeObserver
-    from monitor.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.embedder import MiniLMEmbedder
 
 JudgeKind = Literal["auto", "llm", "local"]
 
@@ -84,12 +84,12 @@ class LocalEmbedding:
 
 
 def _minilm() -> MiniLMEmbedder:
-    from monitor.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.embedder import MiniLMEmbedder
 
     return MiniLMEmbedder()
 
 
 def _local_judge() -> Judge:
-    from monitor.local.judge import LocalJudge
+    from monitor.judges.local.judge import LocalJudge
 
     return LocalJudge()

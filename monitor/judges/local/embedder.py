@@ -7,7 +7,7 @@ padding, truncation at 256 word pieces) → ``last_hidden_state`` → mean pool
 over the attention mask → L2 normalisation. Vectors are unit length, so a dot
 product is the cosine. On a CPU with VNNI the dense layers multiply the stored
 int8 weights with per-token int8 activations and each layer's GELU and
-attention fused (`monitor.local.int8`; each text's vector independent of
+attention fused (`monitor.judges.local.int8`; each text's vector independent of
 its batch; its speed and its distance to float32's vectors:
 ``bench/minilm_pass.py``, docs/benchmarks.md); ``int8=False`` keeps float32.
 
@@ -21,7 +21,7 @@ commit: no added latency when alone, bigger batches under load). Vectors are
 kept in an LRU cache keyed by the text: retrieved chunks, words and
 questions repeat a lot in production traffic. A single word of the
 vocabulary does not reach the model at all: its vector is stored
-(`monitor.local.words`, ≈ 22,700 words computed once by the same graph).
+(`monitor.judges.local.words`, ≈ 22,700 words computed once by the same graph).
 Everything is synchronous and CPU-bound; async callers run
 `MiniLMEmbedder.embed` in a worker thread. Constructing an embedder loads
 nothing; the session and tokenizer are created on first use.
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.local import words
-from monitor.local.int8 import int8_graph, model_matches, vnni
+from monitor.judges.local import words
+from monitor.judges.local.int8 import int8_graph, model_matches, vnni
 
 #: The model the vectors come from (same id as the ONNX package's).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -115,10 +115,10 @@ class MiniLMEmbedder:
     planned by `plan_batches`);
     ``cache_size`` is the number of texts whose vectors are remembered (0
     disables the cache); ``int8`` multiplies the dense layers in int8
-    (`monitor.local.int8`; ``None``: when the CPU has VNNI and the model is the
+    (`monitor.judges.local.int8`; ``None``: when the CPU has VNNI and the model is the
     packaged one, else float32). `arithmetic` says which one runs once loaded.
     ``word_table`` takes the vectors of single vocabulary words from the stored
-    table (`monitor.local.words`) when it was computed with this same graph.
+    table (`monitor.judges.local.words`) when it was computed with this same graph.
     """
 
     model_id = MODEL_ID

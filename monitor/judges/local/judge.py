@@ -1,0 +1,291 @@
+"""`LocalJudge`: every judge step answered in-process, at zero tokens.
+
+The local judge speaks the same four steps as the LLM judge
+(`monitor.metrics.steps`), so every metric — online and reference-based —
+runs unchanged on it. Its answers are documented approximations, not an LLM's:
+
+``statements``
+    The sentences that assert something; a response that only declines is
+    noncommittal (`statements`).
+``verify``
+    Each statement checked against the context by rules 1–7: its numbers and
+    names, its words said together in one window, negation, swapped names,
+    numbers and roles, restatement (`verify`, `support`, `swaps`).
+``questions``
+    No question is generated: the response stands in for one, marked as such
+    (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
+    response_relevancy becomes cosine(embed(response), embed(user_input));
+    ``noncommittal`` is set by phrases ("I don't know", "no information",
+    "cannot answer", …) and for a response the ``statements`` step calls
+    noncommittal.
+``usefulness``
+    A context is useful when it holds at least half of the answer's content
+    words (exactly, or as MiniLM synonyms within one passage) or one of the
+    answer's numbers.
+
+``embed`` is the local MiniLM (`monitor.judges.local.embedder`). All answers are
+deterministic; usage is always zero. CPU work runs in the judge's own worker
+threads (``threads``, 32 by default) so the event loop stays free; the
+``questions`` step, one regex, is answered in place. Many threads, not the
+event loop's default handful, because a MiniLM pass releases the GIL: while
+one runs, other records' rules go on in Python, and the texts of every
+thread waiting meet in the next pass (one process scoring 64 records at once
+gets more records/s, and less CPU per record, than with the default executor's
+threads; ``bench/local_scorer.py``, docs/benchmarks.md).
+
+Cost: MiniLM is nearly all of it, so each step asks it at most once per
+kind of text — the synonym words of all statements of a ``verify`` (all
+contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
+only for the statements the lexical rules leave undecided and only for the
+windows that could still be a statement's best one, and the near-miss
+clauses of rule 7 with their windows in a second one, made only when there
+are any; concurrent records' calls share forward passes in the embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.judges.local import statements as st
+from monitor.judges.local.contexts import Context, Contexts
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.lexical.clauses import Claim
+from monitor.judges.local.lexical.numerals import numbers
+from monitor.judges.local.lexical.vocabulary import coverage
+from monitor.judges.local.lexical.wordforms import content_words
+from monitor.judges.local.reasons import quote
+from monitor.judges.local.support import best_window, rank_windows, word_vectors
+from monitor.judges.local.thresholds import LocalThresholds
+from monitor.judges.local.verify import Check, checks
+from monitor.metrics.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdict,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    StatementVerdict,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+    VerifySource,
+)
+from monitor.records import Usage
+
+T = TypeVar("T")
+
+KIND = "local"
+
+#: What the ``questions`` step's question starts with: the local judge generates no question,
+#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
+RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
+
+#: Steps answered on the caller's thread: a regex on the response costs less than the hop
+#: to a worker thread (the others split sentences, read contexts or call MiniLM).
+INLINE_STEPS = frozenset({QUESTIONS})
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The risk screen of one record (`LocalJudge.screen`)."""
+
+    #: hallucination risk in [0, 1]; feed it to `monitor.risk`
+    risk: float
+    #: local faithfulness (supported / statements), NaN without statements
+    faithfulness: float
+    #: the reason of the weakest statement
+    reason: str
+    #: graded local faithfulness: the mean `Check.support` of the statements, NaN without
+    #: statements (what faithfulness would be if the metric averaged supports)
+    support: float = float("nan")
+
+
+@dataclass
+class LocalJudge:
+    """The Judge protocol answered in-process (``kind = "local"``, zero tokens)."""
+
+    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
+    thresholds: LocalThresholds = field(default_factory=LocalThresholds)
+    #: prepared context chunks kept (chunks repeat across metrics and records)
+    context_cache_size: int = 4096
+    #: worker threads for the CPU work (see the module docstring)
+    threads: int = 32
+    kind: str = KIND
+    #: it answers the basic steps only, never the fused ``grounding`` step
+    fuse_grounding: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ValueError("threads must be >= 1")
+        self._contexts = Contexts(self.thresholds.window_sentences, self.context_cache_size)
+        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="local-judge")
+
+    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)`` in one of the judge's threads (with the caller's context vars)."""
+        call = functools.partial(contextvars.copy_context().run, work, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def aclose(self) -> None:
+        """Let the worker threads go (idle ones at once; running steps finish)."""
+        self._executor.shutdown(wait=False)
+
+    # --- the Judge protocol
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if prompt.step in INLINE_STEPS:
+            answer = self.answer(prompt)
+        else:
+            answer = await self._in_thread(self.answer, prompt)
+        return Judged(values=[answer] * n, usage=Usage())
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        # the response standing in for a generated question is embedded as the response
+        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
+        vectors = await self._in_thread(self.embedder.embed, texts)
+        # a repeated text (the relevancy questions) has the same vector: converted once
+        rows: dict[str, list[float]] = {}
+        for text, vector in zip(texts, vectors, strict=True):
+            if text not in rows:
+                rows[text] = vector.tolist()
+        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
+
+    # --- synchronous answers (also usable without an event loop)
+
+    def answer(self, prompt: Prompt[OutT]) -> OutT:
+        """The local answer to one prompt, validated as the prompt's output model."""
+        inputs = prompt.inputs
+        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
+        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
+            result = Statements(statements=self.statements(inputs.text),
+                                noncommittal=int(self.noncommittal(inputs.text)))
+        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+            result = Verdicts(
+                verdicts=[
+                    StatementVerdict(statement=s, reason=c.reason, verdict=c.verdict)
+                    for s, c in zip(
+                        inputs.statements,
+                        self.verify(inputs.context, inputs.statements, inputs.source),
+                        strict=True,
+                    )
+                ]
+            )
+        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
+            result = self.question(inputs.response)
+        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
+            result = ContextVerdicts(verdicts=self.usefulness(inputs.answer, inputs.contexts))
+        else:
+            raise JudgeError(
+                "bad_request", f"local judge cannot answer step {prompt.step!r}"
+            )
+        return prompt.output.model_validate(result.model_dump())
+
+    # statements
+
+    def statements(self, text: str) -> list[str]:
+        """The sentences of ``text`` that assert something (`statements.statements`)."""
+        return st.statements(text)
+
+    def noncommittal(self, text: str) -> bool:
+        """``text`` only declines, defers or says it does not know (`statements.noncommittal`)."""
+        return st.noncommittal(text)
+
+    # verify
+
+    def verify(
+        self, context: str, statements: Sequence[str], source: VerifySource = "context"
+    ) -> list[Check]:
+        """`check` of each statement against ``context`` (what it is, for the reasons:
+        ``source``)."""
+        return checks(statements, self._contexts.prepare(context), self.embedder,
+                      self.thresholds, source=source)
+
+    def check(
+        self,
+        statement: str,
+        context: Context | str,
+        *,
+        semantic: bool = True,
+        source: VerifySource = "context",
+    ) -> Check:
+        """Is ``statement`` supported by ``context``? (the rules: `verify`)"""
+        ctx = context if isinstance(context, Context) else self._contexts.prepare(context)
+        [result] = checks([statement], ctx, self.embedder, self.thresholds,
+                          semantic=semantic, source=source)
+        return result
+
+    # the risk screen (not a judge step: a record-level score for risk-based sampling)
+
+    def screen(self, contexts: Sequence[str], response: str, *, semantic: bool = True) -> Screen:
+        """A cheap hallucination risk for one record, in [0, 1] (1 = surely unsupported).
+
+        1 − the support of the response's weakest statement under the local
+        verify step: 1 for an invented or swapped number or name and for a
+        negation, above 0.5 for words the context lacks or does not say
+        together, at most 1 − ``support`` (0.35) for supported ones.
+        ``semantic=False`` skips the MiniLM word matching: lexical checks only,
+        no model call at all, a little stricter.
+        """
+        statements = self.statements(response) or ([response] if response.strip() else [])
+        if not statements:
+            return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
+        found = checks(statements, self._contexts.prepare("\n".join(contexts)), self.embedder,
+                       self.thresholds, semantic=semantic)
+        worst = min(found, key=lambda c: c.support)
+        return Screen(
+            risk=round(1.0 - worst.support, 6),
+            faithfulness=sum(c.verdict for c in found) / len(found),
+            reason=worst.reason,
+            support=sum(c.support for c in found) / len(found),
+        )
+
+    # questions
+
+    def question(self, response: str) -> GeneratedQuestion:
+        """No question is generated: the response stands in for one, marked as such
+        (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
+        noncommittal = (bool(st.NONCOMMITTAL.search(response.lower())) or not response.strip()
+                        or self.noncommittal(response))
+        return GeneratedQuestion(question=RESPONSE_AS_QUESTION + response,
+                                 noncommittal=int(noncommittal))
+
+    # usefulness
+
+    def usefulness(self, answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
+        t = self.thresholds
+        wanted = content_words(answer)
+        answer_numbers = numbers(answer)
+        prepared = [self._contexts.prepare(text) for text in contexts]
+        shares = [coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
+        # synonyms count too, within one passage of the context: all contexts' words in one call
+        windows = {
+            k: rank_windows(Claim.unweighted(wanted), ctx)
+            for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
+            if wanted and 0 < share < t.useful_coverage
+        }
+        vectors = word_vectors([(w, prepared[k]) for k, w in windows.items()], self.embedder, t)
+        verdicts: list[ContextVerdict] = []
+        for k, ctx in enumerate(prepared):
+            share = shares[k]
+            if k in windows:
+                _, share, _, _ = best_window(windows[k], ctx, vectors, t, graded=False)
+            shared_numbers = [n.surface for n in answer_numbers
+                              if n.values & ctx.vocabulary.numbers]
+            useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
+            reason = f"holds {share:.0%} of the answer's content words"
+            if shared_numbers:
+                reason += f" and {quote(shared_numbers)}"
+            verdicts.append(ContextVerdict(reason=reason, verdict=int(useful)))
+        return verdicts

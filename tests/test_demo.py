@@ -53,9 +53,9 @@ from monitor.demo import (
     read_traffic,
     wilson_interval,
 )
+from monitor.kafka.topics import committed_offsets
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
-from monitor.sources.kafka import committed_offsets
 from tests.support.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent

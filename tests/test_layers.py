@@ -1,5 +1,7 @@
 """Sources and sinks never import each other: each is handed what it reports to.
 
+Nor does aiokafka reach past the Kafka edge (`monitor.kafka`, `monitor.sources.kafka`).
+
 The imports are read from the source files with `ast` (every ``import``, ``from ...
 import``, relative or inside a function, and ``importlib.import_module("...")`` with a
 literal name), so a lazy import inside a method counts as much as one at the top.
@@ -75,6 +77,17 @@ def test_sources_and_sinks_never_import_each_other(layer: str, forbidden: str) -
         for path in files(layer)
     }
     assert {name: found for name, found in crossing.items() if found} == {}
+
+
+def test_aiokafka_is_imported_only_at_the_kafka_edge() -> None:
+    importers = {
+        module_name(path)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if any(within(m, "aiokafka") for m in imported_modules(path))
+    }
+    assert "monitor.sources.kafka" in importers
+    outside = {m for m in importers if not within(m, "monitor.kafka")} - {"monitor.sources.kafka"}
+    assert outside == set()
 
 
 def test_the_import_walk_sees_every_kind_of_import(tmp_path: Path) -> None:

@@ -65,11 +65,11 @@ for path in (ROOT, BENCH):
 
 from ragas_venv import run_child  # noqa: E402
 
-from monitor.commands.score import DEFAULT_CONCURRENCY, _score_file  # noqa: E402
 from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
 from monitor.flags import threshold  # noqa: E402
 from monitor.judges.factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
 from monitor.records import validate_record  # noqa: E402
+from monitor.score_file import DEFAULT_CONCURRENCY, score_file  # noqa: E402
 from monitor.scoring import Scorer  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
@@ -147,7 +147,7 @@ def _number(value: Any) -> float | None:
 async def score_with_scorer(
     settings: Settings, kind: JudgeKind, items: Sequence[Item], concurrency: int | None = None
 ) -> Scored:
-    """Score through `rag-monitor score`'s own path: `build_judge`, `Scorer`, `_score_file`."""
+    """Score through `rag-monitor score`'s own path: `build_judge`, `Scorer`, `score_file`."""
     judge = build_judge(settings, kind=kind)
     metrics = list(settings.online_metrics)
     scorer = Scorer(
@@ -168,7 +168,7 @@ async def score_with_scorer(
             encoding="utf-8",
         )
         start = time.process_time()
-        await _score_file(
+        await score_file(
             path,
             scorer,
             judge,

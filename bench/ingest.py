@@ -14,7 +14,7 @@ own (``getrusage(RUSAGE_SELF)``).
 
 1. **Consume.** ``--rounds`` times, in turn: `tests.support.kafka.bare_consume`
    (a plain aiokafka ``getmany`` loop, no work), and the monitor pipeline
-   exactly as ``rag-monitor run`` wires it (`monitor.commands.run.build` +
+   exactly as ``rag-monitor run`` wires it (`monitor.app.build` +
    ``serve``) at sample rate 1 % and at rate 0 (no scoring: the pipeline's own
    cost), the judge answering at once; each with a fresh consumer group over
    the whole topic. Rate = records / time from the partition assignment (the
@@ -213,7 +213,7 @@ def _total(metric: Any) -> float:
 
 
 async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
-    from monitor.commands.run import build, serve
+    from monitor.app import build, serve
     from monitor.logging import configure_logging
 
     settings = _settings(args, sample_rate=args.rate)
@@ -256,7 +256,7 @@ async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
-    from monitor.commands.run import build, serve
+    from monitor.app import build, serve
     from monitor.logging import configure_logging
 
     settings = _settings(
@@ -474,7 +474,7 @@ def main() -> int:
     if args.worker:
         return run_worker(args)
 
-    from monitor.sources.kafka import produce
+    from monitor.kafka.topics import produce
 
     started = time.perf_counter()
     broker = Broker(args.broker)

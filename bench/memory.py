@@ -67,13 +67,13 @@ def startup() -> None:
     import monitor.config
 
     step("import monitor.config (pydantic, pydantic-settings, yaml)")
-    import monitor.commands.run
+    import monitor.app
 
-    step("import monitor.commands.run (aiokafka, prometheus_client, numpy, ...)")
+    step("import monitor.app (aiokafka, prometheus_client, numpy, ...)")
     settings = monitor.config.load_settings(
         judge_base_url="http://127.0.0.1:9/v1", judge_api_key="probe", metrics_port=0
     )
-    monitor.commands.run.build(settings)
+    monitor.app.build(settings)
     step("build(settings) (openai, aiohttp)")
     from monitor.tokens import count_tokens
 
@@ -165,16 +165,16 @@ async def diagnose(args: argparse.Namespace) -> None:
     """`ingest._monitor_score` as is, with a reporter beside it (``build`` wrapped to see parts)."""
     import ingest
 
-    import monitor.commands.run as run
+    import monitor.app as app
 
     built: list[Any] = []
-    original = run.build
+    original = app.build
 
     def build(settings: Any) -> Any:
         built.append(original(settings))
         return built[-1]
 
-    run.build = build  # type: ignore[assignment]
+    app.build = build  # type: ignore[assignment]
     started = time.monotonic()
 
     def report(deep: bool) -> None:
@@ -254,7 +254,7 @@ def main() -> int:
     import ingest
 
     from monitor.demo.broker import Broker
-    from monitor.sources.kafka import produce
+    from monitor.kafka.topics import produce
     from tests.support.judge_server import JudgeServer
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}

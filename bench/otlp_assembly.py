@@ -106,7 +106,9 @@ def assembly_alone(
     closed, not assembled), as `TraceSource` does without sample rules.
     """
     from monitor.records import parse_record
-    from monitor.sources.otlp import TraceBuffer, assemble, decode_spans
+    from monitor.sources.otlp.assembly import assemble
+    from monitor.sources.otlp.buffer import TraceBuffer
+    from monitor.sources.otlp.spans import decode_spans
 
     buffer: TraceBuffer[int, int] = TraceBuffer(grace=0.0, timeout=30.0, max_traces=10_000,
                                                 max_bytes=1 << 30)  # fmt: skip
@@ -140,7 +142,7 @@ def records_alone(records: list[tuple[bytes, bytes]]) -> tuple[float, int]:
 async def through_sidecar(
     bootstrap: str, topic: str, group: str, fmt: str, expected: int, session_ms: int
 ) -> dict[str, float]:
-    from monitor.commands.run import build, serve
+    from monitor.app import build, serve
     from monitor.config import load_settings
     from monitor.logging import configure_logging
 
@@ -188,7 +190,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from monitor.demo.broker import Broker
-    from monitor.sources.kafka import create_topics, produce
+    from monitor.kafka.topics import create_topics, produce
 
     made = interactions(args.traces)
     records = [(r["id"].encode(), json.dumps(r).encode()) for r in made]

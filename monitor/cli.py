@@ -2,8 +2,8 @@
 
 Each command lives in `monitor/commands/<name>.py` with a ``register(subparsers)``
 function that adds its parser and sets ``handler`` to a callable taking the
-parsed arguments and returning an exit code. Signal handling lives in the
-command modules that run long jobs (`run`, `demo`), never in constructors.
+parsed arguments and returning an exit code. Signal handling lives in what
+runs long jobs (`monitor.app.serve`, the `demo` command), never in constructors.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -53,31 +53,15 @@ from monitor.records import (
 )
 from monitor.sampling import Sampler, unit_hash
 from monitor.sinks import Sink, SinkError
-from monitor.sinks.prometheus import Exporter
-from monitor.sources.kafka import DeadLetterError, SourceRecord
+from monitor.sources import DeadLetterError, Source, SourceRecord
 from monitor.sources.traces import RejectedRecord, TraceRecord
+from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
 
 BUDGET = "budget"
 #: a record the configured rate keeps but the budget's scale dropped (sampled out)
 BUDGET_THINNED = "budget_thinned"
-
-
-class Source(Protocol):
-    """What the pipeline needs from a source (`monitor.sources.kafka.KafkaSource`)."""
-
-    on_revoke: Callable[[], Awaitable[object]] | None
-
-    async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]: ...
-
-    def finish(self, record: SourceRecord) -> None: ...
-
-    def owns(self, record: SourceRecord) -> bool: ...
-
-    async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None: ...
-
-    async def commit(self) -> object: ...
 
 
 class RecordScorer(Protocol):

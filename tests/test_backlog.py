@@ -27,7 +27,7 @@ from monitor.sinks.backlog import (
     normalise_question,
     question_hash,
 )
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 
 pytestmark = pytest.mark.postgres
 

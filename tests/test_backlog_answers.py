@@ -23,7 +23,7 @@ from monitor.sinks.backlog import (
     is_control,
     migration_files,
 )
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 
 pytestmark = pytest.mark.postgres
 

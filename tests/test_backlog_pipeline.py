@@ -33,11 +33,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from monitor.commands.run import Components, build, serve
+from monitor.app import Components, build, serve
 from monitor.config import Settings
 from monitor.demo.broker import Broker
 from monitor.demo.postgres import EmbeddedPostgres
-from monitor.sources.kafka import committed_offsets, produce
+from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets

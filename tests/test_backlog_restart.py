@@ -19,7 +19,7 @@ from monitor.demo.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 from tests.fixtures.postgres import started
 
 pytestmark = pytest.mark.postgres

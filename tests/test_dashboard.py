@@ -1,7 +1,7 @@
 """The Grafana dashboard dashboards/rag-monitor.json.
 
 Every panel query must parse (promtool), name only metrics that the exporter
-(`monitor.sinks.prometheus.Exporter`, served by `monitor.http.MetricsServer`)
+(`monitor.telemetry.Exporter`, served by `monitor.http.MetricsServer`)
 really serves on /metrics, and return data from a real Prometheus server
 scraping that running exporter.
 """
@@ -32,7 +32,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.http import MetricsServer
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "dashboards" / "rag-monitor.json"

@@ -45,9 +45,9 @@ from monitor.demo.progress import Progress
 from monitor.demo.run import GROUP_ID, PARTITIONS, TOPIC
 from monitor.demo.statistics import Tally, confusion, estimate_rate, wilson_interval
 from monitor.demo.traffic import PROBLEM_LABELS, read_traffic
+from monitor.kafka.topics import committed_offsets
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
-from monitor.sources.kafka import committed_offsets
 from tests.support.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent

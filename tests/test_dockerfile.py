@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from monitor.http import MetricsServer
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

@@ -35,10 +35,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from monitor.commands.run import build, serve
+from monitor.app import build, serve
 from monitor.config import ConfigError, Settings
 from monitor.demo.broker import Broker, free_port
-from monitor.sources.kafka import ssl_context
+from monitor.kafka.client import ssl_context
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.records import encode, interaction

@@ -16,7 +16,9 @@ from opentelemetry.trace import set_span_in_context
 
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.records import InvalidRecord, validate_record
-from monitor.sources.otlp import IncompleteTrace, Span, TraceBuffer, assemble, decode_spans
+from monitor.sources.otlp.assembly import IncompleteTrace, assemble
+from monitor.sources.otlp.buffer import TraceBuffer
+from monitor.sources.otlp.spans import Span, decode_spans
 
 T0 = 1_764_000_000_000 * MS
 

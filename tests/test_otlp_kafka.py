@@ -19,10 +19,11 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 
-from monitor.commands.run import build, serve
+from monitor.app import build, serve
 from monitor.demo.broker import Broker
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
-from monitor.sources.kafka import HEADER_REASON, committed_offsets, produce
+from monitor.kafka.topics import committed_offsets, produce
+from monitor.sources.kafka import HEADER_REASON
 from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
@@ -178,8 +179,8 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
 
 async def test_a_revoke_does_not_wait_for_messages_buffered_traces_hold() -> None:
     from monitor.config import Settings
-    from monitor.sinks.prometheus import Exporter
     from monitor.sources.kafka import KafkaSource
+    from monitor.telemetry import Exporter
 
     source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.5)
     tp = ("otlp_spans", 0)

@@ -10,7 +10,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from monitor.config import Settings
 from monitor.http import MetricsServer
 from monitor.records import MetricResult, ScoredRecord, validate_record
-from monitor.sinks.prometheus import Exporter, PrometheusSink, trace_exemplar
+from monitor.sinks.prometheus import PrometheusSink, trace_exemplar
+from monitor.telemetry import Exporter
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"

@@ -19,8 +19,8 @@ import pytest
 from monitor.config import Settings
 from monitor.demo.broker import Broker, free_port
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.kafka.topics import committed_offsets, produce
 from monitor.sinks.backlog import BacklogSink
-from monitor.sources.kafka import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support.judge_server import JudgeServer
 from tests.support.records import interaction

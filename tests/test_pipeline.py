@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from monitor.commands.run import Components, build, serve
+from monitor.app import Components, build, serve
 from monitor.config import Settings
 from monitor.demo.broker import Broker
+from monitor.kafka.topics import committed_offsets, produce
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sampling import Sampler
 from monitor.sinks import SinkError
-from monitor.sources.kafka import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from monitor.demo.broker import Broker, free_port
-from monitor.sources.kafka import committed_offsets, produce
+from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support.records import encode, interaction, samples
 from tests.test_pipeline import RecordingJudge, expected_sample

@@ -9,18 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitor.commands.run import build, serve
+from monitor.app import build, serve
 from monitor.config import Settings
 from monitor.demo.broker import Broker
+from monitor.kafka.publisher import KafkaPublisher
+from monitor.kafka.topics import committed_offsets, create_topics, produce
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks import SinkError
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message
-from monitor.sources.kafka import (
-    KafkaPublisher,
-    committed_offsets,
-    create_topics,
-    produce,
-)
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic

@@ -8,21 +8,15 @@ import tracemalloc
 import pytest
 from aiokafka.conn import AIOKafkaConnection
 
-from monitor.commands.run import build, serve
+from monitor.app import build, serve
 from monitor.demo.broker import Broker
+from monitor.kafka import frames
+from monitor.kafka.topics import committed_offsets, produce
 from monitor.sampling import Sampler
-from monitor.sinks.prometheus import Exporter
-from monitor.sources import kafka
-from monitor.sources.kafka import (
-    HEADER_DETAIL,
-    HEADER_OFFSET,
-    HEADER_REASON,
-    KafkaSource,
-    SourceRecord,
-    committed_offsets,
-    produce,
-)
+from monitor.sources import SourceRecord
+from monitor.sources.kafka import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON, KafkaSource
 from monitor.sources.offsets import OffsetTracker
+from monitor.telemetry import Exporter
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
@@ -136,22 +130,22 @@ async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
 
 def test_the_frame_releasing_reader_fits_the_installed_aiokafka() -> None:
     # a new aiokafka with a changed reader is left alone: this test says so
-    assert kafka._release_frames()
-    assert AIOKafkaConnection.__dict__["_read"].__func__ is kafka._read_frames
-    assert kafka._release_frames(), "installing twice is harmless"
+    assert frames.release_frames()
+    assert AIOKafkaConnection.__dict__["_read"].__func__ is frames._read_frames
+    assert frames.release_frames(), "installing twice is harmless"
 
 
 async def test_read_frame_reads_small_and_large_frames_and_reports_a_short_one() -> None:
-    payload = bytes(range(256)) * (3 * kafka._FRAME_PIECE // 256 + 7)
+    payload = bytes(range(256)) * (3 * frames._FRAME_PIECE // 256 + 7)
     reader = asyncio.StreamReader()
     reader.feed_data(payload[:100] + payload)
     reader.feed_data(b"tail")
     reader.feed_eof()
-    assert await kafka._read_frame(reader, 100) == payload[:100]
-    frame = await kafka._read_frame(reader, len(payload))
+    assert await frames._read_frame(reader, 100) == payload[:100]
+    frame = await frames._read_frame(reader, len(payload))
     assert type(frame) is bytes and frame == payload
     with pytest.raises(asyncio.IncompleteReadError):
-        await kafka._read_frame(reader, kafka._FRAME_PIECE + 1)
+        await frames._read_frame(reader, frames._FRAME_PIECE + 1)
 
 
 @pytest.mark.kafka
@@ -179,10 +173,13 @@ async def test_the_last_fetch_response_is_not_kept_beside_its_records(
             await source.stop()
     finally:
         tracemalloc.stop()
-    frames = snapshot.filter_traces(
-        [tracemalloc.Filter(True, "*/asyncio/streams.py"), tracemalloc.Filter(True, kafka.__file__)]
+    held_frames = snapshot.filter_traces(
+        [
+            tracemalloc.Filter(True, "*/asyncio/streams.py"),
+            tracemalloc.Filter(True, frames.__file__),
+        ]
     )
-    kept = sum(stat.size for stat in frames.statistics("filename"))
+    kept = sum(stat.size for stat in held_frames.statistics("filename"))
     assert kept < 256 * 1024, f"{kept} bytes of response frames still held"
 
 

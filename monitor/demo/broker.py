@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from monitor.sources.kafka import create_topics
+from monitor.kafka.topics import create_topics
 
 BROKER_ENV = "RAG_MONITOR_TEST_BROKER"
 KINDS = ("noida", "tansu")

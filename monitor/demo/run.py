@@ -17,7 +17,7 @@ The order:
    with ``pace`` at that many messages per second while the sidecar consumes
    (a Prometheus scraping meanwhile sees real rates);
 4. the sidecar, wired exactly as ``rag-monitor run`` wires it
-   (`monitor.commands.run.build`), plus one extra sink, `Tally`, that keeps each
+   (`monitor.app.build`), plus one extra sink, `Tally`, that keeps each
    record's outcome for the label report; it runs in-process until every
    produced record is consumed and finished (sampled out, skipped, or in every
    sink), with a live progress line on stderr;
@@ -242,7 +242,7 @@ class Demo:
         self, settings: Settings, report: DemoReport, cleanup: list[tuple[str, Any]]
     ) -> Any:
         """The sidecar's parts (`run.build`), its /metrics served from now to the very end."""
-        from monitor.commands.run import build
+        from monitor.app import build
 
         parts = build(settings)
         await parts.server.start()
@@ -252,8 +252,8 @@ class Demo:
 
     async def _prepare(self, settings: Settings, dsn: str, stop: asyncio.Event) -> None:
         """Topics and migrations."""
+        from monitor.kafka.topics import create_topics
         from monitor.sinks.backlog import BacklogSink
-        from monitor.sources.kafka import create_topics
 
         servers = settings.kafka_bootstrap_servers
         await until(
@@ -270,7 +270,7 @@ class Demo:
         self, settings: Settings, values: Sequence[tuple[bytes, bytes]], stop: asyncio.Event
     ) -> dict[int, int]:
         """The traffic (at ``pace`` messages/s, if set); the end offset of each partition."""
-        from monitor.sources.kafka import produce
+        from monitor.kafka.topics import produce
 
         pace = self.options.pace
         acks = await until(
@@ -296,7 +296,7 @@ class Demo:
         stop: asyncio.Event,
         feeding: asyncio.Future[dict[int, int]],
     ) -> None:
-        from monitor.sources.kafka import committed_offsets
+        from monitor.kafka.topics import committed_offsets
 
         tally = Tally(dict(settings.thresholds))
         parts.sinks.append(tally)

@@ -59,7 +59,7 @@ from monitor.records import Context, Interaction, ScoredRecord
 from monitor.redaction import Redactor, summarize
 from monitor.review.calibration import Calibration, Cell, estimate
 from monitor.sinks import SinkError
-from monitor.sinks.prometheus import Exporter
+from monitor.telemetry import Exporter
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,16 @@ from monitor.sinks import SinkError
 SINK = "scores_topic"
 
 
+class PublishError(Exception):
+    """Kafka did not take a batch; ``retryable`` False for a record it will never take."""
+
+    def __init__(self, detail: str, *, retryable: bool) -> None:
+        super().__init__(detail)
+        self.retryable = retryable
+
+
 class Publisher(Protocol):
-    """`monitor.sources.kafka.KafkaPublisher`; raises its `PublishError`."""
+    """`monitor.kafka.publisher.KafkaPublisher`; raises `PublishError`."""
 
     async def publish(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None: ...
 
@@ -70,8 +78,6 @@ class ScoresTopicSink:
         self.clock = clock or (lambda: datetime.now(UTC))
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
-        from monitor.sources.kafka import PublishError
-
         if not batch:
             return
         now = self.clock()

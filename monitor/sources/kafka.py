@@ -1,4 +1,4 @@
-"""The Kafka source: the only module of the product that imports aiokafka.
+"""The Kafka source the pipeline reads: fetch with backpressure, commit, dead-letter.
 
 `KafkaSource` is a consumer-group member with manual commits. Every fetched
 record is tracked (`offsets.OffsetTracker`) until the pipeline calls
@@ -17,11 +17,8 @@ records are handed out), so a momentary full window needs no pause — and a
 pause would cost memory, not save it: aiokafka drops a paused partition's
 buffered records and fetches them again on resume. A response holds at most
 ``FETCH_MAX_BYTES`` on brokers that honour the limit (noida-db does not: it
-answers with the whole rest of each partition). aiokafka (0.14) keeps the
-last response frame of a connection referenced until the next frame arrives,
-which after a large fetch doubled what the consumer holds, and grows a large
-frame in the stream's buffer, copying it on every growth; `_release_frames`
-fixes both in the client when its reader is the one we know.
+answers with the whole rest of each partition). `monitor.kafka.frames` keeps
+aiokafka from holding a connection's last frame beside the records decoded from it.
 
 Invalid records go to the dead-letter topic with their original key and
 value and the error in headers (``rag-monitor-error-reason``,
@@ -40,30 +37,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
-import socket
-import ssl
-import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.conn import AIOKafkaConnection
-from aiokafka.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    MessageSizeTooLargeError,
-    TopicAlreadyExistsError,
-)
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
-from monitor.config import PREFIX, ConfigError, Settings
-from monitor.sinks.prometheus import Exporter
+from monitor.config import Settings
+from monitor.kafka.client import (
+    MAX_REQUEST_BYTES,
+    KafkaUnreachable,
+    client_options,
+    quiet_client_log,
+    why_unreachable,
+)
+from monitor.kafka.frames import release_frames
+from monitor.sources import DeadLetterError, SourceRecord
 from monitor.sources.offsets import OffsetTracker, Partition
+from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.sources.kafka")
 
@@ -73,9 +65,6 @@ HEADER_TOPIC = "rag-monitor-source-topic"
 HEADER_PARTITION = "rag-monitor-source-partition"
 HEADER_OFFSET = "rag-monitor-source-offset"
 HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
-
-#: what a DLQ record may carry at most (larger originals are sent without their value)
-DLQ_MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 #: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
 #: The client holds up to about twice this per broker while it reads and decodes a response.
@@ -87,157 +76,6 @@ PAUSE_AFTER_SECONDS = 30.0
 PROBE_SECONDS = 5.0
 PROBE_BACKOFF_CAP = 30.0
 PROBE_TIMEOUT_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class SourceRecord:
-    """One Kafka record as the pipeline sees it."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int
-    generation: int
-
-    @property
-    def tp(self) -> Partition:
-        return (self.topic, self.partition)
-
-    @property
-    def size(self) -> int:
-        return len(self.value) if self.value is not None else 0
-
-
-class DeadLetterError(Exception):
-    """The dead-letter topic did not take the record (retryable: the record stays unfinished)."""
-
-
-class KafkaUnreachable(Exception):
-    """No broker of ``bootstrap_servers`` could be reached at start (the message says why)."""
-
-    def __init__(self, bootstrap_servers: str, detail: str) -> None:
-        super().__init__(f"cannot reach Kafka at {bootstrap_servers}: {detail}")
-        self.bootstrap_servers = bootstrap_servers
-        self.detail = detail
-
-
-TLS_PROTOCOLS = ("SSL", "SASL_SSL")
-
-
-def ssl_context(settings: Settings) -> ssl.SSLContext:
-    """The TLS context of every Kafka client; ConfigError naming the setting that is wrong.
-
-    The broker's certificate is always verified: against ``kafka_ssl_cafile``, else the
-    system's CAs; its name is checked unless ``kafka_ssl_check_hostname`` is off. A client
-    certificate (``kafka_ssl_certfile``, with ``kafka_ssl_keyfile`` unless the key is in
-    the same file) is presented when set.
-    """
-    if settings.kafka_security_protocol not in TLS_PROTOCOLS:
-        for name in ("cafile", "certfile", "keyfile"):
-            if getattr(settings, f"kafka_ssl_{name}") is not None:
-                raise ConfigError(
-                    f"{PREFIX}KAFKA_SSL_{name.upper()} is set, but "
-                    f"{PREFIX}KAFKA_SECURITY_PROTOCOL is {settings.kafka_security_protocol} "
-                    "(SSL or SASL_SSL uses it)"
-                )
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    if settings.kafka_ssl_cafile is not None:
-        try:
-            context.load_verify_locations(cafile=settings.kafka_ssl_cafile)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"{PREFIX}KAFKA_SSL_CAFILE: cannot load {settings.kafka_ssl_cafile}: "
-                f"{_file_error(exc)}"
-            ) from None
-    if settings.kafka_ssl_keyfile is not None and settings.kafka_ssl_certfile is None:
-        raise ConfigError(f"{PREFIX}KAFKA_SSL_KEYFILE is set without {PREFIX}KAFKA_SSL_CERTFILE")
-    if settings.kafka_ssl_certfile is not None:
-        try:
-            context.load_cert_chain(settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"{PREFIX}KAFKA_SSL_CERTFILE/_KEYFILE: cannot load "
-                f"{settings.kafka_ssl_certfile}: {_file_error(exc)}"
-            ) from None
-    context.check_hostname = settings.kafka_ssl_check_hostname
-    return context
-
-
-def _file_error(exc: OSError | ssl.SSLError) -> str:
-    if isinstance(exc, ssl.SSLError):
-        return f"not a usable PEM file ({exc.reason or exc})"
-    return exc.strerror.lower() if exc.strerror else str(exc)
-
-
-def _client_options(settings: Settings) -> dict[str, object]:
-    options: dict[str, object] = {
-        "bootstrap_servers": settings.kafka_bootstrap_servers,
-        "security_protocol": settings.kafka_security_protocol,
-    }
-    if settings.kafka_security_protocol in TLS_PROTOCOLS:
-        options["ssl_context"] = ssl_context(settings)
-    if settings.kafka_sasl_mechanism:
-        options["sasl_mechanism"] = settings.kafka_sasl_mechanism
-        options["sasl_plain_username"] = settings.kafka_sasl_username
-        if settings.kafka_sasl_password is not None:
-            options["sasl_plain_password"] = settings.kafka_sasl_password.get_secret_value()
-    return options
-
-
-@contextlib.contextmanager
-def _quiet_client_log() -> Iterator[None]:
-    client_log = logging.getLogger("aiokafka")
-    level = client_log.level
-    client_log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        client_log.setLevel(level)
-
-
-async def why_unreachable(settings: Settings, error: BaseException) -> str:
-    """Why the brokers cannot be reached, in words: each bootstrap address's own failure.
-
-    aiokafka only says "Unable to bootstrap"; a direct connection (TLS when configured,
-    with the same context) names the cause: refused, timed out, certificate not trusted.
-    """
-    tls = settings.kafka_security_protocol in TLS_PROTOCOLS
-    context = ssl_context(settings) if tls else None
-    addresses = [a.strip() for a in settings.kafka_bootstrap_servers.split(",") if a.strip()]
-    failures: list[str] = []
-    for address in addresses:
-        failure = await _connect_failure(address, context)
-        if failure is not None:
-            failures.append(failure if len(addresses) == 1 else f"{address}: {failure}")
-    if not failures:
-        return f"the brokers accept connections, but the client failed: {type(error).__name__}"
-    return "; ".join(failures)
-
-
-async def _connect_failure(address: str, context: ssl.SSLContext | None) -> str | None:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return "not of the form host:port"
-    try:
-        _, writer = await asyncio.wait_for(
-            asyncio.open_connection(host.strip("[]"), int(port), ssl=context), 5.0
-        )
-    except TimeoutError:
-        return "no answer within 5 s"
-    except ssl.SSLCertVerificationError as exc:
-        return f"TLS: certificate verify failed: {exc.verify_message}"
-    except ssl.SSLError as exc:
-        return f"TLS: {exc.reason or exc}"
-    except socket.gaierror as exc:
-        return f"cannot resolve {host}: {exc.strerror}"
-    except OSError as exc:
-        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return None
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -297,20 +135,20 @@ class KafkaSource:
 
     async def start(self) -> None:
         """Start the DLQ producer and the consumer; KafkaUnreachable when no broker answers."""
-        _release_frames()
-        with _quiet_client_log():  # its "Unable connect" lines: KafkaUnreachable says why
+        release_frames()
+        with quiet_client_log():  # its "Unable connect" lines: KafkaUnreachable says why
             await self._start()
         self.reachable = True
         self._watcher = asyncio.create_task(self._watch(), name="kafka-watch")
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
-        options = _client_options(self.settings)
+        options = client_options(self.settings)
         producer = AIOKafkaProducer(
             **options,
             client_id=f"{self.client_id}-dlq",
             acks="all",
-            max_request_size=DLQ_MAX_REQUEST_BYTES,
+            max_request_size=MAX_REQUEST_BYTES,
         )
         try:
             await producer.start()
@@ -604,202 +442,3 @@ class KafkaSource:
             partitions=sorted(p for _, p in revoked),
             dropped_in_flight=dropped,
         )
-
-
-# --- aiokafka's connection reader, releasing each frame once handled
-
-
-async def _read_frames(self_ref: Callable[[], Any]) -> None:
-    """`AIOKafkaConnection._read` (as in aiokafka 0.14) with two changes, both about memory.
-
-    1. ``del resp`` once a frame is handled. The original keeps the last frame in
-       ``resp`` while it waits for the next one, so a connection's last fetch
-       response (up to ``fetch_max_bytes``; the whole rest of every partition from a
-       broker that ignores it) stays in memory next to the records decoded from it
-       for as long as no other response comes on that connection — while the
-       consumer is busy, for good.
-    2. A large frame is read into a buffer of its size (`_read_frame`), not grown
-       chunk by chunk in the stream's buffer, whose every growth copies it.
-    """
-    self = self_ref()
-    if self is None:
-        return
-    reader = self._reader
-    del self
-    while True:
-        resp = await reader.readexactly(4)
-        (size,) = struct.unpack(">i", resp)
-        resp = await _read_frame(reader, size)
-        self = self_ref()
-        if self is None:
-            return
-        self._handle_frame(resp)
-        del self, resp
-
-
-#: frames up to this size are read in one piece (the stream's own buffer)
-_FRAME_PIECE = 1 << 20
-
-
-async def _read_frame(reader: asyncio.StreamReader, size: int) -> bytes:
-    """``size`` bytes from ``reader``; a large frame costs twice its size at most, briefly."""
-    if size <= _FRAME_PIECE:
-        return await reader.readexactly(size)
-    frame = bytearray(size)
-    with memoryview(frame) as view:
-        for start in range(0, size, _FRAME_PIECE):
-            end = min(size, start + _FRAME_PIECE)
-            view[start:end] = await reader.readexactly(end - start)
-    return bytes(frame)
-
-
-#: the local names of the aiokafka reader `_read_frames` replaces, in order
-_KNOWN_READER = ("self_ref", "self", "reader", "resp", "size")
-
-
-def _release_frames() -> bool:
-    """Install `_read_frames` if aiokafka's reader is the one it was written for; True if so.
-
-    The check is structural (same arguments and local names, same calls), so a
-    changed reader in a later aiokafka is left alone rather than replaced blindly.
-    """
-    current = AIOKafkaConnection.__dict__.get("_read")
-    function = getattr(current, "__func__", None)
-    if function is _read_frames:
-        return True
-    code = getattr(function, "__code__", None)
-    if (
-        code is None
-        or code.co_varnames != _KNOWN_READER
-        or not {"readexactly", "_handle_frame", "_reader"} <= set(code.co_names)
-    ):
-        return False
-    AIOKafkaConnection._read = staticmethod(_read_frames)
-    return True
-
-
-# --- helpers for the embedded broker and the demo (and the bench and the tests)
-
-
-async def create_topics(
-    bootstrap_servers: str,
-    topics: Mapping[str, int],
-    *,
-    max_message_bytes: int | None = None,
-    ready_within: float = 20.0,
-) -> None:
-    """Create ``topics`` (name → partitions); existing ones are left alone. Retries until ready."""
-    configs = {"max.message.bytes": str(max_message_bytes)} if max_message_bytes else {}
-    deadline = time.monotonic() + ready_within
-    while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=5000)
-        try:
-            await admin.start()
-            try:
-                await admin.create_topics(
-                    [
-                        NewTopic(name, n, replication_factor=1, topic_configs=configs)
-                        for name, n in topics.items()
-                    ]
-                )
-            finally:
-                await admin.close()
-            return
-        except TopicAlreadyExistsError:
-            return
-        except (KafkaConnectionError, KafkaError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-
-
-async def produce(
-    bootstrap_servers: str,
-    topic: str,
-    records: Iterable[tuple[bytes | None, bytes | None]],
-    *,
-    partition: int | None = None,
-    per_second: float | None = None,
-) -> list[tuple[int, int]]:
-    """Send ``(key, value)`` pairs and wait for every ack; returns (partition, offset) of each.
-
-    With ``per_second``, record ``i`` is sent ``i / per_second`` seconds after the first.
-    """
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap_servers, acks="all", max_request_size=DLQ_MAX_REQUEST_BYTES
-    )
-    await producer.start()
-    try:
-        futures = []
-        started = time.monotonic()
-        for i, (key, value) in enumerate(records):
-            if per_second:
-                await asyncio.sleep(max(0.0, started + i / per_second - time.monotonic()))
-            futures.append(await producer.send(topic, value=value, key=key, partition=partition))
-        await producer.flush()
-        return [((meta := await future).partition, meta.offset) for future in futures]
-    finally:
-        await producer.stop()
-
-
-async def committed_offsets(
-    bootstrap_servers: str, group_id: str, topic: str, partitions: int
-) -> dict[int, int | None]:
-    """The group's committed position per partition (None when nothing was committed)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers, group_id=group_id, enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        out: dict[int, int | None] = {}
-        for p in range(partitions):
-            out[p] = await consumer.committed(TopicPartition(topic, p))
-        return out
-    finally:
-        await consumer.stop()
-
-
-# --- a producer for sinks that write to Kafka (the scores topic)
-
-
-class PublishError(Exception):
-    """Kafka did not take a batch; ``retryable`` False for a record it will never take."""
-
-    def __init__(self, detail: str, *, retryable: bool) -> None:
-        super().__init__(detail)
-        self.retryable = retryable
-
-
-class KafkaPublisher:
-    """``acks=all`` producer; `publish` returns once Kafka has every record of the batch."""
-
-    def __init__(self, settings: Settings, *, client_id: str = "rag-monitor-scores") -> None:
-        self.settings = settings
-        self.client_id = client_id
-        self._producer: AIOKafkaProducer | None = None
-
-    async def start(self) -> None:
-        _release_frames()
-        producer = AIOKafkaProducer(
-            **_client_options(self.settings), client_id=self.client_id, acks="all"
-        )
-        await producer.start()
-        self._producer = producer
-
-    async def stop(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
-
-    async def publish(self, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> None:
-        producer = self._producer
-        if producer is None:
-            raise PublishError("the publisher is not started", retryable=True)
-        try:
-            futures = [await producer.send(topic, value=v, key=k) for k, v in records]
-            for future in futures:
-                await future
-        except MessageSizeTooLargeError as exc:
-            raise PublishError(type(exc).__name__, retryable=False) from exc
-        except KafkaError as exc:
-            raise PublishError(type(exc).__name__, retryable=True) from exc

@@ -1,11 +1,11 @@
 """OTLP span messages in, one record per trace out: the source the pipeline sees for otlp_* input.
 
 `TraceSource` wraps the `KafkaSource`. Each fetched message is decoded into spans
-(`otlp.decode_spans`; garbage is handed on as a `RejectedRecord`, which the pipeline
-dead-letters with its reason) and buffered per trace (`otlp.TraceBuffer`). A trace
-that is due is assembled (`otlp.assemble`) into a `TraceRecord`: a `SourceRecord`
-whose key is the trace id and whose value is the interaction as JSON, so sampling,
-parsing, scoring and the sinks treat it like any other record.
+(`otlp.spans.decode_spans`; garbage is handed on as a `RejectedRecord`, which the
+pipeline dead-letters with its reason) and buffered per trace (`otlp.buffer.TraceBuffer`).
+A trace that is due is assembled (`otlp.assembly.assemble`) into a `TraceRecord`: a
+`SourceRecord` whose key is the trace id and whose value is the interaction as JSON, so
+sampling, parsing, scoring and the sinks treat it like any other record.
 
 At-least-once holds through the offset tracker: a message is finished (and may be
 committed) only once every trace it holds a span of is finished — scored and in
@@ -30,17 +30,13 @@ import structlog
 from monitor.config import Settings
 from monitor.records import InvalidRecord
 from monitor.sampling import Sampler
-from monitor.sinks.prometheus import Exporter
-from monitor.sources.kafka import KafkaSource, SourceRecord
+from monitor.sources import SourceRecord
+from monitor.sources.kafka import KafkaSource
 from monitor.sources.offsets import Partition
-from monitor.sources.otlp import (
-    ClosedTrace,
-    IncompleteTrace,
-    OtlpFormat,
-    TraceBuffer,
-    assemble,
-    decode_spans,
-)
+from monitor.sources.otlp.assembly import IncompleteTrace, assemble
+from monitor.sources.otlp.buffer import ClosedTrace, TraceBuffer
+from monitor.sources.otlp.spans import OtlpFormat, decode_spans
+from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.sources.traces")
 
@@ -65,7 +61,7 @@ class TraceRecord(SourceRecord):
 
 
 class TraceSource:
-    """The `pipeline.Source` over a `KafkaSource` of OTLP span messages."""
+    """The `monitor.sources.Source` over a `KafkaSource` of OTLP span messages."""
 
     def __init__(
         self,
@@ -104,7 +100,7 @@ class TraceSource:
                 trace_id.encode("ascii"), None, 1.0
             ).drop
 
-    # --- lifecycle and what run.py reads: the inner source's
+    # --- lifecycle and what app.py reads: the inner source's
 
     async def start(self) -> None:
         await self.inner.start()

@@ -1,8 +1,8 @@
 """Kafka helpers only the tests and the benchmarks use: replay, read a topic, bare consume.
 
-The product's own Kafka code (the source, the publisher, and the helpers the demo
-needs: `create_topics`, `produce`, `committed_offsets`) stays in
-`monitor.sources.kafka`.
+The product's own Kafka code stays in the product: the source in
+`monitor.sources.kafka`, the publisher and the helpers the demo needs
+(`create_topics`, `produce`, `committed_offsets`) in `monitor.kafka`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from monitor.sources.kafka import DLQ_MAX_REQUEST_BYTES
+from monitor.kafka.client import MAX_REQUEST_BYTES
 
 
 async def reset_offsets(
@@ -73,7 +73,7 @@ async def read_topic(
         bootstrap_servers=bootstrap_servers,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        max_partition_fetch_bytes=DLQ_MAX_REQUEST_BYTES,
+        max_partition_fetch_bytes=MAX_REQUEST_BYTES,
     )
     await consumer.start()
     out: list[ConsumedRecord] = []

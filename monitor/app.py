@@ -1,0 +1,294 @@
+"""The sidecar's wiring: `build` makes every component from the settings, `serve` runs them.
+
+`build` opens nothing: invalid settings raise `ConfigError` naming the setting,
+and each stage is handed what it reports to (the `monitor.telemetry.Exporter`,
+the token budget). `serve` starts downstream first (the sinks' start-up work, the
+metrics server, then the Kafka source) and stops upstream first: fetching stops,
+in-flight records get ``shutdown_grace_seconds`` to finish, sinks are flushed and
+offsets committed, then the source, the judge, the sinks and the server close.
+Without a ``stop`` event, SIGTERM and SIGINT start that shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.config import ConfigError, Settings
+from monitor.flags import FLAG_REASONS
+from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
+from monitor.judges import Judge
+from monitor.judges.factory import JudgeConfigError, build_judge
+from monitor.kafka.client import ssl_context
+from monitor.kafka.publisher import KafkaPublisher
+from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
+from monitor.records import INVALID_REASONS
+from monitor.sampling import RateAdjuster, Sampler
+from monitor.scoring import Scorer, UnknownMetric
+from monitor.sinks import Sink
+from monitor.sinks.prometheus import PrometheusSink
+from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
+from monitor.sources.kafka import KafkaSource
+from monitor.sources.traces import TraceSource
+from monitor.telemetry import Exporter, JudgeMetrics
+from monitor.tokens import count_tokens
+
+log = structlog.get_logger("monitor.app")
+
+
+@dataclass
+class Components:
+    """Everything `serve` builds from the settings; constructing these opens nothing."""
+
+    exporter: Exporter
+    budget: TokenBudget
+    adaptive: AdaptiveRate
+    judge: Judge
+    scorer: Scorer
+    fallback: RecordScorer | None
+    sampler: Sampler
+    sinks: list[Sink]
+    source: KafkaSource | TraceSource
+    server: MetricsServer
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def pipeline(self, settings: Settings) -> Pipeline:
+        """The pipeline over these parts (after the source has started)."""
+        return Pipeline(
+            self.source,
+            self.sampler,
+            self.scorer,
+            self.sinks,
+            self.exporter,
+            settings,
+            budget=self.budget,
+            adaptive=self.adaptive,
+            fallback=self.fallback,
+        )
+
+
+def build(settings: Settings) -> Components:
+    """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
+    exporter = Exporter()
+    budget = TokenBudget(settings.token_budget)
+    adaptive = AdaptiveRate(budget)
+    try:
+        judge = build_judge(settings, gate=budget, observer=JudgeMetrics(exporter))
+        scorer = Scorer(
+            judge,
+            settings.online_metrics,
+            call_pattern=settings.call_pattern,
+            relevancy_questions=settings.relevancy_questions,
+            cache_size=settings.judge_cache_size,
+        )
+        fallback: RecordScorer | None = None
+        if settings.budget_fallback == "local":
+            # records the budget cannot afford are scored by the zero-token local judge
+            fallback = Scorer(
+                build_judge(settings, kind="local"),
+                settings.online_metrics,
+                relevancy_questions=settings.relevancy_questions,
+                cache_size=settings.judge_cache_size,
+            )
+    except UnknownMetric as exc:
+        raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
+    except JudgeConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
+    sinks: list[Sink] = [PrometheusSink(exporter, settings)]
+    ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
+    kafka = KafkaSource(settings, exporter)
+    kafka.on_assigned = _budget_share(budget, exporter)
+    source: KafkaSource | TraceSource = kafka
+    if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
+        source = TraceSource(kafka, settings, exporter, sampler=sampler)
+    checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
+    server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
+    parts = Components(
+        exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
+    )  # fmt: skip
+    if settings.judge_base_url:
+        host, port = url_endpoint(settings.judge_base_url, 80)
+        checks["judge"] = lambda: tcp_reachable(host, port)
+    if settings.pg_dsn is not None:
+        from monitor.sinks.backlog import BacklogSink
+
+        backlog = BacklogSink(settings.pg_dsn.get_secret_value(), settings, exporter)
+        sinks.append(backlog)
+        parts.starters.append(lambda: backlog.start(check=False))
+        parts.closers.append(backlog.close)
+
+        async def postgres() -> bool:
+            await backlog.ping()
+            return True
+
+        checks["postgres"] = postgres
+        checks["schema"] = _schema(backlog)
+        parts.starters.append(_quietly(checks["schema"]))
+    if settings.scores_topic:
+        from monitor.sinks.scores_topic import ScoresTopicSink
+
+        publisher = KafkaPublisher(settings)
+        sinks.append(ScoresTopicSink(publisher, settings))
+        parts.starters.append(publisher.start)
+        parts.closers.append(publisher.stop)
+    server.checks.update(checks)
+    exporter.initialise(
+        topic=settings.kafka_topic,
+        metrics=settings.online_metrics,
+        routes=[*settings.routes, settings.route_label(""), settings.route_label(None)],
+        judges=[judge.kind] + (["local"] if fallback is not None else []),
+        invalid_reasons=(
+            INVALID_REASONS
+            if settings.input_format == "interaction"
+            else (*INVALID_REASONS, "not_otlp")  # span messages that are no OTLP request
+        ),
+        skip_reasons=(BUDGET, BUDGET_THINNED),
+        backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
+        judge_requests=judge.kind == "llm",
+    )
+    if judge.kind == "llm":
+        models = (settings.judge_model,)  # embeddings are estimated with the same encoding
+        parts.starters.insert(0, lambda: _load_tokenizers(models))
+    parts.closers.insert(0, judge.aclose)
+    return parts
+
+
+async def _load_tokenizers(models: tuple[str, ...]) -> None:
+    """Load the judge's token counters at start, not on the first sampled record.
+
+    Loading an encoding takes about a second of CPU; done lazily it would block the
+    event loop (fetches, heartbeats, judge responses) in the middle of consumption.
+    """
+
+    def load() -> None:
+        for model in models:
+            count_tokens("rag-monitor", model)
+
+    await asyncio.to_thread(load)
+
+
+def _assigned(source: KafkaSource | TraceSource) -> ReadinessCheck:
+    async def check() -> bool:
+        return bool(source.assignment)
+
+    return check
+
+
+def _budget_share(budget: TokenBudget, exporter: Exporter) -> Callable[[int, int], None]:
+    """After each rebalance: this replica spends assigned ÷ all partitions of the budget."""
+
+    def assigned(mine: int, total: int) -> None:
+        share = mine / total if total else 0.0
+        budget.set_share(share)
+        exporter.token_budget_share.set(share)
+        log.info("token budget share", share=round(share, 4), partitions=mine, of=total)
+
+    return assigned
+
+
+def _kafka(source: KafkaSource) -> ReadinessCheck:
+    async def check() -> bool:
+        return source.reachable
+
+    return check
+
+
+def _schema(backlog: AppliedMigrations) -> ReadinessCheck:
+    """``schema``: every bundled migration applied; says once, in the log, how to fix it."""
+    said: list[str] = []
+
+    async def check() -> bool:
+        try:
+            await check_schema(backlog)
+        except SchemaBehind as exc:
+            if said != exc.missing:
+                said[:] = exc.missing
+                log.error(
+                    f"backlog schema behind: run `{MIGRATE_COMMAND}`",
+                    missing=exc.missing,
+                )
+            return False
+        said.clear()
+        return True
+
+    return check
+
+
+def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
+    """Run a readiness check once at start for what it logs; a failure does not stop the start."""
+
+    async def run() -> None:
+        try:
+            await check()
+        except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
+            log.warning("start-up check failed", error=type(exc).__name__)
+
+    return run
+
+
+def _risk(settings: Settings) -> RateAdjuster | None:
+    """The risk-based sampling hook: `monitor.risk.build_adjuster(settings)` when enabled."""
+    if not settings.risk_sampling:
+        return None
+    module = importlib.import_module("monitor.risk")
+    adjuster: RateAdjuster = module.build_adjuster(settings)
+    return adjuster
+
+
+async def serve(
+    settings: Settings, stop: asyncio.Event | None = None, parts: Components | None = None
+) -> int:
+    """Run until ``stop`` is set (SIGTERM/SIGINT when ``stop`` is None); returns the exit code.
+
+    ``parts`` (from `build`) lets a caller keep hold of the exporter and source.
+    """
+    parts = parts if parts is not None else build(settings)
+    stop = stop if stop is not None else _signal_event()
+    for start in parts.starters:
+        await start()
+    await parts.server.start()
+    try:
+        await parts.source.start()
+        try:
+            pipeline = parts.pipeline(settings)
+            log.info(
+                "monitor running",
+                topic=settings.kafka_topic,
+                group=settings.kafka_group_id,
+                sample_rate=settings.sample_rate,
+                token_budget=str(settings.token_budget),
+                metrics_port=parts.server.port,
+            )
+            await pipeline.run(stop)
+        finally:
+            await parts.source.stop()
+    finally:
+        for close in parts.closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("close failed")
+        await parts.server.stop()
+    log.info("monitor stopped")
+    return 0
+
+
+def _signal_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    return stop
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    log.info("shutdown requested", signal=sig.name)
+    stop.set()

@@ -1,0 +1,273 @@
+"""Every Prometheus metric of rag-monitor, declared once (docs/design.md, "Contracts").
+
+`Exporter` holds the metric objects on a registry of its own; the stages that report
+(the sources, the pipeline, the sinks, the judge through `JudgeMetrics`) are handed it
+and import nothing but this module. Labels are bounded: ``metric`` and ``verdict`` come
+from fixed sets, ``route`` is passed through `Settings.route_label` (allow-list, else
+``other``), ``reason`` and ``outcome`` are short labels chosen by the code. Never ids or text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.records import Verdict
+
+PREFIX = "rag_monitor_"
+
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Exporter:
+    """The metric objects, on a registry of their own (so tests can run several)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        p = PREFIX
+        self.records_consumed = Counter(
+            p + "records_consumed_total", "Records read from Kafka.", ["topic"], registry=r
+        )
+        self.records_sampled = Counter(
+            p + "records_sampled_total", "Records kept by the sampler.", registry=r
+        )
+        self.records_invalid = Counter(
+            p + "records_invalid_total",
+            "Records that failed validation and went to the dead-letter topic.",
+            ["reason"],
+            registry=r,
+        )
+        self.records_skipped = Counter(
+            p + "records_skipped_total",
+            "Records not scored for a reason: sampled but unaffordable (budget), kept by the "
+            "configured rate but thinned by the budget (budget_thinned), judge failure, ...",
+            ["reason"],
+            registry=r,
+        )
+        self.records_scored = Counter(
+            p + "records_scored_total", "Records scored and handed to every sink.", registry=r
+        )
+        self.metric_score = Histogram(
+            p + "metric_score",
+            "Scores per metric and route (LLM judge unless judge=local).",
+            ["metric", "route", "judge"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.verdicts = Counter(
+            p + "verdicts_total",
+            "Per-metric outcomes against the metric's threshold.",
+            ["metric", "verdict", "judge"],
+            registry=r,
+        )
+        self.hallucinations = Counter(
+            p + "hallucinations_total",
+            "Scored records whose faithfulness fell below the threshold.",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.scored_weight = Counter(
+            p + "scored_weight_total",
+            "Sum of 1/p over records with a faithfulness score (p = inclusion probability).",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.hallucination_weight = Counter(
+            p + "hallucination_weight_total",
+            "Sum of 1/p over hallucinated records; divide rates by scored_weight_total.",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.judge_requests = Counter(
+            p + "judge_requests_total",
+            "Judge HTTP requests by outcome (ok, timeout, rate_limited, server_error, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.judge_request_duration = Histogram(
+            p + "judge_request_duration_seconds",
+            "Judge request latency, retries included.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            p + "judge_tokens_total",
+            "Judge tokens spent, by metric and kind (prompt, completion).",
+            ["metric", "kind"],
+            registry=r,
+        )
+        self.token_budget_remaining = Gauge(
+            p + "token_budget_remaining", "Tokens left in the current budget window.", registry=r
+        )
+        self.token_budget_share = Gauge(
+            p + "token_budget_share",
+            "This replica's share of the deployment's token budget: its assigned partitions "
+            "/ the topic's partitions.",
+            registry=r,
+        )
+        self.sample_rate = Gauge(
+            p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
+        )
+        self.consumer_lag = Gauge(
+            p + "consumer_lag",
+            "Records behind the partition's high watermark.",
+            ["partition"],
+            registry=r,
+        )
+        self.backlog_enqueued = Counter(
+            p + "backlog_enqueued_total",
+            "Interactions queued into the golden-set backlog, by flag reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.backlog_write_errors = Counter(
+            p + "backlog_write_errors_total", "Failed backlog writes (retried).", registry=r
+        )
+        self.backlog_size = Gauge(
+            p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
+        )
+        self.traces = Counter(
+            p + "traces_total",
+            "OTLP traces out of the trace buffer, by outcome (assembled, split, no_llm, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.trace_buffer_traces = Gauge(
+            p + "trace_buffer_traces", "Traces held in the trace buffer.", registry=r
+        )
+        self.trace_buffer_bytes = Gauge(
+            p + "trace_buffer_bytes", "Estimated bytes of the spans held there.", registry=r
+        )
+        self.calibration = CalibrationCollector()
+        r.register(self.calibration)
+
+    def initialise(
+        self,
+        *,
+        topic: str,
+        metrics: Sequence[str],
+        routes: Sequence[str],
+        judges: Sequence[str],
+        invalid_reasons: Sequence[str] = (),
+        skip_reasons: Sequence[str] = (),
+        backlog_reasons: Sequence[str] = (),
+        judge_requests: bool = False,
+    ) -> None:
+        """Create the series whose label values are known up front, at 0.
+
+        A counter that first appears at its value after an event has no rate for
+        that event (Prometheus sees no increase from nothing); at 0 from the
+        start, ``rate()`` and the dashboard see every event, the first included.
+        """
+        self.records_consumed.labels(topic=topic)
+        for reason in invalid_reasons:
+            self.records_invalid.labels(reason=reason)
+        for reason in skip_reasons:
+            self.records_skipped.labels(reason=reason)
+        for judge in judges:
+            for route in routes:
+                self.hallucinations.labels(route=route, judge=judge)
+                self.scored_weight.labels(route=route, judge=judge)
+                self.hallucination_weight.labels(route=route, judge=judge)
+                for metric in metrics:
+                    self.metric_score.labels(metric=metric, route=route, judge=judge)
+            for metric in metrics:
+                for verdict in Verdict:
+                    self.verdicts.labels(metric=metric, verdict=verdict.value, judge=judge)
+        if judge_requests:
+            self.judge_requests.labels(outcome="ok")
+            for metric in metrics:
+                for kind in ("prompt", "completion"):
+                    self.judge_tokens.labels(metric=metric, kind=kind)
+        for reason in backlog_reasons:
+            self.backlog_enqueued.labels(reason=reason)
+
+
+class CalibrationCollector(Collector):
+    """The judge's accuracy from reviewer verdicts, as last read from Postgres.
+
+    Set by the backlog sink on a slow interval (never on the scoring path).
+    A value that cannot be estimated yet (no verdicts) is left out, not 0.
+    Every replica reads the same Postgres: aggregate with ``max``, not ``sum``.
+    """
+
+    def __init__(self) -> None:
+        self.precision: dict[str, float | None] = {}
+        self.control_share: float | None = None
+        self.rate: tuple[float, float, float] | None = None
+        self.verdicts: dict[tuple[str, str], int] = {}
+
+    def update(
+        self,
+        precision: dict[str, float | None],
+        control_share: float | None,
+        rate: tuple[float, float, float] | None,
+        verdicts: dict[tuple[str, str], int],
+    ) -> None:
+        self.precision, self.control_share, self.rate, self.verdicts = (
+            dict(precision), control_share, rate, dict(verdicts)
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def _families(self) -> list[Metric]:
+        p = PREFIX
+        precision = GaugeMetricFamily(
+            p + "flag_precision",
+            "Share of reviewed flagged answers whose flag reviewers confirmed, by reason.",
+            labels=["reason"],
+        )
+        for reason, value in sorted(self.precision.items()):
+            if value is not None:
+                precision.add_metric([reason], value)
+        control = GaugeMetricFamily(
+            p + "control_hallucination_share",
+            "Share of reviewed control (unflagged) answers that were hallucinations.",
+        )
+        rates = [
+            GaugeMetricFamily(
+                p + "hallucination_rate_calibrated" + suffix,
+                f"Hallucination rate corrected by reviewer verdicts{what}.",
+            )
+            for suffix, what in (("", ""), ("_lower", ", 95% lower"), ("_upper", ", 95% upper"))
+        ]
+        if self.control_share is not None:
+            control.add_metric([], self.control_share)
+        if self.rate is not None:
+            for family, value in zip(rates, self.rate, strict=True):
+                family.add_metric([], value)
+        verdicts = CounterMetricFamily(
+            p + "review_verdicts",
+            "Reviewer verdicts recorded in Postgres, by flag reason and verdict.",
+            labels=["reason", "verdict"],
+        )
+        for (reason, verdict), n in sorted(self.verdicts.items()):
+            verdicts.add_metric([reason, verdict], n)
+        return [precision, control, *rates, verdicts]
+
+
+class JudgeMetrics:
+    """The judge's observer (`monitor.judges.llm.JudgeObserver`): requests, latency and tokens."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.exporter.judge_requests.labels(outcome=outcome).inc()
+        self.exporter.judge_request_duration.observe(seconds)
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        tokens = self.exporter.judge_tokens
+        if prompt_tokens:
+            tokens.labels(metric=metric, kind="prompt").inc(prompt_tokens)
+        if completion_tokens:
+            tokens.labels(metric=metric, kind="completion").inc(completion_tokens)

@@ -248,6 +248,9 @@ class Tally:
     async def flush(self) -> None:
         return None
 
+    async def aclose(self) -> None:
+        return None
+
     @property
     def flagged(self) -> int:
         return sum(1 for o in self.outcomes.values() if o.reasons)
@@ -802,19 +805,19 @@ class Demo:
 
     async def _prepare(self, settings: Settings, dsn: str, stop: asyncio.Event) -> None:
         """Topics and migrations."""
-        from monitor.sinks.backlog import BacklogSink
+        from monitor.backlog.store import BacklogStore
         from monitor.sources.kafka import create_topics
 
         servers = settings.kafka_bootstrap_servers
         await self._until(
             create_topics(servers, {TOPIC: PARTITIONS, DLQ_TOPIC: 1}), stop, what="creating topics"
         )
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        store = BacklogStore(dsn, settings)
         try:
-            await self._until(sink.start(), stop, what="connecting to Postgres")
-            await self._until(sink.migrate(), stop, what="migrating")
+            await self._until(store.start(), stop, what="connecting to Postgres")
+            await self._until(store.migrate(), stop, what="migrating")
         finally:
-            await sink.close()
+            await store.close()
 
     async def _produce(
         self, settings: Settings, values: Sequence[tuple[bytes, bytes]], stop: asyncio.Event
@@ -994,26 +997,27 @@ class Demo:
         stop: asyncio.Event,
     ) -> None:
         """Write references.jsonl for the pending rows, then import it like `backlog import`."""
-        from monitor.commands.backlog import read_annotations
-        from monitor.sinks.backlog import PENDING, BacklogSink
+        from monitor.backlog.annotations import read_annotations
+        from monitor.backlog.rows import PENDING
+        from monitor.backlog.store import BacklogStore
 
         assert self.workdir is not None
         references = {r.id: r.reference for r in traffic if r.reference}
         path = self.workdir / "references.jsonl"
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        store = BacklogStore(dsn, settings)
         try:
-            await self._until(sink.start(), stop, what="connecting to Postgres")
+            await self._until(store.start(), stop, what="connecting to Postgres")
             lines = [
                 json.dumps({"id": row.id, "reference": references[row.id]}, ensure_ascii=False)
-                async for row in sink.rows(PENDING)
+                async for row in store.rows(PENDING)
                 if row.id in references
             ]
             path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             imported = await self._until(
-                sink.import_references(read_annotations(path)), stop, what="importing references"
+                store.import_references(read_annotations(path)), stop, what="importing references"
             )
         finally:
-            await sink.close()
+            await store.close()
         if imported.rejected:
             line, rid, reason = imported.rejected[0]
             raise DemoError(f"{path} line {line}: {rid}: {reason}")
@@ -1032,14 +1036,15 @@ class Demo:
         ``hallucination`` and ``control``: confirmed when the answer is labelled
         hallucinated; any other reason: confirmed when the label is a bad answer.
         """
+        from monitor.backlog.reviews import VerdictInput
+        from monitor.backlog.store import BacklogStore
         from monitor.flags import CONTROL, HALLUCINATION
-        from monitor.sinks.backlog import BacklogSink, VerdictInput
 
         labels = {r.id: r.label for r in traffic}
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        store = BacklogStore(dsn, settings)
         try:
-            await self._until(sink.start(), stop, what="connecting to Postgres")
-            rows = [row async for row in sink.rows()]
+            await self._until(store.start(), stop, what="connecting to Postgres")
+            rows = [row async for row in store.rows()]
             for row in rows:
                 verdicts = []
                 for answer in row.answers:
@@ -1059,14 +1064,14 @@ class Demo:
                         verdicts.append(VerdictInput(reason, verdict, answer.interaction_id))
                 if verdicts:
                     await self._until(
-                        sink.review(row.id, version=row.version, reviewer="demo",
+                        store.review(row.id, version=row.version, reviewer="demo",
                                     verdicts=verdicts),
                         stop, what="saving verdicts",
                     )
                     report.review_verdicts += len(verdicts)
-            calibration = await self._until(sink.calibration(), stop, what="calibrating")
+            calibration = await self._until(store.calibration(), stop, what="calibrating")
         finally:
-            await sink.close()
+            await store.close()
         report.flag_precision = dict(calibration.flag_precision)
         report.flag_reviewed = {
             r: n for r, n in calibration.reviewed.items() if r in calibration.flag_precision
@@ -1080,13 +1085,13 @@ class Demo:
         self, settings: Settings, dsn: str, report: DemoReport, stop: asyncio.Event
     ) -> None:
         """The review page on the demo's Postgres until Ctrl-C (like --hold, without an end)."""
+        from monitor.backlog.store import BacklogStore
         from monitor.review.app import ReviewApp
-        from monitor.sinks.backlog import BacklogSink
 
-        sink = BacklogSink(dsn, settings, stats_interval=0)
-        app = ReviewApp(sink)
+        store = BacklogStore(dsn, settings)
+        app = ReviewApp(store)
         try:
-            await self._until(sink.start(), stop, what="connecting to Postgres")
+            await self._until(store.start(), stop, what="connecting to Postgres")
             try:
                 await app.start("127.0.0.1", self.options.review_port or 0)
             except OSError as exc:
@@ -1103,10 +1108,10 @@ class Demo:
             await stop.wait()
         finally:
             await app.stop()
-            await sink.close()
+            await store.close()
 
     async def _offline(self, settings: Settings, report: DemoReport, stop: asyncio.Event) -> None:
-        from monitor.commands.offline import run_offline
+        from monitor.offline import run_offline
 
         result = await self._until(
             run_offline(settings, progress=False),
@@ -1120,18 +1125,18 @@ class Demo:
         report.offline_tokens = result.usage.total_tokens
 
     async def _backlog_summary(self, settings: Settings, dsn: str, report: DemoReport) -> None:
-        from monitor.sinks.backlog import BacklogSink
+        from monitor.backlog.store import BacklogStore
 
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        store = BacklogStore(dsn, settings)
         try:
-            await sink.start()
-            stats = await sink.stats()
+            await store.start()
+            stats = await store.stats()
             report.backlog_rows = stats.rows
             report.backlog_interactions = stats.interactions
             report.backlog_status = dict(stats.counts)
-            report.redacted_rows = sum([1 async for row in sink.rows() if row.redactions])
+            report.redacted_rows = sum([1 async for row in store.rows() if row.redactions])
         finally:
-            await sink.close()
+            await store.close()
 
     def _write_json(self, path: Path, report: DemoReport) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,10 @@
 """`rag-monitor review`: the golden-set backlog in a browser, and the JSON API behind it.
 
+This module holds the routes, the security middleware and the handlers; what a
+request may carry is parsed in `monitor.review.forms`, reviewer tokens in
+`monitor.review.auth`, the HTML in `monitor.review.pages`. It reads and writes
+through the backlog store (`monitor.backlog.store.BacklogStore`).
+
 Built on aiohttp's server: it is installed already (openai[aiohttp] pulls it),
 it runs on the same asyncio loop as the asyncpg pool, and it needs no ASGI
 server next to it.

@@ -15,7 +15,9 @@ and ``noise_sensitivity_irrelevant``: the second is computed from the first's
 verdict matrices with the same pure function, without another judge call.
 
 The report gives means and counts per metric, and applies the reading rules
-of docs/design.md ("Metrics") to the run.
+of docs/design.md ("Metrics") to the run. `run_offline` is one whole run from
+the settings (``rag-monitor offline`` and the demo call it); `OfflineRunner`
+works on any `OfflineStore`.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 The modules, as the data flows: `entries` (which scored records are queued and
 the redacted entry stored for each), `store` (the Postgres store, the only
 asyncpg import) with its SQL text in `queries`, `reviews` (a reviewer's
-verdicts and references), `rows` (the rows as read back), `export` and
-`annotations` (the files people annotate), and `migrations` (the schema). The
-sink (`monitor.sinks.backlog`) writes entries into the store; the offline
-runner (`monitor.offline`) and the review app (`monitor.review`) use the store
-alone.
+verdicts and references), `calibration` (the hallucination rate those
+verdicts correct), `rows` (the rows as read back), `export` and `annotations`
+(the files people annotate), and `migrations` (the schema). The sink
+(`monitor.sinks.backlog`) writes entries into the store; the offline runner
+(`monitor.offline`) and the review app (`monitor.review`) use the store alone.
 
 Row life cycle: pending → annotated (a reference was imported) → evaluating
 (claimed by an offline runner with ``FOR UPDATE SKIP LOCKED`` under a lease;

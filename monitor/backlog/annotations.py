@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from monitor.backlog.calibration import VERDICTS
 from monitor.backlog.reviews import ImportRow, VerdictInput
-from monitor.review.calibration import VERDICTS
 
 
 def read_annotations(path: Path, fmt: str = "auto") -> list[ImportRow]:

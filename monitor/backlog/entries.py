@@ -10,7 +10,7 @@ A row is one normalised question (lower-case, punctuation stripped, whitespace
 collapsed, SHA-256): `question_hash`. Each distinct answer of a question is an
 answer of its row, keyed by `answer_key`; control answers are never merged with
 flagged ones, so each answer belongs to one stratum of the calibration
-(`monitor.review.calibration`). Everything here is pure.
+(`monitor.backlog.calibration`). Everything here is pure.
 """
 
 from __future__ import annotations

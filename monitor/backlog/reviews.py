@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from monitor.backlog import queries
+from monitor.backlog.calibration import VERDICTS
 from monitor.backlog.queries import Connection
 from monitor.backlog.rows import ANNOTATED, DISCARDED, EVALUATED, EVALUATING, PENDING
-from monitor.review.calibration import VERDICTS
 
 
 @dataclass(frozen=True)

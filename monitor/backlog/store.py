@@ -33,6 +33,7 @@ from typing import Any
 import asyncpg
 
 from monitor.backlog import queries, reviews
+from monitor.backlog.calibration import Calibration, Cell, estimate
 from monitor.backlog.entries import Entry, clean
 from monitor.backlog.migrations import applied_versions, apply_migrations
 from monitor.backlog.reviews import ImportReport, ImportRow, VerdictInput
@@ -46,7 +47,6 @@ from monitor.backlog.rows import (
 )
 from monitor.config import Settings
 from monitor.redaction import Redactor
-from monitor.review.calibration import Calibration, Cell, estimate
 
 #: the name errors carry ("backlog: postgres unreachable ...")
 NAME = "backlog"
@@ -140,13 +140,6 @@ class BacklogStore:
                 await asyncio.wait_for(pool.close(), timeout=10)
             except TimeoutError:
                 pool.terminate()
-
-    async def __aenter__(self) -> BacklogStore:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

@@ -15,7 +15,7 @@ A line may also carry reviewer ``verdicts`` (a JSON list of
 and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
 counted, not rejected (a filled-in export leaves most rows blank).
 
-`stats` also prints the calibrated hallucination rate (`monitor.review.calibration`).
+`stats` also prints the calibrated hallucination rate (`monitor.backlog.calibration`).
 
 Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
 discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from monitor.backlog.annotations import read_annotations
+from monitor.backlog.calibration import Calibration
 from monitor.backlog.export import EXPORT_FORMATS, ExportFormat, export_rows
 from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schema
 from monitor.backlog.reviews import ImportReport
 from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
-from monitor.review.calibration import Calibration
 
 EXIT_OK = 0
 EXIT_REJECTED = 1

@@ -53,12 +53,12 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from monitor.backlog.calibration import Calibration
 from monitor.backlog.reviews import ReviewProblem
 from monitor.backlog.rows import STATUSES, BacklogRow
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.review import pages
 from monitor.review.auth import TokenError, is_loopback, reviewer_of
-from monitor.review.calibration import Calibration
 from monitor.review.forms import (
     DEFAULT_LIMIT,
     Invalid,

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from monitor.backlog.calibration import VERDICTS
 from monitor.backlog.reviews import VerdictInput
 from monitor.backlog.rows import QUEUE_ORDERS, STATUSES, QueueOrder
-from monitor.review.calibration import VERDICTS
 
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50

@@ -18,11 +18,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from monitor.backlog.calibration import Calibration
 from monitor.backlog.entries import backlog_reasons, build_entry
 from monitor.backlog.store import NAME, BacklogStore, StoreError
 from monitor.config import Settings
 from monitor.records import ScoredRecord
-from monitor.review.calibration import Calibration
 from monitor.sinks import SinkError
 from monitor.sinks.prometheus import Exporter
 

@@ -36,6 +36,7 @@ import asyncpg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from monitor.backlog.store import BacklogStore  # noqa: E402
 from monitor.config import Settings  # noqa: E402
 from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
 from monitor.review.app import ReviewApp  # noqa: E402
@@ -111,10 +112,10 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
     await conn.close()
     scoped = dsn + ("&" if "?" in dsn else "?") + f"search_path={schema}"
     settings = Settings(control_share=0.0)
-    sink = BacklogSink(scoped, settings, stats_interval=0, pool_size=4)
+    sink = BacklogSink(BacklogStore(scoped, settings, pool_size=4), settings, stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         started = time.perf_counter()
         conn = await asyncpg.connect(scoped)
         try:
@@ -127,10 +128,10 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
             await conn.close()
         print(f"filled {rows} rows, {answers} answers in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
-        sample = await sink.get("row-4")
+        sample = await sink.store.get("row-4")
         assert sample is not None and len(sample.answers) == 2  # the shape the pages read
 
-        app = ReviewApp(sink)
+        app = ReviewApp(sink.store)
         await app.start("127.0.0.1", 0)
         base = f"http://127.0.0.1:{app.port}"
         rng = random.Random(seed)
@@ -178,7 +179,7 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
             calibration.append((time.perf_counter() - t0) * 1000)
         results.append(("calibration read (`refresh_calibration`, 10 times)", calibration))
     finally:
-        await sink.close()
+        await sink.aclose()
         conn = await asyncpg.connect(dsn)
         await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await conn.close()

@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from monitor.backlog.migrations import (
+    MIGRATE_COMMAND,
+    AppliedMigrations,
+    SchemaBehind,
+    check_schema,
+)
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import ConfigError, Settings
 from monitor.flags import FLAG_REASONS
@@ -33,7 +39,6 @@ from monitor.sampling import RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
-from monitor.sinks.schema import MIGRATE_COMMAND, AppliedMigrations, SchemaBehind, check_schema
 from monitor.sources.kafka import KafkaSource
 from monitor.sources.traces import TraceSource
 from monitor.telemetry import Exporter, JudgeMetrics
@@ -118,19 +123,21 @@ def build(settings: Settings) -> Components:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
     if settings.pg_dsn is not None:
+        from monitor.backlog.store import BacklogStore
         from monitor.sinks.backlog import BacklogSink
 
-        backlog = BacklogSink(settings.pg_dsn.get_secret_value(), settings, exporter)
+        store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
+        backlog = BacklogSink(store, settings, exporter)
         sinks.append(backlog)
         parts.starters.append(lambda: backlog.start(check=False))
-        parts.closers.append(backlog.close)
+        parts.closers.append(backlog.aclose)
 
         async def postgres() -> bool:
-            await backlog.ping()
+            await store.ping()
             return True
 
         checks["postgres"] = postgres
-        checks["schema"] = _schema(backlog)
+        checks["schema"] = _schema(store)
         parts.starters.append(_quietly(checks["schema"]))
     if settings.scores_topic:
         from monitor.sinks.scores_topic import ScoresTopicSink

@@ -1,7 +1,7 @@
 """The offline runner: reference-based metrics on annotated backlog rows (docs/design.md).
 
 Rows are claimed in batches with ``FOR UPDATE SKIP LOCKED`` under a lease
-(`BacklogSink.claim_annotated`), so several runners at once never score a row
+(`BacklogStore.claim_annotated`), so several runners at once never score a row
 twice, and a crashed runner's rows come back when the lease runs out. Each row
 is scored by the shared `Scorer` (the judge behind it has its own token budget,
 ``offline_token_budget``), its scores and statement-level details are stored
@@ -15,7 +15,9 @@ and ``noise_sensitivity_irrelevant``: the second is computed from the first's
 verdict matrices with the same pure function, without another judge call.
 
 The report gives means and counts per metric, and applies the reading rules
-of docs/design.md ("Metrics") to the run.
+of docs/design.md ("Metrics") to the run. `run_offline` is one whole run from
+the settings (``rag-monitor offline`` and the demo call it); `OfflineRunner`
+works on any `OfflineStore`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,19 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 from tqdm import tqdm
 
+from monitor.backlog.migrations import check_schema
+from monitor.backlog.rows import ANNOTATED, BacklogRow
+from monitor.backlog.store import BacklogStore
+from monitor.budget import TokenBudget
+from monitor.config import Settings
+from monitor.judges.factory import build_judge
 from monitor.metrics import noise_sensitivity as ns
 from monitor.records import ScoredRecord, Usage
 from monitor.scoring import OFFLINE_METRICS, Scorer
-
-if TYPE_CHECKING:
-    from monitor.sinks.backlog import BacklogRow
 
 NOISE = ns.NAME
 NOISE_RELEVANT = f"{NOISE}_relevant"
@@ -51,7 +56,7 @@ NOISE_HIGH = 0.3
 
 
 class OfflineStore(Protocol):
-    """What the runner needs from the backlog (`monitor.sinks.backlog.BacklogSink`)."""
+    """What the runner needs from the backlog (`monitor.backlog.store.BacklogStore`)."""
 
     async def claim_annotated(
         self, limit: int, *, lease_seconds: float = ...
@@ -360,3 +365,49 @@ class OfflineRunner:
     @staticmethod
     def default_metrics() -> Sequence[str]:
         return OFFLINE_METRICS
+
+
+async def run_offline(
+    settings: Settings,
+    *,
+    metrics: list[str] | None = None,
+    judge_kind: Literal["auto", "llm", "local"] = "auto",
+    limit: int | None = None,
+    batch: int = 8,
+    lease_seconds: float = 900.0,
+    progress: bool = False,
+) -> OfflineReport:
+    """One offline run against ``settings.pg_dsn`` (``rag-monitor offline``, and the demo).
+
+    Raises JudgeConfigError (bad judge settings), StoreError (Postgres) and
+    SchemaBehind (the backlog is not migrated).
+    """
+    assert settings.pg_dsn is not None
+    judge = build_judge(
+        settings, kind=judge_kind, gate=TokenBudget(settings.offline_token_budget)
+    )
+    scorer = Scorer(
+        judge,
+        metrics or list(OFFLINE_METRICS),
+        call_pattern=settings.call_pattern,
+        cache_size=settings.judge_cache_size,
+    )
+    store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
+    await store.start()
+    try:
+        await check_schema(store)
+        total = (await store.stats()).counts[ANNOTATED] if progress else None
+        runner = OfflineRunner(
+            store,
+            scorer,
+            batch=batch,
+            limit=limit,
+            concurrency=min(settings.judge_concurrency, batch),
+            lease_seconds=lease_seconds,
+            progress=sys.stderr if progress else None,
+            total=total,
+        )
+        return await runner.run()
+    finally:
+        await store.close()
+        await judge.aclose()

@@ -312,7 +312,7 @@ class Pipeline:
             return healthy
 
     async def _deliver(self, index: int, sink: Sink, todo: list[_Pending]) -> bool:
-        name = getattr(sink, "name", type(sink).__name__)
+        name = sink.name
         try:
             await sink.write([p.scored for p in todo])
             await sink.flush()

@@ -1,4 +1,4 @@
-"""The Postgres backlog sink: migrations, idempotent enqueue, seen_count, redaction, claims."""
+"""The backlog store and its sink: migrations, idempotent enqueue, seen_count, redaction, claims."""
 
 from __future__ import annotations
 
@@ -13,20 +13,16 @@ from typing import Any
 import asyncpg
 import pytest
 
+from monitor.backlog.entries import is_control, normalise_question, question_hash
+from monitor.backlog.export import export_rows
+from monitor.backlog.migrations import MigrationError, apply_migrations, migration_files
+from monitor.backlog.reviews import ImportRow
+from monitor.backlog.store import BacklogStore
 from monitor.config import RedactionPattern, Settings
 from monitor.demo.postgres import free_port
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkError
-from monitor.sinks.backlog import (
-    BacklogSink,
-    ImportRow,
-    MigrationError,
-    apply_migrations,
-    is_control,
-    migration_files,
-    normalise_question,
-    question_hash,
-)
+from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 
 pytestmark = pytest.mark.postgres
@@ -113,16 +109,16 @@ def test_migration_files_are_numbered() -> None:
 
 
 async def test_migrate_from_empty_and_rerun(pg_dsn: str, make_settings: SettingsFactory) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(), stats_interval=0)
-    await sink.start()
+    store = BacklogStore(pg_dsn, make_settings())
+    await store.start()
     try:
-        applied = await sink.migrate()
+        applied = await store.migrate()
         assert applied == [v for v, _ in migration_files()]
-        assert await sink.migrate() == []
+        assert await store.migrate() == []
         # concurrent migrators: the advisory lock serialises them, nothing is applied twice
-        assert await asyncio.gather(*(sink.migrate() for _ in range(3))) == [[], [], []]
+        assert await asyncio.gather(*(store.migrate() for _ in range(3))) == [[], [], []]
     finally:
-        await sink.close()
+        await store.close()
     rows = await fetch(pg_dsn, "SELECT version FROM schema_migrations")
     assert [r["version"] for r in rows] == applied
     tables = await fetch(
@@ -155,21 +151,22 @@ async def test_changed_migration_is_refused(backlog: BacklogSink, pg_dsn: str) -
     finally:
         await conn.close()
     with pytest.raises(MigrationError, match="changed"):
-        await backlog.migrate()
+        await backlog.store.migrate()
 
 
 async def test_migrate_on_start(pg_dsn: str, make_settings: SettingsFactory) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(migrate_on_start=True), stats_interval=0)
-    await sink.start()
+    store = BacklogStore(pg_dsn, make_settings(migrate_on_start=True))
+    await store.start()
     try:
-        assert (await sink.stats()).rows == 0
+        assert (await store.stats()).rows == 0
     finally:
-        await sink.close()
+        await store.close()
 
 
 def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -> None:
     # an unreachable DSN is fine until start()
-    BacklogSink("postgresql://nobody@127.0.0.1:1/none", make_settings())
+    settings = make_settings()
+    BacklogSink(BacklogStore("postgresql://nobody@127.0.0.1:1/none", settings), settings)
 
 
 # --- enqueue
@@ -179,7 +176,7 @@ async def test_flagged_records_are_queued_unflagged_are_not(backlog: BacklogSink
     await backlog.write(
         [scored("bad", "q one"), scored("good", "q two", faithfulness=0.9)]
     )
-    row = await backlog.get("bad")
+    row = await backlog.store.get("bad")
     assert row is not None
     assert row.status == "pending"
     assert row.reasons == ["hallucination"]
@@ -187,7 +184,7 @@ async def test_flagged_records_are_queued_unflagged_are_not(backlog: BacklogSink
     assert row.online_scores == {"faithfulness": 0.2, "context_utility": None}
     assert row.online_details["faithfulness"]["statements"][0]["verdict"] == 0
     assert row.record["user_input"] == "q one"
-    assert await backlog.get("good") is None
+    assert await backlog.store.get("good") is None
     assert enqueued(backlog, "hallucination") == 1
 
 
@@ -223,7 +220,7 @@ async def test_repeated_question_increments_seen_count(backlog: BacklogSink, pg_
         ("q2", "q1"),
         ("q3", "q1"),
     ]
-    stats = await backlog.stats()
+    stats = await backlog.store.stats()
     assert stats.interactions == 3
     assert stats.seen_total == 3
 
@@ -240,33 +237,34 @@ async def test_same_question_in_one_batch_and_concurrent_writers(
 async def test_control_share_queues_unflagged_records(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(control_share=1.0), Exporter(), stats_interval=0)
+    settings = make_settings(control_share=1.0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         await sink.write([scored("fine", "a good one", faithfulness=0.95)])
-        row = await sink.get("fine")
+        row = await sink.store.get("fine")
         assert row is not None and row.reasons == ["control"]
         assert counter(sink.exporter, "rag_monitor_backlog_enqueued_total", reason="control") == 1
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 async def test_records_with_scoring_errors_are_not_queued(backlog: BacklogSink) -> None:
     record = scored("err")
     record.error = "timeout"
     await backlog.write([record])
-    assert await backlog.get("err") is None
+    assert await backlog.store.get("err") is None
 
 
 async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: SettingsFactory) -> None:
     settings = make_settings(
         redaction_patterns=[RedactionPattern(name="employee_id", pattern=r"\bEMP-\d{6}\b")]
     )
-    sink = BacklogSink(pg_dsn, settings, stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         await sink.write(
             [
                 scored(
@@ -280,7 +278,7 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
             ]
         )
     finally:
-        await sink.close()
+        await sink.aclose()
     rows = await fetch(pg_dsn, "SELECT record::text AS r, online_details::text AS d, redactions"
                        " FROM backlog")
     stored = rows[0]["r"] + rows[0]["d"]
@@ -296,16 +294,17 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
 
 
 async def test_redaction_can_be_turned_off(pg_dsn: str, make_settings: SettingsFactory) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(redact_pii=False), stats_interval=0)
+    settings = make_settings(redact_pii=False)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         await sink.write([scored("raw", "I am jane@example.com")])
-        row = await sink.get("raw")
+        row = await sink.store.get("raw")
         assert row is not None and row.user_input == "I am jane@example.com"
         assert row.redactions == []
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 INJECTIONS = [
@@ -339,26 +338,28 @@ async def test_sql_injection_strings_are_stored_verbatim(
     assert tables[0]["n"] == 5
     for i, evil in enumerate(INJECTIONS):
         stored = evil.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
-        row = await backlog.get(stored)
+        row = await backlog.store.get(stored)
         assert row is not None, evil
         assert row.status == "pending"
         assert row.user_input == f"{i} {stored}"
         assert row.response == stored
         assert row.context_texts == [stored, "plain"]
         assert row.record["metadata"] == {"route": stored, stored: stored}
-    report = await backlog.import_references(
+    report = await backlog.store.import_references(
         ImportRow(line=i + 1, id=e.replace("\x00", "\ufffd"), reference=e)
         for i, e in enumerate(INJECTIONS)
     )
     assert report.rejected == []
     assert len(report.changed) == len(INJECTIONS)
-    row = await backlog.get(INJECTIONS[0])
+    row = await backlog.store.get(INJECTIONS[0])
     assert row is not None and row.reference == INJECTIONS[0] and row.status == "annotated"
-    lines = [json.loads(line) async for line in backlog.export("annotated", "jsonl")]
+    lines = [
+        json.loads(line) async for line in export_rows(backlog.store.rows("annotated"), "jsonl")
+    ]
     assert sorted(line["response"] for line in lines) == sorted(
         e.replace("\x00", "\ufffd") for e in INJECTIONS
     )
-    assert (await backlog.stats()).counts["annotated"] == len(INJECTIONS)
+    assert (await backlog.store.stats()).counts["annotated"] == len(INJECTIONS)
 
 
 # --- durability
@@ -368,13 +369,10 @@ async def test_write_raises_retryable_when_postgres_is_unreachable(
     make_settings: SettingsFactory,
 ) -> None:
     exporter = Exporter()
-    sink = BacklogSink(
-        f"postgresql://postgres@127.0.0.1:{free_port()}/postgres",
-        make_settings(),
-        exporter,
-        connect_timeout=1.0,
-        stats_interval=0,
-    )
+    settings = make_settings()
+    dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+    store = BacklogStore(dsn, settings, connect_timeout=1.0)
+    sink = BacklogSink(store, settings, exporter, stats_interval=0)
     with pytest.raises(SinkError) as failed_start:
         await sink.start()
     assert failed_start.value.retryable
@@ -387,33 +385,35 @@ async def test_write_raises_retryable_when_postgres_is_unreachable(
         await sink.write([scored("fine", "q", faithfulness=1.0)])
         assert counter(exporter, "rag_monitor_backlog_write_errors_total") == 1
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 async def test_write_before_migrate_is_retried_not_dropped(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(), Exporter(), stats_interval=0)
+    settings = make_settings()
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
     await sink.start()
     try:
         with pytest.raises(SinkError) as failed:
             await sink.write([scored("a", "q")])
         assert failed.value.retryable  # an operator runs `rag-monitor migrate`, then it works
         assert "42P01" in str(failed.value)
-        await sink.migrate()
+        await sink.store.migrate()
         await sink.write([scored("a", "q")])
-        assert await sink.get("a") is not None
+        assert await sink.store.get("a") is not None
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: SettingsFactory) -> None:
     exporter = Exporter()
-    sink = BacklogSink(pg_dsn, make_settings(migrate_on_start=True), exporter, stats_interval=0.05)
+    settings = make_settings(migrate_on_start=True)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, exporter, stats_interval=0.05)
     await sink.start()
     try:
         await sink.write([scored("a", "q1"), scored("b", "q2")])
-        await sink.discard(["b"])
+        await sink.store.discard(["b"])
         for _ in range(100):
             if counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1:
                 break
@@ -422,7 +422,7 @@ async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: Settings
         assert counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1
         assert counter(exporter, "rag_monitor_backlog_size", status="evaluated") == 0
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 # --- export
@@ -435,9 +435,11 @@ async def test_export_formats(backlog: BacklogSink) -> None:
             scored("e2", "Question two"),
         ]
     )
-    await backlog.import_references([ImportRow(line=1, id="e1", reference="The reference.")])
+    await backlog.store.import_references([ImportRow(line=1, id="e1", reference="The reference.")])
 
-    lines = [json.loads(line) async for line in backlog.export("annotated", "jsonl")]
+    lines = [
+        json.loads(line) async for line in export_rows(backlog.store.rows("annotated"), "jsonl")
+    ]
     assert len(lines) == 1
     line = lines[0]
     assert {"id", "user_input", "retrieved_contexts", "response", "reasons", "scores"} <= set(line)
@@ -447,7 +449,7 @@ async def test_export_formats(backlog: BacklogSink) -> None:
     assert line["scores"]["faithfulness"] == 0.2
     assert line["reference"] == "The reference."
 
-    text = "".join([chunk async for chunk in backlog.export("pending", "csv")])
+    text = "".join([chunk async for chunk in export_rows(backlog.store.rows("pending"), "csv")])
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["id"] for r in rows] == ["e2"]
     assert json.loads(rows[0]["retrieved_contexts"]) == [
@@ -456,12 +458,14 @@ async def test_export_formats(backlog: BacklogSink) -> None:
     assert json.loads(rows[0]["reasons"]) == ["hallucination"]
     assert json.loads(rows[0]["scores"]) == {"faithfulness": 0.2, "context_utility": None}
 
-    text = "".join([chunk async for chunk in backlog.export("annotated", "csv")])
+    text = "".join([chunk async for chunk in export_rows(backlog.store.rows("annotated"), "csv")])
     assert list(csv.DictReader(io.StringIO(text)))[0]["user_input"] == (
         'Question one, with "quotes"\nand a newline?'
     )
 
-    ragas = [json.loads(line) async for line in backlog.export("annotated", "ragas")]
+    ragas = [
+        json.loads(line) async for line in export_rows(backlog.store.rows("annotated"), "ragas")
+    ]
     assert ragas == [
         {
             "id": "e1",  # Ragas ignores it; the golden set keeps its way back to the row
@@ -472,7 +476,7 @@ async def test_export_formats(backlog: BacklogSink) -> None:
         }
     ]
     with pytest.raises(ValueError, match="unknown status"):
-        [x async for x in backlog.export("nonsense", "jsonl")]
+        [x async for x in export_rows(backlog.store.rows("nonsense"), "jsonl")]
 
 
 # --- import and claims
@@ -480,8 +484,8 @@ async def test_export_formats(backlog: BacklogSink) -> None:
 
 async def test_import_references_rules(backlog: BacklogSink) -> None:
     await backlog.write([scored(f"r{i}", f"question {i}") for i in range(5)])
-    await backlog.discard(["r4"])
-    first = await backlog.import_references(
+    await backlog.store.discard(["r4"])
+    first = await backlog.store.import_references(
         [
             ImportRow(line=1, id="r0", reference="ref 0"),
             ImportRow(line=2, id="missing", reference="x"),
@@ -498,20 +502,20 @@ async def test_import_references_rules(backlog: BacklogSink) -> None:
     assert "unknown id" in first.rejected[0][2]
     assert "discarded" in first.rejected[3][2]
 
-    claimed = await backlog.claim_annotated(10)
+    claimed = await backlog.store.claim_annotated(10)
     assert [r.id for r in claimed] == ["r0"]
     assert claimed[0].reference == "ref 0 again"
-    busy = await backlog.import_references([ImportRow(line=1, id="r0", reference="x")])
+    busy = await backlog.store.import_references([ImportRow(line=1, id="r0", reference="x")])
     assert "being evaluated" in busy.rejected[0][2]
-    assert await backlog.store_offline("r0", {"context_recall": 1.0}, {"context_recall": {}})
+    assert await backlog.store.store_offline("r0", {"context_recall": 1.0}, {"context_recall": {}})
 
-    refused = await backlog.import_references([ImportRow(line=1, id="r0", reference="new")])
+    refused = await backlog.store.import_references([ImportRow(line=1, id="r0", reference="new")])
     assert refused.changed == [] and "--force" in refused.rejected[0][2]
-    forced = await backlog.import_references(
+    forced = await backlog.store.import_references(
         [ImportRow(line=1, id="r0", reference="new")], force=True
     )
     assert forced.changed == [(1, "r0", "evaluated")]
-    row = await backlog.get("r0")
+    row = await backlog.store.get("r0")
     assert row is not None
     assert (row.status, row.reference, row.offline_scores) == ("annotated", "new", None)
 
@@ -520,14 +524,14 @@ async def test_claims_skip_locked_rows_and_expired_leases_come_back(
     backlog: BacklogSink, pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     await backlog.write([scored(f"c{i}", f"question {i}") for i in range(10)])
-    await backlog.import_references(
+    await backlog.store.import_references(
         ImportRow(line=i, id=f"c{i}", reference=f"ref {i}") for i in range(10)
     )
-    other = BacklogSink(pg_dsn, make_settings(), stats_interval=0)
+    other = BacklogStore(pg_dsn, make_settings())
     await other.start()
     try:
         mine, theirs = await asyncio.gather(
-            backlog.claim_annotated(6), other.claim_annotated(6)
+            backlog.store.claim_annotated(6), other.claim_annotated(6)
         )
         ids_mine = {r.id for r in mine}
         ids_theirs = {r.id for r in theirs}
@@ -536,13 +540,13 @@ async def test_claims_skip_locked_rows_and_expired_leases_come_back(
         assert await other.claim_annotated(5) == []
 
         # a crashed runner: its lease runs out and another runner takes the rows over
-        crashed = BacklogSink(pg_dsn, make_settings(), stats_interval=0)
+        crashed = BacklogStore(pg_dsn, make_settings())
         await crashed.start()
         try:
-            await backlog.import_references([ImportRow(line=1, id="c0", reference="again")],
+            await backlog.store.import_references([ImportRow(line=1, id="c0", reference="again")],
                                             force=True)  # c0 is leased: refused
             for r in mine:
-                assert await backlog.release(r.id)
+                assert await backlog.store.release(r.id)
             leased = await crashed.claim_annotated(100, lease_seconds=0.05)
             assert {r.id for r in leased} == ids_mine
             await asyncio.sleep(0.2)

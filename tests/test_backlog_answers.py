@@ -11,18 +11,15 @@ import asyncpg
 import pytest
 from test_backlog import fetch, scored
 
-from monitor.commands.backlog import parse_csv, parse_jsonl
+from monitor.backlog.annotations import parse_csv, parse_jsonl
+from monitor.backlog.entries import is_control
+from monitor.backlog.export import export_rows
+from monitor.backlog.migrations import apply_migrations, migration_files
+from monitor.backlog.reviews import ImportRow, ReviewProblem, VerdictInput
+from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
 from monitor.records import MetricResult
-from monitor.sinks.backlog import (
-    BacklogSink,
-    ImportRow,
-    ReviewProblem,
-    VerdictInput,
-    apply_migrations,
-    is_control,
-    migration_files,
-)
+from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 
 pytestmark = pytest.mark.postgres
@@ -38,7 +35,7 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
     faithful = scored("a1", Q, faithfulness=0.9, response="Above $100.")
     faithful.results["response_relevancy"] = MetricResult(metric="response_relevancy", score=0.1)
     await backlog.write([faithful])
-    first = await backlog.get("a1")
+    first = await backlog.store.get("a1")
     assert first is not None and first.version == 1
     # later a hallucinated answer to the same question: the row keeps both answers
     await backlog.write([scored("a2", Q.upper(), response="Never, receipts are optional.")])
@@ -48,12 +45,12 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
     await backlog.write([scored("a3", Q, response="never receipts are optional")])
     await backlog.write([scored("a2", Q.upper(), response="Never, receipts are optional.")])
 
-    row = await backlog.get("a1")
+    row = await backlog.store.get("a1")
     assert row is not None
     assert row.version > first.version  # a new answer (and reason): a reviewer must see it
     version = row.version
     await backlog.write([scored("a4", Q, response="Never, receipts are optional!")])
-    row = await backlog.get("a1")
+    row = await backlog.store.get("a1")
     assert row is not None
     assert row.version == version  # merged into a known answer: nothing new to review
     assert row.seen_count == 4
@@ -79,13 +76,14 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
 async def test_control_answers_are_never_merged_with_flagged_ones(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(control_share=1.0), Exporter(), stats_interval=0)
+    settings = make_settings(control_share=1.0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         await sink.write([scored("f", Q, response="Same text.")])
         await sink.write([scored("c", Q, response="Same text.", faithfulness=0.95)])
-        row = await sink.get("f")
+        row = await sink.store.get("f")
         assert row is not None
         assert [(a.interaction_id, a.reasons) for a in row.answers] == [
             ("f", ["hallucination"]),
@@ -94,7 +92,7 @@ async def test_control_answers_are_never_merged_with_flagged_ones(
         # a control answer stands for 1/(p * share) interactions: here share = 1
         assert row.answers[1].weight == pytest.approx(10.0)
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 async def test_review_saves_verdicts_reference_and_note_with_versions(
@@ -102,9 +100,9 @@ async def test_review_saves_verdicts_reference_and_note_with_versions(
 ) -> None:
     await backlog.write([scored("r1", Q, response="Always.")])
     await backlog.write([scored("r2", Q, response="Never.")])
-    row = await backlog.get("r1")
+    row = await backlog.store.get("r1")
     assert row is not None
-    version = await backlog.review(
+    version = await backlog.store.review(
         "r1",
         version=row.version,
         reviewer="ana",
@@ -116,7 +114,7 @@ async def test_review_saves_verdicts_reference_and_note_with_versions(
         note="checked the policy",
     )
     assert version == row.version + 1
-    saved = await backlog.get("r1")
+    saved = await backlog.store.get("r1")
     assert saved is not None
     assert saved.status == "annotated"
     assert saved.reference == "Above $100, [EMAIL] knows."  # redacted like everything stored
@@ -128,26 +126,28 @@ async def test_review_saves_verdicts_reference_and_note_with_versions(
     ]
     # a stale version is refused and changes nothing
     with pytest.raises(ReviewProblem) as stale:
-        await backlog.review(
+        await backlog.store.review(
             "r1", version=row.version, reviewer="bo",
             verdicts=[VerdictInput("hallucination", "unsure", "r1")],
         )
     assert stale.value.kind == "stale"
     # a later verdict supersedes the earlier one; the history stays
-    await backlog.review(
+    await backlog.store.review(
         "r1", version=version, reviewer="bo",
         verdicts=[VerdictInput("hallucination", "unsure", "r1")],
     )
-    again = await backlog.get("r1")
+    again = await backlog.store.get("r1")
     assert again is not None and again.answers[0].verdicts[0].verdict == "unsure"
     history = await fetch(pg_dsn, "SELECT count(*) AS n FROM backlog_verdicts")
     assert history[0]["n"] == 3
-    assert await backlog.verdict_counts() == {
+    assert await backlog.store.verdict_counts() == {
         ("hallucination", "confirmed"): 1,
         ("hallucination", "false_alarm"): 1,
         ("hallucination", "unsure"): 1,
     }
-    jsonl = [json.loads(line) async for line in backlog.export("annotated", "jsonl")]
+    jsonl = [
+        json.loads(line) async for line in export_rows(backlog.store.rows("annotated"), "jsonl")
+    ]
     assert jsonl[0]["answers"][1]["verdicts"][0]["verdict"] == "false_alarm"
     assert jsonl[0]["answers"][0]["statements"][0]["verdict"] == 0
     assert jsonl[0]["note"] == "checked the policy"
@@ -166,9 +166,11 @@ async def test_review_names_the_bad_field_and_stores_nothing(
 ) -> None:
     await backlog.write([scored("v1", Q)])
     with pytest.raises(ReviewProblem) as bad:
-        await backlog.review("v1", version=1, reviewer="ana", reference="ref", verdicts=[verdict])
+        await backlog.store.review(
+            "v1", version=1, reviewer="ana", reference="ref", verdicts=[verdict]
+        )
     assert (bad.value.kind, bad.value.field) == ("invalid", field)
-    row = await backlog.get("v1")
+    row = await backlog.store.get("v1")
     assert row is not None and (row.version, row.reference, row.status) == (1, None, "pending")
     assert (await fetch(pg_dsn, "SELECT count(*) AS n FROM backlog_verdicts"))[0]["n"] == 0
 
@@ -176,18 +178,18 @@ async def test_review_names_the_bad_field_and_stores_nothing(
 async def test_review_respects_the_row_status(backlog: BacklogSink) -> None:
     await backlog.write([scored("s1", "q one"), scored("s2", "q two")])
     with pytest.raises(ReviewProblem) as missing:
-        await backlog.review("nope", version=1, reviewer="ana")
+        await backlog.store.review("nope", version=1, reviewer="ana")
     assert missing.value.kind == "not_found"
-    version = await backlog.review("s1", version=1, reviewer="ana", discard=True)
-    row = await backlog.get("s1")
+    version = await backlog.store.review("s1", version=1, reviewer="ana", discard=True)
+    row = await backlog.store.get("s1")
     assert row is not None and row.status == "discarded" and row.version == version == 2
     with pytest.raises(ReviewProblem) as refused:
-        await backlog.review("s1", version=2, reviewer="ana", reference="a reference")
+        await backlog.store.review("s1", version=2, reviewer="ana", reference="a reference")
     assert refused.value.kind == "conflict"
-    await backlog.import_references([ImportRow(line=1, id="s2", reference="ref")])
-    assert [r.id for r in await backlog.claim_annotated(5)] == ["s2"]
+    await backlog.store.import_references([ImportRow(line=1, id="s2", reference="ref")])
+    assert [r.id for r in await backlog.store.claim_annotated(5)] == ["s2"]
     with pytest.raises(ReviewProblem) as busy:
-        await backlog.review("s2", version=2, reviewer="ana", reference="other")
+        await backlog.store.review("s2", version=2, reviewer="ana", reference="other")
     assert busy.value.kind == "conflict"
 
 
@@ -201,12 +203,12 @@ async def test_import_takes_verdicts_and_skips_blank_csv_rows(backlog: BacklogSi
         )
     )
     assert "verdicts[0]: verdict must be one of" in str(rows[1].error)
-    report = await backlog.import_references(rows)
+    report = await backlog.store.import_references(rows)
     assert report.changed == []  # verdicts alone annotate nothing
     assert report.verdicts == 1
     assert [(line, rid) for line, rid, _ in report.rejected] == [(2, "i1"), (3, "i1")]
     assert "not flagged for 'low_utility'" in report.rejected[1][2]
-    row = await backlog.get("i0")
+    row = await backlog.store.get("i0")
     assert row is not None and row.answers[0].verdicts[0].reviewer == "import"
 
     table = (
@@ -216,12 +218,12 @@ async def test_import_takes_verdicts_and_skips_blank_csv_rows(backlog: BacklogSi
         'i2,pending,,"[{""reason"": ""hallucination"", ""verdict"": ""false_alarm""}]",seen\n'
         ",,,,\n"
     )
-    report = await backlog.import_references(parse_csv(table))
+    report = await backlog.store.import_references(parse_csv(table))
     assert report.changed == [(3, "i1", "pending")]
     assert report.skipped == [(2, "i0")]
     assert report.rejected == []
     assert report.verdicts == 1
-    row = await backlog.get("i2")
+    row = await backlog.store.get("i2")
     assert row is not None and row.status == "pending" and row.review_note == "seen"
 
 
@@ -264,10 +266,11 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     pg_dsn: str, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    sink = BacklogSink(pg_dsn, make_settings(control_share=0.5), stats_interval=0)
+    settings = make_settings(control_share=0.5)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
     await sink.start()
     try:
-        await sink.migrate()
+        await sink.store.migrate()
         flagged = [scored(f"f{i}", f"flagged {i}") for i in range(4)]
         controls = [
             scored(f"c{i}", f"fine {i}", faithfulness=0.9)
@@ -275,17 +278,17 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
             if is_control(f"c{i}", 0.5)
         ][:4]
         await sink.write([*flagged, *controls])
-        assert (await sink.calibration()).calibrated_rate is None
+        assert (await sink.store.calibration()).calibrated_rate is None
         for i, verdict in enumerate(["confirmed", "confirmed", "confirmed", "false_alarm"]):
-            await sink.review(f"f{i}", version=1, reviewer="ana",
+            await sink.store.review(f"f{i}", version=1, reviewer="ana",
                               verdicts=[VerdictInput("hallucination", verdict)])
         for i, control in enumerate(controls):
-            await sink.review(control.interaction.id, version=1, reviewer="ana",
+            await sink.store.review(control.interaction.id, version=1, reviewer="ana",
                               verdicts=[VerdictInput("control", "confirmed" if i == 0 else
                                                      "false_alarm")])
-        result = await sink.calibration()
+        result = await sink.store.calibration()
     finally:
-        await sink.close()
+        await sink.aclose()
     # weights: flagged 1/0.1 each (40), controls 1/(0.1 * 0.5) each (80)
     assert result.raw_rate == pytest.approx(40 / 120)
     assert result.flag_precision == {"hallucination": 0.75}
@@ -311,10 +314,9 @@ async def test_calibration_series_are_refreshed_from_postgres(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     exporter = Exporter()
-    sink = BacklogSink(
-        pg_dsn, make_settings(migrate_on_start=True), exporter,
-        stats_interval=0.05, calibration_interval=0.05,
-    )
+    settings = make_settings(migrate_on_start=True)
+    store = BacklogStore(pg_dsn, settings)
+    sink = BacklogSink(store, settings, exporter, stats_interval=0.05, calibration_interval=0.05)
     await sink.start()
 
     def sample(name: str, **labels: str) -> float | None:
@@ -327,9 +329,9 @@ async def test_calibration_series_are_refreshed_from_postgres(
         # no verdicts yet: the series are absent, not 0
         assert sample("rag_monitor_flag_precision", reason="hallucination") is None
         assert sample("rag_monitor_hallucination_rate_calibrated") is None
-        await sink.review("m1", version=1, reviewer="ana",
+        await sink.store.review("m1", version=1, reviewer="ana",
                           verdicts=[VerdictInput("hallucination", "confirmed")])
-        await sink.review("m2", version=1, reviewer="ana",
+        await sink.store.review("m2", version=1, reviewer="ana",
                           verdicts=[VerdictInput("hallucination", "false_alarm")])
         for _ in range(400):  # a shared, busy machine: up to 20 s
             # a refresh may land between the two reviews: wait for one that saw both
@@ -344,7 +346,7 @@ async def test_calibration_series_are_refreshed_from_postgres(
         ) == 1
         assert sample("rag_monitor_hallucination_rate_calibrated") is None  # no controls
     finally:
-        await sink.close()
+        await sink.aclose()
 
 
 async def test_a_filled_in_csv_export_with_blank_rows_imports_cleanly(
@@ -381,9 +383,12 @@ async def test_saving_the_shown_verdicts_again_records_nothing(
 ) -> None:
     await backlog.write([scored("s1", Q)])
     same = [VerdictInput("hallucination", "confirmed", "s1")]
-    version = await backlog.review("s1", version=1, reviewer="ana", verdicts=same)
+    version = await backlog.store.review("s1", version=1, reviewer="ana", verdicts=same)
     # bo opens the row (ana's verdict pre-checked) and saves it unchanged
-    assert await backlog.review("s1", version=version, reviewer="bo", verdicts=same) == version
+    assert (
+        await backlog.store.review("s1", version=version, reviewer="bo", verdicts=same)
+        == version
+    )
     rows = await fetch(pg_dsn, "SELECT reviewer FROM backlog_verdicts")
     assert [r["reviewer"] for r in rows] == ["ana"]
 

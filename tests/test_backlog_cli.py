@@ -15,11 +15,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from monitor.backlog.annotations import parse_csv, parse_jsonl
+from monitor.backlog.migrations import migration_files
+from monitor.backlog.store import BacklogStore
 from monitor.cli import main
-from monitor.commands.backlog import parse_csv, parse_jsonl
 from monitor.config import Settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
-from monitor.sinks.backlog import BacklogSink, migration_files
+from monitor.sinks.backlog import BacklogSink
 from tests.support.judge_server import JudgeServer
 
 SettingsFactory = Callable[..., Settings]
@@ -62,7 +64,7 @@ def run_cli(argv: list[str]) -> int:
 
 def seed(dsn: str, settings: Settings, n: int) -> None:
     async def go() -> None:
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        sink = BacklogSink(BacklogStore(dsn, settings), settings, stats_interval=0)
         await sink.start()
         try:
             await sink.write(
@@ -82,7 +84,7 @@ def seed(dsn: str, settings: Settings, n: int) -> None:
                 ]
             )
         finally:
-            await sink.close()
+            await sink.aclose()
 
     asyncio.run(go())
 
@@ -250,17 +252,17 @@ def test_import_rejects_bad_lines_one_by_one(
 
     # evaluated rows need --force
     async def evaluate(row_id: str) -> None:
-        sink = BacklogSink(cli_dsn, make_settings(), stats_interval=0)
-        await sink.start()
+        store = BacklogStore(cli_dsn, make_settings())
+        await store.start()
         try:
-            claimed = await sink.claim_annotated(10)
+            claimed = await store.claim_annotated(10)
             for row in claimed:
                 if row.id == row_id:
-                    assert await sink.store_offline(row.id, {"context_recall": 1.0}, {})
+                    assert await store.store_offline(row.id, {"context_recall": 1.0}, {})
                 else:
-                    assert await sink.release(row.id)
+                    assert await store.release(row.id)
         finally:
-            await sink.close()
+            await store.close()
 
     asyncio.run(evaluate("id-0"))
     table = tmp_path / "refs.csv"

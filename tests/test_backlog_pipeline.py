@@ -390,7 +390,8 @@ async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
 
     from structlog.testing import capture_logs
 
-    from monitor.sinks.backlog import BacklogSink, migration_files
+    from monitor.backlog.migrations import migration_files
+    from monitor.backlog.store import BacklogStore
 
     def readyz(port: int) -> tuple[int, dict[str, Any]]:
         try:
@@ -413,11 +414,11 @@ async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
             assert len(said) == 1 and said[0]["missing"] == bundled
             assert (await asyncio.to_thread(readyz, parts.server.port))[0] == 503
             assert len([e for e in logs if "rag-monitor migrate" in e["event"]]) == 1  # once
-            sink = BacklogSink(pg_dsn, settings, stats_interval=0)
-            await sink.start()
+            store = BacklogStore(pg_dsn, settings)
+            await store.start()
             try:
-                await sink.migrate()
+                await store.migrate()
             finally:
-                await sink.close()
+                await store.close()
             status, body = await asyncio.to_thread(readyz, parts.server.port)
             assert status == 200 and body["checks"]["schema"] is True

@@ -14,6 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
 from monitor.demo.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
@@ -48,10 +49,8 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
 ) -> None:
     exporter = Exporter()
     settings = Settings(control_share=0.0, migrate_on_start=True)
-    sink = BacklogSink(
-        own_postgres.dsn, settings, exporter, stats_interval=0, connect_timeout=1.0,
-        command_timeout=5.0,
-    )
+    store = BacklogStore(own_postgres.dsn, settings, connect_timeout=1.0, command_timeout=5.0)
+    sink = BacklogSink(store, settings, exporter, stats_interval=0)
     await sink.start()
     batches = [
         [record(b * BATCH_SIZE + k) for k in range(BATCH_SIZE)] for b in range(BATCHES)
@@ -89,7 +88,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
     try:
         await asyncio.wait_for(asyncio.gather(produce(), outage()), timeout=120)
     finally:
-        await sink.close()
+        await sink.aclose()
 
     assert retries > 0
     errors = exporter.registry.get_sample_value("rag_monitor_backlog_write_errors_total")

@@ -10,7 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from monitor.commands.offline import run_offline
+from monitor.backlog.reviews import ImportRow
+from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings
 from monitor.offline import (
     NOISE_IRRELEVANT,
@@ -20,9 +21,10 @@ from monitor.offline import (
     diagnose,
     noise_modes,
     offline_scores,
+    run_offline,
 )
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
-from monitor.sinks.backlog import BacklogSink, ImportRow
+from monitor.sinks.backlog import BacklogSink
 from tests.support.judge_server import JudgeServer
 
 SettingsFactory = Callable[..., Settings]
@@ -137,7 +139,7 @@ async def seed(sink: BacklogSink, n: int, *, annotate: bool = True) -> list[str]
     await sink.write(records)
     ids = [r.interaction.id for r in records]
     if annotate:
-        report = await sink.import_references(
+        report = await sink.store.import_references(
             ImportRow(line=i + 1, id=rid, reference=RELEVANT) for i, rid in enumerate(ids)
         )
         assert not report.rejected
@@ -185,7 +187,7 @@ async def test_two_runners_in_parallel_score_every_row_exactly_once(
     assert {(r["status"], r["evaluation_count"]) for r in rows} == {("evaluated", 1)}
     assert sorted(r["id"] for r in rows) == sorted(ids)
 
-    row = await backlog.get("row-0")
+    row = await backlog.store.get("row-0")
     assert row is not None and row.offline_scores is not None
     assert set(row.offline_scores) == {
         "context_precision",
@@ -213,7 +215,7 @@ async def test_two_runners_in_parallel_score_every_row_exactly_once(
         for rule_ids in report.rule_ids.values():
             assert set(rule_ids) <= set(ids)
             assert ", ".join(sorted(rule_ids)[:20]) in report.render()
-    assert (await backlog.stats()).counts["evaluated"] == len(ids)
+    assert (await backlog.store.stats()).counts["evaluated"] == len(ids)
 
 
 @pytest.mark.postgres
@@ -221,7 +223,7 @@ async def test_a_crashed_runners_rows_come_back(
     backlog: BacklogSink, pg_dsn: str, judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     await seed(backlog, 4)
-    crashed = BacklogSink(pg_dsn, make_settings(), stats_interval=0)
+    crashed = BacklogStore(pg_dsn, make_settings())
     await crashed.start()
     loop = asyncio.get_running_loop()
     try:
@@ -236,7 +238,7 @@ async def test_a_crashed_runners_rows_come_back(
     await asyncio.sleep(max(0.0, claimed_at + 3.2 - loop.time()))
     report = await run_offline(settings, judge_kind="llm", batch=2, limit=10)
     assert report.evaluated == 3
-    assert (await backlog.stats()).counts["evaluated"] == 4
+    assert (await backlog.store.stats()).counts["evaluated"] == 4
 
 
 @pytest.mark.postgres
@@ -248,7 +250,7 @@ async def test_budget_exhaustion_stops_and_hands_rows_back(
     report = await run_offline(settings, judge_kind="llm", batch=2)
     assert report.stopped is not None and "budget" in report.stopped
     assert report.released >= 1
-    stats = await backlog.stats()
+    stats = await backlog.store.stats()
     assert stats.counts["evaluating"] == 0
     assert stats.counts["evaluated"] == report.evaluated < 6
     assert stats.counts["annotated"] == 6 - report.evaluated
@@ -266,7 +268,7 @@ async def test_limit_and_metric_selection(
     )
     assert report.evaluated == 3
     assert list(report.metrics)[:1] == ["context_recall"]
-    evaluated = [r async for r in backlog.rows("evaluated")]
+    evaluated = [r async for r in backlog.store.rows("evaluated")]
     assert len(evaluated) == 3
     assert all(set(r.offline_scores or {}) == {"context_recall"} for r in evaluated)
 
@@ -276,9 +278,8 @@ async def test_unreachable_postgres_is_reported(
     judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
     from monitor.demo.postgres import free_port
-    from monitor.sinks import SinkError
 
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
-    with pytest.raises(SinkError) as failed:
+    with pytest.raises(StoreError) as failed:
         await run_offline(offline_settings(make_settings, dsn, judge_server), judge_kind="llm")
     assert failed.value.retryable

@@ -214,6 +214,9 @@ class Recorded:
     async def flush(self) -> None:
         return None
 
+    async def aclose(self) -> None:
+        return None
+
 
 async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
     broker: Broker, topic: Topic, judge_server: JudgeServer

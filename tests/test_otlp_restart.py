@@ -16,11 +16,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from monitor.backlog.export import export_rows
+from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
 from monitor.demo.broker import Broker, free_port
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.kafka.topics import committed_offsets, produce
-from monitor.sinks.backlog import BacklogSink
 from tests.fixtures.kafka import Topic
 from tests.support.judge_server import JudgeServer
 from tests.support.records import interaction
@@ -134,13 +135,13 @@ async def test_sigkill_mid_trace_then_restart_loses_nothing_and_stores_each_trac
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions == {p: 10 for p in range(4)}
     # the export carries the links too (jsonl and csv)
-    sink = BacklogSink(pg_dsn, Settings(), stats_interval=0)
-    await sink.start()
+    store = BacklogStore(pg_dsn, Settings())
+    await store.start()
     try:
-        lines = [json.loads(line) async for line in sink.export(None, "jsonl")]
-        csv_lines = [line async for line in sink.export(None, "csv")]
+        lines = [json.loads(line) async for line in export_rows(store.rows(None), "jsonl")]
+        csv_lines = [line async for line in export_rows(store.rows(None), "csv")]
     finally:
-        await sink.close()
+        await store.close()
     assert {line["trace_id"] for line in lines} == set(questions)
     assert all(line["span_id"] for line in lines)
     assert all(any(t in line for line in csv_lines) for t in questions)

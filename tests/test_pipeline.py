@@ -210,6 +210,9 @@ class FlakySink:
     async def flush(self) -> None:
         return None
 
+    async def aclose(self) -> None:
+        return None
+
 
 async def test_sink_failure_holds_offsets_until_the_sink_recovers(
     broker: Broker, topic: Topic, judge_server: JudgeServer

@@ -503,6 +503,7 @@ def _flagged_record(rid: str) -> ScoredRecord:
 @pytest.mark.postgres
 async def test_backlog_workflow_commands_run(tmp_path: Path, pg_dsn: str) -> None:
     """migrate → stats → export → import → offline, as the README shows them, for real."""
+    from monitor.backlog.store import BacklogStore
     from monitor.sinks.backlog import BacklogSink
 
     order = ["migrate", "backlog stats", "backlog export", "backlog import", "offline"]
@@ -515,12 +516,13 @@ async def test_backlog_workflow_commands_run(tmp_path: Path, pg_dsn: str) -> Non
         name = step_name(c)
         if name == "backlog stats":
             # something to look at: one flagged interaction, written by the real sink
-            sink = BacklogSink(pg_dsn, Settings(control_share=0.0), stats_interval=0)
+            settings = Settings(control_share=0.0)
+            sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
             await sink.start()
             try:
                 await sink.write([_flagged_record("readme-1")])
             finally:
-                await sink.close()
+                await sink.aclose()
         if name == "backlog import":
             exported = next(a for a in _exports(commands))
             rows = [json.loads(line) for line in (tmp_path / exported).read_text().splitlines()]

@@ -10,7 +10,8 @@ import aiohttp
 import pytest
 from test_backlog import fetch, scored
 
-from monitor.review.app import ReviewApp, TokenError, parse_tokens
+from monitor.review.app import ReviewApp
+from monitor.review.auth import TokenError, parse_tokens
 from monitor.sinks.backlog import BacklogSink
 
 pytestmark = pytest.mark.postgres
@@ -21,7 +22,7 @@ XSS_IMG = "<img src=x onerror=\"document.title='pwned'\">"
 
 @pytest.fixture
 async def app(backlog: BacklogSink) -> AsyncIterator[ReviewApp]:
-    review = ReviewApp(backlog)
+    review = ReviewApp(backlog.store)
     await review.start("127.0.0.1", 0)
     try:
         yield review
@@ -48,7 +49,7 @@ async def test_rows_are_keyset_paged_and_filtered(
     app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
 ) -> None:
     await seed_rows(backlog, 7)
-    await backlog.discard(["row-03"])
+    await backlog.store.discard(["row-03"])
     seen: list[str] = []
     cursor = None
     pages = 0
@@ -201,7 +202,7 @@ async def test_form_save_works_without_javascript_and_needs_its_csrf_token(
     async with http.post(url, data=form, allow_redirects=False) as r:
         assert r.status == 303
         assert r.headers["Location"] == "/rows/row-00"  # the next (older) row
-    row = await backlog.get("row-01")
+    row = await backlog.store.get("row-01")
     assert row is not None and row.reference == "A reference." and row.status == "annotated"
     assert row.answers[0].verdicts[0].verdict == "false_alarm"
     # the same form again: its version is stale now
@@ -218,9 +219,9 @@ async def test_tokens_are_required_off_loopback_and_name_the_reviewer(
     await seed_rows(backlog, 1)
     token = "s3cret-token-of-ana-0123"
     with pytest.raises(TokenError, match="without RAG_MONITOR_REVIEW_TOKENS"):
-        await ReviewApp(backlog).start("0.0.0.0", 0)
+        await ReviewApp(backlog.store).start("0.0.0.0", 0)
     caplog.set_level(logging.DEBUG)
-    app = ReviewApp(backlog, tokens=parse_tokens(f"ana:{token}, bo:another-token-0123456"))
+    app = ReviewApp(backlog.store, tokens=parse_tokens(f"ana:{token}, bo:another-token-0123456"))
     await app.start("0.0.0.0", 0)
     try:
         for path in ("/", "/rows/row-00", "/api/rows", "/api/calibration"):
@@ -240,7 +241,7 @@ async def test_tokens_are_required_off_loopback_and_name_the_reviewer(
             ]},
         ) as r:
             assert r.status == 200  # a bearer token is no cookie: no CSRF header needed
-        row = await backlog.get("row-00")
+        row = await backlog.store.get("row-00")
         assert row is not None and row.answers[0].verdicts[0].reviewer == "ana"
     finally:
         await app.stop()

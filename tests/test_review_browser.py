@@ -17,9 +17,11 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from test_backlog import fetch, scored
 from test_review_api import XSS_IMG, XSS_SCRIPT
 
+from monitor.backlog.reviews import VerdictInput
 from monitor.records import MetricResult
-from monitor.review.app import ReviewApp, parse_tokens
-from monitor.sinks.backlog import BacklogSink, VerdictInput
+from monitor.review.app import ReviewApp
+from monitor.review.auth import parse_tokens
+from monitor.sinks.backlog import BacklogSink
 
 pytestmark = pytest.mark.postgres
 
@@ -53,7 +55,7 @@ async def browser() -> AsyncIterator[Browser]:
 
 @pytest.fixture
 async def app(backlog: BacklogSink) -> AsyncIterator[ReviewApp]:
-    review = ReviewApp(backlog)
+    review = ReviewApp(backlog.store)
     await review.start("127.0.0.1", 0)
     try:
         yield review
@@ -159,9 +161,9 @@ async def test_a_stale_save_shows_the_conflict(
     page = await browser.new_page()
     await page.goto(base(app) + "/rows/old")
     # another reviewer saves first
-    row = await backlog.get("old")
+    row = await backlog.store.get("old")
     assert row is not None
-    await backlog.review("old", version=row.version, reviewer="bo", reference="25 days.",
+    await backlog.store.review("old", version=row.version, reviewer="bo", reference="25 days.",
                          verdicts=[VerdictInput("hallucination", "false_alarm")])
     await page.keyboard.press("1")
     await page.keyboard.press("Control+Enter")
@@ -172,12 +174,12 @@ async def test_a_stale_save_shows_the_conflict(
     await expect(page.locator("#version-shown")).to_have_text(str(row.version + 1))
     await shot(page, tmp_path, "conflict")
     assert page.url.endswith("/rows/old")  # nothing was saved, the page stays
-    kept = await backlog.get("old")
+    kept = await backlog.store.get("old")
     assert kept is not None and kept.answers[0].verdicts[0].reviewer == "bo"
     # saving again on purpose replaces the verdict
     await page.keyboard.press("Control+Enter")
     await page.wait_for_url(base(app) + "/")
-    kept = await backlog.get("old")
+    kept = await backlog.store.get("old")
     assert kept is not None and kept.answers[0].verdicts[0].verdict == "confirmed"
 
 
@@ -193,7 +195,7 @@ async def test_saving_works_without_javascript(
     await page.get_by_role("button", name="Save").click()
     await page.wait_for_url("**/rows/old?saved=2")
     await expect(page.locator("#banner")).to_contain_text("Saved (version 2)")
-    row = await backlog.get("old")
+    row = await backlog.store.get("old")
     assert row is not None and row.reference == "25 days, plus public holidays."
     assert row.answers[0].verdicts[0].verdict == "confirmed"
     await context.close()
@@ -225,7 +227,7 @@ async def test_a_missing_token_gets_401_off_loopback(
 ) -> None:
     await seed(backlog)
     token = "ana-token-0123456789"
-    app = ReviewApp(backlog, tokens=parse_tokens(f"ana:{token}"))
+    app = ReviewApp(backlog.store, tokens=parse_tokens(f"ana:{token}"))
     await app.start("0.0.0.0", 0)  # not loopback: tokens required; we connect on loopback
     try:
         page = await browser.new_page()
@@ -244,7 +246,7 @@ async def test_a_missing_token_gets_401_off_loopback(
         await page.keyboard.press("2")
         await page.keyboard.press("Control+Enter")
         await page.wait_for_url(base(app) + "/")
-        row = await backlog.get("old")
+        row = await backlog.store.get("old")
         assert row is not None and row.answers[0].verdicts[0].reviewer == "ana"
         bearer = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {token}"})
         response = await (await bearer.new_page()).goto(base(app) + "/api/rows")

@@ -15,7 +15,7 @@ A line may also carry reviewer ``verdicts`` (a JSON list of
 and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
 counted, not rejected (a filled-in export leaves most rows blank).
 
-`stats` also prints the calibrated hallucination rate (`monitor.review.calibration`).
+`stats` also prints the calibrated hallucination rate (`monitor.backlog.calibration`).
 
 Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
 discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
@@ -27,31 +27,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import csv
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO, cast
 
+from monitor.backlog.annotations import read_annotations
+from monitor.backlog.calibration import Calibration
+from monitor.backlog.export import EXPORT_FORMATS, ExportFormat, export_rows
+from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schema
+from monitor.backlog.reviews import ImportReport
+from monitor.backlog.rows import EVALUATING, STATUSES
+from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
-from monitor.review.calibration import Calibration
-from monitor.sinks import SinkError
-from monitor.sinks.backlog import (
-    EVALUATING,
-    EXPORT_FORMATS,
-    STATUSES,
-    VERDICTS,
-    BacklogSink,
-    ExportFormat,
-    ImportReport,
-    ImportRow,
-    MigrationError,
-    VerdictInput,
-)
-from monitor.sinks.schema import SchemaBehind, check_schema
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -94,129 +84,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     discard.set_defaults(handler=_discard)
 
 
-# --- reading annotation files (pure)
-
-
-def read_annotations(path: Path, fmt: str = "auto") -> list[ImportRow]:
-    """The rows of an annotation file; unreadable lines become rows with ``error`` set."""
-    text = path.read_text(encoding="utf-8-sig", errors="strict")
-    if fmt == "auto":
-        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    return list(parse_csv(text) if fmt == "csv" else parse_jsonl(text))
-
-
-def parse_jsonl(text: str) -> Iterator[ImportRow]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield ImportRow(line=number, error=f"broken JSON: {exc.msg} at column {exc.colno}")
-            continue
-        if not isinstance(data, dict):
-            yield ImportRow(line=number, error="not a JSON object")
-            continue
-        yield _row(
-            number, data.get("id"), data.get("reference"), data.get("verdicts"), data.get("note")
-        )
-
-
-def parse_csv(text: str) -> Iterator[ImportRow]:
-    reader = csv.reader(text.splitlines(keepends=True), strict=True)
-    start = 1
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        yield ImportRow(line=1, error=f"broken CSV header: {exc}")
-        return
-    columns = [h.strip().lower() for h in header]
-    if "id" not in columns or "reference" not in columns:
-        yield ImportRow(line=1, error="CSV header must name the columns id and reference")
-        return
-    id_at, ref_at = columns.index("id"), columns.index("reference")
-    verdicts_at = columns.index("verdicts") if "verdicts" in columns else None
-    note_at = columns.index("note") if "note" in columns else None
-    start = reader.line_num + 1
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield ImportRow(line=start, error=f"broken CSV row: {exc}")
-            start = reader.line_num + 1
-            continue
-        line, start = start, reader.line_num + 1
-        if not any(f.strip() for f in fields):
-            continue
-        if len(fields) != len(columns):
-            yield ImportRow(
-                line=line, error=f"broken CSV row: {len(fields)} fields, header has {len(columns)}"
-            )
-            continue
-        verdicts_text = fields[verdicts_at].strip() if verdicts_at is not None else ""
-        if not fields[ref_at].strip() and not verdicts_text:
-            yield ImportRow(line=line, id=fields[id_at].strip() or None, blank=True)
-            continue
-        verdicts: object = None
-        if verdicts_text:
-            try:
-                verdicts = json.loads(verdicts_text)
-            except json.JSONDecodeError as exc:
-                problem = f"verdicts: broken JSON: {exc.msg}"
-                yield ImportRow(line=line, id=fields[id_at], error=problem)
-                continue
-        note = fields[note_at] if note_at is not None and fields[note_at].strip() else None
-        yield _row(line, fields[id_at], fields[ref_at] or None, verdicts, note)
-
-
-def _row(
-    line: int, rid: object, reference: object, verdicts: object = None, note: object = None
-) -> ImportRow:
-    if not isinstance(rid, str) or not rid.strip():
-        return ImportRow(line=line, error="missing id (a non-empty string)")
-    if reference is not None and not isinstance(reference, str):
-        return ImportRow(line=line, id=rid, error="reference must be a string")
-    if note is not None and not isinstance(note, str):
-        return ImportRow(line=line, id=rid, error="note must be a string")
-    parsed: list[VerdictInput] = []
-    if verdicts is not None:
-        if not isinstance(verdicts, list):
-            return ImportRow(line=line, id=rid, error="verdicts must be a list")
-        for i, item in enumerate(verdicts):
-            problem = verdict_problem(item)
-            if problem is not None:
-                return ImportRow(line=line, id=rid, error=f"verdicts[{i}]: {problem}")
-            parsed.append(
-                VerdictInput(
-                    reason=item["reason"],
-                    verdict=item["verdict"],
-                    interaction_id=item.get("interaction_id"),
-                )
-            )
-    return ImportRow(
-        line=line, id=rid, reference=reference, verdicts=tuple(parsed), note=note
-    )
-
-
-def verdict_problem(item: object) -> str | None:
-    """Why ``item`` is not a verdict object (None: it is one)."""
-    if not isinstance(item, dict):
-        return "not an object"
-    for key in ("reason", "verdict"):
-        if not isinstance(item.get(key), str) or not item[key]:
-            return f"{key} must be a non-empty string"
-    if item["verdict"] not in VERDICTS:
-        return f"verdict must be one of {', '.join(VERDICTS)}"
-    answer = item.get("interaction_id")
-    if answer is not None and not isinstance(answer, str):
-        return "interaction_id must be a string"
-    return None
-
-
 def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
     for line, rid, before in report.changed:
         print(f"line {line}: {rid}: {before} -> annotated", file=out)
@@ -251,8 +118,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
     if dsn is None:
         return EXIT_USAGE
     try:
-        return asyncio.run(_with_sink(dsn, settings, args, action))
-    except SinkError as exc:
+        return asyncio.run(_with_store(dsn, settings, args, action))
+    except StoreError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except MigrationError as exc:
@@ -263,32 +130,32 @@ def _run(args: argparse.Namespace, action: str) -> int:
         return EXIT_SCHEMA
 
 
-async def _with_sink(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
-    sink = BacklogSink(dsn, settings, stats_interval=0)
-    await sink.start()
+async def _with_store(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
+    store = BacklogStore(dsn, settings)
+    await store.start()
     try:
         if action == "migrate":
-            applied = await sink.migrate()
+            applied = await store.migrate()
             print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
             return EXIT_OK
-        await check_schema(sink)
+        await check_schema(store)
         if action == "stats":
-            return await _print_stats(sink, bool(args.json))
+            return await _print_stats(store, bool(args.json))
         if action == "export":
-            return await _write_export(sink, args.status, cast(ExportFormat, args.fmt), args.out)
+            return await _write_export(store, args.status, cast(ExportFormat, args.fmt), args.out)
         if action == "import":
-            return await _import_file(sink, Path(args.file), args.fmt, bool(args.force))
-        return await _discard_rows(sink, list(dict.fromkeys(args.ids)))
+            return await _import_file(store, Path(args.file), args.fmt, bool(args.force))
+        return await _discard_rows(store, list(dict.fromkeys(args.ids)))
     finally:
-        await sink.close()
+        await store.close()
 
 
-async def _discard_rows(sink: BacklogSink, ids: list[str]) -> int:
+async def _discard_rows(store: BacklogStore, ids: list[str]) -> int:
     """Discard ``ids``; name those not in the backlog and those being evaluated (kept)."""
-    rows = {rid: await sink.get(rid) for rid in ids}
+    rows = {rid: await store.get(rid) for rid in ids}
     unknown = [rid for rid, row in rows.items() if row is None]
     busy = [rid for rid, row in rows.items() if row is not None and row.status == EVALUATING]
-    changed = await sink.discard([rid for rid in ids if rid not in unknown])
+    changed = await store.discard([rid for rid in ids if rid not in unknown])
     print(f"{changed} row(s) discarded")
     if unknown:
         print(f"rag-monitor: no backlog row with id {', '.join(unknown)}", file=sys.stderr)
@@ -297,9 +164,9 @@ async def _discard_rows(sink: BacklogSink, ids: list[str]) -> int:
     return EXIT_OK if changed == len(ids) else EXIT_REJECTED
 
 
-async def _print_stats(sink: BacklogSink, as_json: bool) -> int:
-    stats = await sink.stats()
-    calibration: Calibration | None = await sink.calibration()
+async def _print_stats(store: BacklogStore, as_json: bool) -> int:
+    stats = await store.stats()
+    calibration: Calibration | None = await store.calibration()
     oldest = stats.oldest_pending.isoformat() if stats.oldest_pending else None
     if as_json:
         print(
@@ -352,9 +219,11 @@ def calibration_lines(cal: Calibration) -> list[str]:
     return lines
 
 
-async def _write_export(sink: BacklogSink, status: str, fmt: ExportFormat, out: str | None) -> int:
+async def _write_export(
+    store: BacklogStore, status: str, fmt: ExportFormat, out: str | None
+) -> int:
     if out is None:
-        async for line in sink.export(status, fmt):
+        async for line in export_rows(store.rows(status), fmt):
             sys.stdout.write(line)
         sys.stdout.flush()
         return EXIT_OK
@@ -364,7 +233,7 @@ async def _write_export(sink: BacklogSink, status: str, fmt: ExportFormat, out: 
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             count = 0
-            async for line in sink.export(status, fmt):
+            async for line in export_rows(store.rows(status), fmt):
                 fh.write(line)
                 count += 1
         os.replace(tmp, target)
@@ -377,13 +246,13 @@ async def _write_export(sink: BacklogSink, status: str, fmt: ExportFormat, out: 
     return EXIT_OK
 
 
-async def _import_file(sink: BacklogSink, path: Path, fmt: str, force: bool) -> int:
+async def _import_file(store: BacklogStore, path: Path, fmt: str, force: bool) -> int:
     try:
         rows = read_annotations(path, fmt)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"rag-monitor: cannot read {path}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    report = await sink.import_references(rows, force=force)
+    report = await store.import_references(rows, force=force)
     print_report(report, sys.stdout, sys.stderr)
     return EXIT_REJECTED if report.rejected else EXIT_OK
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Literal, cast
+from typing import cast
 
-from monitor.budget import TokenBudget
-from monitor.config import Settings, load_settings
-from monitor.judges.factory import JudgeConfigError, build_judge
-from monitor.offline import OfflineReport, OfflineRunner
-from monitor.scoring import OFFLINE_METRICS, Scorer, UnknownMetric, parse_metric_names
-from monitor.sinks import SinkError
-from monitor.sinks.backlog import BacklogSink
-from monitor.sinks.schema import SchemaBehind, check_schema
+from monitor.backlog.migrations import SchemaBehind
+from monitor.backlog.store import StoreError
+from monitor.config import load_settings
+from monitor.judges.factory import JudgeConfigError
+from monitor.offline import run_offline
+from monitor.scoring import OFFLINE_METRICS, UnknownMetric, parse_metric_names
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -79,7 +77,7 @@ def _offline(args: argparse.Namespace) -> int:
     except JudgeConfigError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except SinkError as exc:
+    except StoreError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except SchemaBehind as exc:
@@ -88,44 +86,3 @@ def _offline(args: argparse.Namespace) -> int:
     sys.stdout.write(report.render())
     return EXIT_OK
 
-
-async def run_offline(
-    settings: Settings,
-    *,
-    metrics: list[str] | None = None,
-    judge_kind: Literal["auto", "llm", "local"] = "auto",
-    limit: int | None = None,
-    batch: int = 8,
-    lease_seconds: float = 900.0,
-    progress: bool = False,
-) -> OfflineReport:
-    """One offline run against ``settings.pg_dsn`` (also what the demo calls)."""
-    assert settings.pg_dsn is not None
-    judge = build_judge(
-        settings, kind=judge_kind, gate=TokenBudget(settings.offline_token_budget)
-    )
-    scorer = Scorer(
-        judge,
-        metrics or list(OFFLINE_METRICS),
-        call_pattern=settings.call_pattern,
-        cache_size=settings.judge_cache_size,
-    )
-    sink = BacklogSink(settings.pg_dsn.get_secret_value(), settings, stats_interval=0)
-    await sink.start()
-    try:
-        await check_schema(sink)
-        total = (await sink.stats()).counts["annotated"] if progress else None
-        runner = OfflineRunner(
-            sink,
-            scorer,
-            batch=batch,
-            limit=limit,
-            concurrency=min(settings.judge_concurrency, batch),
-            lease_seconds=lease_seconds,
-            progress=sys.stderr if progress else None,
-            total=total,
-        )
-        return await runner.run()
-    finally:
-        await sink.close()
-        await judge.aclose()

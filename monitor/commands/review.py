@@ -14,10 +14,10 @@ import signal
 import sys
 from typing import cast
 
+from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
-from monitor.review.app import ReviewApp, TokenError, parse_tokens
-from monitor.sinks import SinkError
-from monitor.sinks.backlog import BacklogSink
+from monitor.review.app import ReviewApp
+from monitor.review.auth import TokenError, parse_tokens
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -55,7 +55,7 @@ def _review(args: argparse.Namespace) -> int:
     except TokenError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except SinkError as exc:
+    except StoreError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
 
@@ -75,9 +75,9 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
-    sink = BacklogSink(dsn, settings, stats_interval=0)
-    await sink.start()
-    app = ReviewApp(sink, tokens=tokens)
+    store = BacklogStore(dsn, settings)
+    await store.start()
+    app = ReviewApp(store, tokens=tokens)
     try:
         await app.start(host, port)
         shown = f"[{host}]" if ":" in host else host
@@ -85,7 +85,7 @@ async def serve(
         await stop.wait()
     finally:
         await app.stop()
-        await sink.close()
+        await store.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)

@@ -27,25 +27,26 @@ async def annotate(
     stop: asyncio.Event,
 ) -> None:
     """Write references.jsonl for the pending rows, then import it like `backlog import`."""
-    from monitor.commands.backlog import read_annotations
-    from monitor.sinks.backlog import PENDING, BacklogSink
+    from monitor.backlog.annotations import read_annotations
+    from monitor.backlog.rows import PENDING
+    from monitor.backlog.store import BacklogStore
 
     references = {r.id: r.reference for r in traffic if r.reference}
     path = workdir / "references.jsonl"
-    sink = BacklogSink(dsn, settings, stats_interval=0)
+    store = BacklogStore(dsn, settings)
     try:
-        await until(sink.start(), stop, what="connecting to Postgres")
+        await until(store.start(), stop, what="connecting to Postgres")
         lines = [
             json.dumps({"id": row.id, "reference": references[row.id]}, ensure_ascii=False)
-            async for row in sink.rows(PENDING)
+            async for row in store.rows(PENDING)
             if row.id in references
         ]
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         imported = await until(
-            sink.import_references(read_annotations(path)), stop, what="importing references"
+            store.import_references(read_annotations(path)), stop, what="importing references"
         )
     finally:
-        await sink.close()
+        await store.close()
     if imported.rejected:
         line, rid, reason = imported.rejected[0]
         raise DemoError(f"{path} line {line}: {rid}: {reason}")
@@ -64,14 +65,15 @@ async def play_reviewer(
     ``hallucination`` and ``control``: confirmed when the answer is labelled
     hallucinated; any other reason: confirmed when the label is a bad answer.
     """
+    from monitor.backlog.reviews import VerdictInput
+    from monitor.backlog.store import BacklogStore
     from monitor.flags import CONTROL, HALLUCINATION
-    from monitor.sinks.backlog import BacklogSink, VerdictInput
 
     labels = {r.id: r.label for r in traffic}
-    sink = BacklogSink(dsn, settings, stats_interval=0)
+    store = BacklogStore(dsn, settings)
     try:
-        await until(sink.start(), stop, what="connecting to Postgres")
-        rows = [row async for row in sink.rows()]
+        await until(store.start(), stop, what="connecting to Postgres")
+        rows = [row async for row in store.rows()]
         for row in rows:
             verdicts = []
             for answer in row.answers:
@@ -91,14 +93,14 @@ async def play_reviewer(
                     verdicts.append(VerdictInput(reason, verdict, answer.interaction_id))
             if verdicts:
                 await until(
-                    sink.review(row.id, version=row.version, reviewer="demo", verdicts=verdicts),
+                    store.review(row.id, version=row.version, reviewer="demo", verdicts=verdicts),
                     stop,
                     what="saving verdicts",
                 )
                 report.review_verdicts += len(verdicts)
-        calibration = await until(sink.calibration(), stop, what="calibrating")
+        calibration = await until(store.calibration(), stop, what="calibrating")
     finally:
-        await sink.close()
+        await store.close()
     report.flag_precision = dict(calibration.flag_precision)
     report.flag_reviewed = {
         r: n for r, n in calibration.reviewed.items() if r in calibration.flag_precision
@@ -118,13 +120,13 @@ async def serve_review(
     err: TextIO,
 ) -> None:
     """The review page on the demo's Postgres until Ctrl-C (like --hold, without an end)."""
+    from monitor.backlog.store import BacklogStore
     from monitor.review.app import ReviewApp
-    from monitor.sinks.backlog import BacklogSink
 
-    sink = BacklogSink(dsn, settings, stats_interval=0)
-    app = ReviewApp(sink)
+    store = BacklogStore(dsn, settings)
+    app = ReviewApp(store)
     try:
-        await until(sink.start(), stop, what="connecting to Postgres")
+        await until(store.start(), stop, what="connecting to Postgres")
         try:
             await app.start("127.0.0.1", port)
         except OSError as exc:
@@ -141,14 +143,14 @@ async def serve_review(
         await stop.wait()
     finally:
         await app.stop()
-        await sink.close()
+        await store.close()
 
 
 async def offline(
     settings: Settings, report: DemoReport, stop: asyncio.Event, *, within: float
 ) -> None:
     """The offline metrics on the annotated rows (the code of `rag-monitor offline`)."""
-    from monitor.commands.offline import run_offline
+    from monitor.offline import run_offline
 
     result = await until(
         run_offline(settings, progress=False),
@@ -164,15 +166,15 @@ async def offline(
 
 async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> None:
     """What the backlog holds at the end: rows, interactions, statuses, redacted rows."""
-    from monitor.sinks.backlog import BacklogSink
+    from monitor.backlog.store import BacklogStore
 
-    sink = BacklogSink(dsn, settings, stats_interval=0)
+    store = BacklogStore(dsn, settings)
     try:
-        await sink.start()
-        stats = await sink.stats()
+        await store.start()
+        stats = await store.stats()
         report.backlog_rows = stats.rows
         report.backlog_interactions = stats.interactions
         report.backlog_status = dict(stats.counts)
-        report.redacted_rows = sum([1 async for row in sink.rows() if row.redactions])
+        report.redacted_rows = sum([1 async for row in store.rows() if row.redactions])
     finally:
-        await sink.close()
+        await store.close()

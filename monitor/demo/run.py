@@ -252,19 +252,19 @@ class Demo:
 
     async def _prepare(self, settings: Settings, dsn: str, stop: asyncio.Event) -> None:
         """Topics and migrations."""
+        from monitor.backlog.store import BacklogStore
         from monitor.kafka.topics import create_topics
-        from monitor.sinks.backlog import BacklogSink
 
         servers = settings.kafka_bootstrap_servers
         await until(
             create_topics(servers, {TOPIC: PARTITIONS, DLQ_TOPIC: 1}), stop, what="creating topics"
         )
-        sink = BacklogSink(dsn, settings, stats_interval=0)
+        store = BacklogStore(dsn, settings)
         try:
-            await until(sink.start(), stop, what="connecting to Postgres")
-            await until(sink.migrate(), stop, what="migrating")
+            await until(store.start(), stop, what="connecting to Postgres")
+            await until(store.migrate(), stop, what="migrating")
         finally:
-            await sink.close()
+            await store.close()
 
     async def _produce(
         self, settings: Settings, values: Sequence[tuple[bytes, bytes]], stop: asyncio.Event

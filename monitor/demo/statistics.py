@@ -58,6 +58,9 @@ class Tally:
     async def flush(self) -> None:
         return None
 
+    async def aclose(self) -> None:
+        return None
+
     @property
     def flagged(self) -> int:
         return sum(1 for o in self.outcomes.values() if o.reasons)

@@ -1,0 +1,1 @@
+"""The review web app: routes (`app`), requests (`forms`), reviewer tokens (`auth`), `pages`."""

@@ -1,5 +1,10 @@
 """`rag-monitor review`: the golden-set backlog in a browser, and the JSON API behind it.
 
+This module holds the routes, the security middleware and the handlers; what a
+request may carry is parsed in `monitor.review.forms`, reviewer tokens in
+`monitor.review.auth`, the HTML in `monitor.review.pages`. It reads and writes
+through the backlog store (`monitor.backlog.store.BacklogStore`).
+
 Built on aiohttp's server: it is installed already (openai[aiohttp] pulls it),
 it runs on the same asyncio loop as the asyncpg pool, and it needs no ASGI
 server next to it.
@@ -35,48 +40,42 @@ is off).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
-import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from monitor.backlog.calibration import Calibration
+from monitor.backlog.reviews import ReviewProblem
+from monitor.backlog.rows import STATUSES, BacklogRow
+from monitor.backlog.store import BacklogStore, StoreError
 from monitor.review import pages
-from monitor.review.calibration import VERDICTS, Calibration
-from monitor.sinks import SinkError
-from monitor.sinks.backlog import (
-    QUEUE_ORDERS,
-    STATUSES,
-    BacklogRow,
-    BacklogSink,
-    QueueOrder,
-    ReviewProblem,
-    VerdictInput,
+from monitor.review.auth import TokenError, is_loopback, reviewer_of
+from monitor.review.forms import (
+    DEFAULT_LIMIT,
+    Invalid,
+    ReviewInput,
+    decode_cursor,
+    encode_cursor,
+    parse_filters,
+    parse_form,
+    parse_limit,
+    parse_review,
 )
 
 log = logging.getLogger(__name__)
 
 COOKIE = "rag_monitor_review"
-MAX_LIMIT = 200
-DEFAULT_LIMIT = 50
-MAX_TEXT = 20_000
 CALIBRATION_TTL = 15.0
 LOCAL_REVIEWER = "local"
-_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
-_REASON = re.compile(r"[a-z_]{1,40}")
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -93,162 +92,6 @@ SECURITY_HEADERS = {
 REVIEWER = web.RequestKey("reviewer", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class TokenError(ValueError):
-    """RAG_MONITOR_REVIEW_TOKENS is malformed (the message never holds a token)."""
-
-
-def parse_tokens(text: str | None) -> dict[str, str]:
-    """``name:token`` pairs (comma or whitespace separated) → {token: name}."""
-    tokens: dict[str, str] = {}
-    for n, pair in enumerate(re.split(r"[,\s]+", (text or "").strip()), start=1):
-        if not pair:
-            continue
-        name, sep, token = pair.partition(":")
-        if not sep or not _NAME.fullmatch(name):
-            raise TokenError(f"RAG_MONITOR_REVIEW_TOKENS pair {n}: expected name:token")
-        if len(token) < 16:
-            raise TokenError(
-                f"RAG_MONITOR_REVIEW_TOKENS pair {n} ({name}): the token needs 16+ characters"
-            )
-        if token in tokens:
-            raise TokenError(f"RAG_MONITOR_REVIEW_TOKENS pair {n} ({name}): a repeated token")
-        tokens[token] = name
-    return tokens
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-# --- cursors
-
-
-def encode_cursor(key: Any, row_id: str) -> str:
-    value = key.isoformat() if isinstance(key, datetime) else key
-    raw = json.dumps([value, row_id], separators=(",", ":")).encode("utf-8")
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str, order: QueueOrder) -> tuple[Any, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key, row_id = json.loads(raw)
-        if not isinstance(row_id, str):
-            raise ValueError("id")
-        if order == "newest":
-            return datetime.fromisoformat(key), row_id
-        if not isinstance(key, int):
-            raise ValueError("key")
-        return key, row_id
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError) as exc:
-        raise Invalid("cursor", "not a cursor this API returned") from exc
-
-
-# --- input
-
-
-class Invalid(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-@dataclass(frozen=True)
-class ReviewInput:
-    version: int
-    reference: str | None
-    verdicts: tuple[VerdictInput, ...]
-    note: str | None
-    discard: bool
-
-
-def _text(data: Mapping[str, Any], name: str) -> str | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise Invalid(name, f"{name} must be a string")
-    if len(value) > MAX_TEXT:
-        raise Invalid(name, f"{name} is longer than {MAX_TEXT} characters")
-    return value
-
-
-def parse_review(data: object) -> ReviewInput:
-    """The JSON body of ``POST /api/rows/{id}/review``; Invalid names the bad field."""
-    if not isinstance(data, dict):
-        raise Invalid("body", "the body must be a JSON object")
-    unknown = set(data) - {"version", "reference", "verdicts", "note", "discard"}
-    if unknown:
-        raise Invalid(sorted(unknown)[0], f"unknown field {sorted(unknown)[0]!r}")
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise Invalid("version", "version must be the row's version (a positive integer)")
-    discard = data.get("discard", False)
-    if not isinstance(discard, bool):
-        raise Invalid("discard", "discard must be true or false")
-    raw = data.get("verdicts", [])
-    if not isinstance(raw, list):
-        raise Invalid("verdicts", "verdicts must be a list")
-    verdicts: list[VerdictInput] = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise Invalid(f"verdicts[{i}]", "a verdict is an object")
-        answer = item.get("interaction_id")
-        if not isinstance(answer, str) or not answer:
-            raise Invalid(f"verdicts[{i}].interaction_id", "interaction_id must be a string")
-        reason = item.get("reason")
-        if not isinstance(reason, str) or not _REASON.fullmatch(reason):
-            raise Invalid(f"verdicts[{i}].reason", "reason must be a flag reason")
-        verdict = item.get("verdict")
-        if verdict not in VERDICTS:
-            raise Invalid(f"verdicts[{i}].verdict", f"verdict must be one of {', '.join(VERDICTS)}")
-        verdicts.append(VerdictInput(reason=reason, verdict=verdict, interaction_id=answer))
-    return ReviewInput(
-        version=version,
-        reference=_text(data, "reference"),
-        verdicts=tuple(verdicts),
-        note=_text(data, "note"),
-        discard=discard,
-    )
-
-
-def parse_form(form: Mapping[str, str]) -> tuple[ReviewInput, dict[tuple[str, str], str]]:
-    """The row page's form as a review (and the verdicts chosen, to redisplay on errors)."""
-    try:
-        version = int(form.get("version", ""))
-    except ValueError as exc:
-        raise Invalid("version", "version must be an integer") from exc
-    answers = {
-        key.removeprefix("answer-"): value
-        for key, value in form.items()
-        if key.startswith("answer-")
-    }
-    chosen: dict[tuple[str, str], str] = {}
-    verdicts: list[dict[str, str]] = []
-    for key, value in form.items():
-        match = re.fullmatch(r"verdict-(\d+)-([a-z_]+)", key)
-        if match is None or not value:
-            continue
-        answer = answers.get(match.group(1))
-        if answer is None:
-            raise Invalid(key, "a verdict for an answer the form did not show")
-        chosen[(answer, match.group(2))] = value
-        verdicts.append({"interaction_id": answer, "reason": match.group(2), "verdict": value})
-    data: dict[str, Any] = {
-        "version": version,
-        "reference": form.get("reference"),
-        "note": form.get("note"),
-        "verdicts": verdicts,
-        "discard": form.get("action") == "discard",
-    }
-    return parse_review(data), chosen
 
 
 def row_json(row: BacklogRow) -> dict[str, Any]:
@@ -274,8 +117,8 @@ def row_json(row: BacklogRow) -> dict[str, Any]:
 
 
 class ReviewApp:
-    def __init__(self, sink: BacklogSink, *, tokens: Mapping[str, str] | None = None) -> None:
-        self.sink = sink
+    def __init__(self, store: BacklogStore, *, tokens: Mapping[str, str] | None = None) -> None:
+        self.store = store
         self.tokens = dict(tokens or {})
         self._csrf_key = secrets.token_bytes(32)
         self._calibration: tuple[float, Calibration] | None = None
@@ -332,13 +175,7 @@ class ReviewApp:
         supplied = header[7:].strip() if header[:7].lower() == "bearer " else None
         if supplied is None:
             supplied = request.cookies.get(COOKIE)
-        if not supplied:
-            return None
-        found = None
-        for token, name in self.tokens.items():  # compare with every token, in constant time
-            if hmac.compare_digest(token.encode("utf-8"), supplied.encode("utf-8")):
-                found = name
-        return found
+        return reviewer_of(self.tokens, supplied) if supplied else None
 
     @staticmethod
     def _same_origin(request: web.Request) -> bool:
@@ -383,7 +220,7 @@ class ReviewApp:
             if path.startswith("/api/"):
                 return _json({"error": str(exc), "field": exc.field}, 422)
             return _html(pages.error_page(422, f"{exc.field}: {exc}"), 422)
-        except SinkError as exc:
+        except StoreError as exc:
             log.warning("review request failed: %s", exc)
             if path.startswith("/api/"):
                 return _json({"error": "the backlog is unavailable"}, 503)
@@ -419,17 +256,17 @@ class ReviewApp:
 
     async def queue_page(self, request: web.Request) -> web.StreamResponse:
         q = request.query
-        status, reason, route, order = self._filters(q)
+        status, reason, route, order = parse_filters(q)
         cursor = q.get("cursor") or None
         after = decode_cursor(cursor, order) if cursor else None
-        items = await self.sink.queue(
+        items = await self.store.queue(
             status=status, reason=reason, route=route, order=order, limit=DEFAULT_LIMIT + 1,
             after=after,
         )
         more = len(items) > DEFAULT_LIMIT
         items = items[:DEFAULT_LIMIT]
         next_cursor = encode_cursor(items[-1].sort_key(order), items[-1].id) if more else None
-        counts = await self.sink.status_counts()
+        counts = await self.store.status_counts()
         reasons = ["hallucination", "low_relevancy", "low_utility", "noncommittal", "control"]
         return _html(
             pages.queue_page(
@@ -438,27 +275,13 @@ class ReviewApp:
             )
         )
 
-    @staticmethod
-    def _filters(q: Mapping[str, str]) -> tuple[str | None, str | None, str | None, QueueOrder]:
-        status = q.get("status") or None
-        if status is not None and status not in STATUSES:
-            raise Invalid("status", f"status must be one of {', '.join(STATUSES)}")
-        reason = q.get("reason") or None
-        if reason is not None and not _REASON.fullmatch(reason):
-            raise Invalid("reason", "reason must be a flag reason")
-        order = q.get("order") or "newest"
-        if order not in QUEUE_ORDERS:
-            raise Invalid("order", f"order must be one of {', '.join(QUEUE_ORDERS)}")
-        route = q.get("route") or None
-        return status, reason, route, order
-
     async def _render_row(
         self, request: web.Request, row: BacklogRow, *, status: int = 200, **extra: Any
     ) -> web.Response:
         status_filter = request.query.get("status") or None
         if status_filter not in (None, *STATUSES):
             status_filter = None
-        newer, older = await self.sink.neighbours(row.id, status=status_filter)
+        newer, older = await self.store.neighbours(row.id, status=status_filter)
         reviewer = request[REVIEWER]
         body = pages.row_page(
             row, csrf=self.csrf_token(reviewer), status_filter=status_filter, newer=newer,
@@ -467,7 +290,7 @@ class ReviewApp:
         return _html(body, status)
 
     async def row_page(self, request: web.Request) -> web.StreamResponse:
-        row = await self.sink.get(request.match_info["id"])
+        row = await self.store.get(request.match_info["id"])
         if row is None:
             return _html(pages.error_page(404, "No such row."), 404)
         saved = request.query.get("saved")
@@ -482,7 +305,7 @@ class ReviewApp:
         try:
             review, chosen = parse_form(form)
         except Invalid as exc:
-            row = await self.sink.get(row_id)
+            row = await self.store.get(row_id)
             if row is None:
                 return _html(pages.error_page(404, "No such row."), 404)
             return await self._render_row(
@@ -492,7 +315,7 @@ class ReviewApp:
         try:
             version = await self._apply(row_id, review, reviewer)
         except ReviewProblem as exc:
-            row = await self.sink.get(row_id)
+            row = await self.store.get(row_id)
             if row is None:
                 return _html(pages.error_page(404, "No such row."), 404)
             if exc.kind == "stale":
@@ -506,7 +329,7 @@ class ReviewApp:
                 chosen=chosen, **draft,
             )
         status_filter = request.query.get("status")
-        _, older = await self.sink.neighbours(row_id, status=status_filter or None)
+        _, older = await self.store.neighbours(row_id, status=status_filter or None)
         suffix = f"?status={pages.url(status_filter)}" if status_filter in STATUSES else ""
         target = (
             f"/rows/{pages.url(older)}{suffix}" if older else f"/rows/{pages.url(row_id)}"
@@ -525,10 +348,7 @@ class ReviewApp:
             return _json({"error": "cross-origin post refused"}, 403)
         form = await self._form(request, "login")
         token = form.get("token", "")
-        name = None
-        for known, who in self.tokens.items():
-            if hmac.compare_digest(known.encode("utf-8"), token.encode("utf-8")):
-                name = who
+        name = reviewer_of(self.tokens, token)
         if name is None:
             return _html(pages.login_page(self.csrf_token("login"), "Unknown token."), 401)
         response = web.HTTPSeeOther("/")
@@ -555,18 +375,13 @@ class ReviewApp:
     async def api_rows(self, request: web.Request) -> web.StreamResponse:
         q = request.query
         try:
-            status, reason, route, order = self._filters(q)
-            try:
-                limit = int(q.get("limit", DEFAULT_LIMIT))
-            except ValueError as exc:
-                raise Invalid("limit", "limit must be an integer") from exc
-            if not 1 <= limit <= MAX_LIMIT:
-                raise Invalid("limit", f"limit must be between 1 and {MAX_LIMIT}")
+            status, reason, route, order = parse_filters(q)
+            limit = parse_limit(q)
             cursor = q.get("cursor") or None
             after = decode_cursor(cursor, order) if cursor else None
         except Invalid as exc:
             return _json({"error": str(exc), "field": exc.field}, 422)
-        items = await self.sink.queue(
+        items = await self.store.queue(
             status=status, reason=reason, route=route, order=order, limit=limit + 1, after=after
         )
         more = len(items) > limit
@@ -593,7 +408,7 @@ class ReviewApp:
         )
 
     async def api_row(self, request: web.Request) -> web.StreamResponse:
-        row = await self.sink.get(request.match_info["id"])
+        row = await self.store.get(request.match_info["id"])
         if row is None:
             return _json({"error": "no such row"}, 404)
         return _json(row_json(row))
@@ -615,7 +430,7 @@ class ReviewApp:
                 return _json({"error": "no such row"}, 404)
             if exc.kind == "invalid":
                 return _json({"error": str(exc), "field": exc.field}, 422)
-            row = await self.sink.get(row_id)
+            row = await self.store.get(row_id)
             body: dict[str, Any] = {"error": str(exc), "field": exc.field}
             if row is not None:
                 body["row"] = row_json(row)
@@ -629,7 +444,7 @@ class ReviewApp:
     # --- shared
 
     async def _apply(self, row_id: str, review: ReviewInput, reviewer: str) -> int:
-        version = await self.sink.review(
+        version = await self.store.review(
             row_id,
             version=review.version,
             reviewer=reviewer,
@@ -644,7 +459,7 @@ class ReviewApp:
     async def _calibrated(self) -> Calibration:
         now = time.monotonic()
         if self._calibration is None or now - self._calibration[0] > CALIBRATION_TTL:
-            self._calibration = (now, await self.sink.calibration())
+            self._calibration = (now, await self.store.calibration())
         return self._calibration[1]
 
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from monitor.review.calibration import VERDICTS, Calibration
-from monitor.sinks.backlog import STATUSES, Answer, BacklogRow, QueueItem
+from monitor.backlog.calibration import VERDICTS, Calibration
+from monitor.backlog.rows import STATUSES, Answer, BacklogRow, QueueItem
 
 SHORTCUTS_QUEUE = (("j / k", "next / previous row"), ("Enter or o", "open the row"))
 SHORTCUTS_ROW = (

@@ -40,6 +40,9 @@ class PrometheusSink:
     async def flush(self) -> None:
         return None
 
+    async def aclose(self) -> None:
+        """Nothing to release: the exporter outlives the sink."""
+
     def observe(self, record: ScoredRecord) -> None:
         e = self.exporter
         route = self.settings.route_label(record.interaction.route)

@@ -95,3 +95,6 @@ class ScoresTopicSink:
 
     async def flush(self) -> None:
         """`write` waits for the acknowledgements; nothing is buffered."""
+
+    async def aclose(self) -> None:
+        """Nothing to release: the publisher is started and stopped by whoever made it."""

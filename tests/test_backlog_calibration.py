@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monitor.review.calibration import Cell, estimate, stratum
+from monitor.backlog.calibration import Cell, estimate, stratum
 
 P = 0.5  # the sample rate
 SHARE = 0.05  # the control share

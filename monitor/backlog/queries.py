@@ -1,0 +1,192 @@
+"""The backlog's SQL statements, and the connection they run on.
+
+Every statement is parameterised (``$n``); no value is ever put into the text.
+The tables are created by the migrations in ``sql/`` (`monitor.backlog.migrations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+
+class Connection(Protocol):
+    """What the backlog's transactions use of a connection (an asyncpg one, from the store)."""
+
+    async def execute(self, query: str, *args: Any) -> str: ...
+
+    async def executemany(self, command: str, args: Iterable[Sequence[Any]]) -> None: ...
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
+
+    async def fetchrow(self, query: str, *args: Any) -> Any: ...
+
+    async def fetchval(self, query: str, *args: Any) -> Any: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+
+ENQUEUE = """
+WITH new_interaction AS (
+    INSERT INTO backlog_interactions (interaction_id, backlog_id)
+    VALUES ($1, $1)
+    ON CONFLICT (interaction_id) DO NOTHING
+    RETURNING interaction_id
+)
+INSERT INTO backlog AS b (
+    id, reasons, question_hash, record, redactions, route, judge,
+    inclusion_probability, online_scores, online_details, trace_id, span_id
+)
+SELECT interaction_id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM new_interaction
+ON CONFLICT (question_hash) DO UPDATE SET
+    seen_count = b.seen_count + 1,
+    reasons = ARRAY(
+        SELECT r FROM unnest(b.reasons || EXCLUDED.reasons) WITH ORDINALITY AS t(r, n)
+        GROUP BY r ORDER BY min(n)
+    ),
+    version = b.version + CASE WHEN b.reasons @> EXCLUDED.reasons THEN 0 ELSE 1 END,
+    last_seen_at = now(),
+    updated_at = now()
+RETURNING b.id, (xmax = 0) AS inserted
+"""
+
+LINK = (
+    "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
+)
+
+# the interaction's answer: a new one, or merged into the row's answer with the same key
+ADD_ANSWER = """
+INSERT INTO backlog_answers AS a (
+    interaction_id, backlog_id, answer_key, reasons, record, online_scores, online_details,
+    judge, inclusion_probability, weight, weight_squares
+)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8)
+ON CONFLICT (backlog_id, answer_key) DO UPDATE SET
+    seen_count = a.seen_count + 1,
+    weight = a.weight + EXCLUDED.weight,
+    weight_squares = a.weight_squares + EXCLUDED.weight_squares,
+    reasons = ARRAY(
+        SELECT r FROM unnest(a.reasons || EXCLUDED.reasons) WITH ORDINALITY AS t(r, n)
+        GROUP BY r ORDER BY min(n)
+    ),
+    last_seen_at = now()
+RETURNING (xmax = 0) AS inserted, a.interaction_id
+"""
+
+BUMP = "UPDATE backlog SET version = version + 1, updated_at = now() WHERE id = $1"
+
+# a row with its answers, each with its latest verdict per reason
+ROW_SELECT = """
+SELECT b.*, coalesce((
+    SELECT jsonb_agg(jsonb_build_object(
+        'interaction_id', a.interaction_id, 'reasons', to_jsonb(a.reasons),
+        'record', a.record, 'online_scores', a.online_scores,
+        'online_details', a.online_details, 'seen_count', a.seen_count,
+        'weight', a.weight,
+        'verdicts', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'reason', v.reason, 'verdict', v.verdict, 'reviewer', v.reviewer,
+                'note', v.note, 'at', v.created_at) ORDER BY v.reason)
+            FROM (
+                SELECT DISTINCT ON (reason) * FROM backlog_verdicts
+                WHERE interaction_id = a.interaction_id
+                ORDER BY reason, created_at DESC, id DESC
+            ) v
+        ), '[]'::jsonb)
+    ) ORDER BY a.created_at, a.interaction_id)
+    FROM backlog_answers a WHERE a.backlog_id = b.id
+), '[]'::jsonb) AS answers
+FROM backlog b
+"""
+
+QUEUE_SELECT = """
+SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
+    left(record->>'user_input', 300) AS question,
+    (SELECT count(*) FROM backlog_answers a WHERE a.backlog_id = b.id) AS answers,
+    (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts
+FROM backlog b"""
+
+INSERT_VERDICT = """
+INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, reviewer, note)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+
+REVIEWED = """
+UPDATE backlog SET
+    version = version + 1,
+    review_note = coalesce($2, review_note),
+    reviewed_at = now(),
+    reviewed_by = $3,
+    updated_at = now()
+WHERE id = $1
+RETURNING version
+"""
+
+# per stratum cell: answers with the same reasons and the same latest verdicts (the
+# verdicts are few: their latest per answer is found once, then joined to the answers)
+CALIBRATION_CELLS = """
+WITH latest AS (
+    SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict
+    FROM backlog_verdicts
+    ORDER BY interaction_id, reason, created_at DESC, id DESC
+), per_answer AS (
+    SELECT interaction_id, jsonb_object_agg(reason, verdict) AS verdicts
+    FROM latest GROUP BY interaction_id
+)
+SELECT a.reasons, p.verdicts, a.online_scores->>'faithfulness' IS NOT NULL AS scored,
+       count(*) AS n, sum(a.weight) AS w, sum(a.weight_squares) AS wsq,
+       sum(a.weight * a.weight) AS w2
+FROM backlog_answers a LEFT JOIN per_answer p ON p.interaction_id = a.interaction_id
+GROUP BY 1, 2, 3
+"""
+
+CLAIM = """
+WITH claimable AS (
+    SELECT id FROM backlog
+    WHERE status = 'annotated' OR (status = 'evaluating' AND lease_expires_at < now())
+    ORDER BY updated_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE backlog AS b SET
+    status = 'evaluating',
+    lease_owner = $2,
+    lease_expires_at = now() + make_interval(secs => $3),
+    updated_at = now()
+FROM claimable
+WHERE b.id = claimable.id
+RETURNING b.*
+"""
+
+STORE_OFFLINE = """
+UPDATE backlog SET
+    status = 'evaluated',
+    offline_scores = $2,
+    offline_details = $3,
+    evaluation_count = evaluation_count + 1,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    evaluated_at = now(),
+    updated_at = now()
+WHERE id = $1 AND status = 'evaluating' AND lease_owner = $4
+"""
+
+RELEASE = """
+UPDATE backlog SET status = 'annotated', lease_owner = NULL, lease_expires_at = NULL,
+    updated_at = now()
+WHERE id = $1 AND status = 'evaluating' AND lease_owner = $2
+"""
+
+ANNOTATE = """
+UPDATE backlog SET
+    reference = $2,
+    status = 'annotated',
+    offline_scores = NULL,
+    offline_details = NULL,
+    annotated_at = now(),
+    version = version + 1,
+    updated_at = now()
+WHERE id = $1
+"""
+

@@ -1,0 +1,213 @@
+"""The backlog as read back: statuses, rows, their answers and verdicts, the queue's items.
+
+A row is one normalised question; each distinct answer of it is an `Answer`
+with the interactions merged into it (``seen_count``, ``weight`` = the sum of
+1/pi), and each answer carries its latest reviewer `Verdict` per reason.
+``version`` on a row is bumped by every change a reviewer must not overwrite
+blindly (a new answer or reason, a reference, a review, a discard). Pure types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from monitor.records import Context, Interaction
+
+PENDING = "pending"
+ANNOTATED = "annotated"
+EVALUATING = "evaluating"
+EVALUATED = "evaluated"
+DISCARDED = "discarded"
+STATUSES = (PENDING, ANNOTATED, EVALUATING, EVALUATED, DISCARDED)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A reviewer's latest verdict on one reason of one answer."""
+
+    reason: str
+    verdict: str
+    reviewer: str
+    note: str | None
+    at: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "verdict": self.verdict,
+            "reviewer": self.reviewer,
+            "note": self.note,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One distinct answer of a backlog row (with the interactions merged into it)."""
+
+    interaction_id: str
+    reasons: list[str]
+    record: dict[str, Any]
+    online_scores: dict[str, float | None]
+    online_details: dict[str, Any]
+    seen_count: int
+    weight: float
+    verdicts: list[Verdict]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Answer:
+        return cls(
+            interaction_id=data["interaction_id"],
+            reasons=list(data["reasons"]),
+            record=data["record"],
+            online_scores=data["online_scores"],
+            online_details=data["online_details"],
+            seen_count=data["seen_count"],
+            weight=data["weight"],
+            verdicts=[Verdict(**v) for v in data.get("verdicts") or []],
+        )
+
+    @property
+    def response(self) -> str:
+        return str(self.record.get("response", ""))
+
+    @property
+    def contexts(self) -> list[dict[str, Any]]:
+        return list(self.record.get("retrieved_contexts", []))
+
+    def statements(self) -> list[dict[str, Any]]:
+        """The faithfulness judge's statements ({"statement", "verdict", "reason"?}), if any."""
+        faithfulness = self.online_details.get("faithfulness")
+        found = faithfulness.get("statements") if isinstance(faithfulness, dict) else None
+        return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "interaction_id": self.interaction_id,
+            "response": self.response,
+            "retrieved_contexts": self.contexts,
+            "reasons": self.reasons,
+            "scores": self.online_scores,
+            "details": self.online_details,
+            "statements": self.statements(),
+            "seen_count": self.seen_count,
+            "verdicts": [v.as_json() for v in self.verdicts],
+        }
+
+
+@dataclass(frozen=True)
+class BacklogRow:
+    """One backlog row as read back."""
+
+    id: str
+    status: str
+    reasons: list[str]
+    seen_count: int
+    record: dict[str, Any]
+    redactions: list[dict[str, Any]]
+    online_scores: dict[str, float | None]
+    online_details: dict[str, Any]
+    reference: str | None
+    offline_scores: dict[str, float | None] | None
+    offline_details: dict[str, Any] | None
+    evaluation_count: int
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+    route: str | None = None
+    review_note: str | None = None
+    answers: list[Answer] = field(default_factory=list)
+    trace_id: str | None = None
+    span_id: str | None = None
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any]) -> BacklogRow:
+        return cls(
+            id=row["id"],
+            status=row["status"],
+            reasons=list(row["reasons"]),
+            seen_count=row["seen_count"],
+            record=row["record"],
+            redactions=row["redactions"],
+            online_scores=row["online_scores"],
+            online_details=row["online_details"],
+            reference=row["reference"],
+            offline_scores=row["offline_scores"],
+            offline_details=row["offline_details"],
+            evaluation_count=row["evaluation_count"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            version=row["version"],
+            route=row["route"],
+            review_note=row["review_note"],
+            answers=[Answer.from_json(a) for a in row.get("answers") or []],
+            trace_id=row.get("trace_id"),
+            span_id=row.get("span_id"),
+        )
+
+    @property
+    def user_input(self) -> str:
+        return str(self.record.get("user_input", ""))
+
+    @property
+    def response(self) -> str:
+        return str(self.record.get("response", ""))
+
+    @property
+    def context_texts(self) -> list[str]:
+        return [str(c.get("text", "")) for c in self.record.get("retrieved_contexts", [])]
+
+    def to_interaction(self) -> Interaction:
+        """The (redacted) interaction with its reference, for the offline metrics."""
+        metadata = self.record.get("metadata")
+        return Interaction(
+            id=self.id,
+            user_input=self.user_input,
+            retrieved_contexts=tuple(
+                Context(text=str(c.get("text", "")), id=c.get("id"), score=c.get("score"))
+                for c in self.record.get("retrieved_contexts", [])
+            ),
+            response=self.response,
+            reference=self.reference,
+            metadata=metadata if isinstance(metadata, dict) else {},
+        )
+
+
+
+@dataclass(frozen=True)
+class BacklogStats:
+    counts: dict[str, int]
+    interactions: int
+    seen_total: int
+    oldest_pending: datetime | None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.counts.values())
+
+
+QueueOrder = Literal["newest", "seen"]
+QUEUE_ORDERS: tuple[QueueOrder, ...] = ("newest", "seen")
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """A row as the review queue lists it."""
+
+    id: str
+    status: str
+    reasons: list[str]
+    seen_count: int
+    route: str | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    question: str
+    answers: int
+    verdicts: int
+
+    def sort_key(self, order: QueueOrder) -> Any:
+        return self.created_at if order == "newest" else self.seen_count

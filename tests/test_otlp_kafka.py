@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,7 +28,8 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import interaction, samples
-from tests.test_otlp import T0, TraceMaker, chain, docs, llm, otlp_json
+from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json
+from tests.support.waits import run_until
 
 pytestmark = pytest.mark.kafka
 
@@ -97,14 +97,6 @@ def exemplar_traces(text: str) -> dict[str, set[str]]:
             if sample.exemplar is not None:
                 out.setdefault(sample.name, set()).add(sample.exemplar.labels["trace_id"])
     return out
-
-
-async def run_until(done: Callable[[], bool], within: float) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if done():
-            return
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.parametrize("fmt", ["otlp_proto", "otlp_json"])

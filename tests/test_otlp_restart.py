@@ -24,9 +24,9 @@ from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support.judge_server import JudgeServer
+from tests.support.monitor import Monitor, environment
 from tests.support.records import interaction
-from tests.test_otlp import T0
-from tests.test_run_command import Monitor, environment
+from tests.support.spans import T0
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 WHOLE = 16  # traces produced whole before the kill

@@ -2,12 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -18,54 +16,12 @@ from monitor.demo.broker import Broker
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
-from monitor.sampling import Sampler
 from monitor.sinks import SinkError
 from tests.fixtures.kafka import Topic, monitor_settings
-from tests.support import answers
-from tests.support.judge_server import Fault, JudgeServer
-from tests.support.records import encode, interaction, samples
+from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
+from tests.support.records import encode, expected_sample, interaction, samples
 
 pytestmark = pytest.mark.kafka
-
-_NUMBER = re.compile(r"expenses over (\d+) dollars|for item (\d+) lodging")
-
-
-class RecordingJudge(JudgeServer):
-    """The real judge server, remembering which records it was asked about.
-
-    ``scored[i]`` is how many times record ``i`` was scored: the highest number
-    of requests any one step received for it (each scoring asks each step once).
-    """
-
-    def __init__(self) -> None:
-        super().__init__(answer=self._answer)
-        self._requests: Counter[tuple[str, int]] = Counter()
-        self._seen_lock = threading.Lock()
-
-    @property
-    def scored(self) -> Counter[int]:
-        with self._seen_lock:
-            out: Counter[int] = Counter()
-            for (_, i), count in self._requests.items():
-                out[i] = max(out[i], count)
-            return out
-
-    def _answer(self, step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
-        found = {int(a) - 100 if a else int(b) for a, b in _NUMBER.findall(json.dumps(inputs))}
-        with self._seen_lock:
-            for i in found:
-                self._requests[(step, i)] += 1
-        return answers.answer(step, inputs, n)
-
-
-@pytest.fixture
-def recording_judge() -> Iterator[RecordingJudge]:
-    server = RecordingJudge().start()
-    assert isinstance(server, RecordingJudge)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def value(parts: Components, name: str, **labels: str) -> float:
@@ -87,16 +43,6 @@ def settled(parts: Components, topic: Topic, n: int) -> Callable[[], bool]:
         return consumed >= n and parts.source.in_flight == 0
 
     return check
-
-
-def expected_sample(n: int, rate: float) -> set[int]:
-    sampler = Sampler(rate)
-    out = set()
-    for i in range(n):
-        pre = sampler.precheck(f"rec-{i}".encode(), None)
-        if not pre.drop:
-            out.add(i)
-    return out
 
 
 async def records(topic: Topic, ids: Sequence[int], *, supported: Callable[[int], bool]) -> None:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,84 +14,11 @@ import pytest
 from monitor.demo.broker import Broker, free_port
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
-from tests.support.records import encode, interaction, samples
-from tests.test_pipeline import RecordingJudge, expected_sample
+from tests.support.judge_server import RecordingJudge
+from tests.support.monitor import RUN, Monitor, environment
+from tests.support.records import encode, expected_sample, interaction
 
-RUN = [sys.executable, "-m", "monitor", "run"]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def environment(broker: Broker, topic: Topic, judge: RecordingJudge, port: int,
-                **extra: str) -> dict[str, str]:  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-    env.update(
-        {
-            "PYTHONPATH": str(ROOT),
-            "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": topic.bootstrap,
-            "RAG_MONITOR_KAFKA_TOPIC": topic.name,
-            "RAG_MONITOR_KAFKA_DLQ_TOPIC": topic.dlq,
-            "RAG_MONITOR_KAFKA_GROUP_ID": topic.group,
-            "RAG_MONITOR_KAFKA_SESSION_TIMEOUT_MS": str(broker.session_timeout_ms),
-            "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": str(broker.heartbeat_interval_ms),
-            "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
-            "RAG_MONITOR_JUDGE_API_KEY": "test-key",
-            "RAG_MONITOR_JUDGE_MAX_RETRIES": "3",
-            "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
-            "RAG_MONITOR_METRICS_PORT": str(port),
-            "RAG_MONITOR_TOKEN_BUDGET": "0",
-            "RAG_MONITOR_SAMPLE_RATE": "0.5",
-            "RAG_MONITOR_MAX_IN_FLIGHT": "16",
-            "RAG_MONITOR_SHUTDOWN_GRACE_SECONDS": "10",
-            "RAG_MONITOR_LOG_LEVEL": "debug",
-        }
-    )
-    env.update(extra)
-    return env
-
-
-class Monitor:
-    """One `rag-monitor run` subprocess; killed (by pid) if a test leaves it running."""
-
-    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
-        self.port = port
-        self.log = log
-        with open(log, "ab") as out:
-            self.process = subprocess.Popen(RUN, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
-
-    def metric(self, name: str) -> float:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
-                text = r.read().decode()
-        except OSError:
-            return -1.0
-        return sum(samples(text, name).values())
-
-    def wait_metric(self, name: str, at_least: float, within: float) -> None:
-        deadline = time.monotonic() + within
-        while self.metric(name) < at_least:
-            if self.process.poll() is not None:
-                raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{name} < {at_least} after {within}s:\n{self.output()}")
-            time.sleep(0.1)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def skipped(self) -> set[tuple[int, int]]:
-        """(partition, offset) of records skipped with a reason (finished without a score)."""
-        out = set()
-        for line in self.log.read_text(errors="replace").splitlines():
-            if '"record skipped"' in line:
-                event = json.loads(line)
-                out.add((event["partition"], event["offset"]))
-        return out
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
 
 
 @pytest.fixture
@@ -103,16 +27,6 @@ def monitors(tmp_path: Path) -> Iterator[list[Monitor]]:
     yield started
     for m in started:
         m.kill()
-
-
-@pytest.fixture
-def recording_judge() -> Iterator[RecordingJudge]:
-    server = RecordingJudge().start()
-    assert isinstance(server, RecordingJudge)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def produce_sync(topic: Topic, ids: range) -> list[tuple[int, int]]:

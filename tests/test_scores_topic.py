@@ -21,7 +21,7 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction
-from tests.test_otlp_kafka import run_until
+from tests.support.waits import run_until
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

@@ -33,10 +33,11 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import re
 import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -714,3 +715,34 @@ def _find_prompt(texts: list[str]) -> tuple[str | None, str | None]:
         except ValueError:
             continue
     return None, None
+
+
+_NUMBER = re.compile(r"expenses over (\d+) dollars|for item (\d+) lodging")
+
+
+class RecordingJudge(JudgeServer):
+    """The real judge server, remembering which records it was asked about.
+
+    ``scored[i]`` is how many times record ``i`` was scored: the highest number
+    of requests any one step received for it (each scoring asks each step once).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(answer=self._answer)
+        self._requests: Counter[tuple[str, int]] = Counter()
+        self._seen_lock = threading.Lock()
+
+    @property
+    def scored(self) -> Counter[int]:
+        with self._seen_lock:
+            out: Counter[int] = Counter()
+            for (_, i), count in self._requests.items():
+                out[i] = max(out[i], count)
+            return out
+
+    def _answer(self, step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        found = {int(a) - 100 if a else int(b) for a, b in _NUMBER.findall(json.dumps(inputs))}
+        with self._seen_lock:
+            for i in found:
+                self._requests[(step, i)] += 1
+        return _default_answer(step, inputs, n)

@@ -1,5 +1,6 @@
 """Record and exposition helpers the tests share: interactions the deterministic judge
-scores 1.0 or 0.0, their Kafka encoding, and Prometheus samples by labels."""
+scores 1.0 or 0.0, their Kafka encoding, which of them a sampler keeps, and Prometheus
+samples by labels."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.sampling import Sampler
 
 
 def interaction(i: int, *, supported: bool = True, **metadata: str) -> dict[str, Any]:
@@ -33,4 +36,14 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
         for sample in family.samples:
             if sample.name == name:
                 out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def expected_sample(n: int, rate: float) -> set[int]:
+    sampler = Sampler(rate)
+    out = set()
+    for i in range(n):
+        pre = sampler.precheck(f"rec-{i}".encode(), None)
+        if not pre.drop:
+            out.add(i)
     return out

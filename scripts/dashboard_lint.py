@@ -7,7 +7,7 @@ Every panel of dashboards/rag-monitor.json reads the data source of the
 deployments without adding them up. ``--fix`` makes it so mechanically (adds
 the variables, adds the matchers to every selector that lacks them, adds the
 budget-share panel) and writes the chart's copy too; run it again after
-merging panels from elsewhere. tests/test_dashboard.py calls `problems`.
+merging panels from elsewhere. tests/deploy/test_dashboard.py calls `problems`.
 
 Usage::
 

@@ -5,7 +5,7 @@ The rules are defined once, in helm/rag-monitor/templates/_rules.tpl, and tuned
 with the chart's ``prometheusRule`` values. This renders the chart with Helm's
 Go SDK (``helm_python``, no helm binary, no cluster), takes the PrometheusRule's
 ``spec`` and writes it as a plain Prometheus rules file. At the default values
-the result is dashboards/alerts.yaml; tests/test_alerts.py fails when that file
+the result is dashboards/alerts.yaml; tests/deploy/test_alerts.py fails when that file
 and the chart disagree, and runs promtool on renderings at other values.
 
 Usage::

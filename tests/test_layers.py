@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "monitor"
+from tests.support import ROOT
+
+PACKAGE = ROOT / "monitor"
 
 
 def module_name(path: Path) -> str:

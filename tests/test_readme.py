@@ -10,7 +10,7 @@
   checks fails the test, so a new README command needs a checker here.
 - The YAML example is a valid settings file.
 
-The demo itself runs end to end in tests/test_demo.py.
+The demo itself runs end to end in tests/demo/test_run.py.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pydantic import BaseModel, SecretStr
 from monitor.cli import build_parser
 from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
@@ -218,7 +218,7 @@ def test_yaml_example_is_a_valid_settings_file(
     for key in list(os.environ):
         if key.startswith(PREFIX) or key == "OPENAI_API_KEY":
             monkeypatch.delenv(key)
-    blocks = [  # a Prometheus configuration is checked by tests/test_demo_dashboard.py
+    blocks = [  # a Prometheus configuration is checked by tests/demo/test_dashboard.py
         b for b in fenced_blocks(readme(), ("yaml",)) if not b.startswith("scrape_configs:")
     ]
     assert blocks, "README has no YAML settings example"
@@ -362,7 +362,7 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "ruff": _check_paths_exist,
     "mypy": _check_paths_exist,
     "promtool": _check_promtool,
-    "prometheus": _check_paths_exist,  # the dashboard recipe: tests/test_demo_dashboard.py
+    "prometheus": _check_paths_exist,  # the dashboard recipe: tests/demo/test_dashboard.py
     "curl": _check_curl,
     "grep": _check_grep,
     "kubectl": _check_kubectl,
@@ -420,9 +420,9 @@ def test_traffic_generator_command_reproduces_the_bundled_set(tmp_path: Path) ->
 RUN_HERE = {"score", "migrate", "backlog", "offline"}
 #: README subcommands exercised elsewhere (they need a broker)
 RUN_ELSEWHERE = {
-    "demo": "tests/test_demo.py runs the demo end to end",
-    "run": "tests/test_run_command.py runs the sidecar against a real broker",
-    "review": "tests/test_review_api.py and tests/test_review_browser.py serve the page",
+    "demo": "tests/demo/test_run.py runs the demo end to end",
+    "run": "tests/commands/test_run.py runs the sidecar against a real broker",
+    "review": "tests/review/test_api.py and tests/review/test_browser.py serve the page",
 }
 
 

@@ -7,7 +7,6 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,7 +26,7 @@ from monitor.scoring import (
     fuses_grounding,
     parse_metric_names,
 )
-from tests.support import answers
+from tests.support import ROOT, answers
 from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
 RECORDS = [
@@ -366,7 +365,7 @@ async def test_relevancy_details_list_the_distinct_questions(http_judge: OpenAIJ
 
 
 def _bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "judge_tokens.py"
+    path = ROOT / "bench" / "judge_tokens.py"
     spec = importlib.util.spec_from_file_location("judge_tokens_bench", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

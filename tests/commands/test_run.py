@@ -14,11 +14,10 @@ import pytest
 from monitor.demo.broker import Broker, free_port
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
+from tests.support import ROOT
 from tests.support.judge_server import RecordingJudge
 from tests.support.monitor import RUN, Monitor, environment
 from tests.support.records import encode, expected_sample, interaction
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.demo.broker import free_port
 from monitor.demo.report import DemoReport
+from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
 
-ROOT = Path(__file__).resolve().parent.parent
 README_PORT = "9108"
 PANEL = "Weighted hallucination rate"
 

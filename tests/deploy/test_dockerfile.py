@@ -18,14 +18,13 @@ import sys
 import threading
 import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 

@@ -22,6 +22,7 @@ from monitor.cli import main
 from monitor.config import Settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink
+from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
 
 SettingsFactory = Callable[..., Settings]
@@ -340,7 +341,7 @@ def test_export_into_a_reader_that_leaves_ends_quietly(
 ) -> None:
     assert run_cli(["migrate"]) == 0
     seed(cli_dsn, make_settings(), 600)  # far more than a pipe buffer holds
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "monitor", "backlog", "export"], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

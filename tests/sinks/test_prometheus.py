@@ -12,6 +12,7 @@ from monitor.http import MetricsServer
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks.prometheus import PrometheusSink, trace_exemplar
 from monitor.telemetry import Exporter
+from tests.support import ROOT
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"
@@ -67,9 +68,8 @@ def test_no_trace_no_exemplar_and_long_ids_keep_within_the_exemplar_limit() -> N
 
 def test_the_hallucination_panels_ask_for_exemplars() -> None:
     import json
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     dashboard = json.loads((root / "dashboards" / "rag-monitor.json").read_text())
     with_exemplars = {
         target["expr"].split("{", 1)[0].rsplit("(", 1)[-1]

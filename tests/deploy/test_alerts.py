@@ -27,7 +27,8 @@ import helm_python as helm
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 RULES = ROOT / "dashboards" / "alerts.yaml"
 RULE_TESTS = sorted((ROOT / "dashboards" / "tests").glob("*.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"

@@ -34,8 +34,8 @@ from prometheus_client import CollectorRegistry
 
 from monitor.config import Settings
 from monitor.http import MetricsServer
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "rag-monitor"
 KUBE_VERSION = "1.30.0"
 CRD_KINDS = {

@@ -4,7 +4,6 @@ and the checks behind it (swapped names and numbers, reasons, evasive answers, s
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
+from tests.support import ROOT
 
-REGRESSION = Path(__file__).parent / "data" / "local_faithfulness_regression.jsonl"
+REGRESSION = ROOT / "tests" / "data" / "local_faithfulness_regression.jsonl"
 
 
 def _records() -> list[Any]:

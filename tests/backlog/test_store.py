@@ -6,9 +6,7 @@ import asyncio
 import csv
 import io
 import json
-import math
 from collections.abc import Callable
-from typing import Any
 
 import asyncpg
 import pytest
@@ -20,45 +18,15 @@ from monitor.backlog.reviews import ImportRow
 from monitor.backlog.store import BacklogStore
 from monitor.config import RedactionPattern, Settings
 from monitor.demo.postgres import free_port
-from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+from monitor.records import MetricResult
 from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
+from tests.support.backlog import fetch, scored
 
 pytestmark = pytest.mark.postgres
 
 SettingsFactory = Callable[..., Settings]
-
-
-def scored(
-    rid: str,
-    question: str = "When do I need to attach a receipt?",
-    *,
-    faithfulness: float = 0.2,
-    response: str = "Always attach it.",
-    contexts: tuple[str, ...] = ("Receipts are needed for expenses over $100.",),
-    metadata: dict[str, Any] | None = None,
-    details: dict[str, Any] | None = None,
-) -> ScoredRecord:
-    interaction = Interaction(
-        id=rid,
-        user_input=question,
-        retrieved_contexts=tuple(Context(text=c) for c in contexts),
-        response=response,
-        metadata=metadata or {"route": "hr"},
-    )
-    return ScoredRecord(
-        interaction=interaction,
-        results={
-            "faithfulness": MetricResult(
-                metric="faithfulness",
-                score=faithfulness,
-                details=details or {"statements": [{"statement": response, "verdict": 0}]},
-            ),
-            "context_utility": MetricResult(metric="context_utility", score=math.nan),
-        },
-        inclusion_probability=0.1,
-    )
 
 
 def counter(exporter: Exporter | None, name: str, **labels: str) -> float:
@@ -69,15 +37,6 @@ def counter(exporter: Exporter | None, name: str, **labels: str) -> float:
 
 def enqueued(sink: BacklogSink, reason: str) -> float:
     return counter(sink.exporter, "rag_monitor_backlog_enqueued_total", reason=reason)
-
-
-async def fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        rows: list[asyncpg.Record] = await conn.fetch(sql, *args)
-        return rows
-    finally:
-        await conn.close()
 
 
 # --- pure helpers

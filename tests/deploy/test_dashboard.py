@@ -33,8 +33,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "dashboards" / "rag-monitor.json"
 RULES = ROOT / "dashboards" / "alerts.yaml"
 

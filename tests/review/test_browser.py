@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
-from test_backlog import fetch, scored
-from test_review_api import XSS_IMG, XSS_SCRIPT
 
 from monitor.backlog.reviews import VerdictInput
 from monitor.records import MetricResult
 from monitor.review.app import ReviewApp
 from monitor.review.auth import parse_tokens
 from monitor.sinks.backlog import BacklogSink
+from tests.support.backlog import fetch, scored
+from tests.support.review import XSS_IMG, XSS_SCRIPT
 
 pytestmark = pytest.mark.postgres
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from test_backlog import fetch, scored
 
 from monitor.backlog.annotations import parse_csv, parse_jsonl
 from monitor.backlog.entries import is_control
@@ -21,6 +20,7 @@ from monitor.config import Settings
 from monitor.records import MetricResult
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
+from tests.support.backlog import fetch, scored
 
 pytestmark = pytest.mark.postgres
 

@@ -45,10 +45,10 @@ from monitor.demo.traffic import PROBLEM_LABELS, read_traffic
 from monitor.kafka.topics import committed_offsets
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
+from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
 from tests.support.judge_server import JudgeServer
 
-ROOT = Path(__file__).resolve().parent.parent
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
 LABELS = {"faithful", "hallucinated", "off_topic", "evasive"}
 ROUTES = {"hr-policy", "it-helpdesk", "billing", "product-docs"}

@@ -40,12 +40,12 @@ from monitor.config import ConfigError, Settings
 from monitor.demo.broker import Broker, free_port
 from monitor.kafka.client import ssl_context
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
 from tests.support.records import encode, interaction
 
 pytestmark = pytest.mark.kafka
 
-ROOT = Path(__file__).resolve().parent.parent
 STUNNEL = shutil.which("stunnel4") or shutil.which("stunnel")
 
 

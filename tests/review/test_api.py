@@ -8,16 +8,14 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from test_backlog import fetch, scored
 
 from monitor.review.app import ReviewApp
 from monitor.review.auth import TokenError, parse_tokens
 from monitor.sinks.backlog import BacklogSink
+from tests.support.backlog import fetch, scored
+from tests.support.review import XSS_IMG, XSS_SCRIPT
 
 pytestmark = pytest.mark.postgres
-
-XSS_SCRIPT = "<script>document.title='pwned'</script>"
-XSS_IMG = "<img src=x onerror=\"document.title='pwned'\">"
 
 
 @pytest.fixture

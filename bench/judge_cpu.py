@@ -9,16 +9,20 @@ owns: `Scorer` + `OpenAIJudge` scoring the three online metrics of
 ``--records`` generated interactions (`bench/ingest.py`'s), ``--concurrency``
 at a time, against the real judge server (`tests.support.judge_server`)
 running in a process of its own. Each measurement is a fresh worker process
-importing ``monitor`` either from this tree or from ``--baseline`` (extracted
-with ``git archive``), after 50 warm-up records; rounds alternate the two
-trees. Printed: CPU milliseconds per scored record (process CPU time of the
-worker, its event loop and the HTTP client included) and records/s, medians
-over the rounds, and the ratio to the baseline.
+importing ``monitor`` either from this tree or from ``--baseline`` (the whole
+package, extracted with ``git archive``; the LLM judge is ``monitor.judges.llm``
+there, or ``monitor.judge`` before it moved), after 50 warm-up records; the
+records are generated once, by this process, so a worker imports nothing but
+its own tree. Rounds alternate the two trees. Printed: CPU milliseconds per
+scored record (process CPU time of the worker, its event loop and the HTTP
+client included) and records/s, medians over the rounds, and the ratio to the
+baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import json
 import multiprocessing as mp
@@ -52,18 +56,24 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def worker(url: str, records: int, concurrency: int, tree: str) -> dict[str, float]:
-    """Runs in a fresh process whose ``monitor`` is the tree under test."""
+#: where the LLM judge is in a commit: now, and before it moved into monitor/judges
+LLM_JUDGES = ("monitor.judges.llm", "monitor.judge")
+
+
+def worker(url: str, data: str, concurrency: int, tree: str) -> dict[str, float]:
+    """Runs in a fresh process whose ``monitor`` is the tree under test; ``data``: the
+    records, one JSON value a line (50 warm-up records first)."""
     import asyncio
 
-    sys.path.insert(1, str(ROOT / "bench"))
-    from ingest import generate  # the bench's records (not part of `monitor`)
-
-    from monitor.judges.llm import OpenAIJudge
     from monitor.records import parse_record
     from monitor.scoring import ONLINE_METRICS, Scorer
 
-    interactions = [parse_record(v) for _, v in generate(records + 50, seed=3)]
+    judge_module = next(name for name in LLM_JUDGES
+                        if Path(tree).joinpath(*name.split(".")).with_suffix(".py").is_file())
+    OpenAIJudge = importlib.import_module(judge_module).OpenAIJudge
+    with open(data, "rb") as f:
+        interactions = [parse_record(line.rstrip(b"\n")) for line in f]
+    records = len(interactions) - 50
 
     async def run() -> dict[str, float]:
         judge = OpenAIJudge(base_url=url, model="gpt-4o-mini", concurrency=3 * concurrency)
@@ -92,7 +102,7 @@ def worker(url: str, records: int, concurrency: int, tree: str) -> dict[str, flo
     return asyncio.run(run())
 
 
-def measure(tree: Path, url: str, args: argparse.Namespace) -> dict[str, float]:
+def measure(tree: Path, url: str, data: Path, args: argparse.Namespace) -> dict[str, float]:
     code = (
         f"import sys, json; sys.path.insert(0, {str(tree)!r}); "
         # `monitor` first, from the tree under test: later imports find it in sys.modules
@@ -100,7 +110,7 @@ def measure(tree: Path, url: str, args: argparse.Namespace) -> dict[str, float]:
         f"sys.path.insert(1, {str(ROOT / 'bench')!r}); "
         "from judge_cpu import worker; "
         f"print({RESULT!r} + json.dumps("
-        f"worker({url!r}, {args.records}, {args.concurrency}, {str(tree)!r})))"
+        f"worker({url!r}, {str(data)!r}, {args.concurrency}, {str(tree)!r})))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
@@ -121,6 +131,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.0, help="judge answer delay, s")
     args = parser.parse_args()
+    from ingest import generate  # the bench's records, made by this tree (bench/ is on sys.path)
 
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", args.baseline, "monitor"],
@@ -136,11 +147,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
+        data = Path(tmp) / "records.jsonl"
+        data.write_bytes(b"".join(v + b"\n" for _, v in generate(args.records + 50, seed=3)))
         trees = {"baseline": Path(tmp), "this tree": ROOT}
         try:
             for _ in range(args.rounds):
                 for name, tree in trees.items():
-                    runs[name].append(measure(tree, url, args))
+                    runs[name].append(measure(tree, url, data, args))
         finally:
             server.kill()
 

@@ -34,10 +34,11 @@
    most n times that. On a shared machine wall-clock rates move with the
    neighbours' load, CPU time much less.
 
-Every figure has its baseline measured in the same run: the local judge package
-(``monitor/judges/local``, ``monitor/local`` before it moved) of commit
-``--baseline`` (extracted with ``git archive``, imported in place of the
-working tree's) for detection and for scoring, sequential and with
+Every figure has its baseline measured in the same run: the whole ``monitor``
+package of commit ``--baseline`` (extracted with ``git archive``; its worker
+processes import it in place of the working tree's, so its Scorer, records and
+local judge, ``monitor/judges/local`` or ``monitor/local`` before it moved, run
+together) for detection and for scoring, sequential and with
 ``--in-flight`` records per worker as the sidecar scores them; throughput
 runs are interleaved ``--repeats`` times and the medians reported, with the
 ratio to the baseline's run of the same round with as many records at once
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import io
 import json
 import math
@@ -70,13 +72,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.risk import inclusion_probability, solve_scale  # noqa: E402
-from monitor.sampling import unit_hash  # noqa: E402
-
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO_DATA = ROOT / "monitor" / "demo" / "traffic.jsonl"
 #: where the local judge package is in a commit: now, and before it moved into monitor/judges
-LOCAL_PACKAGES = ("monitor/judges/local", "monitor/local")
+LOCAL_PACKAGES = ("monitor.judges.local", "monitor.local")
 Row = dict[str, Any]
 
 
@@ -124,11 +123,8 @@ def _screens(
     """Local faithfulness, MiniLM risk, lexical risk and graded faithfulness (mean support; the
     verdict mean for a baseline without it) of every row (``job[1]``: baseline code)."""
     rows, baseline = job
-    if baseline is not None:
-        _use_local_package(Path(baseline))
-    from monitor.judges.local.judge import LocalJudge
-
-    judge = LocalJudge()
+    local = _use_tree(baseline)
+    judge = importlib.import_module(f"{local}.judge").LocalJudge()
     faith: list[float] = []
     graded: list[float] = []
     risk: list[float] = []
@@ -185,14 +181,13 @@ def _demo_scores(job: tuple[list[Row], str | None]) -> list[DemoScores]:
     """(faithfulness, factual_correctness, response_relevancy, flag reasons) of every demo
     record (``job[1]``: baseline code)."""
     rows, baseline = job
-    if baseline is not None:
-        _use_local_package(Path(baseline))
+    local = _use_tree(baseline)
     from monitor.flags import flag_reasons
-    from monitor.judges.local.judge import LocalJudge
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
-    scorer = Scorer(LocalJudge(), ["faithfulness", "response_relevancy", "context_utility",
+    judge = importlib.import_module(f"{local}.judge").LocalJudge()
+    scorer = Scorer(judge, ["faithfulness", "response_relevancy", "context_utility",
                                    "factual_correctness"])
 
     async def run() -> list[Any]:
@@ -259,6 +254,10 @@ def demo_detection(path: Path, baseline: str) -> None:
 
 
 def sampling(rows: list[Row], risks: list[float], seeds: int, label: str) -> None:
+    # imported here, not at the top: a spawned worker re-imports this module before `_use_tree`
+    from monitor.risk import inclusion_probability, solve_scale
+    from monitor.sampling import unit_hash
+
     rng = random.Random(7)
     bad = [i for i, r in enumerate(rows) if r["label_hallucinated"]]
     good = [i for i, r in enumerate(rows) if not r["label_hallucinated"]]
@@ -311,24 +310,24 @@ def synthesise(rows: list[Row], count: int, *, cold: bool) -> list[Row]:
     return out
 
 
-def _use_local_package(root: Path) -> None:
-    """Import the local judge package of ``root`` (an extracted older commit, `extract`) as
-    ``monitor.judges.local``, in place of the tree's, and under the name its own imports use
-    (``monitor.local`` before the package moved)."""
-    import importlib.util
+def _use_tree(root: str | None) -> str:
+    """Make ``monitor`` of this process the package under ``root`` (an older commit's, from
+    `extract`; None: the working tree) and return the name its local judge package has there.
 
-    package = next(root / p for p in LOCAL_PACKAGES if (root / p).is_dir())
-    name = ".".join(Path(package.relative_to(root)).parts)
-    spec = importlib.util.spec_from_file_location(
-        name, package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    for alias in {name, "monitor.judges.local"}:
-        parent, _, leaf = alias.rpartition(".")
-        sys.modules[alias] = module
-        setattr(importlib.import_module(parent), leaf, module)
-    spec.loader.exec_module(module)
+    Every ``monitor`` module imported so far (the bench module's own imports, re-run in a
+    spawned worker as ``__mp_main__``, or an earlier task's of a reused worker) is dropped, so
+    the commit's Scorer, records and local judge are imported together, all from ``root``."""
+    tree = Path(root) if root is not None else ROOT
+    for name in [n for n in sys.modules if n == "monitor" or n.startswith("monitor.")]:
+        del sys.modules[name]
+    sys.path[:] = [str(tree)] + [p for p in sys.path if p != str(tree)]
+    importlib.invalidate_caches()
+    import monitor
+
+    if not Path(monitor.__file__ or "").is_relative_to(tree):
+        raise RuntimeError(f"monitor imported from {monitor.__file__}, not {tree}")
+    return next(name for name in LOCAL_PACKAGES
+                if tree.joinpath(*name.split(".")).is_dir())
 
 
 Scores = list[float]
@@ -343,18 +342,15 @@ def _worker(
     job: tuple[str, list[Row], int, str | None, bool],
 ) -> tuple[int, float, int, int, Scores, float]:
     mode, records, in_flight, baseline, cache = job
-    if baseline is not None:
-        _use_local_package(Path(baseline))
-    from monitor.judges.local.embedder import MiniLMEmbedder
-    from monitor.judges.local.judge import LocalJudge
+    local = _use_tree(baseline)
     from monitor.records import validate_record
     from monitor.scoring import Scorer
 
     options: dict[str, Any] = {} if cache else {"cache_size": 0}
     if mode == "score, no word table":  # every single word through the model
         options["word_table"] = False
-    embedder = MiniLMEmbedder(threads=1, **options)
-    judge = LocalJudge(embedder=embedder)
+    embedder = importlib.import_module(f"{local}.embedder").MiniLMEmbedder(threads=1, **options)
+    judge = importlib.import_module(f"{local}.judge").LocalJudge(embedder=embedder)
     judge.embedder.warm_up()
     interactions = [validate_record(r) for r in records]
     scores: Scores = []
@@ -388,13 +384,10 @@ CHUNKS = ("warm", "cold", "cold, no embedding cache")
 
 
 def extract(ref: str, into: Path) -> Path:
-    """The local judge package as of commit ``ref`` (read-only ``git archive``), for the
-    baseline."""
-    package = next(p for p in LOCAL_PACKAGES if subprocess.run(
-        ["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{p}"], capture_output=True,
-    ).returncode == 0)
+    """The whole ``monitor`` package as of commit ``ref`` (read-only ``git archive``) under
+    ``into``, for the baseline: its root goes first on a worker's ``sys.path`` (`_use_tree`)."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, package],
+        ["git", "-C", str(ROOT), "archive", ref, "monitor"],
         check=True, capture_output=True,
     ).stdout
     tarfile.open(fileobj=io.BytesIO(archive)).extractall(into, filter="data")
@@ -490,7 +483,7 @@ def main() -> None:
                         help="records scored concurrently per worker (the sidecar's "
                              "score_concurrency, 64 by default)")
     parser.add_argument("--baseline", default="3abff3b",
-                        help="commit whose monitor/local is measured alongside, in the same run")
+                        help="commit whose monitor package is measured alongside, in the same run")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--only-detection", action="store_true",
                         help="detection on both sets only (no sampling, no throughput)")

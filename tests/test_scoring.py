@@ -337,6 +337,25 @@ async def test_noncommittal_answer_has_no_faithfulness_and_is_flagged(
     assert flag_reasons(alone, {}) == [NONCOMMITTAL]
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "basic"])
+async def test_an_evasion_the_judge_misses_is_noncommittal_by_the_shared_rule(
+    judge_server: JudgeServer, http_judge: OpenAIJudge, fuse: bool
+) -> None:
+    """One rule for both judges (`monitor.metrics.evasive`): an answer that only defers is
+    unscoreable even when the LLM judge would turn it into statements, as small models do."""
+    response = "I don't have details on how that works. Please check with the billing team."
+    # the test judge does not see this evasion: it would return one statement, not noncommittal
+    said = answers.answer(STATEMENTS, {"question": None, "text": response}, 1)[0]
+    assert said["noncommittal"] == 0 and said["statements"]
+    evasive = interactions()[0].model_copy(update={"response": response})
+    record = await Scorer(http_judge, ["faithfulness"], fuse_grounding=fuse).score(evasive)
+    result = record.results["faithfulness"]
+    assert math.isnan(result.score) and result.error is None
+    assert result.details == {"reason": "noncommittal answer", "noncommittal": True}
+    assert flag_reasons(record, {}) == [NONCOMMITTAL]
+    assert judge_server.stats.snapshot().steps == {}  # decided before any judge call
+
+
 async def test_factual_correctness_reasons_name_the_side_checked(
     judge_server: JudgeServer, http_judge: OpenAIJudge
 ) -> None:

@@ -2,10 +2,12 @@
 
 Steps: ``statements`` (response, with the question for reference resolution),
 then ``verify`` of every statement against all contexts joined by newlines.
-score = supported / statements; no statements → unscoreable. An answer the
-``statements`` step calls noncommittal (it only declines, defers or says it does
-not know) is unscoreable too, never 0: it asserts nothing that could be
-unfaithful (details ``noncommittal: true``, read by `monitor.flags`). When the
+score = supported / statements; no statements → unscoreable. An answer that
+only declines, defers or says it does not know is unscoreable too, never 0: it
+asserts nothing that could be unfaithful (details ``noncommittal: true``, read
+by `monitor.flags`). Such an answer is recognised by the rule both judges share
+(`monitor.metrics.evasive`), before any judge is asked, or by the judge's own
+``statements`` answer. When the
 runner fuses (`StepRunner.fuse_grounding`) both steps come from the one
 ``grounding`` request shared with context_utility; when that answer is
 malformed, from the basic steps.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from monitor.metrics import _statements as st
+from monitor.metrics import evasive
 from monitor.metrics._base import NAN, StepRunner, unscoreable
 from monitor.metrics.steps import StatementVerdict, join_contexts
 from monitor.records import Interaction, MetricResult
@@ -42,6 +45,8 @@ class Faithfulness:
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         question, contexts = interaction.user_input, interaction.context_texts
+        if evasive.noncommittal(interaction.response):
+            return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
         grounded = None
         if steps.fuse_grounding:
             grounded = await st.ground(steps, NAME, question, interaction.response, contexts)

@@ -64,6 +64,7 @@ from monitor.judges.local.reasons import quote
 from monitor.judges.local.support import best_window, rank_windows, word_vectors
 from monitor.judges.local.thresholds import LocalThresholds
 from monitor.judges.local.verify import Check, checks
+from monitor.metrics import evasive
 from monitor.metrics.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -199,8 +200,8 @@ class LocalJudge:
         return st.statements(text)
 
     def noncommittal(self, text: str) -> bool:
-        """``text`` only declines, defers or says it does not know (`statements.noncommittal`)."""
-        return st.noncommittal(text)
+        """``text`` only declines, defers or says it does not know (`evasive.noncommittal`)."""
+        return evasive.noncommittal(text)
 
     # verify
 
@@ -256,7 +257,7 @@ class LocalJudge:
     def question(self, response: str) -> GeneratedQuestion:
         """No question is generated: the response stands in for one, marked as such
         (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
-        noncommittal = (bool(st.NONCOMMITTAL.search(response.lower())) or not response.strip()
+        noncommittal = (bool(evasive.NONCOMMITTAL.search(response.lower())) or not response.strip()
                         or self.noncommittal(response))
         return GeneratedQuestion(question=RESPONSE_AS_QUESTION + response,
                                  noncommittal=int(noncommittal))

@@ -94,10 +94,12 @@ def build(settings: Settings) -> Components:
             cache_size=settings.judge_cache_size,
         )
         fallback: RecordScorer | None = None
+        fallback_judge: Judge | None = None
         if settings.budget_fallback == "local":
             # records the budget cannot afford are scored by the zero-token local judge
+            fallback_judge = build_judge(settings, kind="local")
             fallback = Scorer(
-                build_judge(settings, kind="local"),
+                fallback_judge,
                 settings.online_metrics,
                 relevancy_questions=settings.relevancy_questions,
                 cache_size=settings.judge_cache_size,
@@ -165,6 +167,8 @@ def build(settings: Settings) -> Components:
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))
     parts.closers.insert(0, judge.aclose)
+    if fallback_judge is not None:  # its worker threads end with the sidecar
+        parts.closers.insert(1, fallback_judge.aclose)
     return parts
 
 

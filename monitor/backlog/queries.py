@@ -190,3 +190,4 @@ UPDATE backlog SET
 WHERE id = $1
 """
 
+VERDICT_COUNTS = "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"

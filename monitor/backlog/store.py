@@ -344,19 +344,7 @@ class BacklogStore:
     async def calibration_cells(self) -> list[dict[str, Any]]:
         """Answers grouped by reasons and latest verdicts, with weight sums (for calibration)."""
         async with self.connection() as conn:
-            rows = await conn.fetch(queries.CALIBRATION_CELLS)
-        return [
-            {
-                "reasons": list(r["reasons"]),
-                "verdicts": dict(r["verdicts"] or {}),
-                "faithfulness_scored": r["scored"],
-                "n": r["n"],
-                "weight": r["w"],
-                "weight_squares": r["wsq"],
-                "answer_weight_squares": r["w2"],
-            }
-            for r in rows
-        ]
+            return _cells(await conn.fetch(queries.CALIBRATION_CELLS))
 
     async def queue(
         self,
@@ -424,13 +412,24 @@ class BacklogStore:
         cells = [Cell.from_json(c) for c in await self.calibration_cells()]
         return await asyncio.to_thread(estimate, cells)
 
+    async def calibration_snapshot(self) -> tuple[Calibration, dict[tuple[str, str], int]]:
+        """The calibration and the verdict counts, read from one snapshot.
+
+        Two separate reads could straddle a review and export a precision that
+        disagrees with the verdict counts beside it.
+        """
+        async with self.connection() as conn, conn.transaction(
+            isolation="repeatable_read", readonly=True
+        ):
+            cells = _cells(await conn.fetch(queries.CALIBRATION_CELLS))
+            counts = _verdict_counts(await conn.fetch(queries.VERDICT_COUNTS))
+        estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells])
+        return estimate_, counts
+
     async def verdict_counts(self) -> dict[tuple[str, str], int]:
         """Every verdict ever recorded, by (reason, verdict): a count that only grows."""
         async with self.connection() as conn:
-            rows = await conn.fetch(
-                "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"
-            )
-        return {(r["reason"], r["verdict"]): r["n"] for r in rows}
+            return _verdict_counts(await conn.fetch(queries.VERDICT_COUNTS))
 
     async def discard(self, ids: Iterable[str]) -> int:
         """Mark rows discarded (not while being evaluated); returns how many changed."""
@@ -478,3 +477,22 @@ async def _status_counts(conn: asyncpg.Connection) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: r["n"] for r in rows})
     return counts
+
+
+def _cells(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "reasons": list(r["reasons"]),
+            "verdicts": dict(r["verdicts"] or {}),
+            "faithfulness_scored": r["scored"],
+            "n": r["n"],
+            "weight": r["w"],
+            "weight_squares": r["wsq"],
+            "answer_weight_squares": r["w2"],
+        }
+        for r in rows
+    ]
+
+
+def _verdict_counts(rows: Iterable[Any]) -> dict[tuple[str, str], int]:
+    return {(r["reason"], r["verdict"]): r["n"] for r in rows}

@@ -123,8 +123,7 @@ class BacklogSink:
 
     async def refresh_calibration(self) -> Calibration:
         """Read the verdicts and set the exporter's calibration series."""
-        calibration = await self.store.calibration()
-        verdicts = await self.store.verdict_counts()
+        calibration, verdicts = await self.store.calibration_snapshot()
         if self.exporter is not None:
             c = calibration
             rate = (

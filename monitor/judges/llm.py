@@ -59,7 +59,14 @@ import openai
 from pydantic import SecretStr
 
 from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
-from monitor.judges.replies import Invalid, chat_contents, embedding_vectors, token_usage, try_parse
+from monitor.judges.replies import (
+    Invalid,
+    chat_contents,
+    embedding_vectors,
+    one_claim_per_sentence,
+    token_usage,
+    try_parse,
+)
 from monitor.judges.wire import render_messages, request_schema
 from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
@@ -274,7 +281,8 @@ class OpenAIJudge:
                 raise JudgeError("invalid_output", "the endpoint returned no choices")
             answers.extend(more)
         for answer in answers[:n]:
-            values.append(await self._validated(prompt, answer, temperature, usage))
+            value = await self._validated(prompt, answer, temperature, usage)
+            values.append(one_claim_per_sentence(value))
         return Judged(values=values, usage=usage)
 
     async def _validated(

@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.judges import JudgeError, OutT
+from monitor.judges.local.lexical.clauses import sentences
+from monitor.metrics.steps import Statements
 from monitor.tokens import count_tokens
 
 
@@ -52,6 +54,23 @@ def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -
     if wrong:
         raise Invalid(f"does not match the schema ({'; '.join(wrong)})", content)
     return value
+
+
+def one_claim_per_sentence(value: OutT) -> OutT:
+    """A ``statements`` answer with each statement cut at its sentence boundaries.
+
+    Small models often return a whole paragraph as one statement, so an added
+    claim in its second sentence is verified together with the first and
+    passes with it. The step asks for one claim per statement at either
+    atomicity, so a statement of two sentences is two statements. Other
+    answers come back unchanged.
+    """
+    if not isinstance(value, Statements):
+        return value
+    split = [part for statement in value.statements for part in sentences(statement)]
+    if split == value.statements:
+        return value
+    return value.model_copy(update={"statements": split})
 
 
 def try_parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT | Invalid:

@@ -652,3 +652,32 @@ async def test_a_refused_connection_is_retried_without_the_long_wait(
     assert caught.value.reason == "connection"
     assert time.monotonic() - started < 5  # the SDK's usual half second, not 30 s
     assert "timeout_backoff" not in observer.outcomes
+
+
+def _one_paragraph(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """A small model's statements answer: the whole text as one statement."""
+    if step == "statements":
+        return [{"statements": [inputs["text"]], "noncommittal": 0} for _ in range(n)]
+    return answers.answer(step, inputs, n)
+
+
+async def test_a_paragraph_returned_as_one_statement_is_cut_into_sentences() -> None:
+    text = (
+        "Refunds are paid within 14 days. The fee is $25, and Dr. Lee signs them off. "
+        "Lodging always."
+    )
+    with JudgeServer(answer=_one_paragraph) as server:
+        judge = OpenAIJudge(base_url=server.base_url, model=MODEL)
+        try:
+            judged = await judge.generate(statements_prompt(text))
+            # "Dr." is not a sentence end; each sentence is verified on its own
+            assert judged.value.statements == [
+                "Refunds are paid within 14 days.",
+                "The fee is $25, and Dr. Lee signs them off.",
+                "Lodging always.",
+            ]
+            # other steps come back as answered
+            questions = await judge.generate(questions_prompt())
+            assert questions.value.question
+        finally:
+            await judge.aclose()

@@ -11,7 +11,9 @@
   A prompt's pinned list lengths (`monitor.judges.Prompt.lengths`) go into the
   schema as ``minItems``/``maxItems`` and are checked on the answer; a prompt
   with ``reask`` False (the fused ``grounding`` step) is not re-asked: its
-  metrics fall back to the basic steps (outcome ``fallback_steps``).
+  metrics fall back to the basic steps (outcome ``fallback_steps``). A
+  ``statements`` answer's statements are cut at sentence boundaries
+  (`monitor.judges.replies.one_claim_per_sentence`).
 - **n choices.** ``n`` is sent as is; when the endpoint returns fewer choices
   (llama.cpp beyond its slots, servers that ignore ``n``) the missing ones are
   requested with ``n=1`` calls.

@@ -413,7 +413,8 @@ class BacklogStore:
         return await asyncio.to_thread(estimate, cells)
 
     async def calibration_snapshot(self) -> tuple[Calibration, dict[tuple[str, str], int]]:
-        """The calibration and the verdict counts, read from one snapshot.
+        """The calibration and every verdict ever recorded by (reason, verdict), a count
+        that only grows, read from one snapshot.
 
         Two separate reads could straddle a review and export a precision that
         disagrees with the verdict counts beside it.
@@ -422,14 +423,12 @@ class BacklogStore:
             isolation="repeatable_read", readonly=True
         ):
             cells = _cells(await conn.fetch(queries.CALIBRATION_CELLS))
-            counts = _verdict_counts(await conn.fetch(queries.VERDICT_COUNTS))
+            counts = {
+                (r["reason"], r["verdict"]): r["n"]
+                for r in await conn.fetch(queries.VERDICT_COUNTS)
+            }
         estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells])
         return estimate_, counts
-
-    async def verdict_counts(self) -> dict[tuple[str, str], int]:
-        """Every verdict ever recorded, by (reason, verdict): a count that only grows."""
-        async with self.connection() as conn:
-            return _verdict_counts(await conn.fetch(queries.VERDICT_COUNTS))
 
     async def discard(self, ids: Iterable[str]) -> int:
         """Mark rows discarded (not while being evaluated); returns how many changed."""
@@ -492,7 +491,3 @@ def _cells(rows: Iterable[Any]) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
-
-
-def _verdict_counts(rows: Iterable[Any]) -> dict[tuple[str, str], int]:
-    return {(r["reason"], r["verdict"]): r["n"] for r in rows}

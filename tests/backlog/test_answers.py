@@ -140,7 +140,8 @@ async def test_review_saves_verdicts_reference_and_note_with_versions(
     assert again is not None and again.answers[0].verdicts[0].verdict == "unsure"
     history = await fetch(pg_dsn, "SELECT count(*) AS n FROM backlog_verdicts")
     assert history[0]["n"] == 3
-    assert await backlog.store.verdict_counts() == {
+    _, counts = await backlog.store.calibration_snapshot()
+    assert counts == {
         ("hallucination", "confirmed"): 1,
         ("hallucination", "false_alarm"): 1,
         ("hallucination", "unsure"): 1,

@@ -457,27 +457,56 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--datasets", default=",".join(DATASETS), metavar="A,B",
-                        help=f"among {', '.join(DATASETS)} (default: all)")
-    parser.add_argument("--judges", metavar="A,B",
-                        help="local, llm (default: local, and llm when --judge-url is given)")
-    parser.add_argument("--judge-url", metavar="URL",
-                        help="the LLM judge's OpenAI-compatible endpoint (…/v1)")
+    parser.add_argument(
+        "--datasets",
+        default=",".join(DATASETS),
+        metavar="A,B",
+        help=f"among {', '.join(DATASETS)} (default: all)",
+    )
+    parser.add_argument(
+        "--judges",
+        metavar="A,B",
+        help="local, llm (default: local, and llm when --judge-url is given)",
+    )
+    parser.add_argument(
+        "--judge-url", metavar="URL", help="the LLM judge's OpenAI-compatible endpoint (…/v1)"
+    )
     parser.add_argument("--judge-model", metavar="M", help="the LLM judge's model name")
-    parser.add_argument("--ragas-python", metavar="PATH",
-                        help="an interpreter with ragas 0.4.3: also score Ragas's Faithfulness "
-                        "on the LLM endpoint (e.g. /tmp/rag-monitor-ragas-venv/bin/python)")
-    parser.add_argument("--concurrency", type=int, metavar="N",
-                        help="records scored at once, as for rag-monitor score (default: 8 with "
-                        "the LLM judge, 64 with the local one)")
+    parser.add_argument(
+        "--ragas-python",
+        metavar="PATH",
+        help="an interpreter with ragas 0.4.3: also score Ragas's Faithfulness "
+        "on the LLM endpoint (e.g. /tmp/rag-monitor-ragas-venv/bin/python)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="records scored at once, as for rag-monitor score (default: 8 with "
+        "the LLM judge, 64 with the local one)",
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="first N records of each set")
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH",
-                        help="the HaluEval QA dev set (default: ../shared/data/ beside the repo)")
-    parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH",
-                        help="the demo traffic (default: monitor/demo/traffic.jsonl)")
+    parser.add_argument(
+        "--halueval",
+        type=Path,
+        default=HALUEVAL,
+        metavar="PATH",
+        help="the HaluEval QA dev set (default: ../shared/data/ beside the repo)",
+    )
+    parser.add_argument(
+        "--demo",
+        type=Path,
+        default=DEMO,
+        metavar="PATH",
+        help="the demo traffic (default: monitor/demo/traffic.jsonl)",
+    )
     parser.add_argument("--config", metavar="FILE", help="settings file, as for rag-monitor")
-    parser.add_argument("--dump", type=Path, metavar="FILE",
-                        help="also write every record's faithfulness per judge as JSON lines")
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        metavar="FILE",
+        help="also write every record's faithfulness per judge as JSON lines",
+    )
     args = parser.parse_args()
     datasets = _names(args.datasets, DATASETS, "--datasets")
     judges = [
@@ -528,9 +557,14 @@ def main() -> int:
             if dump is not None:
                 for s in runs:
                     for k, item in enumerate(items):
-                        line = {"dataset": name, "judge": s.judge, "id": item.record["id"],
-                                "kind": item.kind, "category": item.category,
-                                "faithfulness": s.faithfulness[k]}
+                        line = {
+                            "dataset": name,
+                            "judge": s.judge,
+                            "id": item.record["id"],
+                            "kind": item.kind,
+                            "category": item.category,
+                            "faithfulness": s.faithfulness[k],
+                        }
                         if s.details:
                             line["details"] = s.details[k]
                         dump.write(json.dumps(line, ensure_ascii=False) + "\n")

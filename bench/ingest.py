@@ -566,6 +566,7 @@ def main() -> int:
         f"check_record {validation['check_record']:.1f} µs per record; the bare loop spends "
         f"{1e6 / bare_rate:.1f} µs per record, the monitor at rate 0 {1e6 / idle_rate:.1f} µs"
     )
+
     def cpu_us(i: int) -> float:
         return statistics.median(r[i]["cpu_seconds"] / r[i]["records"] for r in rounds) * 1e6
 
@@ -590,9 +591,7 @@ def main() -> int:
     def row(name: str, cells: list[str], target: str = "") -> None:
         print(f"| {name} | {' | '.join(cells)} | {target} |")
 
-    row(
-        "scored records/s", [f"**{s['rate']:.1f}**" for _, s in scores], f"≥ {TARGET_SCORED:.0f}"
-    )
+    row("scored records/s", [f"**{s['rate']:.1f}**" for _, s in scores], f"≥ {TARGET_SCORED:.0f}")
     row("CPU (process CPU s / wall s)", [f"{s['cpu_cores']:.2f} cores" for _, s in scores])
     row(
         "CPU ms per scored record",
@@ -603,9 +602,7 @@ def main() -> int:
         [f"**{s['peak_rss_mb']:.0f} MB**" for _, s in scores],
         f"< {TARGET_RSS_MB:.0f} MB",
     )
-    row(
-        "RSS once started (no record yet)", [f"{s['rss_at_start_mb']:.0f} MB" for _, s in scores]
-    )
+    row("RSS once started (no record yet)", [f"{s['rss_at_start_mb']:.0f} MB" for _, s in scores])
     row(
         f"judge server CPU ({args.judge_processes} processes, one port)",
         [f"{s['judge_cpu_cores']:.2f} cores" for _, s in scores],

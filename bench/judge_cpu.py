@@ -68,8 +68,11 @@ def worker(url: str, data: str, concurrency: int, tree: str) -> dict[str, float]
     from monitor.records import parse_record
     from monitor.scoring import ONLINE_METRICS, Scorer
 
-    judge_module = next(name for name in LLM_JUDGES
-                        if Path(tree).joinpath(*name.split(".")).with_suffix(".py").is_file())
+    judge_module = next(
+        name
+        for name in LLM_JUDGES
+        if Path(tree).joinpath(*name.split(".")).with_suffix(".py").is_file()
+    )
     OpenAIJudge = importlib.import_module(judge_module).OpenAIJudge
     with open(data, "rb") as f:
         interactions = [parse_record(line.rstrip(b"\n")) for line in f]

@@ -419,8 +419,10 @@ def report(records: list[Interaction], per_call: Run, frugal: Run) -> int:
         for metric in ONLINE_METRICS:
             if not _same(x.results[metric].score, y.results[metric].score):
                 differing += 1
-                print(f"DIFFERENT {x.interaction.id} {metric}: "
-                      f"{x.results[metric].score} vs {y.results[metric].score}")
+                print(
+                    f"DIFFERENT {x.interaction.id} {metric}: "
+                    f"{x.results[metric].score} vs {y.results[metric].score}"
+                )
     means = {
         m: sum(r.results[m].score for r in frugal.records if r.results[m].scoreable)
         / max(1, sum(1 for r in frugal.records if r.results[m].scoreable))
@@ -433,8 +435,9 @@ def report(records: list[Interaction], per_call: Run, frugal: Run) -> int:
         + ", ".join(f"{m} {v:.3f}" for m, v in means.items())
         + f"; frugal cache hits {frugal.cache_hits})"
     )
-    bare = {run.pattern: run.usage.total_tokens - _instruction_tokens(run) for run in (
-        per_call, frugal)}
+    bare = {
+        run.pattern: run.usage.total_tokens - _instruction_tokens(run) for run in (per_call, frugal)
+    }
     print(
         f"without any instruction text: per_call {bare['per_call'] / n:.1f}, "
         f"frugal {bare['frugal'] / n:.1f} tokens per record → "
@@ -623,9 +626,7 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
     }
     llm = LangchainLLMWrapper(ChatOpenAI(model=job["model"], **clients))
     embeddings = LangchainEmbeddingsWrapper(
-        OpenAIEmbeddings(
-            model=job["embedding_model"], check_embedding_ctx_length=False, **clients
-        )
+        OpenAIEmbeddings(model=job["embedding_model"], check_embedding_ctx_length=False, **clients)
     )
     metrics = [
         Faithfulness(llm=llm),
@@ -682,8 +683,7 @@ class RagasRun:
         """Calls and tokens as `Usage` counts ours: embeddings in calls and prompt tokens."""
         return Usage(
             calls=sum(s.requests for s in self.steps.values()) + self.embedding_requests,
-            prompt_tokens=sum(s.prompt_tokens for s in self.steps.values())
-            + self.embedding_tokens,
+            prompt_tokens=sum(s.prompt_tokens for s in self.steps.values()) + self.embedding_tokens,
             completion_tokens=sum(s.completion_tokens for s in self.steps.values()),
         )
 
@@ -724,9 +724,7 @@ def _schema_tokens(run: Run) -> int:
     return total
 
 
-def report_ragas(
-    records: list[Interaction], ragas: RagasRun, per_call: Run, frugal: Run
-) -> None:
+def report_ragas(records: list[Interaction], ragas: RagasRun, per_call: Run, frugal: Run) -> None:
     n = len(records)
     print()
     print(

@@ -66,9 +66,7 @@ def load(path: Path, split: str | None, limit: int) -> list[dict[str, Any]]:
     return mixed[:limit]
 
 
-async def score_ours(
-    rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: Path
-) -> None:
+async def score_ours(rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
     key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
     done = {json.loads(line)["id"] for line in _lines(out)}
     judge = OpenAIJudge(
@@ -203,9 +201,7 @@ def score_ragas(rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: P
         "LANGCHAIN_TRACING_V2": "false",
         "LANGSMITH_TRACING": "false",
     }
-    subprocess.run(
-        [args.ragas_python, "-c", source, str(job_path), str(out)], env=env, check=True
-    )
+    subprocess.run([args.ragas_python, "-c", source, str(job_path), str(out)], env=env, check=True)
 
 
 def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
@@ -239,8 +235,10 @@ def report(prefix: Path) -> None:
         for metric, error in r["errors"].items():
             errors[f"{metric}: {error}"] = errors.get(f"{metric}: {error}", 0) + 1
     if values:
-        print(f"online values scored (ours, all finished records): {scored}/{values} "
-              f"= {scored / values:.0%}; judge errors: {errors or 'none'}")
+        print(
+            f"online values scored (ours, all finished records): {scored}/{values} "
+            f"= {scored / values:.0%}; judge errors: {errors or 'none'}"
+        )
     rows = []
     for name, table, get in (
         ("rag-monitor LLM judge", ours, lambda r: r["scores"].get("faithfulness")),
@@ -262,8 +260,10 @@ def report(prefix: Path) -> None:
             f"{passed}/{len(faithful)} | {failed}/{len(swapped)} | "
             f"{hallucinated_1}/{sum(1 for r in kept if r['hallucinated'])} | {seconds:.0f} |"
         )
-    print("\n| judge | faithfulness AUROC | scored | faithful paraphrases passing | "
-          "swapped facts failing | hallucinated scored 1.0 | s per record |")
+    print(
+        "\n| judge | faithfulness AUROC | scored | faithful paraphrases passing | "
+        "swapped facts failing | hallucinated scored 1.0 | s per record |"
+    )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if ours:
@@ -272,8 +272,9 @@ def report(prefix: Path) -> None:
     evasive = [r for r in ours.values() if r.get("category") == EVASIVE]
     if evasive:
         null = sum(1 for r in evasive if r["faithfulness"].get("noncommittal") is True)
-        print(f"\nevasive answers with faithfulness unscoreable (noncommittal): "
-              f"{null}/{len(evasive)}")
+        print(
+            f"\nevasive answers with faithfulness unscoreable (noncommittal): {null}/{len(evasive)}"
+        )
 
 
 def _finite(value: float) -> float | None:
@@ -310,10 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=2, help="records at once, per side")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
-    parser.add_argument("--no-fuse", dest="fuse", action="store_false",
-                        help="basic steps instead of the fused grounding step")
-    parser.add_argument("--metrics", default=",".join(ONLINE_METRICS), metavar="A,B",
-                        help="online metrics to score (faithfulness alone is ~2.5x faster)")
+    parser.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="basic steps instead of the fused grounding step",
+    )
+    parser.add_argument(
+        "--metrics",
+        default=",".join(ONLINE_METRICS),
+        metavar="A,B",
+        help="online metrics to score (faithfulness alone is ~2.5x faster)",
+    )
     parser.add_argument("--ragas-python", default=None)
     parser.add_argument("--out", required=True, help="prefix of the two JSONL result files")
     parser.add_argument("--report", action="store_true", help="only report what --out holds")

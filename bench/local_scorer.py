@@ -135,8 +135,9 @@ def _screens(
         support = getattr(screen, "support", screen.faithfulness)
         graded.append(support if not math.isnan(support) else 0.0)
         risk.append(screen.risk)
-        lexical_risk.append(judge.screen(r["retrieved_contexts"], r["response"],
-                                         semantic=False).risk)
+        lexical_risk.append(
+            judge.screen(r["retrieved_contexts"], r["response"], semantic=False).risk
+        )
     return faith, risk, lexical_risk, graded
 
 
@@ -149,28 +150,43 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
         )
     table = [
         ("local faithfulness (verdict: < 1)", [1 - f for f in faith], [f < 1 for f in faith]),
-        ("local faithfulness graded, mean support (verdict: < 0.5)", [1 - f for f in graded],
-         [f < 0.5 for f in graded]),
+        (
+            "local faithfulness graded, mean support (verdict: < 0.5)",
+            [1 - f for f in graded],
+            [f < 0.5 for f in graded],
+        ),
         ("local risk screen, MiniLM words", risk, [x > 0.5 for x in risk]),
         ("local risk screen, lexical only", lexical_risk, [x > 0.5 for x in lexical_risk]),
-        (f"local faithfulness, monitor/local@{baseline}",
-         [1 - f for f in old_faith], [f < 1 for f in old_faith]),
+        (
+            f"local faithfulness, monitor/local@{baseline}",
+            [1 - f for f in old_faith],
+            [f < 1 for f in old_faith],
+        ),
         (f"local risk screen, MiniLM words, @{baseline}", old_risk, [x > 0.5 for x in old_risk]),
-        (f"local risk screen, lexical only, @{baseline}", old_lexical,
-         [x > 0.5 for x in old_lexical]),
-        ("baseline: new word vs passages+question",
-         [float(lexical_baseline(r)) for r in rows], [lexical_baseline(r) for r in rows]),
-        ("baseline: new word vs passages only",
-         [float(lexical_baseline(r, with_question=False)) for r in rows],
-         [lexical_baseline(r, with_question=False) for r in rows]),
+        (
+            f"local risk screen, lexical only, @{baseline}",
+            old_lexical,
+            [x > 0.5 for x in old_lexical],
+        ),
+        (
+            "baseline: new word vs passages+question",
+            [float(lexical_baseline(r)) for r in rows],
+            [lexical_baseline(r) for r in rows],
+        ),
+        (
+            "baseline: new word vs passages only",
+            [float(lexical_baseline(r, with_question=False)) for r in rows],
+            [lexical_baseline(r, with_question=False) for r in rows],
+        ),
     ]
     print(f"\n## Detection on {len(rows)} records ({sum(labels)} hallucinated)\n")
     print("| scorer | AUROC | accuracy | precision | recall | F1 |")
     print("|---|---|---|---|---|---|")
     for name, scores, predicted in table:
         acc, p, rec, f1 = prf(predicted, labels)
-        print(f"| {name} | {auroc(scores, labels):.3f} | {acc:.3f} | {p:.3f} | {rec:.3f} "
-              f"| {f1:.3f} |")
+        print(
+            f"| {name} | {auroc(scores, labels):.3f} | {acc:.3f} | {p:.3f} | {rec:.3f} | {f1:.3f} |"
+        )
     return {"risk": risk, "lexical_risk": lexical_risk}
 
 
@@ -187,15 +203,20 @@ def _demo_scores(job: tuple[list[Row], str | None]) -> list[DemoScores]:
     from monitor.scoring import Scorer
 
     judge = importlib.import_module(f"{local}.judge").LocalJudge()
-    scorer = Scorer(judge, ["faithfulness", "response_relevancy", "context_utility",
-                                   "factual_correctness"])
+    scorer = Scorer(
+        judge, ["faithfulness", "response_relevancy", "context_utility", "factual_correctness"]
+    )
 
     async def run() -> list[Any]:
         return [await scorer.score(validate_record(r)) for r in rows]
 
     return [
-        (s.results["faithfulness"].score, s.results["factual_correctness"].score,
-         s.results["response_relevancy"].score, flag_reasons(s, {}))
+        (
+            s.results["faithfulness"].score,
+            s.results["factual_correctness"].score,
+            s.results["response_relevancy"].score,
+            flag_reasons(s, {}),
+        )
         for s in asyncio.run(run())
     ]
 
@@ -207,15 +228,21 @@ def demo_detection(path: Path, baseline: str) -> None:
         old = str(extract(baseline, Path(tmp)))
         new_scores, old_scores = pool.map(_demo_scores, [(rows, None), (rows, old)])
     counts = {label: labels.count(label) for label in sorted(set(labels))}
-    print(f"\n## Demo traffic ({len(rows)} records: "
-          + ", ".join(f"{n} {label}" for label, n in counts.items())
-          + "; hallucination flag = faithfulness < 0.5)\n")
-    print("| scorer | faithful flagged | hallucinated flagged (recall) | evasive flagged "
-          "| off_topic flagged | precision, all labels | precision, faithful vs hallucinated "
-          "| AUROC, faithful vs hallucinated | factual_correctness, faithful (mean) |")
+    print(
+        f"\n## Demo traffic ({len(rows)} records: "
+        + ", ".join(f"{n} {label}" for label, n in counts.items())
+        + "; hallucination flag = faithfulness < 0.5)\n"
+    )
+    print(
+        "| scorer | faithful flagged | hallucinated flagged (recall) | evasive flagged "
+        "| off_topic flagged | precision, all labels | precision, faithful vs hallucinated "
+        "| AUROC, faithful vs hallucinated | factual_correctness, faithful (mean) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, scores in (("local judge", new_scores),
-                         (f"local judge, monitor/local@{baseline}", old_scores)):
+    for name, scores in (
+        ("local judge", new_scores),
+        (f"local judge, monitor/local@{baseline}", old_scores),
+    ):
         flagged = [not math.isnan(f) and f < 0.5 for f, *_ in scores]
 
         def share(label: str, flags: list[bool] = flagged) -> str:
@@ -224,30 +251,49 @@ def demo_detection(path: Path, baseline: str) -> None:
 
         positive = [y == "hallucinated" for y in labels]
         _, p_all, recall, _ = prf(flagged, positive)
-        pair = [k for k, y in enumerate(labels) if y in ("faithful", "hallucinated")
-                and not math.isnan(scores[k][0])]
+        pair = [
+            k
+            for k, y in enumerate(labels)
+            if y in ("faithful", "hallucinated") and not math.isnan(scores[k][0])
+        ]
         _, p_pair, _, _ = prf([flagged[k] for k in pair], [positive[k] for k in pair])
         area = auroc([1 - scores[k][0] for k in pair], [positive[k] for k in pair])
-        facts = [fc for (_, fc, *_), y in zip(scores, labels, strict=True)
-                 if y == "faithful" and not math.isnan(fc)]
-        print(f"| {name} | {share('faithful')} | {share('hallucinated')} ({recall:.3f}) "
-              f"| {share('evasive')} | {share('off_topic')} | {p_all:.3f} | {p_pair:.3f} "
-              f"| {area:.3f} | {statistics.fmean(facts) if facts else math.nan:.3f} |")
-    print("\nAll flags of the three online metrics (`monitor.flags.flag_reasons`, thresholds "
-          "0.5), as the demo queues records:\n")
-    print("| scorer | " + " | ".join(f"{label} flagged (any reason)" for label in counts)
-          + " | low_relevancy flags |")
+        facts = [
+            fc
+            for (_, fc, *_), y in zip(scores, labels, strict=True)
+            if y == "faithful" and not math.isnan(fc)
+        ]
+        print(
+            f"| {name} | {share('faithful')} | {share('hallucinated')} ({recall:.3f}) "
+            f"| {share('evasive')} | {share('off_topic')} | {p_all:.3f} | {p_pair:.3f} "
+            f"| {area:.3f} | {statistics.fmean(facts) if facts else math.nan:.3f} |"
+        )
+    print(
+        "\nAll flags of the three online metrics (`monitor.flags.flag_reasons`, thresholds "
+        "0.5), as the demo queues records:\n"
+    )
+    print(
+        "| scorer | "
+        + " | ".join(f"{label} flagged (any reason)" for label in counts)
+        + " | low_relevancy flags |"
+    )
     print("|---|" + "---|" * (len(counts) + 1))
-    for name, scores in (("local judge", new_scores),
-                         (f"local judge, monitor/local@{baseline}", old_scores)):
-        cells = [f"{sum(bool(r[3]) for r, y in zip(scores, labels, strict=True) if y == label)}"
-                 f"/{n}" for label, n in counts.items()]
+    for name, scores in (
+        ("local judge", new_scores),
+        (f"local judge, monitor/local@{baseline}", old_scores),
+    ):
+        cells = [
+            f"{sum(bool(r[3]) for r, y in zip(scores, labels, strict=True) if y == label)}/{n}"
+            for label, n in counts.items()
+        ]
         low = sum("low_relevancy" in r[3] for r in scores)
         print(f"| {name} | " + " | ".join(cells) + f" | {low} |")
     differ = sum(a[3] != b[3] for a, b in zip(new_scores, old_scores, strict=True))
     relevancy = max(abs(a[2] - b[2]) for a, b in zip(new_scores, old_scores, strict=True))
-    print(f"\nrecords whose flag reasons differ from the baseline: {differ}; largest "
-          f"|response_relevancy difference|: {relevancy:.4f}")
+    print(
+        f"\nrecords whose flag reasons differ from the baseline: {differ}; largest "
+        f"|response_relevancy difference|: {relevancy:.4f}"
+    )
 
 
 # --- 2. sampling
@@ -261,15 +307,18 @@ def sampling(rows: list[Row], risks: list[float], seeds: int, label: str) -> Non
     rng = random.Random(7)
     bad = [i for i, r in enumerate(rows) if r["label_hallucinated"]]
     good = [i for i, r in enumerate(rows) if not r["label_hallucinated"]]
-    population = [rng.choice(bad) if rng.random() < 0.10 else rng.choice(good)
-                  for _ in range(3000)]
+    population = [rng.choice(bad) if rng.random() < 0.10 else rng.choice(good) for _ in range(3000)]
     ys = [1.0 if rows[i]["label_hallucinated"] else 0.0 for i in population]
     rs = [risks[i] for i in population]
     truth = sum(ys) / len(ys)
-    print(f"\n## Risk-based vs uniform sampling ({label}; population {len(ys)}, "
-          f"true hallucination rate {truth:.3f}, {seeds} seeds)\n")
-    print("| rate | sampler | judged (mean) | hallucinations among judged | "
-          "HT estimate mean | HT estimate sd | bias / se |")
+    print(
+        f"\n## Risk-based vs uniform sampling ({label}; population {len(ys)}, "
+        f"true hallucination rate {truth:.3f}, {seeds} seeds)\n"
+    )
+    print(
+        "| rate | sampler | judged (mean) | hallucinations among judged | "
+        "HT estimate mean | HT estimate sd | bias / se |"
+    )
     print("|---|---|---|---|---|---|---|")
     for rate in (0.05, 0.1, 0.2):
         floor = 0.1 * rate
@@ -278,16 +327,17 @@ def sampling(rows: list[Row], risks: list[float], seeds: int, label: str) -> Non
         for name, ps in (("uniform", [rate] * len(rs)), ("risk", risk_p)):
             sizes, shares, estimates = [], [], []
             for seed in range(seeds):
-                kept = [k for k in range(len(ys))
-                        if unit_hash(f"{seed}:{k}".encode()) < ps[k]]
+                kept = [k for k in range(len(ys)) if unit_hash(f"{seed}:{k}".encode()) < ps[k]]
                 sizes.append(len(kept))
                 shares.append(sum(ys[k] for k in kept) / len(kept) if kept else 0.0)
                 estimates.append(sum(ys[k] / ps[k] for k in kept) / len(ys))
             mean = statistics.fmean(estimates)
             sd = statistics.stdev(estimates)
-            print(f"| {rate:.2f} | {name} | {statistics.fmean(sizes):.1f} | "
-                  f"{statistics.fmean(shares):.3f} | {mean:.4f} | {sd:.4f} | "
-                  f"{(mean - truth) / (sd / math.sqrt(seeds)):+.2f} |")
+            print(
+                f"| {rate:.2f} | {name} | {statistics.fmean(sizes):.1f} | "
+                f"{statistics.fmean(shares):.3f} | {mean:.4f} | {sd:.4f} | "
+                f"{(mean - truth) / (sd / math.sqrt(seeds)):+.2f} |"
+            )
 
 
 # --- 3. throughput
@@ -305,8 +355,14 @@ def synthesise(rows: list[Row], count: int, *, cold: bool) -> list[Row]:
             contexts.append(rng.choice(pool))
         if cold:  # every chunk text new: no cache can help
             contexts = [f"{c} (doc {n}-{k})" for k, c in enumerate(contexts)]
-        out.append({"id": f"bench-{n}", "user_input": r["user_input"],
-                    "retrieved_contexts": contexts[:5], "response": r["response"]})
+        out.append(
+            {
+                "id": f"bench-{n}",
+                "user_input": r["user_input"],
+                "retrieved_contexts": contexts[:5],
+                "response": r["response"],
+            }
+        )
     return out
 
 
@@ -326,8 +382,7 @@ def _use_tree(root: str | None) -> str:
 
     if not Path(monitor.__file__ or "").is_relative_to(tree):
         raise RuntimeError(f"monitor imported from {monitor.__file__}, not {tree}")
-    return next(name for name in LOCAL_PACKAGES
-                if tree.joinpath(*name.split(".")).is_dir())
+    return next(name for name in LOCAL_PACKAGES if tree.joinpath(*name.split(".")).is_dir())
 
 
 Scores = list[float]
@@ -388,7 +443,8 @@ def extract(ref: str, into: Path) -> Path:
     ``into``, for the baseline: its root goes first on a worker's ``sys.path`` (`_use_tree`)."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", ref, "monitor"],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     ).stdout
     tarfile.open(fileobj=io.BytesIO(archive)).extractall(into, filter="data")
     return into
@@ -398,23 +454,32 @@ def throughput(
     rows: list[Row], workers: int, count: int, repeats: int, in_flight: int, baseline: str
 ) -> None:
     load1 = os.getloadavg()[0]
-    print(f"\n## Throughput ({workers} worker processes, 1 onnxruntime thread each, "
-          f"5 contexts per record, {count} records; median of {repeats} interleaved runs; "
-          f"load average at start {load1:.1f})\n")
+    print(
+        f"\n## Throughput ({workers} worker processes, 1 onnxruntime thread each, "
+        f"5 contexts per record, {count} records; median of {repeats} interleaved runs; "
+        f"load average at start {load1:.1f})\n"
+    )
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         old = str(extract(baseline, Path(tmp)))
         # (label, mode, code root or None for the working tree, records in flight per worker)
         paths: list[tuple[str, str, str | None, int]] = [
             ("risk screen (lexical)", "screen", None, 1),
-            (f"3 online metrics (Scorer), monitor/local@{baseline}, sequential",
-             "score", old, 1),
-            (f"3 online metrics (Scorer), monitor/local@{baseline}, {in_flight} in flight",
-             "score", old, in_flight),
+            (f"3 online metrics (Scorer), monitor/local@{baseline}, sequential", "score", old, 1),
+            (
+                f"3 online metrics (Scorer), monitor/local@{baseline}, {in_flight} in flight",
+                "score",
+                old,
+                in_flight,
+            ),
             ("3 online metrics (Scorer), sequential", "score", None, 1),
             (f"3 online metrics (Scorer), {in_flight} in flight", "score", None, in_flight),
-            (f"3 online metrics (Scorer), {in_flight} in flight, no word table",
-             "score, no word table", None, in_flight),
+            (
+                f"3 online metrics (Scorer), {in_flight} in flight, no word table",
+                "score, no word table",
+                None,
+                in_flight,
+            ),
         ]
         runs: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
         scored: dict[tuple[int, str], Scores] = {}
@@ -439,9 +504,11 @@ def throughput(
                         (done / wall, rss, passes / done, cpu_ms)
                     )
                     scored[(n, chunks)] = [x for r in results for x in r[4]]
-    print("| path | chunks | records/s (median) | × baseline, same records at once "
-          "| CPU ms per record (median) "
-          "| records per CPU second | peak RSS per worker (MiB) | forward passes per record |")
+    print(
+        "| path | chunks | records/s (median) | × baseline, same records at once "
+        "| CPU ms per record (median) "
+        "| records per CPU second | peak RSS per worker (MiB) | forward passes per record |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for chunks in CHUNKS:
         for n, (label, mode, _, flight) in enumerate(paths):
@@ -453,21 +520,27 @@ def throughput(
             ratio = "" if mode == "screen" else f"{statistics.median(ratios):.2f}"
             passes = runs[(n, chunks)][0][2]
             cpu_ms = statistics.median(r[3] for r in runs[(n, chunks)])
-            print(f"| {label} | {chunks} | {statistics.median(rates):.0f} "
-                  f"| {ratio} | {cpu_ms:.1f} | {1000 / cpu_ms:.0f} "
-                  f"| {max(r[1] for r in runs[(n, chunks)]):.0f} "
-                  f"| {'' if passes < 0 else f'{passes:.2f}'} |")
+            print(
+                f"| {label} | {chunks} | {statistics.median(rates):.0f} "
+                f"| {ratio} | {cpu_ms:.1f} | {1000 / cpu_ms:.0f} "
+                f"| {max(r[1] for r in runs[(n, chunks)]):.0f} "
+                f"| {'' if passes < 0 else f'{passes:.2f}'} |"
+            )
     for n, (label, mode, _, _) in enumerate(paths):
         if mode != "screen" and n != 1:
             deltas = [
-                abs(a - b) for chunks in CHUNKS
+                abs(a - b)
+                for chunks in CHUNKS
                 for a, b in zip(scored[(n, chunks)], scored[(1, chunks)], strict=True)
                 if not (math.isnan(a) and math.isnan(b))
             ]
             moved = sum(d > 1e-6 for d in deltas)
-            print(f"\nlargest |score difference| to the baseline, {label}: "
-                  f"{max(deltas, default=0.0):.2g} ({moved} of {len(deltas)} scores moved "
-                  "by more than 1e-6)", end="")
+            print(
+                f"\nlargest |score difference| to the baseline, {label}: "
+                f"{max(deltas, default=0.0):.2g} ({moved} of {len(deltas)} scores moved "
+                "by more than 1e-6)",
+                end="",
+            )
     print()
 
 
@@ -479,14 +552,24 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--records", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--in-flight", type=int, default=64,
-                        help="records scored concurrently per worker (the sidecar's "
-                             "score_concurrency, 64 by default)")
-    parser.add_argument("--baseline", default="3abff3b",
-                        help="commit whose monitor package is measured alongside, in the same run")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=64,
+        help="records scored concurrently per worker (the sidecar's "
+        "score_concurrency, 64 by default)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default="3abff3b",
+        help="commit whose monitor package is measured alongside, in the same run",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument("--only-detection", action="store_true",
-                        help="detection on both sets only (no sampling, no throughput)")
+    parser.add_argument(
+        "--only-detection",
+        action="store_true",
+        help="detection on both sets only (no sampling, no throughput)",
+    )
     parser.add_argument("--only-throughput", action="store_true")
     args = parser.parse_args()
     rows = load(args.data)
@@ -497,8 +580,7 @@ def main() -> None:
         sampling(rows, risks["risk"], args.seeds, "risk = local screen with MiniLM words")
         sampling(rows, risks["lexical_risk"], args.seeds, "risk = lexical screen")
     if not args.skip_throughput and not args.only_detection:
-        throughput(rows, args.workers, args.records, args.repeats, args.in_flight,
-                   args.baseline)
+        throughput(rows, args.workers, args.records, args.repeats, args.in_flight, args.baseline)
 
 
 if __name__ == "__main__":

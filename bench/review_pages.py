@@ -126,8 +126,10 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
             answers = await conn.fetchval("SELECT count(*) FROM backlog_answers")
         finally:
             await conn.close()
-        print(f"filled {rows} rows, {answers} answers in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+        print(
+            f"filled {rows} rows, {answers} answers in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
         sample = await sink.store.get("row-4")
         assert sample is not None and len(sample.answers) == 2  # the shape the pages read
 
@@ -152,8 +154,7 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
                 ("queue `/?status=pending`", lambda: "/?status=pending"),
                 ("queue `/?reason=low_relevancy`", lambda: "/?reason=low_relevancy"),
                 ("queue `/?order=seen`", lambda: "/?order=seen"),
-                ("queue, up to 200 pages deep (cursor)",
-                 lambda: f"/?cursor={rng.choice(cursors)}"),
+                ("queue, up to 200 pages deep (cursor)", lambda: f"/?cursor={rng.choice(cursors)}"),
                 ("row page `/rows/{id}`", lambda: f"/rows/{row_id()}"),
                 ("`GET /api/rows?limit=50`", lambda: "/api/rows?limit=50"),
                 ("`GET /api/rows/{id}`", lambda: f"/api/rows/{row_id()}"),
@@ -184,12 +185,16 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
         await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await conn.close()
 
-    print(f"\n{rows} backlog rows ({answers} answers), {requests} requests per kind, one at a"
-          " time; Python " + platform.python_version())
+    print(
+        f"\n{rows} backlog rows ({answers} answers), {requests} requests per kind, one at a"
+        " time; Python " + platform.python_version()
+    )
     print("\n| request | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|")
     for name, times in results:
-        print(f"| {name} | {statistics.median(times):.1f} | {percentile(times, 0.95):.1f} |"
-              f" {max(times):.1f} |")
+        print(
+            f"| {name} | {statistics.median(times):.1f} | {percentile(times, 0.95):.1f} |"
+            f" {max(times):.1f} |"
+        )
 
 
 def main() -> None:

@@ -101,9 +101,7 @@ def noise_modes(score: float, details: Mapping[str, Any]) -> tuple[float | None,
         contexts = len(details["relevant_contexts"])
     except (KeyError, TypeError):
         return (score, None) if details.get("mode", "relevant") == "relevant" else (None, score)
-    both = {
-        mode: ns.score(g, a, wrong, contexts=contexts, mode=mode) for mode in ns.MODES
-    }
+    both = {mode: ns.score(g, a, wrong, contexts=contexts, mode=mode) for mode in ns.MODES}
     return _finite(both["relevant"]), _finite(both["irrelevant"])
 
 
@@ -182,8 +180,7 @@ RULES = (
     ),
     ReadingRule(
         "dirty_retrieval",
-        "only irrelevant-context noise is high: retrieval is dirty; check context "
-        "precision first",
+        "only irrelevant-context noise is high: retrieval is dirty; check context precision first",
     ),
 )
 
@@ -383,9 +380,7 @@ async def run_offline(
     SchemaBehind (the backlog is not migrated).
     """
     assert settings.pg_dsn is not None
-    judge = build_judge(
-        settings, kind=judge_kind, gate=TokenBudget(settings.offline_token_budget)
-    )
+    judge = build_judge(settings, kind=judge_kind, gate=TokenBudget(settings.offline_token_budget))
     scorer = Scorer(
         judge,
         metrics or list(OFFLINE_METRICS),

@@ -210,7 +210,10 @@ class CalibrationCollector(Collector):
         verdicts: dict[tuple[str, str], int],
     ) -> None:
         self.precision, self.control_share, self.rate, self.verdicts = (
-            dict(precision), control_share, rate, dict(verdicts)
+            dict(precision),
+            control_share,
+            rate,
+            dict(verdicts),
         )
 
     def describe(self) -> Iterator[Metric]:

@@ -46,9 +46,7 @@ OUT = Path(__file__).resolve().parent.parent / "monitor" / "demo" / "traffic.jso
 
 #: labels in each block of 20 records (shuffled inside the block): any prefix of
 #: 20·k records has exactly these proportions, so `--records 40` is still mixed.
-BLOCK = (
-    ["faithful"] * 11 + ["hallucinated"] * 4 + ["off_topic"] * 2 + ["evasive"] * 3
-)
+BLOCK = ["faithful"] * 11 + ["hallucinated"] * 4 + ["off_topic"] * 2 + ["evasive"] * 3
 NOISY_SHARE = 0.3
 
 ROUTES = ("hr-policy", "it-helpdesk", "billing", "product-docs")
@@ -491,7 +489,8 @@ KB: tuple[Fact, ...] = (
         ),
         (
             ("No, SMS codes aren't permitted", "Yes, SMS codes are accepted"),
-            ("YubiKey security key", "Titan security key"), ("a YubiKey on", "a Titan key on"),
+            ("YubiKey security key", "Titan security key"),
+            ("a YubiKey on", "a Titan key on"),
         ),
         (
             "Biometric login counts as a second factor on company phones.",
@@ -728,8 +727,7 @@ KB: tuple[Fact, ...] = (
             "Where can I download my invoices?",
             "What are the payment terms on invoices?",
         ),
-        "Invoices are issued on the 1st, net 30, and downloadable as PDF under Billing > "
-        "Invoices.",
+        "Invoices are issued on the 1st, net 30, and downloadable as PDF under Billing > Invoices.",
         (
             "You'll find them as PDFs under Billing > Invoices. A new one is issued on the 1st of "
             "every month.",
@@ -1242,8 +1240,7 @@ EVASIVE = (
     "I'm sorry, I don't have that information.",
     "I don't know.",
     "I'm not sure about that. You may want to check with {team}.",
-    "That depends on several factors, so I can't give a definitive answer. Please contact "
-    "{team}.",
+    "That depends on several factors, so I can't give a definitive answer. Please contact {team}.",
     "I can't say for certain. It might vary; {team} would know more.",
     "Unfortunately I cannot answer that question.",
 )
@@ -1439,8 +1436,10 @@ def main() -> int:
     metadata = [r["metadata"] for r in records]
     labels = Counter(str(m["label"]) for m in metadata if isinstance(m, dict))
     noisy = sum(1 for m in metadata if isinstance(m, dict) and m["noisy_retrieval"])
-    print(f"wrote {len(records)} records to {args.out}: {dict(sorted(labels.items()))}, "
-          f"{noisy} with noisy retrieval")
+    print(
+        f"wrote {len(records)} records to {args.out}: {dict(sorted(labels.items()))}, "
+        f"{noisy} with noisy retrieval"
+    )
     return 0
 
 

@@ -62,8 +62,9 @@ def test_noise_sensitivity_both_modes_from_one_result() -> None:
             "noise_sensitivity": MetricResult(
                 metric="noise_sensitivity", score=0.0, details=_noise_details()
             ),
-            "context_recall": MetricResult(metric="context_recall", score=math.nan,
-                                           error="timeout"),
+            "context_recall": MetricResult(
+                metric="context_recall", score=math.nan, error="timeout"
+            ),
         },
     )
     scores, details = offline_scores(record)

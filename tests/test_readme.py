@@ -238,9 +238,7 @@ def test_readme_has_the_leads_top_lines() -> None:
     assert "pip install '.[demo]' && rag-monitor demo" in lines[:12]
 
 
-@pytest.mark.parametrize(
-    "command", rag_monitor_commands(), ids=lambda c: " ".join(c.argv)[:60]
-)
+@pytest.mark.parametrize("command", rag_monitor_commands(), ids=lambda c: " ".join(c.argv)[:60])
 def test_rag_monitor_command_parses(command: Simple) -> None:
     parser = build_parser()
     try:

@@ -73,9 +73,7 @@ def test_configured_patterns_add_to_the_defaults() -> None:
     redacted, found = redactor.redact("EMP-123456 (emp@corp.example) asked")
     assert redacted == "[EMPLOYEE_ID] ([EMAIL]) asked"
     assert {r.kind for r in found} == {"employee_id", "email"}
-    only_custom = Redactor(
-        [RedactionPattern(name="ticket", pattern=r"T-\d+")], defaults=False
-    )
+    only_custom = Redactor([RedactionPattern(name="ticket", pattern=r"T-\d+")], defaults=False)
     assert only_custom.redact("T-42 from a@b.org") == (
         "[TICKET] from a@b.org",
         [Redaction("ticket", 1)],

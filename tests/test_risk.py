@@ -103,8 +103,9 @@ def test_weighted_estimate_is_unbiased_and_beats_uniform_at_the_same_budget() ->
         u = [unit_hash(f"{seed}/{k}".encode()) for k in range(n)]
         for name, ps in (("uniform", [rate] * n), ("risk", p_risk)):
             kept = [k for k in range(n) if u[k] < ps[k]]
-            estimates[name].append(horvitz_thompson([ys[k] for k in kept],
-                                                    [ps[k] for k in kept]) / n)
+            estimates[name].append(
+                horvitz_thompson([ys[k] for k in kept], [ps[k] for k in kept]) / n
+            )
             sizes[name].append(len(kept))
             shares[name].append(sum(ys[k] for k in kept) / len(kept))
 

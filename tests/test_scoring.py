@@ -173,7 +173,10 @@ async def test_frugal_fuses_faithfulness_and_context_utility(
     assert scored.results["faithfulness"].score == 0.5
     assert [s["verdict"] for s in scored.results["faithfulness"].details["statements"]] == [1, 0]
     assert [c["verdict"] for c in scored.results["context_utility"].details["contexts"]] == [
-        1, 0, 0, 0,
+        1,
+        0,
+        0,
+        0,
     ]
 
 
@@ -413,8 +416,13 @@ async def test_statements_shared_between_metrics(
     judge_server: JudgeServer, http_judge: OpenAIJudge
 ) -> None:
     record = interactions()[0]
-    metrics = ["faithfulness", "noise_sensitivity", "context_recall", "context_precision",
-               "precision_at_k"]
+    metrics = [
+        "faithfulness",
+        "noise_sensitivity",
+        "context_recall",
+        "context_precision",
+        "precision_at_k",
+    ]
     await Scorer(http_judge, metrics, call_pattern="per_call").score(record)
     per_call = judge_server.stats.snapshot()
     judge_server.stats.reset()

@@ -119,9 +119,7 @@ def _row(
                     interaction_id=item.get("interaction_id"),
                 )
             )
-    return ImportRow(
-        line=line, id=rid, reference=reference, verdicts=tuple(parsed), note=note
-    )
+    return ImportRow(line=line, id=rid, reference=reference, verdicts=tuple(parsed), note=note)
 
 
 def verdict_problem(item: object) -> str | None:

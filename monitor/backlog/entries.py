@@ -140,15 +140,11 @@ def build_entry(
         reasons=[clean(r) for r in reasons],
         question_hash=question_hash(stored["user_input"]),
         record=stored,
-        redactions=[
-            r.as_json() for r in summarize(counts, redactor.kinds if redactor else ())
-        ],
+        redactions=[r.as_json() for r in summarize(counts, redactor.kinds if redactor else ())],
         route=clean(interaction.route),
         judge=judges.pop() if len(judges) == 1 else None,
         inclusion_probability=record.inclusion_probability,
-        online_scores={
-            name: clean(r.json_score()) for name, r in record.results.items()
-        },
+        online_scores={name: clean(r.json_score()) for name, r in record.results.items()},
         online_details=details,
         answer_key=answer_key(stored["response"], control),
         weight=1.0 / max(chance, 1e-12),

@@ -51,9 +51,7 @@ ON CONFLICT (question_hash) DO UPDATE SET
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
-LINK = (
-    "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
-)
+LINK = "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
 
 # the interaction's answer: a new one, or merged into the row's answer with the same key
 ADD_ANSWER = """

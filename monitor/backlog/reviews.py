@@ -110,9 +110,7 @@ async def changed_verdicts(
         )
     }
     return [
-        v
-        for v in verdicts
-        if latest.get((v.interaction_id or backlog_id, v.reason)) != v.verdict
+        v for v in verdicts if latest.get((v.interaction_id or backlog_id, v.reason)) != v.verdict
     ]
 
 
@@ -133,7 +131,8 @@ async def check_verdicts(
         answer = v.interaction_id if v.interaction_id is not None else backlog_id
         if answer not in answers:
             raise ReviewProblem(
-                "invalid", f"verdicts[{i}]: {answer!r} is not an answer of this row",
+                "invalid",
+                f"verdicts[{i}]: {answer!r} is not an answer of this row",
                 f"verdicts[{i}].interaction_id",
             )
         if v.reason not in answers[answer]:
@@ -145,7 +144,8 @@ async def check_verdicts(
             )
         if v.verdict not in VERDICTS:
             raise ReviewProblem(
-                "invalid", f"verdicts[{i}]: verdict must be one of {', '.join(VERDICTS)}",
+                "invalid",
+                f"verdicts[{i}]: verdict must be one of {', '.join(VERDICTS)}",
                 f"verdicts[{i}].verdict",
             )
 

@@ -176,7 +176,6 @@ class BacklogRow:
         )
 
 
-
 @dataclass(frozen=True)
 class BacklogStats:
     counts: dict[str, int]

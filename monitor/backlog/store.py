@@ -393,12 +393,16 @@ class BacklogStore:
             newer = await conn.fetchval(
                 "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
                 " AND (created_at, id) > ($1, $2) ORDER BY created_at, id LIMIT 1",
-                here["created_at"], backlog_id, status,
+                here["created_at"],
+                backlog_id,
+                status,
             )
             older = await conn.fetchval(
                 "SELECT id FROM backlog WHERE ($3::text IS NULL OR status = $3)"
                 " AND (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT 1",
-                here["created_at"], backlog_id, status,
+                here["created_at"],
+                backlog_id,
+                status,
             )
         return newer, older
 
@@ -419,8 +423,9 @@ class BacklogStore:
         Two separate reads could straddle a review and export a precision that
         disagrees with the verdict counts beside it.
         """
-        async with self.connection() as conn, conn.transaction(
-            isolation="repeatable_read", readonly=True
+        async with (
+            self.connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             cells = _cells(await conn.fetch(queries.CALIBRATION_CELLS))
             counts = {

@@ -275,4 +275,3 @@ def _import_handler(args: argparse.Namespace) -> int:
 
 def _discard(args: argparse.Namespace) -> int:
     return _run(args, "discard")
-

@@ -85,4 +85,3 @@ def _offline(args: argparse.Namespace) -> int:
         return EXIT_SCHEMA
     sys.stdout.write(report.render())
     return EXIT_OK
-

@@ -98,9 +98,7 @@ _NONCOMMITTAL = (
     '("I don\'t know", "I\'m not sure", "I cannot answer that"), else 0.'
 )
 #: statements and grounding: an answer that asserts nothing about the question
-_EVASIVE = (
-    'noncommittal: 1 if {text} only declines, defers ("ask HR") or does not know; else 0.'
-)
+_EVASIVE = 'noncommittal: 1 if {text} only declines, defers ("ask HR") or does not know; else 0.'
 _REASON = "a short reason (at most 15 words), then the verdict"
 _PER_CONTEXT = f"Exactly one verdict per context: {_REASON}."
 

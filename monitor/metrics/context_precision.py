@@ -38,9 +38,7 @@ score = average_precision
 
 
 def context_details(verdicts: Sequence[ContextVerdict]) -> list[dict[str, Any]]:
-    return [
-        {"index": i, "verdict": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)
-    ]
+    return [{"index": i, "verdict": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,5 @@ def asserts(sentence: str, *, response_declines: bool) -> bool:
         return False
     said = _APOLOGY.sub("", sentence.lower(), count=1)
     return not all(
-        NONCOMMITTAL.search(c) or (response_declines and DEFERRAL.search(c))
-        for c in clauses(said)
+        NONCOMMITTAL.search(c) or (response_declines and DEFERRAL.search(c)) for c in clauses(said)
     )

@@ -154,7 +154,9 @@ class ReviewApp:
         server = cast(Any, site._server)  # the bound port, when 0 was asked for
         self.port = server.sockets[0].getsockname()[1] if server and server.sockets else port
         log.info(
-            "review app listening on %s:%d (%s)", host, self.port,
+            "review app listening on %s:%d (%s)",
+            host,
+            self.port,
             f"{len(self.tokens)} reviewer token(s)" if self.tokens else "loopback, no tokens",
         )
 
@@ -206,9 +208,7 @@ class ReviewApp:
             if path.startswith("/api/"):
                 return _json({"error": "a valid bearer token is required"}, 401, headers)
             body = pages.error_page(401, "Sign in first: /login, or send a bearer token.")
-            return web.Response(
-                text=body, status=401, content_type="text/html", headers=headers
-            )
+            return web.Response(text=body, status=401, content_type="text/html", headers=headers)
         request[REVIEWER] = reviewer
         if request.method == "POST":
             problem = self._post_problem(request, reviewer)
@@ -237,11 +237,7 @@ class ReviewApp:
             # show the page's CSRF token; a script sends neither, or a bearer token
             browser = "Origin" in request.headers or COOKIE in request.cookies
             token = request.headers.get("X-CSRF-Token", "")
-            if (
-                browser
-                and not bearer
-                and not hmac.compare_digest(token, self.csrf_token(reviewer))
-            ):
+            if browser and not bearer and not hmac.compare_digest(token, self.csrf_token(reviewer)):
                 return "missing or wrong X-CSRF-Token"
         return None  # form posts check their csrf field once the body is read
 
@@ -260,7 +256,11 @@ class ReviewApp:
         cursor = q.get("cursor") or None
         after = decode_cursor(cursor, order) if cursor else None
         items = await self.store.queue(
-            status=status, reason=reason, route=route, order=order, limit=DEFAULT_LIMIT + 1,
+            status=status,
+            reason=reason,
+            route=route,
+            order=order,
+            limit=DEFAULT_LIMIT + 1,
             after=after,
         )
         more = len(items) > DEFAULT_LIMIT
@@ -270,8 +270,14 @@ class ReviewApp:
         reasons = ["hallucination", "low_relevancy", "low_utility", "noncommittal", "control"]
         return _html(
             pages.queue_page(
-                items, counts, status=status, reason=reason, route=route, order=order,
-                next_cursor=next_cursor, reasons=reasons,
+                items,
+                counts,
+                status=status,
+                reason=reason,
+                route=route,
+                order=order,
+                next_cursor=next_cursor,
+                reasons=reasons,
             )
         )
 
@@ -284,8 +290,13 @@ class ReviewApp:
         newer, older = await self.store.neighbours(row.id, status=status_filter)
         reviewer = request[REVIEWER]
         body = pages.row_page(
-            row, csrf=self.csrf_token(reviewer), status_filter=status_filter, newer=newer,
-            older=older, reviewer=reviewer, **extra,
+            row,
+            csrf=self.csrf_token(reviewer),
+            status_filter=status_filter,
+            newer=newer,
+            older=older,
+            reviewer=reviewer,
+            **extra,
         )
         return _html(body, status)
 
@@ -309,8 +320,12 @@ class ReviewApp:
             if row is None:
                 return _html(pages.error_page(404, "No such row."), 404)
             return await self._render_row(
-                request, row, status=422, banner=pages.esc(f"{exc.field}: {exc}"),
-                banner_kind="error", **draft,
+                request,
+                row,
+                status=422,
+                banner=pages.esc(f"{exc.field}: {exc}"),
+                banner_kind="error",
+                **draft,
             )
         try:
             version = await self._apply(row_id, review, reviewer)
@@ -320,20 +335,31 @@ class ReviewApp:
                 return _html(pages.error_page(404, "No such row."), 404)
             if exc.kind == "stale":
                 return await self._render_row(
-                    request, row, status=409, banner=pages.conflict_banner(row),
-                    banner_kind="conflict", chosen=chosen, **draft,
+                    request,
+                    row,
+                    status=409,
+                    banner=pages.conflict_banner(row),
+                    banner_kind="conflict",
+                    chosen=chosen,
+                    **draft,
                 )
             code = 409 if exc.kind == "conflict" else 422
             return await self._render_row(
-                request, row, status=code, banner=pages.esc(str(exc)), banner_kind="error",
-                chosen=chosen, **draft,
+                request,
+                row,
+                status=code,
+                banner=pages.esc(str(exc)),
+                banner_kind="error",
+                chosen=chosen,
+                **draft,
             )
         status_filter = request.query.get("status")
         _, older = await self.store.neighbours(row_id, status=status_filter or None)
         suffix = f"?status={pages.url(status_filter)}" if status_filter in STATUSES else ""
         target = (
-            f"/rows/{pages.url(older)}{suffix}" if older else f"/rows/{pages.url(row_id)}"
-            f"?saved={version}"
+            f"/rows/{pages.url(older)}{suffix}"
+            if older
+            else f"/rows/{pages.url(row_id)}?saved={version}"
         )
         raise web.HTTPSeeOther(target)
 
@@ -353,7 +379,11 @@ class ReviewApp:
             return _html(pages.login_page(self.csrf_token("login"), "Unknown token."), 401)
         response = web.HTTPSeeOther("/")
         response.set_cookie(
-            COOKIE, token, httponly=True, samesite="Strict", path="/",
+            COOKIE,
+            token,
+            httponly=True,
+            samesite="Strict",
+            path="/",
             secure=request.secure,
         )
         log.info("reviewer %s signed in", name)

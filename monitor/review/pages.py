@@ -47,21 +47,21 @@ def _tags(reasons: Iterable[str]) -> str:
 
 def _page(title: str, body: str, *, body_attrs: str = "") -> str:
     return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · rag-monitor review</title>"
-        "<link rel=\"stylesheet\" href=\"/static/review.css\">"
-        "<script src=\"/static/review.js\" defer></script>"
+        '<link rel="stylesheet" href="/static/review.css">'
+        '<script src="/static/review.js" defer></script>'
         f"</head><body{body_attrs}>"
-        "<header><a href=\"/\" class=\"brand\">rag-monitor review</a>"
-        "<a href=\"/calibration\">judge accuracy</a></header>"
+        '<header><a href="/" class="brand">rag-monitor review</a>'
+        '<a href="/calibration">judge accuracy</a></header>'
         f"<main>{body}</main></body></html>\n"
     )
 
 
 def _shortcuts(items: Iterable[tuple[str, str]]) -> str:
     rows = "".join(f"<dt><kbd>{esc(k)}</kbd></dt><dd>{esc(v)}</dd>" for k, v in items)
-    return f"<aside class=\"shortcuts\"><h2>Keyboard</h2><dl>{rows}</dl></aside>"
+    return f'<aside class="shortcuts"><h2>Keyboard</h2><dl>{rows}</dl></aside>'
 
 
 def _pct(value: float | None) -> str:
@@ -89,60 +89,59 @@ def queue_page(
 ) -> str:
     filters = {"status": status, "reason": reason, "route": route, "order": order}
     tabs = "".join(
-        f"<a href=\"/{_query({**filters, 'status': s})}\""
+        f'<a href="/{_query({**filters, "status": s})}"'
         f"{_ON if s == status else ''}>{esc(s)} <b>{counts.get(s, 0)}</b></a>"
         for s in STATUSES
     )
     all_tab = (
-        f"<a href=\"/{_query({**filters, 'status': None})}\""
+        f'<a href="/{_query({**filters, "status": None})}"'
         f"{_ON if status is None else ''}>all <b>{sum(counts.values())}</b></a>"
     )
     reason_opts = "".join(
-        f"<option value=\"{esc(r)}\"{' selected' if r == reason else ''}>{esc(r)}</option>"
+        f'<option value="{esc(r)}"{" selected" if r == reason else ""}>{esc(r)}</option>'
         for r in reasons
     )
     order_opts = "".join(
-        f"<option value=\"{o}\"{' selected' if o == order else ''}>{label}</option>"
+        f'<option value="{o}"{" selected" if o == order else ""}>{label}</option>'
         for o, label in (("newest", "newest first"), ("seen", "most seen first"))
     )
     form = (
-        "<form class=\"filters\" method=\"get\" action=\"/\">"
-        f"<input type=\"hidden\" name=\"status\" value=\"{esc(status)}\">"
-        f"<label>reason <select name=\"reason\"><option value=\"\">any</option>{reason_opts}"
+        '<form class="filters" method="get" action="/">'
+        f'<input type="hidden" name="status" value="{esc(status)}">'
+        f'<label>reason <select name="reason"><option value="">any</option>{reason_opts}'
         "</select></label>"
-        f"<label>route <input name=\"route\" value=\"{esc(route)}\" size=\"10\"></label>"
-        f"<label>order <select name=\"order\">{order_opts}</select></label>"
-        "<button type=\"submit\">filter</button></form>"
+        f'<label>route <input name="route" value="{esc(route)}" size="10"></label>'
+        f'<label>order <select name="order">{order_opts}</select></label>'
+        '<button type="submit">filter</button></form>'
     )
     row_query = _query({"status": status})
     rows = "".join(
-        f"<tr data-href=\"/rows/{url(i.id)}{row_query}\">"
-        f"<td><a href=\"/rows/{url(i.id)}{row_query}\">{esc(i.question)}</a></td>"
+        f'<tr data-href="/rows/{url(i.id)}{row_query}">'
+        f'<td><a href="/rows/{url(i.id)}{row_query}">{esc(i.question)}</a></td>'
         f"<td>{_tags(i.reasons)}</td>"
-        f"<td>{esc(i.route or '')}</td><td class=\"num\">{i.seen_count}</td>"
-        f"<td class=\"num\">{i.answers}</td><td class=\"num\">{i.verdicts}</td>"
-        f"<td><span class=\"status {esc(i.status)}\">{esc(i.status)}</span></td>"
+        f'<td>{esc(i.route or "")}</td><td class="num">{i.seen_count}</td>'
+        f'<td class="num">{i.answers}</td><td class="num">{i.verdicts}</td>'
+        f'<td><span class="status {esc(i.status)}">{esc(i.status)}</span></td>'
         f"<td><time>{esc(i.created_at.strftime('%Y-%m-%d %H:%M'))}</time></td></tr>"
         for i in items
     )
     table = (
-        "<table class=\"queue\"><thead><tr><th>question</th><th>reasons</th><th>route</th>"
+        '<table class="queue"><thead><tr><th>question</th><th>reasons</th><th>route</th>'
         "<th>seen</th><th>answers</th><th>verdicts</th><th>status</th><th>queued</th>"
         f"</tr></thead><tbody>{rows}</tbody></table>"
         if items
-        else "<p class=\"empty\">Nothing in this queue.</p>"
+        else '<p class="empty">Nothing in this queue.</p>'
     )
     more = (
-        f"<p class=\"more\"><a rel=\"next\" href=\"/{_query({**filters, 'cursor': next_cursor})}\">"
+        f'<p class="more"><a rel="next" href="/{_query({**filters, "cursor": next_cursor})}">'
         "older rows →</a></p>"
         if next_cursor
         else ""
     )
-    body = (
-        f"<nav class=\"tabs\">{all_tab}{tabs}</nav>{form}{table}{more}"
-        + _shortcuts(SHORTCUTS_QUEUE)
+    body = f'<nav class="tabs">{all_tab}{tabs}</nav>{form}{table}{more}' + _shortcuts(
+        SHORTCUTS_QUEUE
     )
-    return _page("queue", body, body_attrs=" data-page=\"queue\"")
+    return _page("queue", body, body_attrs=' data-page="queue"')
 
 
 # --- row
@@ -173,7 +172,7 @@ def highlight(response: str, statements: Sequence[Mapping[str, Any]]) -> tuple[s
     for start, end, st in marks:
         out.append(esc(response[cursor:start]))
         out.append(
-            f"<mark class=\"{_verdict_class(st)}\" title=\"{esc(st.get('reason') or '')}\">"
+            f'<mark class="{_verdict_class(st)}" title="{esc(st.get("reason") or "")}">'
             f"{esc(response[start:end])}</mark>"
         )
         cursor = end
@@ -188,28 +187,28 @@ def _verdict_class(st: Mapping[str, Any]) -> str:
 
 def _statement_item(st: Mapping[str, Any]) -> str:
     reason = st.get("reason")
-    why = f" <span class=\"why\">— {esc(reason)}</span>" if reason else ""
-    return f"<li class=\"{_verdict_class(st)}\">{esc(st.get('statement'))}{why}</li>"
+    why = f' <span class="why">— {esc(reason)}</span>' if reason else ""
+    return f'<li class="{_verdict_class(st)}">{esc(st.get("statement"))}{why}</li>'
 
 
 def _scores(scores: Mapping[str, Any]) -> str:
     cells = "".join(
-        f"<tr><th>{esc(k)}</th><td class=\"num\">"
+        f'<tr><th>{esc(k)}</th><td class="num">'
         f"{'—' if v is None else esc(f'{float(v):.3f}')}</td></tr>"
         for k, v in scores.items()
     )
-    return f"<table class=\"scores\">{cells}</table>"
+    return f'<table class="scores">{cells}</table>'
 
 
 def _contexts(contexts: Sequence[Mapping[str, Any]]) -> str:
     items = "".join(
-        f"<li><span class=\"rank\">#{n}</span>"
-        f"<span class=\"score\">{'' if c.get('score') is None else esc(c.get('score'))}</span>"
+        f'<li><span class="rank">#{n}</span>'
+        f'<span class="score">{"" if c.get("score") is None else esc(c.get("score"))}</span>'
         f"{'<code>' + esc(c.get('id')) + '</code>' if c.get('id') else ''}"
         f"<p>{esc(c.get('text'))}</p></li>"
         for n, c in enumerate(contexts, start=1)
     )
-    return f"<ol class=\"contexts\">{items}</ol>"
+    return f'<ol class="contexts">{items}</ol>'
 
 
 def _verdict_inputs(index: int, answer: Answer, chosen: Mapping[tuple[str, str], str]) -> str:
@@ -221,16 +220,16 @@ def _verdict_inputs(index: int, answer: Answer, chosen: Mapping[tuple[str, str],
         )
         name = f"verdict-{index}-{reason}"
         options = "".join(
-            f"<label><input type=\"radio\" name=\"{esc(name)}\" value=\"{v}\""
+            f'<label><input type="radio" name="{esc(name)}" value="{v}"'
             f"{' checked' if v == picked else ''}> <kbd>{n}</kbd> {VERDICT_LABELS[v]}</label>"
             for n, v in enumerate(VERDICTS, start=1)
         )
         none = (
-            f"<label><input type=\"radio\" name=\"{esc(name)}\" value=\"\""
+            f'<label><input type="radio" name="{esc(name)}" value=""'
             f"{' checked' if not picked else ''}> none</label>"
         )
         who = (
-            f"<span class=\"who\">last: {esc(VERDICT_LABELS.get(current[reason].verdict))}"
+            f'<span class="who">last: {esc(VERDICT_LABELS.get(current[reason].verdict))}'
             f" by {esc(current[reason].reviewer)}</span>"
             if reason in current
             else ""
@@ -241,22 +240,21 @@ def _verdict_inputs(index: int, answer: Answer, chosen: Mapping[tuple[str, str],
             else f"is the {esc(reason)} flag right?"
         )
         groups.append(
-            f"<fieldset class=\"verdict\" data-group=\"{esc(name)}\">"
-            f"<legend><span class=\"tag\">{esc(reason)}</span> {question} {who}</legend>"
+            f'<fieldset class="verdict" data-group="{esc(name)}">'
+            f'<legend><span class="tag">{esc(reason)}</span> {question} {who}</legend>'
             f"{options}{none}</fieldset>"
         )
     return (
-        f"<input type=\"hidden\" name=\"answer-{index}\" value=\"{esc(answer.interaction_id)}\">"
+        f'<input type="hidden" name="answer-{index}" value="{esc(answer.interaction_id)}">'
         + "".join(groups)
     )
 
 
-def _answer(index: int, answer: Answer, chosen: Mapping[tuple[str, str], str], *,
-            show_contexts: bool) -> str:
+def _answer(
+    index: int, answer: Answer, chosen: Mapping[tuple[str, str], str], *, show_contexts: bool
+) -> str:
     marked, unplaced = highlight(answer.response, answer.statements())
-    unplaced_html = (
-        f"<ul class=\"statements\">{''.join(unplaced)}</ul>" if unplaced else ""
-    )
+    unplaced_html = f'<ul class="statements">{"".join(unplaced)}</ul>' if unplaced else ""
     contexts = _contexts(answer.contexts)
     context_block = (
         f"<h3>Contexts, in rank order</h3>{contexts}"
@@ -264,13 +262,13 @@ def _answer(index: int, answer: Answer, chosen: Mapping[tuple[str, str], str], *
         else f"<details><summary>its contexts</summary>{contexts}</details>"
     )
     return (
-        f"<section class=\"answer\" id=\"answer-{index}\">"
+        f'<section class="answer" id="answer-{index}">'
         f"<h2>Answer {index + 1} <code>{esc(answer.interaction_id)}</code>"
-        f" <span class=\"seen\">seen {answer.seen_count}×</span> "
+        f' <span class="seen">seen {answer.seen_count}×</span> '
         f"{_tags(answer.reasons)}</h2>"
-        f"<p class=\"response\">{marked}</p>{unplaced_html}"
-        "<p class=\"legend\"><mark class=\"supported\">supported</mark> "
-        "<mark class=\"unsupported\">not supported by the contexts</mark> "
+        f'<p class="response">{marked}</p>{unplaced_html}'
+        '<p class="legend"><mark class="supported">supported</mark> '
+        '<mark class="unsupported">not supported by the contexts</mark> '
         "(hover a statement for the judge's reason)</p>"
         f"{_scores(answer.online_scores)}{context_block}"
         f"{_verdict_inputs(index, answer, chosen)}</section>"
@@ -302,38 +300,38 @@ def row_page(
     note = draft_note if draft_note is not None else (row.review_note or "")
     redactions = ", ".join(f"{esc(r.get('kind'))} ×{esc(r.get('count'))}" for r in row.redactions)
     banner_html = (
-        f"<div class=\"banner {esc(banner_kind)}\" id=\"banner\" role=\"status\">{banner}</div>"
+        f'<div class="banner {esc(banner_kind)}" id="banner" role="status">{banner}</div>'
         if banner
-        else "<div class=\"banner\" id=\"banner\" role=\"status\" hidden></div>"
+        else '<div class="banner" id="banner" role="status" hidden></div>'
     )
     body = (
         f"{banner_html}"
-        f"<nav class=\"rownav\"><a href=\"{esc(newer_href)}\" id=\"prev\">← newer</a>"
-        f"<a href=\"/{q}\">queue</a><a href=\"{esc(older_href)}\" id=\"next\">older →</a></nav>"
-        f"<h1 class=\"question\">{esc(row.user_input)}</h1>"
-        f"<p class=\"meta\"><span class=\"status {esc(row.status)}\">{esc(row.status)}</span> "
+        f'<nav class="rownav"><a href="{esc(newer_href)}" id="prev">← newer</a>'
+        f'<a href="/{q}">queue</a><a href="{esc(older_href)}" id="next">older →</a></nav>'
+        f'<h1 class="question">{esc(row.user_input)}</h1>'
+        f'<p class="meta"><span class="status {esc(row.status)}">{esc(row.status)}</span> '
         f"{_tags(row.reasons)} "
         f"route <b>{esc(row.route or '—')}</b> · seen {row.seen_count}× · "
-        f"{len(row.answers)} answer(s) · version <b id=\"version-shown\">{row.version}</b>"
+        f'{len(row.answers)} answer(s) · version <b id="version-shown">{row.version}</b>'
         f"{' · redacted: ' + redactions if redactions else ''}</p>"
-        f"<form method=\"post\" action=\"/rows/{url(row.id)}{q}\" id=\"review\""
-        f" data-api=\"/api/rows/{url(row.id)}/review\" data-next=\"{esc(older_href)}\">"
-        f"<input type=\"hidden\" name=\"csrf\" value=\"{esc(csrf)}\">"
-        f"<input type=\"hidden\" name=\"version\" value=\"{row.version}\">"
+        f'<form method="post" action="/rows/{url(row.id)}{q}" id="review"'
+        f' data-api="/api/rows/{url(row.id)}/review" data-next="{esc(older_href)}">'
+        f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+        f'<input type="hidden" name="version" value="{row.version}">'
         f"{answers}"
-        "<section class=\"annotate\"><h2>Reference answer</h2>"
-        "<textarea name=\"reference\" id=\"reference\" rows=\"4\""
-        " placeholder=\"What the right answer is (leave empty if you cannot tell)\">"
+        '<section class="annotate"><h2>Reference answer</h2>'
+        '<textarea name="reference" id="reference" rows="4"'
+        ' placeholder="What the right answer is (leave empty if you cannot tell)">'
         f"{esc(reference)}</textarea>"
-        f"<label>Note <input name=\"note\" id=\"note\" value=\"{esc(note)}\"></label>"
-        "<div class=\"buttons\"><button type=\"submit\" name=\"action\" value=\"save\""
-        " class=\"primary\">Save <kbd>Ctrl-Enter</kbd></button>"
-        "<button type=\"submit\" name=\"action\" value=\"discard\" formnovalidate>Discard</button>"
-        f"<a href=\"{esc(older_href)}\" class=\"skip\">Skip</a>"
-        f"<span class=\"who\">saving as <b>{esc(reviewer)}</b></span></div></section></form>"
+        f'<label>Note <input name="note" id="note" value="{esc(note)}"></label>'
+        '<div class="buttons"><button type="submit" name="action" value="save"'
+        ' class="primary">Save <kbd>Ctrl-Enter</kbd></button>'
+        '<button type="submit" name="action" value="discard" formnovalidate>Discard</button>'
+        f'<a href="{esc(older_href)}" class="skip">Skip</a>'
+        f'<span class="who">saving as <b>{esc(reviewer)}</b></span></div></section></form>'
         + _shortcuts(SHORTCUTS_ROW)
     )
-    attrs = f" data-page=\"row\" data-row=\"{esc(row.id)}\""
+    attrs = f' data-page="row" data-row="{esc(row.id)}"'
     return _page(row.user_input[:60] or row.id, body, body_attrs=attrs)
 
 
@@ -354,8 +352,8 @@ def conflict_banner(row: BacklogRow) -> str:
 
 def calibration_page(cal: Calibration) -> str:
     precision = "".join(
-        f"<tr><th>{esc(r)}</th><td class=\"num\">{_pct(v)}</td>"
-        f"<td class=\"num\">{cal.reviewed.get(r, 0)}</td></tr>"
+        f'<tr><th>{esc(r)}</th><td class="num">{_pct(v)}</td>'
+        f'<td class="num">{cal.reviewed.get(r, 0)}</td></tr>'
         for r, v in cal.flag_precision.items()
     )
     interval = (
@@ -364,36 +362,36 @@ def calibration_page(cal: Calibration) -> str:
         else ""
     )
     missing = (
-        f"<p class=\"banner info\">Not calibrated yet: {esc('; '.join(cal.missing))}.</p>"
+        f'<p class="banner info">Not calibrated yet: {esc("; ".join(cal.missing))}.</p>'
         if cal.missing
         else ""
     )
     body = (
         "<h1>Judge accuracy</h1>"
-        f"{missing}<table class=\"scores\">"
+        f'{missing}<table class="scores">'
         f"<tr><th>hallucination rate, raw (the judge's flags)</th>"
-        f"<td class=\"num\">{_pct(cal.raw_rate)}</td></tr>"
+        f'<td class="num">{_pct(cal.raw_rate)}</td></tr>'
         f"<tr><th>hallucination rate, calibrated by the verdicts</th>"
-        f"<td class=\"num\">{_pct(cal.calibrated_rate)}{interval}</td></tr>"
+        f'<td class="num">{_pct(cal.calibrated_rate)}{interval}</td></tr>'
         f"<tr><th>control answers that were hallucinations</th>"
-        f"<td class=\"num\">{_pct(cal.control_hallucination_share)}</td></tr>"
+        f'<td class="num">{_pct(cal.control_hallucination_share)}</td></tr>'
         f"<tr><th>verdicts (latest per answer and reason)</th>"
-        f"<td class=\"num\">{cal.verdicts}</td></tr></table>"
-        "<h2>Flag precision</h2><table class=\"scores\"><tr><th>reason</th><th>confirmed</th>"
+        f'<td class="num">{cal.verdicts}</td></tr></table>'
+        '<h2>Flag precision</h2><table class="scores"><tr><th>reason</th><th>confirmed</th>'
         f"<th>reviewed</th></tr>{precision}</table>"
         "<p>How it is computed: README, section Review. The JSON is at "
-        "<a href=\"/api/calibration\">/api/calibration</a>.</p>"
+        '<a href="/api/calibration">/api/calibration</a>.</p>'
     )
     return _page("judge accuracy", body)
 
 
 def login_page(csrf: str, error: str | None = None) -> str:
-    problem = f"<p class=\"banner error\">{esc(error)}</p>" if error else ""
+    problem = f'<p class="banner error">{esc(error)}</p>' if error else ""
     body = (
-        f"<h1>Sign in</h1>{problem}<form method=\"post\" action=\"/login\">"
-        f"<input type=\"hidden\" name=\"csrf\" value=\"{esc(csrf)}\">"
-        "<label>Review token <input type=\"password\" name=\"token\" autocomplete=\"off\">"
-        "</label> <button type=\"submit\" class=\"primary\">sign in</button></form>"
+        f'<h1>Sign in</h1>{problem}<form method="post" action="/login">'
+        f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+        '<label>Review token <input type="password" name="token" autocomplete="off">'
+        '</label> <button type="submit" class="primary">sign in</button></form>'
         "<p>The token is one of <code>RAG_MONITOR_REVIEW_TOKENS</code>; scripts send it as"
         " <code>Authorization: Bearer</code> instead.</p>"
     )

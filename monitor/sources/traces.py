@@ -96,9 +96,9 @@ class TraceSource:
         #: budget only ever scales it down, so the decision cannot change later
         self._certain_drop: Callable[[str], bool] | None = None
         if sampler is not None and not sampler.rules and sampler.adjuster is None:
-            self._certain_drop = lambda trace_id: sampler.precheck(
-                trace_id.encode("ascii"), None, 1.0
-            ).drop
+            self._certain_drop = lambda trace_id: (
+                sampler.precheck(trace_id.encode("ascii"), None, 1.0).drop
+            )
 
     # --- lifecycle and what app.py reads: the inner source's
 

@@ -119,21 +119,27 @@ async def test_review_saves_verdicts_reference_and_note_with_versions(
     assert saved.status == "annotated"
     assert saved.reference == "Above $100, [EMAIL] knows."  # redacted like everything stored
     assert saved.review_note == "checked the policy"
-    assert [(a.interaction_id, [(v.reason, v.verdict, v.reviewer) for v in a.verdicts])
-            for a in saved.answers] == [
+    assert [
+        (a.interaction_id, [(v.reason, v.verdict, v.reviewer) for v in a.verdicts])
+        for a in saved.answers
+    ] == [
         ("r1", [("hallucination", "confirmed", "ana")]),
         ("r2", [("hallucination", "false_alarm", "ana")]),
     ]
     # a stale version is refused and changes nothing
     with pytest.raises(ReviewProblem) as stale:
         await backlog.store.review(
-            "r1", version=row.version, reviewer="bo",
+            "r1",
+            version=row.version,
+            reviewer="bo",
             verdicts=[VerdictInput("hallucination", "unsure", "r1")],
         )
     assert stale.value.kind == "stale"
     # a later verdict supersedes the earlier one; the history stays
     await backlog.store.review(
-        "r1", version=version, reviewer="bo",
+        "r1",
+        version=version,
+        reviewer="bo",
         verdicts=[VerdictInput("hallucination", "unsure", "r1")],
     )
     again = await backlog.store.get("r1")
@@ -241,12 +247,13 @@ async def test_migration_keeps_rows_queued_before_it(pg_dsn: str) -> None:
 
         await conn.execute(
             "INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)",
-            first, hashlib.sha256(sql.encode()).hexdigest(),
+            first,
+            hashlib.sha256(sql.encode()).hexdigest(),
         )
         await conn.execute(
             "INSERT INTO backlog (id, reasons, question_hash, record, seen_count,"
             " inclusion_probability) VALUES ('old', '{hallucination}', 'h',"
-            " '{\"user_input\": \"q\", \"response\": \"a\"}', 2, 0.5)"
+            ' \'{"user_input": "q", "response": "a"}\', 2, 0.5)'
         )
         assert first not in await apply_migrations(conn)
         answers = await conn.fetch("SELECT interaction_id, weight, reasons FROM backlog_answers")
@@ -264,7 +271,9 @@ def test_import_files_round_trip(tmp_path: Path) -> None:
 
 
 async def test_calibration_from_the_backlog_and_backlog_stats(
-    pg_dsn: str, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch,
+    pg_dsn: str,
+    make_settings: SettingsFactory,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = make_settings(control_share=0.5)
@@ -281,12 +290,19 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
         await sink.write([*flagged, *controls])
         assert (await sink.store.calibration()).calibrated_rate is None
         for i, verdict in enumerate(["confirmed", "confirmed", "confirmed", "false_alarm"]):
-            await sink.store.review(f"f{i}", version=1, reviewer="ana",
-                              verdicts=[VerdictInput("hallucination", verdict)])
+            await sink.store.review(
+                f"f{i}",
+                version=1,
+                reviewer="ana",
+                verdicts=[VerdictInput("hallucination", verdict)],
+            )
         for i, control in enumerate(controls):
-            await sink.store.review(control.interaction.id, version=1, reviewer="ana",
-                              verdicts=[VerdictInput("control", "confirmed" if i == 0 else
-                                                     "false_alarm")])
+            await sink.store.review(
+                control.interaction.id,
+                version=1,
+                reviewer="ana",
+                verdicts=[VerdictInput("control", "confirmed" if i == 0 else "false_alarm")],
+            )
         result = await sink.store.calibration()
     finally:
         await sink.aclose()
@@ -330,28 +346,39 @@ async def test_calibration_series_are_refreshed_from_postgres(
         # no verdicts yet: the series are absent, not 0
         assert sample("rag_monitor_flag_precision", reason="hallucination") is None
         assert sample("rag_monitor_hallucination_rate_calibrated") is None
-        await sink.store.review("m1", version=1, reviewer="ana",
-                          verdicts=[VerdictInput("hallucination", "confirmed")])
-        await sink.store.review("m2", version=1, reviewer="ana",
-                          verdicts=[VerdictInput("hallucination", "false_alarm")])
+        await sink.store.review(
+            "m1", version=1, reviewer="ana", verdicts=[VerdictInput("hallucination", "confirmed")]
+        )
+        await sink.store.review(
+            "m2", version=1, reviewer="ana", verdicts=[VerdictInput("hallucination", "false_alarm")]
+        )
         for _ in range(400):  # a shared, busy machine: up to 20 s
             # a refresh may land between the two reviews: wait for one that saw both
-            if sample(
-                "rag_monitor_review_verdicts_total", reason="hallucination", verdict="false_alarm"
-            ) is not None:
+            if (
+                sample(
+                    "rag_monitor_review_verdicts_total",
+                    reason="hallucination",
+                    verdict="false_alarm",
+                )
+                is not None
+            ):
                 break
             await asyncio.sleep(0.05)
         assert sample("rag_monitor_flag_precision", reason="hallucination") == 0.5
-        assert sample(
-            "rag_monitor_review_verdicts_total", reason="hallucination", verdict="confirmed"
-        ) == 1
+        assert (
+            sample("rag_monitor_review_verdicts_total", reason="hallucination", verdict="confirmed")
+            == 1
+        )
         assert sample("rag_monitor_hallucination_rate_calibrated") is None  # no controls
     finally:
         await sink.aclose()
 
 
 async def test_a_filled_in_csv_export_with_blank_rows_imports_cleanly(
-    backlog: BacklogSink, pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    backlog: BacklogSink,
+    pg_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from monitor.cli import main
@@ -359,9 +386,10 @@ async def test_a_filled_in_csv_export_with_blank_rows_imports_cleanly(
     await backlog.write([scored(f"b{i}", f"question {i}") for i in range(5)])
     monkeypatch.setenv("RAG_MONITOR_PG_DSN", pg_dsn)
     out = tmp_path / "todo.csv"
-    assert await asyncio.to_thread(
-        main, ["backlog", "export", "--format", "csv", "--out", str(out)]
-    ) == 0
+    assert (
+        await asyncio.to_thread(main, ["backlog", "export", "--format", "csv", "--out", str(out)])
+        == 0
+    )
     lines = out.read_text().splitlines(keepends=True)
     # a reviewer fills in the reference of one row and leaves the others blank
     header = lines[0].strip().split(",")
@@ -387,8 +415,7 @@ async def test_saving_the_shown_verdicts_again_records_nothing(
     version = await backlog.store.review("s1", version=1, reviewer="ana", verdicts=same)
     # bo opens the row (ana's verdict pre-checked) and saves it unchanged
     assert (
-        await backlog.store.review("s1", version=version, reviewer="bo", verdicts=same)
-        == version
+        await backlog.store.review("s1", version=version, reviewer="bo", verdicts=same) == version
     )
     rows = await fetch(pg_dsn, "SELECT reviewer FROM backlog_verdicts")
     assert [r["reviewer"] for r in rows] == ["ana"]

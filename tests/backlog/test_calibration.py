@@ -123,8 +123,9 @@ def test_answers_without_a_faithfulness_score_count_for_precision_not_for_the_ra
     cells = [
         Cell(("hallucination",), {"hallucination": "confirmed"}, 2, 2, 2, 2),
         Cell(("control",), {"control": "false_alarm"}, 4, 8, 16, 16),
-        Cell(("noncommittal",), {"noncommittal": "confirmed"}, 5, 5, 5, 5,
-             faithfulness_scored=False),
+        Cell(
+            ("noncommittal",), {"noncommittal": "confirmed"}, 5, 5, 5, 5, faithfulness_scored=False
+        ),
     ]
     result = estimate(cells)
     assert result.flag_precision["noncommittal"] == 1.0

@@ -132,9 +132,7 @@ def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -> None
 
 
 async def test_flagged_records_are_queued_unflagged_are_not(backlog: BacklogSink) -> None:
-    await backlog.write(
-        [scored("bad", "q one"), scored("good", "q two", faithfulness=0.9)]
-    )
+    await backlog.write([scored("bad", "q one"), scored("good", "q two", faithfulness=0.9)])
     row = await backlog.store.get("bad")
     assert row is not None
     assert row.status == "pending"
@@ -238,8 +236,9 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
         )
     finally:
         await sink.aclose()
-    rows = await fetch(pg_dsn, "SELECT record::text AS r, online_details::text AS d, redactions"
-                       " FROM backlog")
+    rows = await fetch(
+        pg_dsn, "SELECT record::text AS r, online_details::text AS d, redactions FROM backlog"
+    )
     stored = rows[0]["r"] + rows[0]["d"]
     for secret in ("jane.doe", "hr@example.org", "4111", "123-4567", "DE89", "EMP-123456"):
         assert secret not in stored
@@ -276,9 +275,7 @@ INJECTIONS = [
 ]
 
 
-async def test_sql_injection_strings_are_stored_verbatim(
-    backlog: BacklogSink, pg_dsn: str
-) -> None:
+async def test_sql_injection_strings_are_stored_verbatim(backlog: BacklogSink, pg_dsn: str) -> None:
     for i, evil in enumerate(INJECTIONS):
         await backlog.write(
             [
@@ -390,7 +387,7 @@ async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: Settings
 async def test_export_formats(backlog: BacklogSink) -> None:
     await backlog.write(
         [
-            scored("e1", "Question one, with \"quotes\"\nand a newline?", contexts=("c1", "c2")),
+            scored("e1", 'Question one, with "quotes"\nand a newline?', contexts=("c1", "c2")),
             scored("e2", "Question two"),
         ]
     )
@@ -456,7 +453,10 @@ async def test_import_references_rules(backlog: BacklogSink) -> None:
     )
     assert first.changed == [(1, "r0", "pending"), (6, "r0", "annotated")]
     assert [(line, rid) for line, rid, _ in first.rejected] == [
-        (2, "missing"), (3, "r1"), (4, None), (5, "r4")
+        (2, "missing"),
+        (3, "r1"),
+        (4, None),
+        (5, "r4"),
     ]
     assert "unknown id" in first.rejected[0][2]
     assert "discarded" in first.rejected[3][2]
@@ -502,8 +502,9 @@ async def test_claims_skip_locked_rows_and_expired_leases_come_back(
         crashed = BacklogStore(pg_dsn, make_settings())
         await crashed.start()
         try:
-            await backlog.store.import_references([ImportRow(line=1, id="c0", reference="again")],
-                                            force=True)  # c0 is leased: refused
+            await backlog.store.import_references(
+                [ImportRow(line=1, id="c0", reference="again")], force=True
+            )  # c0 is leased: refused
             for r in mine:
                 assert await backlog.store.release(r.id)
             leased = await crashed.claim_annotated(100, lease_seconds=0.05)

@@ -48,7 +48,10 @@ def assert_ragas_loads(path: Path, expected_rows: int) -> None:
         return  # a developer machine without the Ragas venv: the key checks above still ran
     done = subprocess.run(
         [RAGAS_PYTHON, "-c", _LOAD_WITH_RAGAS, str(path)],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
@@ -77,9 +80,7 @@ def seed(dsn: str, settings: Settings, n: int) -> None:
                             retrieved_contexts=(Context(text=f"context {i}"),),
                             response=f"answer {i}",
                         ),
-                        results={
-                            "faithfulness": MetricResult(metric="faithfulness", score=0.1)
-                        },
+                        results={"faithfulness": MetricResult(metric="faithfulness", score=0.1)},
                     )
                     for i in range(n)
                 ]
@@ -125,12 +126,7 @@ def test_parse_jsonl_reports_broken_lines_with_numbers() -> None:
 
 def test_parse_csv_handles_quotes_newlines_and_broken_rows() -> None:
     text = (
-        "id,reference\n"
-        'a,"multi\nline, with comma"\n'
-        "b,plain\n"
-        "c,too,many\n"
-        '"d,"broken quote\n'
-        "e,last\n"
+        'id,reference\na,"multi\nline, with comma"\nb,plain\nc,too,many\n"d,"broken quote\ne,last\n'
     )
     rows = list(parse_csv(text))
     assert [(r.line, r.id) for r in rows if r.error is None] == [
@@ -150,7 +146,9 @@ def test_parse_csv_handles_quotes_newlines_and_broken_rows() -> None:
 
 @pytest.mark.postgres
 def test_migrate_stats_export_import_round_trip(
-    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
+    cli_dsn: str,
+    make_settings: SettingsFactory,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert run_cli(["migrate"]) == 0
@@ -192,9 +190,21 @@ def test_migrate_stats_export_import_round_trip(
     }
 
     golden = tmp_path / "golden.jsonl"
-    assert run_cli(
-        ["backlog", "export", "--status", "annotated", "--format", "ragas", "--out", str(golden)]
-    ) == 0
+    assert (
+        run_cli(
+            [
+                "backlog",
+                "export",
+                "--status",
+                "annotated",
+                "--format",
+                "ragas",
+                "--out",
+                str(golden),
+            ]
+        )
+        == 0
+    )
     assert_ragas_loads(golden, expected_rows=2)
 
     assert run_cli(["backlog", "export", "--status", "pending", "--format", "csv"]) == 0
@@ -226,7 +236,9 @@ def test_discard_names_the_ids_it_does_not_know(
 
 @pytest.mark.postgres
 def test_import_rejects_bad_lines_one_by_one(
-    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
+    cli_dsn: str,
+    make_settings: SettingsFactory,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert run_cli(["migrate"]) == 0
@@ -268,10 +280,7 @@ def test_import_rejects_bad_lines_one_by_one(
     asyncio.run(evaluate("id-0"))
     table = tmp_path / "refs.csv"
     table.write_text(
-        "id,reference\n"
-        "id-0,replacement\n"
-        'id-2,"a, quoted\nreference"\n'
-        "id-1,broken,row\n"
+        'id,reference\nid-0,replacement\nid-2,"a, quoted\nreference"\nid-1,broken,row\n'
     )
     assert run_cli(["backlog", "import", str(table)]) == 1
     captured = capsys.readouterr()
@@ -358,8 +367,11 @@ def test_export_into_a_reader_that_leaves_ends_quietly(
 
 @pytest.mark.postgres
 def test_offline_command_reports_the_run(
-    cli_dsn: str, make_settings: SettingsFactory, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    cli_dsn: str,
+    make_settings: SettingsFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     judge_server: JudgeServer,
 ) -> None:
     monkeypatch.setenv("RAG_MONITOR_JUDGE_BASE_URL", judge_server.base_url)
@@ -367,15 +379,27 @@ def test_offline_command_reports_the_run(
     assert run_cli(["migrate"]) == 0
     seed(cli_dsn, make_settings(), 3)
     refs = tmp_path / "refs.jsonl"
-    refs.write_text("".join(
-        json.dumps({"id": f"id-{i}", "reference": f"answer {i}"}) + "\n" for i in range(2)
-    ))
+    refs.write_text(
+        "".join(json.dumps({"id": f"id-{i}", "reference": f"answer {i}"}) + "\n" for i in range(2))
+    )
     assert run_cli(["backlog", "import", str(refs)]) == 0
     capsys.readouterr()
     assert run_cli(["offline", "--metrics", "context_recall,bogus"]) == 2
     assert "bogus" in capsys.readouterr().err
-    assert run_cli(["offline", "--judge", "llm", "--batch", "1", "--metrics",
-                    "context_recall,noise_sensitivity"]) == 0
+    assert (
+        run_cli(
+            [
+                "offline",
+                "--judge",
+                "llm",
+                "--batch",
+                "1",
+                "--metrics",
+                "context_recall,noise_sensitivity",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "offline run: 2 row(s) evaluated" in captured.out
     assert "noise_sensitivity_irrelevant" in captured.out

@@ -41,6 +41,7 @@ def test_otlp_traffic_gives_the_report_of_the_interaction_records(tmp_path: Path
     for key in ("scored", "flagged", "hallucination", "flags_any", "flags_hallucination",
                 "flagged_by_label", "flag_reasons"):  # fmt: skip
         assert traces[key] == records[key], key
+
     # control answers are drawn by a hash of the interaction id, and a trace's id is its
     # trace id: the flagged rows are the same, the control rows are another draw
     def flagged_queued(report: dict[str, Any]) -> int:

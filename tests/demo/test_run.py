@@ -151,8 +151,15 @@ def test_setuptools_puts_the_traffic_set_in_the_build(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "monitor", copy / "monitor", ignore=skip)
     out = tmp_path / "build"
     done = subprocess.run(
-        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
-         "--build-lib", str(out)],  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import setuptools; setuptools.setup()",
+            "-q",
+            "build_py",
+            "--build-lib",
+            str(out),
+        ],  # fmt: skip
         cwd=copy,
         capture_output=True,
         text=True,
@@ -377,8 +384,19 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
 def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
     report_path = tmp_path / "report.json"
     demo = start_demo(
-        ["--records", "40", "--workdir", str(workdir), "--report-json", str(report_path),
-         "--hold", "1", "--review", "--review-port", "0"]  # fmt: skip
+        [
+            "--records",
+            "40",
+            "--workdir",
+            str(workdir),
+            "--report-json",
+            str(report_path),
+            "--hold",
+            "1",
+            "--review",
+            "--review-port",
+            "0",
+        ]  # fmt: skip
     )
     try:
         report = wait_for_file(report_path, demo, timeout=240)

@@ -48,8 +48,14 @@ def test_statements_and_verify() -> None:
     assert Statements.model_validate(out).statements == ["A costs $100", "B is free"]
     [out] = answer(
         "verify",
-        {"context": "Receipts are needed for expenses over $100.", "statements": [
-            "Expenses over $100 need receipts", "Expenses over $50 need receipts", "It is"]},
+        {
+            "context": "Receipts are needed for expenses over $100.",
+            "statements": [
+                "Expenses over $100 need receipts",
+                "Expenses over $50 need receipts",
+                "It is",
+            ],
+        },
         1,
     )
     verdicts = Verdicts.model_validate(out).verdicts
@@ -63,8 +69,11 @@ def test_usefulness_needs_half_of_an_answer_sentence() -> None:
         {
             "question": "q",
             "answer": "Employees accrue 25 vacation days. Parking is free.",
-            "contexts": ["Employees accrue 25 days of vacation.", "Employees like parking.",
-                         "Nothing related."],
+            "contexts": [
+                "Employees accrue 25 days of vacation.",
+                "Employees like parking.",
+                "Nothing related.",
+            ],
         },
         1,
     )

@@ -27,8 +27,12 @@ def test_instructions_are_concise() -> None:
     """Short instructions make per_call cheaper too; the frugal ratio is not bought with padding."""
     from monitor.tokens import count_tokens
 
-    basic = [st.STATEMENTS_INSTRUCTION, st.VERIFY_INSTRUCTION, st.QUESTIONS_INSTRUCTION,
-             st.USEFULNESS_INSTRUCTION]
+    basic = [
+        st.STATEMENTS_INSTRUCTION,
+        st.VERIFY_INSTRUCTION,
+        st.QUESTIONS_INSTRUCTION,
+        st.USEFULNESS_INSTRUCTION,
+    ]
     assert all(count_tokens(text, "gpt-4o-mini") <= 110 for text in basic)
     assert count_tokens(st.GROUNDING_INSTRUCTION, "gpt-4o-mini") <= sum(
         count_tokens(text, "gpt-4o-mini") for text in basic[:2] + basic[3:]

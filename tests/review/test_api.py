@@ -113,10 +113,22 @@ async def test_row_review_200_409_422(
 
     for body, field in (
         ({"reference": "x"}, "version"),
-        ({"version": 1, "verdicts": [{"interaction_id": "r2", "reason": "hallucination",
-                                      "verdict": "yes"}]}, "verdicts[0].verdict"),
-        ({"version": 1, "verdicts": [{"interaction_id": "zz", "reason": "hallucination",
-                                      "verdict": "unsure"}]}, "verdicts[0].interaction_id"),
+        (
+            {
+                "version": 1,
+                "verdicts": [{"interaction_id": "r2", "reason": "hallucination", "verdict": "yes"}],
+            },
+            "verdicts[0].verdict",
+        ),
+        (
+            {
+                "version": 1,
+                "verdicts": [
+                    {"interaction_id": "zz", "reason": "hallucination", "verdict": "unsure"}
+                ],
+            },
+            "verdicts[0].interaction_id",
+        ),
         ({"version": 1, "colour": "red"}, "colour"),
         ({"version": 1, "note": 5}, "note"),
     ):
@@ -153,8 +165,9 @@ async def test_pages_escape_every_stored_text(
                 response=f"Answer {XSS_IMG} {XSS_SCRIPT}",
                 contexts=(f"context {XSS_IMG}",),
                 metadata={"route": XSS_SCRIPT},
-                details={"statements": [{"statement": XSS_IMG, "verdict": 0,
-                                         "reason": XSS_SCRIPT}]},
+                details={
+                    "statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]
+                },
             )
         ]
     )
@@ -226,17 +239,22 @@ async def test_tokens_are_required_off_loopback_and_name_the_reviewer(
             async with http.get(base(app) + path) as r:
                 assert r.status == 401, path
                 assert r.headers["WWW-Authenticate"].startswith("Bearer")
-            async with http.get(base(app) + path,
-                                headers={"Authorization": "Bearer wrong-token-000000"}) as r:
+            async with http.get(
+                base(app) + path, headers={"Authorization": "Bearer wrong-token-000000"}
+            ) as r:
                 assert r.status == 401, path
         auth = {"Authorization": f"Bearer {token}"}
         async with http.get(base(app) + "/api/rows", headers=auth) as r:
             assert r.status == 200
         async with http.post(
-            base(app) + "/api/rows/row-00/review", headers=auth,
-            json={"version": 1, "verdicts": [
-                {"interaction_id": "row-00", "reason": "hallucination", "verdict": "unsure"}
-            ]},
+            base(app) + "/api/rows/row-00/review",
+            headers=auth,
+            json={
+                "version": 1,
+                "verdicts": [
+                    {"interaction_id": "row-00", "reason": "hallucination", "verdict": "unsure"}
+                ],
+            },
         ) as r:
             assert r.status == 200  # a bearer token is no cookie: no CSRF header needed
         row = await backlog.store.get("row-00")
@@ -271,12 +289,18 @@ def test_the_review_command_serves_until_interrupted(pg_dsn: str) -> None:
     env.update(RAG_MONITOR_PG_DSN=pg_dsn, RAG_MONITOR_MIGRATE_ON_START="true")
     refused = subprocess.run(
         [sys.executable, "-m", "monitor", "review", "--host", "0.0.0.0", "--port", "0"],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert refused.returncode == 2 and "RAG_MONITOR_REVIEW_TOKENS" in refused.stderr
     proc = subprocess.Popen(
         [sys.executable, "-m", "monitor", "review", "--port", "0"],
-        env=env, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stderr is not None

@@ -68,24 +68,39 @@ def base(app: ReviewApp) -> str:
 
 
 async def seed(backlog: BacklogSink) -> None:
-    await backlog.write([scored("old", "How many vacation days do I get?",
-                                response="25 days a year.", faithfulness=0.3)])
+    await backlog.write(
+        [
+            scored(
+                "old",
+                "How many vacation days do I get?",
+                response="25 days a year.",
+                faithfulness=0.3,
+            )
+        ]
+    )
     hallucinated = scored(
-        "new", "When do I need to attach a receipt?",
+        "new",
+        "When do I need to attach a receipt?",
         response="Receipts are never needed. Ask your manager.",
         contexts=("Receipts are needed for expenses over $100.", "Managers approve trips."),
-        details={"statements": [
-            {"statement": "Receipts are never needed.", "verdict": 0,
-             "reason": "the context says receipts are needed over $100"},
-            {"statement": "Ask your manager.", "verdict": 1, "reason": "managers approve"},
-        ]},
+        details={
+            "statements": [
+                {
+                    "statement": "Receipts are never needed.",
+                    "verdict": 0,
+                    "reason": "the context says receipts are needed over $100",
+                },
+                {"statement": "Ask your manager.", "verdict": 1, "reason": "managers approve"},
+            ]
+        },
     )
     hallucinated.results["response_relevancy"] = MetricResult(
         metric="response_relevancy", score=0.2
     )
     await backlog.write([hallucinated])
-    await backlog.write([scored("new-2", "when do i need to attach a receipt",
-                                response="Only for meals.")])
+    await backlog.write(
+        [scored("new-2", "when do i need to attach a receipt", response="Only for meals.")]
+    )
 
 
 async def shot(page: Page, tmp_path: Path, name: str) -> None:
@@ -133,11 +148,14 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
     await page.keyboard.press("Control+Enter")
     await page.wait_for_url("**/rows/old")
 
-    rows = await fetch(pg_dsn, "SELECT reference, status, review_note, version FROM backlog"
-                       " WHERE id = 'new'")
+    rows = await fetch(
+        pg_dsn, "SELECT reference, status, review_note, version FROM backlog WHERE id = 'new'"
+    )
     assert tuple(rows[0]) == (
-        "Receipts are needed for expenses over $100.", "annotated",
-        "checked against the expense policy", 3,
+        "Receipts are needed for expenses over $100.",
+        "annotated",
+        "checked against the expense policy",
+        3,
     )
     verdicts = await fetch(
         pg_dsn, "SELECT interaction_id, reason, verdict, reviewer FROM backlog_verdicts ORDER BY id"
@@ -163,8 +181,13 @@ async def test_a_stale_save_shows_the_conflict(
     # another reviewer saves first
     row = await backlog.store.get("old")
     assert row is not None
-    await backlog.store.review("old", version=row.version, reviewer="bo", reference="25 days.",
-                         verdicts=[VerdictInput("hallucination", "false_alarm")])
+    await backlog.store.review(
+        "old",
+        version=row.version,
+        reviewer="bo",
+        reference="25 days.",
+        verdicts=[VerdictInput("hallucination", "false_alarm")],
+    )
     await page.keyboard.press("1")
     await page.keyboard.press("Control+Enter")
     banner = page.locator("#banner.conflict")
@@ -204,11 +227,20 @@ async def test_saving_works_without_javascript(
 async def test_xss_payloads_render_inert(
     app: ReviewApp, backlog: BacklogSink, browser: Browser
 ) -> None:
-    await backlog.write([scored(
-        "xss", f"Question {XSS_SCRIPT}", response=f"Answer {XSS_IMG} and {XSS_SCRIPT}",
-        contexts=(f"ctx {XSS_IMG}",), metadata={"route": XSS_SCRIPT},
-        details={"statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]},
-    )])
+    await backlog.write(
+        [
+            scored(
+                "xss",
+                f"Question {XSS_SCRIPT}",
+                response=f"Answer {XSS_IMG} and {XSS_SCRIPT}",
+                contexts=(f"ctx {XSS_IMG}",),
+                metadata={"route": XSS_SCRIPT},
+                details={
+                    "statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]
+                },
+            )
+        ]
+    )
     page = await browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: dialogs.append(d.message))

@@ -52,9 +52,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
     store = BacklogStore(own_postgres.dsn, settings, connect_timeout=1.0, command_timeout=5.0)
     sink = BacklogSink(store, settings, exporter, stats_interval=0)
     await sink.start()
-    batches = [
-        [record(b * BATCH_SIZE + k) for k in range(BATCH_SIZE)] for b in range(BATCHES)
-    ]
+    batches = [[record(b * BATCH_SIZE + k) for k in range(BATCH_SIZE)] for b in range(BATCHES)]
     written = asyncio.Event()
     outage_seen = asyncio.Event()
     retries = 0
@@ -93,8 +91,12 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
     assert retries > 0
     errors = exporter.registry.get_sample_value("rag_monitor_backlog_write_errors_total")
     assert errors == retries
-    flagged = {r.interaction.id for batch in batches for r in batch if r.interaction.id[2:]
-               and int(r.interaction.id[2:]) % 5 != 0}
+    flagged = {
+        r.interaction.id
+        for batch in batches
+        for r in batch
+        if r.interaction.id[2:] and int(r.interaction.id[2:]) % 5 != 0
+    }
     conn = await asyncpg.connect(own_postgres.dsn, timeout=10)
     try:
         rows = await conn.fetch("SELECT id, seen_count FROM backlog")
@@ -122,14 +124,16 @@ def test_embedded_postgres_runs_unprivileged_and_leaves_nothing_behind() -> None
         assert uid != 0
         assert pg.dsn.startswith("postgresql://postgres@127.0.0.1:")
         pg.stop()
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(
-            f"/proc/{pid}/status"
-        ).read_text().lower()
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        )
         pg.start()  # same data, same port
         pid = int(pid_file.read_text().splitlines()[0])
     finally:
         pg.close()
     assert not directory.exists()
-    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(
-        f"/proc/{pid}/status"
-    ).read_text().lower()
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    )

@@ -78,7 +78,8 @@ def test_the_hallucination_panels_ask_for_exemplars() -> None:
         if target.get("exemplar") is True
     }
     assert with_exemplars == {
-        "rag_monitor_hallucination_weight_total", "rag_monitor_metric_score_bucket"
+        "rag_monitor_hallucination_weight_total",
+        "rag_monitor_metric_score_bucket",
     }
     helm = root / "helm" / "rag-monitor" / "files" / "rag-monitor.json"
     assert json.loads(helm.read_text()) == dashboard

@@ -116,9 +116,7 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def supported(
-    statement: str, context_words: set[str], source: str = "context"
-) -> tuple[int, str]:
+def supported(statement: str, context_words: set[str], source: str = "context") -> tuple[int, str]:
     words = content_words(statement)
     if not words:
         return 0, "the statement has no content words to check"
@@ -171,9 +169,7 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
     if step == GROUNDING:
         grounding_in = GroundingInput.model_validate(inputs)
         return Grounding(
-            statements=verify(
-                join_contexts(grounding_in.contexts), sentences(grounding_in.answer)
-            ),
+            statements=verify(join_contexts(grounding_in.contexts), sentences(grounding_in.answer)),
             noncommittal=int(noncommittal(grounding_in.answer)),
             contexts=usefulness(grounding_in.answer, grounding_in.contexts),
         ).model_dump()

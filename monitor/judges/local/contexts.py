@@ -94,13 +94,13 @@ class Contexts:
             for i in range(len(split) - n + 1)
         ]
         window_vocabularies = [
-            vocabularies[a] if b == a + 1 else Vocabulary.union(vocabularies[a:b])
-            for a, b in spans
+            vocabularies[a] if b == a + 1 else Vocabulary.union(vocabularies[a:b]) for a, b in spans
         ]
         whole = (0, len(split))  # a chunk of a few sentences is one of its windows
         prepared = Context(
             text=text,
-            vocabulary=window_vocabularies[spans.index(whole)] if whole in spans
+            vocabulary=window_vocabularies[spans.index(whole)]
+            if whole in spans
             else Vocabulary.union(vocabularies),
             windows=[" ".join(split[a:b]) for a, b in spans],
             window_vocabularies=window_vocabularies,
@@ -142,7 +142,8 @@ def segments_of(ctx: Context) -> list[Segment]:
     if ctx.segments is None:
         # deterministic: threads racing here compute the same list
         ctx.segments = [
-            g for s, v in zip(ctx.sentences, ctx.sentence_vocabularies, strict=True)
+            g
+            for s, v in zip(ctx.sentences, ctx.sentence_vocabularies, strict=True)
             for g in Segment.split(s, v)
         ]
     return ctx.segments

@@ -312,6 +312,7 @@ class MiniLMEmbedder:
         self.encoded += len(texts)
         return result
 
+
 def cosine(a: Vectors, b: Vectors) -> npt.NDArray[np.float32]:
     """Cosine similarity matrix of two sets of unit vectors."""
     sims: npt.NDArray[np.float32] = (a @ b.T).astype(np.float32)

@@ -82,23 +82,33 @@ OUTLIERS: dict[str, tuple[int, ...]] = {
     "val_109_q": (63, 99, 267),
     "val_118_q": (329, 691, 856, 1389),
     # layer 1
-    "val_122_q": (99,), "val_130_q": (99,), "val_138_q": (99,),
+    "val_122_q": (99,),
+    "val_130_q": (99,),
+    "val_138_q": (99,),
     "val_180_q": (63, 99, 157, 223, 267),
     "val_189_q": (607,),
     # layer 2
-    "val_193_q": (99,), "val_201_q": (99,), "val_209_q": (99,),
+    "val_193_q": (99,),
+    "val_201_q": (99,),
+    "val_209_q": (99,),
     "val_251_q": (63, 99, 223),
     "val_260_q": (218, 1004),
     # layer 3
-    "val_264_q": (99,), "val_272_q": (99,), "val_280_q": (99,),
+    "val_264_q": (99,),
+    "val_272_q": (99,),
+    "val_280_q": (99,),
     "val_322_q": (63, 99, 223),
     "val_331_q": (358,),
     # layer 4
-    "val_335_q": (99,), "val_343_q": (99,), "val_351_q": (99,),
+    "val_335_q": (99,),
+    "val_343_q": (99,),
+    "val_351_q": (99,),
     "val_393_q": (63, 99, 127, 223),
     "val_402_q": (637, 1357),
     # layer 5
-    "val_406_q": (99,), "val_414_q": (99,), "val_422_q": (99,),
+    "val_406_q": (99,),
+    "val_414_q": (99,),
+    "val_422_q": (99,),
     "val_464_q": (99, 127, 223, 319),
 }
 
@@ -144,8 +154,11 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
     graph = next(f for f in model_fields if f.number == 7)
     assert isinstance(graph.value, bytes)
     graph_fields = list(fields(graph.value))
-    nodes = [(f, parse_node(f.value)) for f in graph_fields
-             if f.number == 1 and isinstance(f.value, bytes)]
+    nodes = [
+        (f, parse_node(f.value))
+        for f in graph_fields
+        if f.number == 1 and isinstance(f.value, bytes)
+    ]
     tensors: dict[str, Array] = {}
     for f in graph_fields:
         if f.number == 5 and isinstance(f.value, bytes):
@@ -203,17 +216,32 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
             if channels:
                 mask = np.ones(q.shape[0], np.float32)
                 mask[list(channels)] = 0.0
-                new_tensors += [tensor_field(f"{p}/mask", mask),
-                                tensor_field(f"{p}/channels", np.array(channels, np.int64))]
-                body += [node_field("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
-                         node_field("Gather", [x, f"{p}/channels"], [f"{p}/outliers"],
-                               ints={"axis": -1})]
+                new_tensors += [
+                    tensor_field(f"{p}/mask", mask),
+                    tensor_field(f"{p}/channels", np.array(channels, np.int64)),
+                ]
+                body += [
+                    node_field("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
+                    node_field(
+                        "Gather", [x, f"{p}/channels"], [f"{p}/outliers"], ints={"axis": -1}
+                    ),
+                ]
                 source = f"{p}/masked"
             body += [
-                node_field("ReduceMax", [source], [f"{p}/high"], ints={"keepdims": 1},
-                      int_lists={"axes": [-1]}),
-                node_field("ReduceMin", [source], [f"{p}/low"], ints={"keepdims": 1},
-                      int_lists={"axes": [-1]}),
+                node_field(
+                    "ReduceMax",
+                    [source],
+                    [f"{p}/high"],
+                    ints={"keepdims": 1},
+                    int_lists={"axes": [-1]},
+                ),
+                node_field(
+                    "ReduceMin",
+                    [source],
+                    [f"{p}/low"],
+                    ints={"keepdims": 1},
+                    int_lists={"axes": [-1]},
+                ),
                 node_field("Neg", [f"{p}/low"], [f"{p}/depth"]),
                 node_field("Max", [f"{p}/high", f"{p}/depth"], [f"{p}/max"]),
                 node_field("Mul", [f"{p}/max", "int8/inv127"], [f"{p}/step"]),
@@ -228,16 +256,21 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
         new_tensors.append(tensor_field(f"{w}/scale", scale.astype(np.float32)))
         product = f"{w}/product"
         body += [
-            node_field("MatMulIntegerToFloat",
-                  [f"{p}/q", qname, "int8/one", f"{w}/scale", "int8/zero_point"],
-                  [product], domain="com.microsoft"),
+            node_field(
+                "MatMulIntegerToFloat",
+                [f"{p}/q", qname, "int8/one", f"{w}/scale", "int8/zero_point"],
+                [product],
+                domain="com.microsoft",
+            ),
             node_field("Mul", [product, f"{p}/scale"], [f"{w}/rows" if channels else y]),
         ]
         if channels:
             side = (q[list(channels)].astype(np.float32) * scale[None, :]).astype(np.float32)
             new_tensors.append(tensor_field(f"{w}/outlier_weight", side))
-            body += [node_field("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
-                     node_field("Add", [f"{w}/rows", f"{w}/side"], [y])]
+            body += [
+                node_field("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
+                node_field("Add", [f"{w}/rows", f"{w}/side"], [y]),
+            ]
 
     body, fused_tensors = _fuse(
         body, tensors, graph_names(graph_fields, 11), graph_names(graph_fields, 12)
@@ -250,7 +283,8 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
     out = [len_field(7, new_graph) if f.number == 7 else f.raw for f in model_fields]
     domains = [
         next((g.value for g in fields(f.value) if g.number == 1), b"")
-        for f in model_fields if f.number == 8 and isinstance(f.value, bytes)
+        for f in model_fields
+        if f.number == 8 and isinstance(f.value, bytes)
     ]
     if b"com.microsoft" not in domains:
         out.append(len_field(8, len_field(1, "com.microsoft") + int_field(2, 1)))
@@ -332,8 +366,9 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
         add = producer.get(x)
         bias = tensors.get(add.inputs[1]) if add is not None and add.op == "Add" else None
         if add is not None and bias is not None and bias.ndim == 1 and len(consumers[x]) == 2:
-            fused = node_field("BiasGelu", [add.inputs[0], add.inputs[1]], times.outputs,
-                          domain="com.microsoft")
+            fused = node_field(
+                "BiasGelu", [add.inputs[0], add.inputs[1]], times.outputs, domain="com.microsoft"
+            )
         else:
             fused = node_field("Gelu", [x], times.outputs, domain="com.microsoft")
         replace[id(times)] = fused
@@ -386,8 +421,9 @@ def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, l
             continue
         assert q_scale and k_scale and q and k and v and merged
         biases = [producer.get(x.inputs[0]) for x in (q, k, v)]
-        values = [tensors.get(b.inputs[1]) if b is not None and b.op == "Add" else None
-                  for b in biases]
+        values = [
+            tensors.get(b.inputs[1]) if b is not None and b.op == "Add" else None for b in biases
+        ]
         if any(b is None for b in values):
             continue
         bias = np.concatenate([b.reshape(-1) for b in values if b is not None])
@@ -396,15 +432,18 @@ def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, l
         scale = _scalar(tensors, q_scale.inputs[1])
         if not scale or _scalar(tensors, k_scale.inputs[1]) != scale:
             continue
-        head = round(scale ** -4)
-        if abs(scale ** -4 - head) > 1e-3 or hidden % head:
+        head = round(scale**-4)
+        if abs(scale**-4 - head) > 1e-3 or hidden % head:
             continue
         name = f"int8/attention/{len(replace)}"
         new_tensors.append(tensor_field(f"{name}/bias", bias.astype(np.float32)))
         inputs = [b.inputs[0] for b in biases if b is not None]
         replace[id(merged)] = node_field(
-            "MultiHeadAttention", [*inputs, f"{name}/bias", mask], merged.outputs,
-            domain="com.microsoft", ints={"num_heads": hidden // head},
+            "MultiHeadAttention",
+            [*inputs, f"{name}/bias", mask],
+            merged.outputs,
+            domain="com.microsoft",
+            ints={"num_heads": hidden // head},
         )
     if not replace:
         return nodes, []

@@ -170,8 +170,10 @@ class LocalJudge:
         inputs = prompt.inputs
         result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
         if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
-            result = Statements(statements=self.statements(inputs.text),
-                                noncommittal=int(self.noncommittal(inputs.text)))
+            result = Statements(
+                statements=self.statements(inputs.text),
+                noncommittal=int(self.noncommittal(inputs.text)),
+            )
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
             result = Verdicts(
                 verdicts=[
@@ -188,9 +190,7 @@ class LocalJudge:
         elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
             result = ContextVerdicts(verdicts=self.usefulness(inputs.answer, inputs.contexts))
         else:
-            raise JudgeError(
-                "bad_request", f"local judge cannot answer step {prompt.step!r}"
-            )
+            raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
         return prompt.output.model_validate(result.model_dump())
 
     # statements
@@ -210,8 +210,13 @@ class LocalJudge:
     ) -> list[Check]:
         """`check` of each statement against ``context`` (what it is, for the reasons:
         ``source``)."""
-        return checks(statements, self._contexts.prepare(context), self.embedder,
-                      self.thresholds, source=source)
+        return checks(
+            statements,
+            self._contexts.prepare(context),
+            self.embedder,
+            self.thresholds,
+            source=source,
+        )
 
     def check(
         self,
@@ -223,8 +228,9 @@ class LocalJudge:
     ) -> Check:
         """Is ``statement`` supported by ``context``? (the rules: `verify`)"""
         ctx = context if isinstance(context, Context) else self._contexts.prepare(context)
-        [result] = checks([statement], ctx, self.embedder, self.thresholds,
-                          semantic=semantic, source=source)
+        [result] = checks(
+            [statement], ctx, self.embedder, self.thresholds, semantic=semantic, source=source
+        )
         return result
 
     # the risk screen (not a judge step: a record-level score for risk-based sampling)
@@ -242,8 +248,13 @@ class LocalJudge:
         statements = self.statements(response) or ([response] if response.strip() else [])
         if not statements:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        found = checks(statements, self._contexts.prepare("\n".join(contexts)), self.embedder,
-                       self.thresholds, semantic=semantic)
+        found = checks(
+            statements,
+            self._contexts.prepare("\n".join(contexts)),
+            self.embedder,
+            self.thresholds,
+            semantic=semantic,
+        )
         worst = min(found, key=lambda c: c.support)
         return Screen(
             risk=round(1.0 - worst.support, 6),
@@ -257,10 +268,14 @@ class LocalJudge:
     def question(self, response: str) -> GeneratedQuestion:
         """No question is generated: the response stands in for one, marked as such
         (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
-        noncommittal = (bool(evasive.NONCOMMITTAL.search(response.lower())) or not response.strip()
-                        or self.noncommittal(response))
-        return GeneratedQuestion(question=RESPONSE_AS_QUESTION + response,
-                                 noncommittal=int(noncommittal))
+        noncommittal = (
+            bool(evasive.NONCOMMITTAL.search(response.lower()))
+            or not response.strip()
+            or self.noncommittal(response)
+        )
+        return GeneratedQuestion(
+            question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
+        )
 
     # usefulness
 
@@ -282,8 +297,9 @@ class LocalJudge:
             share = shares[k]
             if k in windows:
                 _, share, _, _ = best_window(windows[k], ctx, vectors, t, graded=False)
-            shared_numbers = [n.surface for n in answer_numbers
-                              if n.values & ctx.vocabulary.numbers]
+            shared_numbers = [
+                n.surface for n in answer_numbers if n.values & ctx.vocabulary.numbers
+            ]
             useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
             reason = f"holds {share:.0%} of the answer's content words"
             if shared_numbers:

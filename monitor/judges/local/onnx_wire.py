@@ -113,8 +113,12 @@ def node_field(
 
 def tensor_field(name: str, array: Array) -> bytes:
     """A TensorProto with raw little-endian data, as a GraphProto.initializer field."""
-    kinds = {np.dtype(np.float32): FLOAT, np.dtype(np.uint8): UINT8,
-             np.dtype(np.int8): INT8, np.dtype(np.int64): INT64}
+    kinds = {
+        np.dtype(np.float32): FLOAT,
+        np.dtype(np.uint8): UINT8,
+        np.dtype(np.int8): INT8,
+        np.dtype(np.int64): INT64,
+    }
     body = b"".join(int_field(1, d) for d in array.shape)
     body += int_field(2, kinds[array.dtype]) + len_field(8, name)
     little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))

@@ -11,7 +11,7 @@ WHERE = {"context": "context", "reference": "the reference", "response": "the re
 
 
 def source_says(source: VerifySource) -> str:
-    """"the context says", "the reference says", "the response says"."""
+    """ "the context says", "the reference says", "the response says"."""
     return f"the {source} says"
 
 

@@ -67,8 +67,7 @@ def rank_windows(claim: Claim, ctx: Context) -> Windows:
     # then by the claim's numbers the window has ("leave by 11 a.m." → "Check-out is 11:00")
     values = claim.numbers
     held = [len(values & v.numbers) if values else 0 for v in ctx.window_vocabularies]
-    order = sorted(range(len(exact)),
-                   key=lambda i: (-shares[i], -held[i], len(ctx.windows[i]), i))
+    order = sorted(range(len(exact)), key=lambda i: (-shares[i], -held[i], len(ctx.windows[i]), i))
     return Windows(claim, exact, order)
 
 
@@ -79,7 +78,8 @@ def synonym_words(windows: Windows, ctx: Context, t: LocalThresholds) -> list[st
     exact, claim = windows.exact, windows.claim
     # only soft words (`exact_only` ones are not) are compared, in windows that can win
     top = [
-        i for i in contenders(windows, t)
+        i
+        for i in contenders(windows, t)
         if ctx.window_content[i] and any(not exact_only(claim, w) for w in exact[i])
     ]
     unmatched = sorted({w for i in top for w in exact[i] if not exact_only(claim, w)})
@@ -96,19 +96,19 @@ def contenders(windows: Windows, t: LocalThresholds) -> list[int]:
     if not top:
         return []
     floor = claim.share(exact[top[0]])
-    return [top[0], *(
-        i for i in top[1:]
-        if claim.share([w for w in exact[i] if exact_only(claim, w)]) > floor
-    )]
+    return [
+        top[0],
+        *(i for i in top[1:] if claim.share([w for w in exact[i] if exact_only(claim, w)]) > floor),
+    ]
 
 
 def word_vectors(
     pending: Sequence[tuple[Windows, Context]], embedder: MiniLMEmbedder, t: LocalThresholds
 ) -> dict[str, Vector]:
     """The MiniLM vectors of every word ``pending`` compares, from one embed call."""
-    compared = list(dict.fromkeys(
-        w for windows, ctx in pending for w in synonym_words(windows, ctx, t)
-    ))
+    compared = list(
+        dict.fromkeys(w for windows, ctx in pending for w in synonym_words(windows, ctx, t))
+    )
     if not compared:
         return {}
     return dict(zip(compared, embedder.embed(compared), strict=True))
@@ -154,19 +154,19 @@ def best_window(
         window_words = ctx.window_content[i]
         credit: dict[str, float] = {}
         # words found as synonyms are reworded too
-        reworded = graded and len(soft) + len(
-            claim.synonymous(ctx.window_vocabularies[i])) > 1
+        reworded = graded and len(soft) + len(claim.synonymous(ctx.window_vocabularies[i])) > 1
         if window_words and soft:
-            sims = np.stack([vectors[w] for w in soft]) @ np.stack(
-                [vectors[w] for w in window_words]
-            ).T
+            sims = (
+                np.stack([vectors[w] for w in soft])
+                @ np.stack([vectors[w] for w in window_words]).T
+            )
             credit = {
-                w: soft_match(float(row.max()), t) if reworded
+                w: soft_match(float(row.max()), t)
+                if reworded
                 else float(float(row.max()) >= t.word_similarity)
                 for w, row in zip(soft, sims, strict=True)
             }
-        share = claim.share(missing) + sum(
-            weight[w] * c for w, c in credit.items()) / total
+        share = claim.share(missing) + sum(weight[w] * c for w, c in credit.items()) / total
         if share > best_share:
             best, best_share, best_reworded = i, share, reworded
             best_missing = [w for w in missing if credit.get(w, 0.0) < 0.5]

@@ -85,7 +85,8 @@ def name_specific(name: str) -> Specific:
 
 def number_specific(q: Quantity) -> Specific:
     return Specific(
-        q.surface, q.number.kind,
+        q.surface,
+        q.number.kind,
         frozenset(fold(w) for w in words(q.number.surface)),
         # a date's "unit" is its month, a year's whatever follows: no unit
         q.number.values,
@@ -97,16 +98,23 @@ def number_specific(q: Quantity) -> Specific:
 def specifics(clause: str, t: LocalThresholds, claim: Claim | None = None) -> list[Specific]:
     """The names and numbers of ``clause`` (numbers first), then, with ``claim``, its
     informative words that no name holds (who does what: "monthly", "engineers")."""
-    found = [*(number_specific(q) for q in quantities(clause, reach=1)),
-             *(name_specific(n) for n in names(clause))]
+    found = [
+        *(number_specific(q) for q in quantities(clause, reach=1)),
+        *(name_specific(n) for n in names(clause)),
+    ]
     if claim is not None:
         named = {w for f in found for w in f.words}
-        found.extend(Specific(w, "word", frozenset({w})) for w in dict.fromkeys(
-            fold(x) for x in words(clause)) if w in OPPOSITES)
         found.extend(
-            Specific(w, "word", frozenset({w})) for w, wt in
-            zip(claim.words, claim.weights, strict=True)
-            if w not in named and w not in claim.capitalised and w not in COMPARISONS
+            Specific(w, "word", frozenset({w}))
+            for w in dict.fromkeys(fold(x) for x in words(clause))
+            if w in OPPOSITES
+        )
+        found.extend(
+            Specific(w, "word", frozenset({w}))
+            for w, wt in zip(claim.words, claim.weights, strict=True)
+            if w not in named
+            and w not in claim.capitalised
+            and w not in COMPARISONS
             and wt >= t.role_weight
         )
     return found
@@ -124,22 +132,33 @@ def holds(segment: Segment, specific: Specific) -> bool:
 
 
 def other_word(
-    segment: Segment, specific: Specific, claim: str, holding: Sequence[Segment],
-    embedder: MiniLMEmbedder, t: LocalThresholds, semantic: bool = True,
+    segment: Segment,
+    specific: Specific,
+    claim: str,
+    holding: Sequence[Segment],
+    embedder: MiniLMEmbedder,
+    t: LocalThresholds,
+    semantic: bool = True,
 ) -> str | None:
     """The word of ``segment`` in the role ``specific`` has in ``claim``: one neither the
     claim nor the parts holding ``specific`` have, closest to it by MiniLM (cosine ≥
     ``role_similarity``: "annual" for "monthly", "designers" for "engineers"; with
     ``semantic=False`` opposites only, no model call)."""
     said = Vocabulary.of(claim)
-    opposite = [w for w in OPPOSITES.get(specific.surface, ())
-                if w in segment.vocabulary.folded and w not in said.folded]
+    opposite = [
+        w
+        for w in OPPOSITES.get(specific.surface, ())
+        if w in segment.vocabulary.folded and w not in said.folded
+    ]
     if opposite:
         return opposite[0]
     root = specific.surface[:5]
     candidates = [
-        w for w in content_words(segment.text)
-        if w not in DISCOURSE and w not in GENERIC and not said.has_word(w)
+        w
+        for w in content_words(segment.text)
+        if w not in DISCOURSE
+        and w not in GENERIC
+        and not said.has_word(w)
         and not w.startswith(root)  # another form of the same word ("refundable")
         and not any(g.vocabulary.has_word(w) for g in holding)
     ]
@@ -147,8 +166,11 @@ def other_word(
         return None
     vectors = embedder.embed([specific.surface, *candidates])
     # parallel, not the same: a synonym is the same thing said again
-    fits = [(float(c), w) for c, w in zip(vectors[1:] @ vectors[0], candidates, strict=True)
-            if t.role_similarity <= float(c) < t.role_same]
+    fits = [
+        (float(c), w)
+        for c, w in zip(vectors[1:] @ vectors[0], candidates, strict=True)
+        if t.role_similarity <= float(c) < t.role_same
+    ]
     return max(fits)[1] if fits else None
 
 
@@ -160,8 +182,12 @@ def other(segment: Segment, specific: Specific, claim: str, *, strict: bool = Tr
         for name in segment.names:
             parts = {fold(w) for w in NAME_PARTS.split(name) if w}
             # of its kind: a month for a month, an acronym for an acronym
-            if parts and parts.isdisjoint(said) and (parts <= MONTHS) == specific.month \
-                    and name.isupper() == specific.surface.isupper():
+            if (
+                parts
+                and parts.isdisjoint(said)
+                and (parts <= MONTHS) == specific.month
+                and name.isupper() == specific.surface.isupper()
+            ):
                 # as written, with the digits a name may end in ("Amazon S3")
                 written = re.search(re.escape(name) + r"[\w-]*", segment.text)
                 return written.group(0) if written else name
@@ -171,8 +197,7 @@ def other(segment: Segment, specific: Specific, claim: str, *, strict: bool = Tr
         if q.number.values & values or q.number.kind != specific.kind:
             continue
         same_unit = bool(specific.unit and q.units and q.units[0] == specific.unit)
-        if strict and specific.unit and not same_unit \
-                and q.number.kind not in ("date", "year"):
+        if strict and specific.unit and not same_unit and q.number.kind not in ("date", "year"):
             continue
         # with its unit when the units agree ("three months"), else the number alone
         return q.surface if same_unit else q.number.surface
@@ -185,7 +210,9 @@ def other_numbers(clause: str, specific: Specific) -> list[frozenset[float]]:
 
 
 def rest_share(
-    claim: Claim, specific: Specific, segment: Segment,
+    claim: Claim,
+    specific: Specific,
+    segment: Segment,
     others: Sequence[frozenset[float]] = (),
 ) -> float:
     """The weighted share of the rest of ``claim`` — its words but ``specific``'s, and
@@ -207,8 +234,12 @@ def rest_share(
 
 
 def swapped(
-    clause: str, claim: Claim, passages: Sequence[Segment],
-    embedder: MiniLMEmbedder, t: LocalThresholds, semantic: bool = True,
+    clause: str,
+    claim: Claim,
+    passages: Sequence[Segment],
+    embedder: MiniLMEmbedder,
+    t: LocalThresholds,
+    semantic: bool = True,
 ) -> tuple[Specific, str, Segment] | None:
     """Rule 6: a name or number of ``clause`` that its window says of something else.
 
@@ -235,8 +266,7 @@ def swapped(
             continue
         holding = [k for k, g in enumerate(passages) if holds(g, specific)]
         # said where more of the rest is, or as the title of the passage ("Single sign-on.")
-        if any(shares[k] >= shares[best] or len(words(passages[k].text)) <= 3
-               for k in holding):
+        if any(shares[k] >= shares[best] or len(words(passages[k].text)) <= 3 for k in holding):
             continue
         # not in this passage at all: a swap only where most of the rest is said
         if not holding and shares[best] < t.swap_rest:
@@ -245,8 +275,15 @@ def swapped(
             # a word of the clause the context says elsewhere, where the rest is said
             if not holding or shares[best] < t.swap_rest:
                 continue
-            said = other_word(passages[best], specific, clause,
-                              [passages[k] for k in holding], embedder, t, semantic)
+            said = other_word(
+                passages[best],
+                specific,
+                clause,
+                [passages[k] for k in holding],
+                embedder,
+                t,
+                semantic,
+            )
         else:
             said = other(passages[best], specific, clause)
         if said:
@@ -267,6 +304,9 @@ def counterpart(claim: str, specific: Specific, ctx: Context) -> str:
         return ""
     best = passages[max(range(len(shares)), key=shares.__getitem__)]
     # the same unit in the closest part, then anywhere in the context, then any unit
-    return (other(best, specific, claim)
-            or next(filter(None, (other(g, specific, claim) for g in passages)), None)
-            or other(best, specific, claim, strict=False) or "")
+    return (
+        other(best, specific, claim)
+        or next(filter(None, (other(g, specific, claim) for g in passages)), None)
+        or other(best, specific, claim, strict=False)
+        or ""
+    )

@@ -108,15 +108,17 @@ def checks(
     pending = [(w, ctx) for p in first if isinstance(p, list) for w in p]
     vectors = word_vectors(pending, embedder, t) if semantic else {}
     checked = [
-        p if isinstance(p, Check)
+        p
+        if isinstance(p, Check)
         else [window_check(w, ctx, vectors, embedder, t, semantic, source) for w in p]
         for p in first
     ]
     if semantic:
         break_ties(first, checked, ctx, embedder, t)
     # a statement is as supported as its weakest clause
-    return [c if isinstance(c, Check) else min(c, key=lambda x: (x.verdict, x.support))
-            for c in checked]
+    return [
+        c if isinstance(c, Check) else min(c, key=lambda x: (x.verdict, x.support)) for c in checked
+    ]
 
 
 def break_ties(
@@ -133,7 +135,9 @@ def break_ties(
         for k, per_clause in enumerate(checked)
         if isinstance(per_clause, list)
         for i, c in enumerate(per_clause)
-        if c.rule == "window" and c.verdict == 0 and c.window is not None
+        if c.rule == "window"
+        and c.verdict == 0
+        and c.window is not None
         and t.tie_coverage <= c.window_coverage
     ]
     if not close:
@@ -179,21 +183,32 @@ def lexical_check(
         absent = number_specific(missing_numbers[0])
         other = counterpart(claim, absent, ctx)
         if other:
-            return Check(0, f"answer says '{absent.said(other)}', {source_says(source)} "
-                         f"'{other}' ({first.kind} not in {where}){more}", 0.0,
-                         rule="number")
-        return Check(0, f"{first.kind} '{first.surface}' not in {where}{more}", 0.0,
-                     rule="number")
+            return Check(
+                0,
+                f"answer says '{absent.said(other)}', {source_says(source)} "
+                f"'{other}' ({first.kind} not in {where}){more}",
+                0.0,
+                rule="number",
+            )
+        return Check(0, f"{first.kind} '{first.surface}' not in {where}{more}", 0.0, rule="number")
     wrong_unit = miscounted(counted, ctx)
     if wrong_unit is not None:
-        return Check(0, f"number '{wrong_unit.surface}' not in {where} (it has other "
-                     "numbers of that unit)", 0.0, rule="number")
+        return Check(
+            0,
+            f"number '{wrong_unit.surface}' not in {where} (it has other numbers of that unit)",
+            0.0,
+            rule="number",
+        )
     missing_names = [name for name in names(claim) if not has_name(name, ctx)]
     if missing_names:
         other = counterpart(claim, name_specific(missing_names[0]), ctx)
         if other:
-            return Check(0, f"answer says '{missing_names[0]}', {source_says(source)} "
-                         f"'{other}'", 0.0, rule="name")
+            return Check(
+                0,
+                f"answer says '{missing_names[0]}', {source_says(source)} '{other}'",
+                0.0,
+                rule="name",
+            )
         return Check(0, f"name {quote(missing_names)} not in {where}", 0.0, rule="name")
 
     per_clause: list[Windows] = []
@@ -204,8 +219,9 @@ def lexical_check(
         missing = parsed.missing(ctx.vocabulary)
         anywhere = 1.0 - len(missing) / len(parsed.words)
         if not semantic and anywhere < t.min_coverage:
-            return Check(0, f"words {quote(missing)} not in {where}", anywhere / 2,
-                         anywhere, rule="words")
+            return Check(
+                0, f"words {quote(missing)} not in {where}", anywhere / 2, anywhere, rule="words"
+            )
         per_clause.append(rank_windows(parsed, ctx))
     if not per_clause:
         return Check(1, "no content words to check", 1.0, 1.0, rule="words")
@@ -219,8 +235,10 @@ def miscounted(claimed: Sequence[Quantity], ctx: Context) -> Quantity | None:
     counted = ctx.vocabulary.quantities
     units = {unit for _, unit in counted}
     for q in claimed:
-        if q.units and q.units[0] in units and not any(
-            (v, q.units[0]) in counted for v in q.number.values
+        if (
+            q.units
+            and q.units[0] in units
+            and not any((v, q.units[0]) in counted for v in q.number.values)
         ):
             return q
     return None
@@ -254,42 +272,71 @@ def window_check(
         return Check(0, f"{quote(windows.claim.words)} not in {where}", 0.0, rule="words")
     closest = excerpt(ctx.windows[best])
     if windows.claim.negated and not ctx.window_negated[best]:
-        return Check(0, f"negation not in the closest {where} passage: {closest}", 0.0,
-                     share, best, "negation")
+        return Check(
+            0,
+            f"negation not in the closest {where} passage: {closest}",
+            0.0,
+            share,
+            best,
+            "negation",
+        )
     denied = denied_words(windows.claim, ctx, best, t)
     if denied:
-        return Check(0, f"{where} negates {quote(denied)}", 0.0, share, best,
-                     "negation")
+        return Check(0, f"{where} negates {quote(denied)}", 0.0, share, best, "negation")
     passage = ctx.window_vocabularies[best]
     flipped = flipped_word(windows.claim, passage, ctx.window_negated[best])
     if flipped is not None:
         said, other = flipped
-        return Check(0, f"answer says '{said}', {source_says(source)} '{other}': {closest}",
-                     0.0, share, best, "negation")
-    comparisons = [w for w in unmatched if w in COMPARISONS
-                   and not passage.has_word(SAME_COMPARISON.get(w, w))]
+        return Check(
+            0,
+            f"answer says '{said}', {source_says(source)} '{other}': {closest}",
+            0.0,
+            share,
+            best,
+            "negation",
+        )
+    comparisons = [
+        w for w in unmatched if w in COMPARISONS and not passage.has_word(SAME_COMPARISON.get(w, w))
+    ]
     if comparisons:
-        return Check(0, f"comparison {quote(comparisons)} not in the closest {where} "
-                     f"passage: {closest}", 0.0, share, best, "comparison")
+        return Check(
+            0,
+            f"comparison {quote(comparisons)} not in the closest {where} passage: {closest}",
+            0.0,
+            share,
+            best,
+            "comparison",
+        )
     needed = t.support if semantic and reworded else t.window_coverage
     # a close passage (the clause would pass) that says its name or number of another thing
-    swap = swapped(windows.claim.text, windows.claim, segments_of(ctx), embedder, t,
-                   semantic) \
-        if share >= needed else None
+    swap = (
+        swapped(windows.claim.text, windows.claim, segments_of(ctx), embedder, t, semantic)
+        if share >= needed
+        else None
+    )
     if swap is not None:
         specific, other, part = swap
-        return Check(0, f"answer says '{specific.said(other)}', {source_says(source)} "
-                     f"'{other}': {excerpt(part.text)}", 0.0, share, best, "swap")
+        return Check(
+            0,
+            f"answer says '{specific.said(other)}', {source_says(source)} "
+            f"'{other}': {excerpt(part.text)}",
+            0.0,
+            share,
+            best,
+            "swap",
+        )
     if share >= needed:
         how = "all" if not unmatched else f"{share:.0%} of the"
-        return Check(1, f"{how} content words in one {where} passage", share, share, best,
-                     "window")
+        return Check(1, f"{how} content words in one {where} passage", share, share, best, "window")
     absent = [w for w in unmatched if not ctx.vocabulary.has_word(w)]
-    said = (f"words {quote(absent)} not in {where}" if absent
-            else f"{quote(unmatched)} not said together with the rest in any {where} "
-            "passage")
-    return Check(0, f"{said} (support {share:.2f}); closest: {closest}", share / 2, share,
-                 best, "window")
+    said = (
+        f"words {quote(absent)} not in {where}"
+        if absent
+        else f"{quote(unmatched)} not said together with the rest in any {where} passage"
+    )
+    return Check(
+        0, f"{said} (support {share:.2f}); closest: {closest}", share / 2, share, best, "window"
+    )
 
 
 def flipped_word(
@@ -299,8 +346,12 @@ def flipped_word(
     ("unpaid" for "paid"), or, in a claim without a negation, the reverse: (the claim's
     word, the passage's)."""
     for w in claim.words:
-        if negated_word(w) and not passage_negated and passage.has_word(w[2:]) \
-                and not passage.has_word(w):
+        if (
+            negated_word(w)
+            and not passage_negated
+            and passage.has_word(w[2:])
+            and not passage.has_word(w)
+        ):
             return w, w[2:]
         if not claim.negated and not passage.has_word(w) and passage.has_word("un" + w):
             return w, "un" + w

@@ -131,12 +131,18 @@ def build(path: Path = TABLE_PATH) -> dict[str, Any]:
     embedder.warm_up()
     words = table_words()
     step = 2048
-    parts = [embedder.embed(list(words[i : i + step]))
-             for i in tqdm(range(0, len(words), step), desc="words", unit="batch")]
+    parts = [
+        embedder.embed(list(words[i : i + step]))
+        for i in tqdm(range(0, len(words), step), desc="words", unit="batch")
+    ]
     vectors, scales = quantise(np.concatenate(parts))
     np.savez(path, vectors=vectors, scales=scales, fingerprint=np.array(embedder.graph))
-    return {"words": len(words), "arithmetic": embedder.arithmetic, "graph": embedder.graph,
-            "bytes": path.stat().st_size}
+    return {
+        "words": len(words),
+        "arithmetic": embedder.arithmetic,
+        "graph": embedder.graph,
+        "bytes": path.stat().st_size,
+    }
 
 
 if __name__ == "__main__":  # python -m monitor.judges.local.words [path]

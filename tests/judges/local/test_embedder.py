@@ -152,8 +152,9 @@ def test_plan_batches_is_the_cheapest_cut_within_the_batch_size() -> None:
                 _padded_cost(lengths, [*cuts, len(lengths)], 12)
                 for k in range(len(lengths))
                 for cuts in itertools.combinations(range(1, len(lengths)), k)
-                if all(e - s <= size for s, e in
-                       zip([0, *cuts], [*cuts, len(lengths)], strict=True))
+                if all(
+                    e - s <= size for s, e in zip([0, *cuts], [*cuts, len(lengths)], strict=True)
+                )
             )
             assert _padded_cost(lengths, ends, 12) == brute
 
@@ -227,8 +228,14 @@ def test_int8_is_chosen_only_with_vnni_and_the_packaged_model() -> None:
 
 @needs_vnni
 def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> None:
-    texts = [*SENTENCES, "bought", "purchased", "film", "movie",
-             "Byron provided over US$300,000 to the organization."]
+    texts = [
+        *SENTENCES,
+        "bought",
+        "purchased",
+        "film",
+        "movie",
+        "Byron provided over US$300,000 to the organization.",
+    ]
     exact = MiniLMEmbedder(cache_size=0, int8=False).embed(texts)
     fast = MiniLMEmbedder(cache_size=0, int8=True, word_table=False)
     vectors = fast.embed(texts)
@@ -238,8 +245,9 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
     for a, b, expected in REFERENCE_COSINES:
         assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=0.02)
     # per-token scales: a text's vector is the same alone as in any batch
-    alone = np.stack([MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed([t])[0]
-                      for t in texts])
+    alone = np.stack(
+        [MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed([t])[0] for t in texts]
+    )
     assert np.allclose(alone, vectors, atol=1e-5)
     again = MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed(texts)
     assert np.array_equal(again, vectors)
@@ -325,7 +333,8 @@ def test_an_unreadable_table_is_logged_and_not_used(tmp_path: Path) -> None:
         assert words.load("any graph", truncated) is None
         assert words.load("any graph", garbage) is None
     assert [(e["event"], e["error"]) for e in logs] == [
-        ("word_table_unusable", "BadZipFile"), ("word_table_unusable", "ValueError")
+        ("word_table_unusable", "BadZipFile"),
+        ("word_table_unusable", "ValueError"),
     ]
 
 

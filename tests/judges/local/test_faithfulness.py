@@ -29,11 +29,15 @@ REGRESSION = ROOT / "tests" / "data" / "local_faithfulness_regression.jsonl"
 
 
 def _records() -> list[Any]:
-    rows = [json.loads(line) for line in REGRESSION.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in REGRESSION.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     return [
         pytest.param(r, id=r["id"], marks=pytest.mark.xfail(strict=True, reason=r["known_miss"]))
-        if r.get("known_miss") else pytest.param(r, id=r["id"])
+        if r.get("known_miss")
+        else pytest.param(r, id=r["id"])
         for r in rows
     ]
 
@@ -65,10 +69,14 @@ def test_regression_record(judge: LocalJudge, record: dict[str, Any]) -> None:
 
 
 BACKUPS = "Backups. Nightly database backups are written to Amazon S3 and kept for 35 days."
-OFFICES = ("Offices. Our European headquarters is located in Dublin. "
-           "The engineering hub is based in Amsterdam.")
-PROBATION = ("Probation. The probation period is three months for managers and one month for all "
-             "other staff.")
+OFFICES = (
+    "Offices. Our European headquarters is located in Dublin. "
+    "The engineering hub is based in Amsterdam."
+)
+PROBATION = (
+    "Probation. The probation period is three months for managers and one month for all "
+    "other staff."
+)
 
 
 def test_invented_name_reason_names_both_sides(judge: LocalJudge) -> None:
@@ -95,8 +103,10 @@ def test_number_said_of_another_group_is_a_swap(judge: LocalJudge) -> None:
 
 def test_swap_needs_a_counterpart_of_the_same_kind(judge: LocalJudge) -> None:
     # the number sits in another part, but the closest part has no number: a join, not a swap
-    context = ("Learning budget. Every employee has a learning budget of $1,500 per year. "
-               "The learning budget expires on December 31.")
+    context = (
+        "Learning budget. Every employee has a learning budget of $1,500 per year. "
+        "The learning budget expires on December 31."
+    )
     [check] = judge.verify(context, ["The learning budget of $1,500 expires on December 31."])
     assert check.rule != "swap", check.reason
 
@@ -131,16 +141,22 @@ def test_unsupported_reason_quotes_words_and_closest_passage(judge: LocalJudge) 
     assert "closest: “Nightly database backups are written to Amazon S3" in check.reason
 
 
-@pytest.mark.parametrize(("source", "where"), [("reference", "not in the reference"),
-                                               ("response", "not in the response")])
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [("reference", "not in the reference"), ("response", "not in the response")],
+)
 def test_reasons_name_what_statements_are_checked_against(
     judge: LocalJudge, source: str, where: str
 ) -> None:
     prompt = Prompt(
-        step=VERIFY, metric="factual_correctness", instruction="-",
-        inputs=VerifyInput(context=BACKUPS, statements=["Backups are kept for 90 days.",
-                                                        "Backups are encrypted with keys."],
-                           source=source),  # type: ignore[arg-type]
+        step=VERIFY,
+        metric="factual_correctness",
+        instruction="-",
+        inputs=VerifyInput(
+            context=BACKUPS,
+            statements=["Backups are kept for 90 days.", "Backups are encrypted with keys."],
+            source=source,
+        ),  # type: ignore[arg-type]
         output=Verdicts,
     )
     verdicts = judge.answer(prompt).verdicts
@@ -162,8 +178,13 @@ def test_reasons_name_what_statements_are_checked_against(
 def test_statements_step_marks_evasive_answers_noncommittal(
     judge: LocalJudge, response: str
 ) -> None:
-    prompt = Prompt(step=STATEMENTS, metric="faithfulness", instruction="-",
-                    inputs=StatementsInput(text=response), output=Statements)
+    prompt = Prompt(
+        step=STATEMENTS,
+        metric="faithfulness",
+        instruction="-",
+        inputs=StatementsInput(text=response),
+        output=Statements,
+    )
     out = judge.answer(prompt)
     assert out.noncommittal == 1 and out.statements == []
 
@@ -183,8 +204,10 @@ def test_answers_that_assert_something_are_not_noncommittal(
     assert judge.statements(response)
 
 
-REFUNDS = ("Refunds. Annual plans can be refunded in full within 30 days of purchase. "
-           "Monthly plans are not refundable.")
+REFUNDS = (
+    "Refunds. Annual plans can be refunded in full within 30 days of purchase. "
+    "Monthly plans are not refundable."
+)
 
 
 def test_word_said_of_another_thing_is_a_role_swap(judge: LocalJudge) -> None:
@@ -195,15 +218,23 @@ def test_word_said_of_another_thing_is_a_role_swap(judge: LocalJudge) -> None:
     assert right.verdict == 1, right.reason
 
 
-
 @pytest.mark.parametrize(
     ("context", "statement", "said", "other"),
     [
-        ("Free shipping applies to orders within the EU. Orders outside the EU pay a flat fee "
-         "of EUR 15.", "Orders outside the EU get free shipping.", "outside", "within"),
-        ("Contracts under $50,000 are approved by the department head. Contracts of $50,000 or "
-         "more must be approved by the CFO.", "Contracts under $50,000 must be approved by the "
-         "CFO.", "under", "more"),
+        (
+            "Free shipping applies to orders within the EU. Orders outside the EU pay a flat fee "
+            "of EUR 15.",
+            "Orders outside the EU get free shipping.",
+            "outside",
+            "within",
+        ),
+        (
+            "Contracts under $50,000 are approved by the department head. Contracts of $50,000 or "
+            "more must be approved by the CFO.",
+            "Contracts under $50,000 must be approved by the CFO.",
+            "under",
+            "more",
+        ),
     ],
 )
 def test_opposite_words_are_swaps(
@@ -216,24 +247,32 @@ def test_opposite_words_are_swaps(
 
 def test_a_list_of_quantities_shares_its_subject(judge: LocalJudge) -> None:
     # "EUR 80 for trips outside the EU" is the daily meal allowance too
-    context = ("The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
-               "outside the EU.")
+    context = (
+        "The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
+        "outside the EU."
+    )
     [swapped] = judge.verify(context, ["Outside the EU the daily meal allowance is EUR 60."])
     assert "answer says 'EUR 60', the context says 'EUR 80'" in swapped.reason
 
 
 def test_opposite_word_said_where_the_context_says_it_passes(judge: LocalJudge) -> None:
-    context = ("The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
-               "outside the EU.")
+    context = (
+        "The daily meal allowance is EUR 60 for trips within the EU and EUR 80 for trips "
+        "outside the EU."
+    )
     [check] = judge.verify(context, ["Outside the EU the daily meal allowance is EUR 80."])
     assert check.verdict == 1, check.reason
 
 
 def test_the_issue_paraphrase_passes(judge: LocalJudge) -> None:
-    context = ("Employees may transfer up to five unused annual leave days to the following "
-               "calendar year. Days beyond that limit expire on 31 December.")
-    answer = ("You can move a maximum of five leftover holiday days into the next year; anything "
-              "above that is lost at the end of December.")
+    context = (
+        "Employees may transfer up to five unused annual leave days to the following "
+        "calendar year. Days beyond that limit expire on 31 December."
+    )
+    answer = (
+        "You can move a maximum of five leftover holiday days into the next year; anything "
+        "above that is lost at the end of December."
+    )
     checks = judge.verify(context, judge.statements(answer))
     assert [c.verdict for c in checks] == [1], [c.reason for c in checks]
 
@@ -247,7 +286,6 @@ def test_synonyms_count_as_reworded_words() -> None:
     assert claim.synonymous(vocabulary) == ["leftover", "lost"]
 
 
-
 def test_lexical_screen_checks_swaps_without_a_model_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -257,11 +295,9 @@ def test_lexical_screen_checks_swaps_without_a_model_call(
         raise AssertionError("the lexical screen called MiniLM")
 
     monkeypatch.setattr(judge.embedder, "embed", no_model)
-    swapped = judge.screen([PROBATION], "Managers are on probation for one month.",
-                           semantic=False)
+    swapped = judge.screen([PROBATION], "Managers are on probation for one month.", semantic=False)
     assert swapped.risk == 1.0 and "'three months'" in swapped.reason
-    role = judge.screen([REFUNDS], "Monthly plans can be refunded within 30 days.",
-                        semantic=False)
+    role = judge.screen([REFUNDS], "Monthly plans can be refunded within 30 days.", semantic=False)
     assert role.faithfulness == 1.0  # no parallel words without MiniLM
 
 
@@ -284,8 +320,10 @@ def test_a_word_flipped_by_its_prefix_is_a_negation(
     assert f"answer says '{said}', the context says '{other}'" in check.reason
     [right] = judge.verify(context, ["Sick leave is paid."])
     assert right.verdict == 1, right.reason
-    [back] = judge.verify("Unpaid invoices are suspended after 30 days.",
-                          ["Paid invoices are suspended after 30 days."])
+    [back] = judge.verify(
+        "Unpaid invoices are suspended after 30 days.",
+        ["Paid invoices are suspended after 30 days."],
+    )
     assert back.verdict == 0 and "the context says 'unpaid'" in back.reason
 
 
@@ -296,6 +334,8 @@ def test_an_assertion_about_what_something_depends_on_is_a_statement(judge: Loca
 
 
 def test_not_certain_declines(judge: LocalJudge) -> None:
-    response = ("I'm not certain how resets work without a registered number. It's probably "
-                "best to ask the service desk directly.")
+    response = (
+        "I'm not certain how resets work without a registered number. It's probably "
+        "best to ask the service desk directly."
+    )
     assert judge.noncommittal(response) and judge.statements(response) == []

@@ -129,12 +129,21 @@ SMS_POLICY = "SMS codes are not allowed as a second factor."
         (SMS_POLICY, "SMS codes are allowed as a second factor.", "allowed"),
         # the particle is set aside: "No, ..." does not negate the claim
         (SMS_POLICY, "No, SMS codes are allowed as a second factor.", "allowed"),
-        ("Contractors aren't eligible for the annual bonus.",
-         "Contractors are eligible for the annual bonus.", "eligible"),
-        ("Meals under $50 are reimbursed without a receipt.",
-         "Meals under $50 are reimbursed with a receipt.", "receipt"),
-        ("Customer data is never shared with advertising partners.",
-         "Customer data is shared with advertising partners.", "shared"),
+        (
+            "Contractors aren't eligible for the annual bonus.",
+            "Contractors are eligible for the annual bonus.",
+            "eligible",
+        ),
+        (
+            "Meals under $50 are reimbursed without a receipt.",
+            "Meals under $50 are reimbursed with a receipt.",
+            "receipt",
+        ),
+        (
+            "Customer data is never shared with advertising partners.",
+            "Customer data is shared with advertising partners.",
+            "shared",
+        ),
     ],
 )
 def test_dropped_negation_fails(
@@ -146,8 +155,10 @@ def test_dropped_negation_fails(
 
 
 def test_kept_negation_passes(judge: LocalJudge) -> None:
-    for statement in ("SMS codes are not allowed as a second factor.",
-                      "No, SMS codes are not allowed as a second factor."):
+    for statement in (
+        "SMS codes are not allowed as a second factor.",
+        "No, SMS codes are not allowed as a second factor.",
+    ):
         [check] = judge.verify(SMS_POLICY, [statement])
         assert check.verdict == 1, check.reason
 
@@ -156,17 +167,25 @@ def test_kept_negation_passes(judge: LocalJudge) -> None:
     ("context", "statement"),
     [
         # the negated word is also asserted in the passage
-        ("SMS codes are not allowed; authenticator apps are allowed as a second factor.",
-         "Authenticator apps are allowed as a second factor."),
+        (
+            "SMS codes are not allowed; authenticator apps are allowed as a second factor.",
+            "Authenticator apps are allowed as a second factor.",
+        ),
         # the denying half of a long sentence holds little of the statement
-        ("Annual plans are fully refundable within 14 days of purchase; monthly plans are not "
-         "refunded but can be cancelled any time, effective at the end of the period.",
-         "Annual plans can be fully refunded within 14 days of purchase."),
+        (
+            "Annual plans are fully refundable within 14 days of purchase; monthly plans are not "
+            "refunded but can be cancelled any time, effective at the end of the period.",
+            "Annual plans can be fully refunded within 14 days of purchase.",
+        ),
         # "or not" and a bound ("no later than") deny nothing
-        ("Whether or not you travel abroad, receipts are required for every expense.",
-         "Receipts are required when you travel abroad."),
-        ("Refunds are paid no later than 30 days after cancellation.",
-         "Refunds are paid within 30 days after cancellation."),
+        (
+            "Whether or not you travel abroad, receipts are required for every expense.",
+            "Receipts are required when you travel abroad.",
+        ),
+        (
+            "Refunds are paid no later than 30 days after cancellation.",
+            "Refunds are paid within 30 days after cancellation.",
+        ),
     ],
 )
 def test_paraphrase_near_unrelated_negation_passes(
@@ -178,9 +197,7 @@ def test_paraphrase_near_unrelated_negation_passes(
 
 def test_lexical_denials() -> None:
     assert denials(SMS_POLICY)[0] == {"allow"}
-    assert denials("After 14 days without payment the account becomes read-only.")[0] == {
-        "payment"
-    }
+    assert denials("After 14 days without payment the account becomes read-only.")[0] == {"payment"}
     assert denials("None of the contractors are eligible.")[0] == {"contractor"}
     assert denials("Refunds are paid no later than 30 days.")[0] == frozenset()
     assert denials("You are not only billed monthly.")[0] == frozenset()
@@ -255,18 +272,19 @@ def test_tolerance_keeps_hard_failures(judge: LocalJudge, statement: str, named:
 
 def test_statements_that_assert_nothing_are_dropped(judge: LocalJudge) -> None:
     assert judge.statements("I don't know.") == []
-    assert judge.statements(
-        "That depends on several factors, so I can't give a definitive answer. "
-        "Please contact the billing team."
-    ) == []
+    assert (
+        judge.statements(
+            "That depends on several factors, so I can't give a definitive answer. "
+            "Please contact the billing team."
+        )
+        == []
+    )
     assert judge.statements("Yes. SSO is on the Enterprise plan.") == [
         "SSO is on the Enterprise plan."
     ]
     # a hedged claim is still a claim, and a referral alone is advice to check
     assert len(judge.statements("I'm not sure, but I think the fee is waived.")) == 1
-    assert judge.statements("Ask your manager for approval.") == [
-        "Ask your manager for approval."
-    ]
+    assert judge.statements("Ask your manager for approval.") == ["Ask your manager for approval."]
     assert judge.statements("I'm not sure, the fee is $50.") == ["I'm not sure, the fee is $50."]
 
 
@@ -501,8 +519,14 @@ def _interaction(response: str, contexts: list[str], reference: str | None = Non
 
 async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None:
     metrics = [
-        "faithfulness", "response_relevancy", "context_utility", "context_precision",
-        "precision_at_k", "context_recall", "factual_correctness", "noise_sensitivity",
+        "faithfulness",
+        "response_relevancy",
+        "context_utility",
+        "context_precision",
+        "precision_at_k",
+        "context_recall",
+        "factual_correctness",
+        "noise_sensitivity",
         "semantic_similarity",
     ]
     scorer = Scorer(LocalJudge(), metrics)
@@ -532,11 +556,11 @@ def test_lexical_numbers_by_value() -> None:
     assert {300000.0, 12.0, 4.0} <= values
     assert Vocabulary.of("Rodríguez's cities").has_word("rodriguez")
     assert Vocabulary.of("Rodríguez's cities").has_word("city")
-    assert [n.values for n in numbers("Twenty-Two and SIX, not often")] == [
-        {20.0}, {2.0}, {6.0}
-    ]
+    assert [n.values for n in numbers("Twenty-Two and SIX, not often")] == [{20.0}, {2.0}, {6.0}]
     assert [(n.surface, n.kind) for n in numbers("costs €5, US$ 7 or 3%")] == [
-        ("€5", "amount"), ("US$ 7", "amount"), ("3%", "percentage")
+        ("€5", "amount"),
+        ("US$ 7", "amount"),
+        ("3%", "percentage"),
     ]
     # case-insensitive matching also finds Unicode case variants: not number words, no error
     assert [n.values for n in numbers("ſix and ſeven, then six")] == [{6.0}]
@@ -544,7 +568,8 @@ def test_lexical_numbers_by_value() -> None:
 
 def test_lexical_sentence_features_without_negators_or_hyphens() -> None:
     assert denials("SMS codes are allowed as a second factor.") == (
-        frozenset(), frozenset({"sms", "code", "allow", "second", "factor"})
+        frozenset(),
+        frozenset({"sms", "code", "allow", "second", "factor"}),
     )
     assert Vocabulary.of("Single sign-on, SSO").compounds == {"sign-on"}
     assert Vocabulary.of("Single sign on").compounds == frozenset()

@@ -18,6 +18,3 @@ case, possessive dropped, a few English inflections removed (``cities`` →
 ``city``, ``directed`` → ``direct``). Numbers are compared by value (``$300,000``
 = ``300000`` = ``0.3 million``).
 """
-
-
-

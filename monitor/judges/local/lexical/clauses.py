@@ -69,7 +69,8 @@ class Claim:
     def of(cls, text: str) -> Claim:
         tokens = Tokens.of(text)
         informative = tuple(
-            w for w in tokens.content
+            w
+            for w in tokens.content
             if w not in DISCOURSE and w not in GENERIC and w not in NUMBER_WORDS
         )
         return cls(
@@ -81,7 +82,8 @@ class Claim:
             phrases=tuple(p for p in phrases(text) if p[1][0] in informative),
             negated=tokens.negated(),
             capitalised=frozenset(
-                f for k, (w, f) in enumerate(zip(tokens.written, tokens.folded, strict=True))
+                f
+                for k, (w, f) in enumerate(zip(tokens.written, tokens.folded, strict=True))
                 if w[:1].isupper() and (k or name_like(w, f))
             ),
             numbers=frozenset(v for n in numbers(text) for v in n.values)
@@ -92,8 +94,14 @@ class Claim:
     @classmethod
     def unweighted(cls, folded_words: Sequence[str]) -> Claim:
         """Plain words, each weighing 1, no acronyms (the usefulness step's answer words)."""
-        return cls(" ".join(folded_words), tuple(folded_words), (1.0,) * len(folded_words),
-                   frozenset(), (), False)
+        return cls(
+            " ".join(folded_words),
+            tuple(folded_words),
+            (1.0,) * len(folded_words),
+            frozenset(),
+            (),
+            False,
+        )
 
     def missing(self, vocabulary: Vocabulary) -> list[str]:
         """The claim's words ``vocabulary`` lacks: as written, by stem, or as an acronym.
@@ -103,21 +111,26 @@ class Claim:
         found when the text has its acronym in capitals (the reverse).
         """
         lacking = [
-            w for w in self.words
+            w
+            for w in self.words
             if not vocabulary.has_word(w)
             and not (w in self.capitals and w in vocabulary.acronyms)
             and vocabulary.stems.isdisjoint(synonyms(w))
         ]
         if not lacking or not self.phrases:
             return lacking
-        expanded = {w for initials, run in self.phrases if initials in vocabulary.capitals
-                    for w in run}
+        expanded = {
+            w for initials, run in self.phrases if initials in vocabulary.capitals for w in run
+        }
         return [w for w in lacking if w not in expanded]
 
     def synonymous(self, vocabulary: Vocabulary) -> list[str]:
         """The claim's words ``vocabulary`` has only as a synonym (`synonyms`): reworded."""
-        return [w for w in self.words if not vocabulary.has_word(w)
-                and not vocabulary.stems.isdisjoint(synonyms(w))]
+        return [
+            w
+            for w in self.words
+            if not vocabulary.has_word(w) and not vocabulary.stems.isdisjoint(synonyms(w))
+        ]
 
     def share(self, missing: Sequence[str]) -> float:
         """The weighted share of the claim's words not in ``missing`` (1.0 without words)."""
@@ -127,8 +140,11 @@ class Claim:
         if not total:
             return 1.0
         lacking = set(missing)
-        return 1.0 - sum(wt for w, wt in zip(self.words, self.weights, strict=True)
-                         if w in lacking) / total
+        return (
+            1.0
+            - sum(wt for w, wt in zip(self.words, self.weights, strict=True) if w in lacking)
+            / total
+        )
 
 
 #: Where a context sentence divides into the parts that each state one fact: a semicolon
@@ -184,17 +200,22 @@ class Segment:
         out: list[Segment] = []
         shared: Vocabulary | None = None
         for k, part in enumerate(parts):
-            said = vocabulary if vocabulary is not None and len(parts) == 1 \
-                else Vocabulary.of(part)
+            said = vocabulary if vocabulary is not None and len(parts) == 1 else Vocabulary.of(part)
             counted = tuple(quantities(part, reach=1)) if said.numbers else ()
             goes_on = k > 0 and bool(_LIST_ITEM.match(part))
             if goes_on and shared is None:
                 first = located_numbers(parts[0])
-                head = parts[0][: min(end - len(n.surface) for n, end in first)] if first \
-                    else ""
+                head = parts[0][: min(end - len(n.surface) for n, end in first)] if first else ""
                 shared = Vocabulary.of(head)
-            out.append(cls(part, said, tuple(n for n in found if n in part), counted,
-                           shared if goes_on else None))
+            out.append(
+                cls(
+                    part,
+                    said,
+                    tuple(n for n in found if n in part),
+                    counted,
+                    shared if goes_on else None,
+                )
+            )
         return out
 
 

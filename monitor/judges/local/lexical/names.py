@@ -122,8 +122,9 @@ def acronyms(text: str, longest: int = 5) -> frozenset[str]:
 @lru_cache(maxsize=256)
 def _runs(size: int, longest: int) -> tuple[slice, ...]:
     """The slices of every run of 2..``longest`` items of a sequence of ``size`` items."""
-    return tuple(slice(i, i + n) for n in range(2, min(longest, size) + 1)
-                 for i in range(size - n + 1))
+    return tuple(
+        slice(i, i + n) for n in range(2, min(longest, size) + 1) for i in range(size - n + 1)
+    )
 
 
 def phrases(text: str, longest: int = 5) -> list[tuple[str, tuple[str, ...]]]:

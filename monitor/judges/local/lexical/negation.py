@@ -55,14 +55,21 @@ def denials_of(found: Tokens, reach: int = 3) -> tuple[frozenset[str], frozenset
         if j < len(tokens) and tokens[j] in _DENIAL_BOUND:
             continue
         run: list[int] = []
-        while j < len(tokens) and len(run) < reach and is_content(tokens[j]) \
-                and not _is_negator(tokens[j]):
+        while (
+            j < len(tokens)
+            and len(run) < reach
+            and is_content(tokens[j])
+            and not _is_negator(tokens[j])
+        ):
             run.append(j)
             j += 1
         if j < len(tokens) and tokens[j] == "than":
             continue  # a bound: "no later than", "not longer than"
         governed.update(run)
         denied.update(stem(tokens[k]) for k in run)
-    asserted = {stem(t) for k, t in enumerate(tokens)
-                if k not in governed and is_content(t) and not _is_negator(t)}
+    asserted = {
+        stem(t)
+        for k, t in enumerate(tokens)
+        if k not in governed and is_content(t) and not _is_negator(t)
+    }
     return frozenset(denied), frozenset(asserted)

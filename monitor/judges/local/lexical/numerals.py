@@ -22,14 +22,28 @@ NUMBER_WORDS = {
         "fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
     if w != "_"
-} | {"thirty": 30.0, "forty": 40.0, "fifty": 50.0, "sixty": 60.0, "seventy": 70.0,
-     "eighty": 80.0, "ninety": 90.0, "hundred": 100.0, "dozen": 12.0,
-     "twice": 2.0, "double": 2.0, "triple": 3.0}
+} | {
+    "thirty": 30.0,
+    "forty": 40.0,
+    "fifty": 50.0,
+    "sixty": 60.0,
+    "seventy": 70.0,
+    "eighty": 80.0,
+    "ninety": 90.0,
+    "hundred": 100.0,
+    "dozen": 12.0,
+    "twice": 2.0,
+    "double": 2.0,
+    "triple": 3.0,
+}
 
 #: (the lookahead on the first letters only lets the scan skip quickly: same matches)
 _NUMBER_WORDS_RE = re.compile(
-    r"\b(?=[" + "".join(sorted({w[0] for w in NUMBER_WORDS})) + r"])(?:"
-    + "|".join(NUMBER_WORDS) + r")\b",
+    r"\b(?=["
+    + "".join(sorted({w[0] for w in NUMBER_WORDS}))
+    + r"])(?:"
+    + "|".join(NUMBER_WORDS)
+    + r")\b",
     re.IGNORECASE,
 )
 #: "one" as a number: only before a unit of time or count ("one month", "one-year"); elsewhere
@@ -126,8 +140,9 @@ def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]
         if 1 <= value <= 11 and _PM.match(text, m.end()):
             values.add(value + 12)  # "2 p.m." is 14:00
         scale_word = (m.group("scale") or "").lower()
-        if scale_word and (scale_word in {"thousand", "million", "billion", "trillion"}
-                           or m.group("cur")):
+        if scale_word and (
+            scale_word in {"thousand", "million", "billion", "trillion"} or m.group("cur")
+        ):
             values = {value * _SCALES[scale_word]}
         if m.group("cur"):
             kind = "amount"
@@ -186,15 +201,22 @@ def ranges(text: str, *, spelled: bool = True) -> tuple[set[float], set[tuple[fl
     spanned: set[float] = set()
     spanned_units: set[tuple[float, str]] = set()
     ranged = "-" in text or "–" in text or " to " in text or " and " in text
-    for m in chain(_RANGE.finditer(text) if ranged else (),
-                   _RANGE_WORDS.finditer(text) if ranged and spelled else ()):
-        low, high = (int(m.group(k)) if m.group(k).isdigit()
-                     else int(NUMBER_WORDS[m.group(k).lower()]) for k in (1, 2))
+    for m in chain(
+        _RANGE.finditer(text) if ranged else (),
+        _RANGE_WORDS.finditer(text) if ranged and spelled else (),
+    ):
+        low, high = (
+            int(m.group(k)) if m.group(k).isdigit() else int(NUMBER_WORDS[m.group(k).lower()])
+            for k in (1, 2)
+        )
         if low < high <= low + 50:
             values = [float(v) for v in range(low, high + 1)]
             spanned.update(values)
             # the unit after the range's end counts each value ("6 to 11 years")
-            after = [stem(fold(w)) for w in words(text[m.end() : m.end() + 20])[:1]
-                     if is_content(fold(w))]
+            after = [
+                stem(fold(w))
+                for w in words(text[m.end() : m.end() + 20])[:1]
+                if is_content(fold(w))
+            ]
             spanned_units.update((v, u) for v in values for u in after)
     return spanned, spanned_units

@@ -31,12 +31,22 @@ COMPARISONS = frozenset(
 #: $50,000" / "$50,000 or more"): a clause saying one where its passage says the other
 #: swapped them (most are function words, no content word of a claim).
 OPPOSITES = {
-    "within": ("outside",), "inside": ("outside",), "outside": ("within", "inside"),
-    "under": ("over", "above", "more"), "below": ("above", "over", "more"),
-    "over": ("under", "below", "less"), "above": ("below", "under", "less"),
-    "before": ("after",), "after": ("before",), "minimum": ("maximum",),
-    "maximum": ("minimum",), "domestic": ("international",), "international": ("domestic",),
-    "online": ("paper", "offline"), "paper": ("online",), "offline": ("online",),
+    "within": ("outside",),
+    "inside": ("outside",),
+    "outside": ("within", "inside"),
+    "under": ("over", "above", "more"),
+    "below": ("above", "over", "more"),
+    "over": ("under", "below", "less"),
+    "above": ("below", "under", "less"),
+    "before": ("after",),
+    "after": ("before",),
+    "minimum": ("maximum",),
+    "maximum": ("minimum",),
+    "domestic": ("international",),
+    "international": ("domestic",),
+    "online": ("paper", "offline"),
+    "paper": ("online",),
+    "offline": ("online",),
 }
 
 #: Units of time: a statement's "end of the week" is not the context's "next renewal" or
@@ -52,8 +62,13 @@ TIME_UNITS = frozenset(
 
 #: Words of comparison or order that say the same as another one ("the next year" is "the
 #: following year").
-SAME_COMPARISON = {"next": "following", "following": "next", "previous": "prior",
-                   "prior": "previous", "former": "previous"}
+SAME_COMPARISON = {
+    "next": "following",
+    "following": "next",
+    "previous": "prior",
+    "prior": "previous",
+    "former": "previous",
+}
 
 
 #: Words that say the same in the policy, product and service texts RAG answers paraphrase
@@ -126,8 +141,11 @@ def _ranks() -> dict[str, int]:
     """
     lines = (Path(__file__).parents[1] / "vocab.txt").read_text(encoding="utf-8").splitlines()
     first = lines.index("the")
-    return {w: i - first + 1 for i, w in enumerate(lines[first:], start=first)
-            if w.isalpha() and not w.startswith("#")}
+    return {
+        w: i - first + 1
+        for i, w in enumerate(lines[first:], start=first)
+        if w.isalpha() and not w.startswith("#")
+    }
 
 
 @lru_cache(maxsize=1)

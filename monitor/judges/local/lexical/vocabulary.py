@@ -59,8 +59,7 @@ class Vocabulary:
         # split hyphenated and apostrophe forms too: "Mecklenburg-Strelitz", "rock'n'roll"
         # (a word without either is its own only part)
         folded.update(
-            part for w in tokens.folded if "'" in w or "-" in w
-            for part in _PARTS.split(w) if part
+            part for w in tokens.folded if "'" in w or "-" in w for part in _PARTS.split(w) if part
         )
         # a spelled number is a whole word or a part of one: without one, no scan for it
         spelled = "one" in folded or not NUMBER_WORDS.keys().isdisjoint(folded)
@@ -72,11 +71,13 @@ class Vocabulary:
             numbers=frozenset(v for q in counted for v in q.number.values) | spanned,
             acronyms=acronyms(text),
             capitals=tokens.capitals(),
-            compounds=frozenset(fold(w) for w in _COMPOUND.findall(text)) if "-" in text
+            compounds=frozenset(fold(w) for w in _COMPOUND.findall(text))
+            if "-" in text
             else frozenset(),
             quantities=frozenset(
                 (v, unit) for q in counted for v in q.number.values for unit in q.units
-            ) | spanned_units,
+            )
+            | spanned_units,
         )
 
     def has_word(self, folded_word: str) -> bool:
@@ -105,9 +106,12 @@ class Sentence:
     def of(cls, text: str) -> Sentence:
         tokens = Tokens.of(text)
         # a context sentence that says "unused" may back a claim that says "not used"
-        return cls(Vocabulary._of(text, tokens),
-                   tokens.negated() or any(map(negated_word, tokens.folded)), tokens.content,
-                   denials_of(tokens))
+        return cls(
+            Vocabulary._of(text, tokens),
+            tokens.negated() or any(map(negated_word, tokens.folded)),
+            tokens.content,
+            denials_of(tokens),
+        )
 
 
 def coverage(wanted: Sequence[str], vocabulary: Vocabulary) -> float:

@@ -63,11 +63,9 @@ NEGATIONS = frozenset("not no never none nobody nothing neither nor cannot witho
 
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+", re.UNICODE)
 #: The punctuation that ends a negator's reach (`negation.denials`).
-STOPS = frozenset(".,;:!?()[]\"“”\u2013\u2014")
+STOPS = frozenset('.,;:!?()[]"“”\u2013\u2014')
 #: What `Tokens` finds: words, and `STOPS`.
-TOKEN_RE = re.compile(
-    WORD_RE.pattern + "|[" + re.escape("".join(sorted(STOPS))) + "]", re.UNICODE
-)
+TOKEN_RE = re.compile(WORD_RE.pattern + "|[" + re.escape("".join(sorted(STOPS))) + "]", re.UNICODE)
 
 
 @lru_cache(maxsize=65536)
@@ -130,8 +128,12 @@ _CONTRACTION = re.compile(r"^\w+'(?:re|ve|ll|d|m|s)$|n't$")
 
 
 def is_content(folded: str) -> bool:
-    return (folded not in STOPWORDS and not folded.isdigit() and len(folded) > 1
-            and not ("'" in folded and _CONTRACTION.search(folded)))
+    return (
+        folded not in STOPWORDS
+        and not folded.isdigit()
+        and len(folded) > 1
+        and not ("'" in folded and _CONTRACTION.search(folded))
+    )
 
 
 def content_words(text: str) -> list[str]:
@@ -170,7 +172,8 @@ class Tokens:
     def capitals(self) -> frozenset[str]:
         """`names.capitals`."""
         return frozenset(
-            f for w, f in zip(self.written, self.folded, strict=True)
+            f
+            for w, f in zip(self.written, self.folded, strict=True)
             if w.isalpha() and w.isupper() and 2 <= len(w) <= 6
         )
 

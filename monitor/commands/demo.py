@@ -80,13 +80,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.0,
         metavar="SECONDS",
         help="after the report, keep /metrics, the broker and Postgres up this long "
-        "(Ctrl-C ends it early)",
+        "(Ctrl-C ends it early and exits)",
     )
     parser.add_argument(
         "--review",
         action="store_true",
-        help="after the report, keep the review page (rag-monitor review) open on the demo's "
-        "Postgres until Ctrl-C",
+        help="after the report, also serve the review page (rag-monitor review) on the demo's "
+        "Postgres, and hold everything until Ctrl-C (with --hold: from its start, and past it)",
     )
     parser.add_argument(
         "--review-port",

@@ -34,6 +34,7 @@ from playwright.sync_api import expect, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.backlog.store import BacklogStore
+from monitor.demo import DemoError
 from monitor.demo.hold import hold
 from monitor.demo.report import DemoReport
 from monitor.http import MetricsServer
@@ -77,6 +78,8 @@ async def test_readiness_while_held_checks_what_the_hold_keeps_up(
     settings = make_settings()
     server = MetricsServer(Exporter().registry, "127.0.0.1", 0)
     await server.start()
+    # the held `kafka` check is a TCP connect, so a plain listener stands in for the broker
+    # here (closing it is the fault); the end-to-end test below checks the real broker
     broker = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     broker_port = broker.sockets[0].getsockname()[1]
     stop = asyncio.Event()
@@ -239,6 +242,29 @@ async def test_a_hold_without_review_ends_on_its_own(
         err=quiet,
     )
     assert quiet.getvalue() == ""
+
+
+@pytest.mark.postgres
+async def test_a_taken_review_port_is_a_clear_error(
+    pg_dsn: str, make_settings: SettingsFactory
+) -> None:
+    server = MetricsServer(Exporter().registry, "127.0.0.1", 0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(DemoError, match=f"review page on port {port}: .*--review-port 0"):
+            await hold(
+                make_settings(),
+                pg_dsn,
+                server,
+                f"127.0.0.1:{unused_port()}",
+                seconds=5,
+                review_port=port,
+                report=DemoReport(judge="local", judge_kind="local"),
+                stop=asyncio.Event(),
+                err=io.StringIO(),
+            )
 
 
 # ------------------------------------------------------------------------ end to end

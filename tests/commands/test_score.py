@@ -35,7 +35,6 @@ def run_score(
         "RAG_MONITOR_JUDGE_MAX_RETRIES": "0",
         **(env or {}),
     }
-    environment.pop("RAG_MONITOR_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "monitor", "score", *args],
         env=environment,

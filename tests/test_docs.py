@@ -39,11 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, SecretStr
 
 from monitor.cli import build_parser
 from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+from monitor.scoring import OFFLINE_METRICS, ONLINE_METRICS
+from monitor.telemetry import PREFIX as SERIES_PREFIX
+from monitor.telemetry import Exporter
 from tests.support import ROOT
 
 README = ROOT / "README.md"
@@ -638,6 +642,39 @@ def _exports(commands: list[Simple]) -> Iterator[str]:
     for c in commands:
         if c.argv[1:3] == ["backlog", "export"] and "--out" in c.argv:
             yield c.argv[c.argv.index("--out") + 1]
+
+
+# ------------------------------------------------------------------------ metrics
+
+METRICS = DOCS / "metrics.md"
+
+
+def test_metrics_table_lists_every_metric_once_with_when_it_runs() -> None:
+    rows = table_rows(METRICS, "<!-- metrics-table", "<!-- /metrics-table -->")
+    listed = [(cells[0].strip("`"), cells[2]) for cells in rows]
+    expected = [(m, "online") for m in ONLINE_METRICS] + [(m, "offline") for m in OFFLINE_METRICS]
+    assert listed == expected
+
+
+def test_every_exported_series_is_named_in_metrics_md() -> None:
+    """Each family the exporter registers appears in the page's series list."""
+    text = METRICS.read_text(encoding="utf-8")
+    start = text.index("## Prometheus series and endpoints")
+    section = text[start : text.index("\n## ", start + 1)]
+    named = set(re.findall(r"`([a-z_]+)(?:\{[^}`]*\})?`", section))
+    registry = CollectorRegistry()
+    Exporter(registry)
+    families = sorted({family.name for family in registry.collect()})
+    assert families
+    missing = [
+        name
+        for name in families
+        if {
+            name.removeprefix(SERIES_PREFIX),
+            name.removeprefix(SERIES_PREFIX) + "_total",
+        }.isdisjoint(named)
+    ]
+    assert not missing, f"docs/metrics.md does not name {missing}"
 
 
 # --------------------------------------------------------------------------- links

@@ -1,5 +1,15 @@
 """source → validate → sample → score → sinks, read top to bottom.
 
+Each stage is one module, and this one only calls them in order:
+
+| stage    | module                                                        | here                |
+|----------|---------------------------------------------------------------|---------------------|
+| source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
+| validate | `monitor.records` (`check_record`)                            | `Pipeline._read`    |
+| sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
+| score    | `monitor.scoring` over `monitor.metrics` and `monitor.judges` | `Pipeline._score`   |
+| sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
+
 For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
 1. **validate** — `Pipeline._read`: a record its source found invalid (an OTLP

@@ -34,9 +34,9 @@ from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
 from monitor.kafka.publisher import KafkaPublisher
-from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
+from monitor.pipeline import BUDGET, Pipeline, RecordScorer
 from monitor.records import INVALID_REASONS
-from monitor.sampling import RateAdjuster, Sampler
+from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink

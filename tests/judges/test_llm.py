@@ -18,8 +18,7 @@ from monitor.config import Settings
 from monitor.judges import BudgetExhausted, JudgeError, Prompt
 from monitor.judges.factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.judges.llm import OpenAIJudge
-from monitor.judges.wire import render_messages, strict_schema
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     GeneratedQuestion,
     Grounding,
     QuestionsInput,
@@ -28,6 +27,7 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
+from monitor.judges.wire import render_messages, strict_schema
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer

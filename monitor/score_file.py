@@ -85,12 +85,12 @@ class Summary:
         if not self.records and not self.invalid:
             return "no record to score: the file has no non-empty line"
         if not self.records:
-            return f"no record scored: all {self.invalid} lines are invalid ({self.first_invalid})"
+            return f"no record scored: every line is invalid ({self.first_invalid})"
         causes = []
         if self.judge_errors:
             cause, _ = self.judge_causes.most_common(1)[0]
-            failed = "all" if self.judge_errors == self.records else f"{self.judge_errors} of"
-            causes.append(f"the judge failed on {failed} {self.records} records ({cause})")
+            failed = f"{self.judge_errors} of {_records(self.records)}"
+            causes.append(f"the judge failed on {failed} ({cause})")
         if self.unscoreable_reasons:
             reason, _ = self.unscoreable_reasons.most_common(1)[0]
             rest = "the others were" if self.judge_errors else "every metric was"
@@ -115,7 +115,7 @@ class Summary:
             f"{self.invalid} invalid, {self.judge_errors} with judge errors"
         )
         for cause, n in self.judge_causes.most_common():
-            lines.append(f"judge errors: {cause} ({n} records)")
+            lines.append(f"judge errors: {cause} ({_records(n)})")
         lines.append(
             f"judge per valid record: {self.usage.calls / valid:.1f} calls, "
             f"{self.usage.prompt_tokens / valid:.0f} prompt + "
@@ -123,6 +123,10 @@ class Summary:
             f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
         )
         print("\n".join(lines), file=stream)
+
+
+def _records(n: int) -> str:
+    return f"{n} record" if n == 1 else f"{n} records"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:

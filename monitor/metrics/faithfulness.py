@@ -9,9 +9,10 @@ answer that only declines, defers or says it does not know is unscoreable too,
 never 0: it asserts nothing that could be unfaithful (details ``noncommittal:
 true``, read by `monitor.flags`). Such an answer is recognised by the rule both
 judges share (`monitor.metrics.evasive`), before any judge is asked, or by the
-judge's own ``statements`` answer. When the runner fuses (`StepRunner.fuse_grounding`) both steps come from the one
-``grounding`` request shared with context_utility; when that answer is
-malformed, from the basic steps.
+judge's own ``statements`` answer. When the runner fuses
+(`StepRunner.fuse_grounding`) both steps come from the one ``grounding``
+request shared with context_utility; when that answer is malformed, from the
+basic steps.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class Summary:
         self.usage.add(record.usage)
         if record.error is not None:
             self.judge_errors += 1
-            failed = next(r for r in record.results.values() if r.error == record.error)
-            detail = failed.details.get("detail")
+            failed = next((r for r in record.results.values() if r.error == record.error), None)
+            detail = failed.details.get("detail") if failed is not None else None
             self.judge_causes[f"{record.error}: {detail}" if detail else record.error] += 1
         if any(result.scoreable for result in record.results.values()):
             self.scored += 1

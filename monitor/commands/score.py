@@ -5,7 +5,9 @@ One JSON line per input line, in input order (docs/design.md, "Contracts"):
 A line that is not a valid record gets ``{"id": <its id or null>, ..., "error": "invalid
 record ..."}`` and the run goes on; a judge failure gets the failing step's reason as
 ``error``. A progress bar and a summary table (mean, count and unscoreable per metric; judge
-calls and tokens per record) go to stderr. Exit 0 when every line was handled, 2 on unusable
+calls and tokens per record) go to stderr. A record is *scored* when at least one of its
+metrics got a value. Exit 0 when at least one record was scored; 1 when none was (the
+cause, e.g. a judge that cannot be reached, in the last line on stderr); 2 on unusable
 input or arguments.
 """
 
@@ -119,6 +121,10 @@ def handle(args: argparse.Namespace) -> int:
         else:
             out.flush()
     summary.print(metrics, sys.stderr)
+    failure = summary.failure()
+    if failure is not None:
+        print(f"rag-monitor score: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

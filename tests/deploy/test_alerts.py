@@ -155,7 +155,7 @@ def test_tuned_promtool_tests_fail_against_the_default_rules(tmp_path: Path) -> 
     shutil.copy(TUNED / "tuned.yaml", tmp_path / "tuned.yaml")
     result = run_promtool("test", "rules", "tuned.yaml", cwd=tmp_path)
     assert result.returncode != 0, "the tuned cases pass at the defaults: they test nothing"
-    for name in ("fast burn", "slow burn", "judge errors", "lag above 50"):
+    for name in ("fast burn", "slow burn", "no context above 10%", "judge errors", "lag above 50"):
         assert f"name: {name}" in result.stdout + result.stderr, name
 
 
@@ -231,6 +231,14 @@ MUTATIONS = {
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),
     "precision evidence": ('verdict=~"confirmed|false_alarm"', 'verdict=~".+"'),
     "precision level": ("(rag_monitor_flag_precision) < 0.5", "(rag_monitor_flag_precision) < 1"),
+    "no-context level": (
+        "rag_monitor:no_context_ratio:rate30m > 0.2",
+        "rag_monitor:no_context_ratio:rate30m > 0.01",
+    ),
+    "no-context share of all scored answers": (
+        "sum by (namespace, job) (rate(rag_monitor_scored_weight_total[30m]))\n          )",
+        "sum by (namespace, job) (rate(rag_monitor_scored_weight_total[30m])) * 0\n          )",
+    ),
 }
 
 

@@ -69,6 +69,7 @@ PROMQL_WORDS = {
 #: Exported families the dashboard may leave out, and why.
 NOT_ON_DASHBOARD = {
     "rag_monitor_hallucinations_total",  # unweighted; the weighted rate is shown instead
+    "rag_monitor_no_context_total",  # the same: its weighted share is on the dashboard
 }
 #: Metrics a panel shows before this exporter serves them (none now); once the exporter
 #: serves one, the test below says so: drop it here and give it a value in `populate`.
@@ -152,6 +153,8 @@ def populate(exporter: Exporter) -> None:
         exporter.hallucinations.labels(route=route, judge="llm").inc()
         exporter.scored_weight.labels(route=route, judge="llm").inc(40)
         exporter.hallucination_weight.labels(route=route, judge="llm").inc(2)
+        exporter.no_context.labels(route=route, judge="llm").inc()
+        exporter.no_context_weight.labels(route=route, judge="llm").inc(10)
     exporter.judge_requests.labels(outcome="ok").inc(30)
     exporter.judge_requests.labels(outcome="timeout").inc()
     exporter.judge_request_duration.observe(0.8)

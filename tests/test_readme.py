@@ -36,6 +36,7 @@ from monitor.cli import build_parser
 from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 README = ROOT / "README.md"
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
@@ -381,9 +382,7 @@ def test_other_command_checks(command: Simple) -> None:
 
 
 def test_promtool_commands_run() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package prometheus)")
+    promtool = require_tool("promtool", "prometheus")
     commands = [c for c in all_simple_commands() if c.program == "promtool"]
     assert commands
     for c in commands:

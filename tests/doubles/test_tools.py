@@ -1,0 +1,74 @@
+"""tests.support.tools: a missing requirement skips, naming what to install; CI=true fails."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.tools import in_ci, missing, require_package, require_tool
+
+ABSENT = "rag-monitor-no-such-tool"
+
+
+@pytest.mark.parametrize(
+    ("value", "ci"),
+    [("true", True), ("TRUE", True), (" true\n", True), ("", False), ("false", False),
+     ("1", False), (None, False)],
+)  # fmt: skip
+def test_only_ci_true_counts_as_ci(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, ci: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", value)
+    assert in_ci() is ci
+
+
+def test_a_missing_tool_skips_outside_ci_naming_its_debian_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as caught:
+        require_tool(ABSENT, "some-debian-package")
+    assert ABSENT in str(caught.value)
+    assert "Debian package `some-debian-package`" in str(caught.value)
+
+
+def test_a_missing_tool_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception) as caught:
+        require_tool(ABSENT, "some-debian-package")
+    assert "Debian package `some-debian-package`" in str(caught.value)
+
+
+def test_a_missing_file_is_named_by_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as caught:
+        require_tool("chromium", "chromium", path=f"/nonexistent/{ABSENT}")
+    assert f"/nonexistent/{ABSENT}" in str(caught.value)
+
+
+def test_a_present_tool_is_returned_in_ci_and_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("true", "false"):
+        monkeypatch.setenv("CI", value)
+        assert require_tool("sh", "dash") == require_tool("sh", "dash", path="sh")
+        assert Path(require_tool("python", "python3", path=sys.executable)) == Path(sys.executable)
+
+
+def test_a_package_is_found_or_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    assert require_package("pytest", "the test runner") == Path(pytest.__file__).parent
+    with pytest.raises(pytest.fail.Exception) as caught:
+        require_package("rag_monitor_no_such_package", "nothing", "pip install nothing")
+    assert "`rag_monitor_no_such_package` (nothing)" in str(caught.value)
+    assert "pip install nothing" in str(caught.value)
+
+
+def test_missing_says_what_and_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as caught:
+        missing("the thing", "install it")
+    assert str(caught.value) == "the thing is not available; install it"

@@ -349,6 +349,12 @@ def _check_promtool(c: Simple) -> None:
     _check_paths_exist(c)
 
 
+def _check_script(c: Simple) -> None:
+    """A script of the repository (``scripts/check``): there, and executable."""
+    script = ROOT / c.program
+    assert script.is_file() and os.access(script, os.X_OK), f"{c.program} is not executable"
+
+
 def _check_rag_monitor(c: Simple) -> None:
     test_rag_monitor_command_parses(c)
 
@@ -367,6 +373,8 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    "scripts/check": _check_script,
+    "./scripts/check": _check_script,
 }
 
 

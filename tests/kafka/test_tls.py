@@ -17,7 +17,6 @@ import asyncio
 import datetime
 import ipaddress
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -166,7 +165,7 @@ class TlsBroker:
 
 @pytest.fixture(scope="module")
 def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
-    stunnel = shutil.which("stunnel") or require_tool("stunnel4", "stunnel4")
+    stunnel = require_tool("stunnel4", "stunnel4", aliases=("stunnel",))
     tls_port = free_port()
     broker = require_broker("tansu", advertised_port=tls_port).start()
     folder = tmp_path_factory.mktemp("stunnel")

@@ -36,16 +36,31 @@ def missing(what: str, install: str) -> NoReturn:
     pytest.skip(message)
 
 
-def require_tool(name: str, debian_package: str, *, path: str | None = None) -> str:
+def require_tool(
+    name: str, debian_package: str, *, path: str | None = None, aliases: tuple[str, ...] = ()
+) -> str:
     """The executable ``name`` (or the file ``path``), or the test skipped/failed by `missing`.
 
-    ``debian_package`` is the package that installs it (``prometheus`` for ``promtool``).
+    ``debian_package`` is the package that installs it (``prometheus`` for ``promtool``);
+    ``aliases``: other names the same program goes by elsewhere (``stunnel`` for ``stunnel4``).
     """
-    found = shutil.which(path or name)
-    if found is None:
-        what = f"{path} does not exist" if path else f"`{name}` is not on PATH"
-        missing(what, f"install the Debian package `{debian_package}` (.ci/run does)")
-    return found
+    return require_program(
+        name,
+        f"install the Debian package `{debian_package}` (.ci/run does)",
+        path=path,
+        aliases=aliases,
+    )
+
+
+def require_program(
+    name: str, install: str, *, path: str | None = None, aliases: tuple[str, ...] = ()
+) -> str:
+    """`require_tool` for a program that is not a Debian package (``install``: how to get it)."""
+    for candidate in (path or name, *aliases):
+        found = shutil.which(candidate)
+        if found is not None:
+            return found
+    missing(f"{path} does not exist" if path else f"`{name}` is not on PATH", install)
 
 
 #: how a contributor gets every Python package the tests use

@@ -21,6 +21,8 @@ import pytest
 
 #: ``CI=true`` turns every "missing" skip into a failure
 CI_ENV = "CI"
+#: how a contributor gets every Python package the tests use
+DEV_INSTALL = "pip install -e '.[dev]'"
 
 
 def in_ci() -> bool:
@@ -61,10 +63,6 @@ def require_program(
         if found is not None:
             return found
     missing(f"{path} does not exist" if path else f"`{name}` is not on PATH", install)
-
-
-#: how a contributor gets every Python package the tests use
-DEV_INSTALL = "pip install -e '.[dev]'"
 
 
 def require_package(module: str, why: str, install: str = DEV_INSTALL) -> Path:

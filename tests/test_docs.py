@@ -49,6 +49,7 @@ from monitor.scoring import OFFLINE_METRICS, ONLINE_METRICS
 from monitor.telemetry import PREFIX as SERIES_PREFIX
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -441,6 +442,12 @@ def _check_promtool(c: Simple) -> None:
     _check_paths_exist(c)
 
 
+def _check_script(c: Simple) -> None:
+    """A script of the repository (``scripts/check``): there, and executable."""
+    script = ROOT / c.program
+    assert script.is_file() and os.access(script, os.X_OK), f"{c.program} is not executable"
+
+
 def _check_rag_monitor(c: Simple) -> None:
     test_rag_monitor_command_parses(c)
 
@@ -459,6 +466,8 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    "scripts/check": _check_script,
+    "./scripts/check": _check_script,
 }
 
 
@@ -474,9 +483,7 @@ def test_other_command_checks(command: Simple) -> None:
 
 
 def test_promtool_commands_run() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package prometheus)")
+    promtool = require_tool("promtool", "prometheus")
     commands = [c for c in all_simple_commands() if c.program == "promtool"]
     assert commands
     for c in commands:

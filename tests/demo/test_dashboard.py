@@ -16,7 +16,6 @@ import json
 import math
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -32,6 +31,7 @@ from monitor.demo.broker import free_port
 from monitor.demo.report import DemoReport
 from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
+from tests.support.tools import require_tool
 
 RECIPE_PORT = "9108"
 PANEL = "Weighted hallucination rate"
@@ -95,9 +95,7 @@ def series_at_zero(url: str) -> dict[str, set[tuple[tuple[str, str], ...]]]:
 def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_run(
     tmp_path: Path,
 ) -> None:
-    prometheus_bin = shutil.which("prometheus")
-    if prometheus_bin is None:
-        pytest.fail("prometheus is not installed (.ci/run installs Debian's prometheus)")
+    prometheus_bin = require_tool("prometheus", "prometheus")
     demo_argv, config, prometheus_argv = recipe()
     assert "--pace" in demo_argv and "--hold" in demo_argv
     metrics_port, web_port = str(free_port()), free_port()

@@ -7,14 +7,13 @@ checks and unit-tests that file, and a rendering at non-default values
 (dashboards/tests/tuned/).
 
 promtool comes from the Debian package ``prometheus``. Without it the tests
-skip on a workstation and fail in CI (``CI`` set), so CI cannot go green
-without running them.
+skip on a workstation and fail in CI (``CI=true``; `tests.support.tools`), so CI
+cannot go green without running them.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 RULES = ROOT / "dashboards" / "alerts.yaml"
 RULE_TESTS = sorted((ROOT / "dashboards" / "tests").glob("*.yaml"))
@@ -48,12 +48,7 @@ def render_script() -> ModuleType:
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool not found; install the Debian package `prometheus`")
-        pytest.skip("promtool not found (apt-get install prometheus)")
-    return found
+    return require_tool("promtool", "prometheus")
 
 
 def run_promtool(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -12,9 +12,7 @@ import asyncio
 import copy
 import importlib.util
 import json
-import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 DASHBOARD = ROOT / "dashboards" / "rag-monitor.json"
 RULES = ROOT / "dashboards" / "alerts.yaml"
@@ -89,12 +88,8 @@ def lint() -> ModuleType:
 
 
 def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} not found; install the Debian package `prometheus`")
-        pytest.skip(f"{name} not found (apt-get install prometheus)")
-    return found
+    """promtool or prometheus, both from the Debian package ``prometheus``."""
+    return require_tool(name, "prometheus")
 
 
 def dashboard() -> dict[str, Any]:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +41,7 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets
 from tests.support.records import encode, interaction
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 HALLUCINATION = "hallucination"
@@ -177,20 +177,6 @@ def total(parts: Components, name: str) -> float:
     )
 
 
-async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
-    """Wait for ``check``; a check whose broker read timed out counts as not yet."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if await check():
-                return
-        except TimeoutError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
 @contextlib.asynccontextmanager
 async def monitor(settings: Settings) -> AsyncIterator[Components]:
     """`rag-monitor run` in-process (`build` + `serve`), stopped when the block ends."""
@@ -205,7 +191,7 @@ async def monitor(settings: Settings) -> AsyncIterator[Components]:
                 raise AssertionError("the monitor stopped on its own")
             return bool(parts.source.assignment)  # sinks started (migrated) before the source
 
-        await until(running, 30, "the monitor to start and get its partitions")
+        await wait_until(running, 30, "the monitor to start and get its partitions")
         yield parts
     finally:
         stop.set()
@@ -269,7 +255,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
             async def some_stored() -> bool:
                 return len(await stored(dsn)) >= 4
 
-            await until(some_stored, 45, "the first flagged records in Postgres")
+            await wait_until(some_stored, 45, "the first flagged records in Postgres")
 
             # --- the outage, mid-stream: records keep coming, Postgres is gone
             await asyncio.to_thread(pg.stop)
@@ -284,7 +270,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
                 during = sum(1 for t, _ in snapshots if t > outage_start)
                 return consumed and errors and during >= 5
 
-            await until(stuck, 30, "the monitor to score everything while Postgres is down")
+            await wait_until(stuck, 30, "the monitor to score everything while Postgres is down")
             producer.result()
             await asyncio.sleep(1.0)  # a few more retries and snapshots
             restart = datetime.now(UTC)
@@ -298,7 +284,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
                 return await committed(topic) == final_ends
 
             # sinks before offsets: once everything is committed, everything is stored
-            await until(all_committed, 40, "every offset to be committed after the restart")
+            await wait_until(all_committed, 40, "every offset to be committed after the restart")
             assert not tasks[0].done(), "the offset poller stopped early"
         finally:
             for task in tasks:
@@ -362,7 +348,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
         )
 
     async with monitor(settings) as first:
-        await until(lambda: done(first), 45, "the first monitor to finish")
+        await wait_until(lambda: done(first), 45, "the first monitor to finish")
     rows = await backlog_rows(pg_dsn)
     links = await stored(pg_dsn)
     assert set(links) == flagged
@@ -373,7 +359,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
     assert await committed(topic) == dict.fromkeys(range(topic.partitions), 0)
 
     async with monitor(settings) as second:
-        await until(lambda: done(second), 45, "the second monitor to finish the redelivery")
+        await wait_until(lambda: done(second), 45, "the second monitor to finish the redelivery")
     assert total(second, "rag_monitor_records_sampled_total") >= len(sent)  # all redelivered
     assert total(second, "rag_monitor_backlog_enqueued_total") == 0
     assert total(second, "rag_monitor_backlog_write_errors_total") == 0

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-
 from monitor.config import Settings
 from monitor.http import MetricsServer
 from monitor.records import MetricResult, ScoredRecord, validate_record
 from monitor.sinks.prometheus import PrometheusSink, trace_exemplar
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.records import openmetrics_families
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"
@@ -49,7 +48,7 @@ async def test_metadata_trace_id_of_a_plain_record_is_the_exemplar() -> None:
         await server.stop()
     assert kind.startswith("application/openmetrics-text")
     found = {}
-    for family in text_string_to_metric_families(text):
+    for family in openmetrics_families(text):
         for sample in family.samples:
             if sample.exemplar is not None:
                 found[sample.name] = (sample.exemplar.labels, sample.exemplar.value)

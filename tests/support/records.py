@@ -5,8 +5,11 @@ samples by labels."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.sampling import unit_hash
@@ -37,6 +40,13 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
             if sample.name == name:
                 out[tuple(sorted(sample.labels.items()))] = sample.value
     return out
+
+
+def openmetrics_families(text: str) -> Iterator[Metric]:
+    """The metric families of an OpenMetrics exposition (the exemplars included)."""
+    # prometheus_client's OpenMetrics parser has no annotations; its classic one has
+    families: Iterator[Metric] = openmetrics_parser.text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
+    return families
 
 
 def expected_sample(n: int, rate: float) -> set[int]:

@@ -156,7 +156,7 @@ def test_reasons_name_what_statements_are_checked_against(
             context=BACKUPS,
             statements=["Backups are kept for 90 days.", "Backups are encrypted with keys."],
             source=source,
-        ),  # type: ignore[arg-type]
+        ),
         output=Verdicts,
     )
     verdicts = judge.answer(prompt).verdicts

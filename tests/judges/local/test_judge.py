@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from monitor.judges import JudgeError, Prompt
+from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import support
 from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
 from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
@@ -53,7 +53,7 @@ def judge() -> LocalJudge:
     return LocalJudge()
 
 
-def _prompt(step: str, inputs: BaseModel, output: type[BaseModel]) -> Prompt[BaseModel]:
+def _prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:
     return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
 
 

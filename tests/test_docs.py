@@ -347,7 +347,7 @@ def test_rag_monitor_command_parses(command: Simple) -> None:
 
 def test_every_readme_command_has_a_checker() -> None:
     unchecked = sorted({c.program for c in all_simple_commands()} - set(CHECKERS))
-    assert not unchecked, f"no checker in tests/test_readme.py for README programs {unchecked}"
+    assert not unchecked, f"no checker in tests/test_docs.py for README programs {unchecked}"
 
 
 def _check_pip(c: Simple) -> None:

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +42,8 @@ from monitor.telemetry import Exporter
 from tests.fixtures.postgres import SettingsFactory
 from tests.support import ROOT
 from tests.support.demo import start_demo
-from tests.support.waits import run_until
+from tests.support.tools import require_tool
+from tests.support.waits import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -101,7 +101,7 @@ async def test_readiness_while_held_checks_what_the_hold_keeps_up(
         )
     )
     try:
-        await run_until(lambda: "holding for 60 s" in err.getvalue(), 30)
+        await wait_until(lambda: "holding for 60 s" in err.getvalue(), 30, "the hold line")
         async with aiohttp.ClientSession() as http:
             # the schema is empty: Postgres answers, the schema is behind
             async with http.get(readyz) as response:
@@ -174,13 +174,13 @@ async def test_hold_and_review_serve_the_page_during_and_after_the_hold(
         )
     )
     try:
-        await run_until(lambda: "holding for 1 s" in err.getvalue(), 30)
+        await wait_until(lambda: "holding for 1 s" in err.getvalue(), 30, "the hold line")
         assert report.review_url.startswith("http://127.0.0.1:")
         async with aiohttp.ClientSession() as http:
             async with http.get(report.review_url) as response:  # during the hold
                 assert response.status == 200
                 assert "Nothing in this queue." in await response.text()
-            await run_until(lambda: "hold is over" in err.getvalue(), 30)
+            await wait_until(lambda: "hold is over" in err.getvalue(), 30, "the end-of-hold line")
             await asyncio.sleep(0.5)
             assert not task.done()  # the review page keeps the demo up past the hold
             async with http.get(report.review_url) as response:
@@ -295,10 +295,7 @@ def review_in_chromium(url: str, rows: int, shots: Path) -> None:
 @pytest.mark.kafka
 @pytest.mark.postgres
 def test_demo_hold_with_review_end_to_end(tmp_path: Path) -> None:
-    if not shutil.which(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
-        pytest.skip(f"{CHROMIUM} is not installed")
+    require_tool("chromium", "chromium", path=CHROMIUM)
     workdir = tmp_path / "work"
     report_path = tmp_path / "report.json"
     demo = start_demo(

@@ -146,7 +146,7 @@ OTHER_SKIPS = {
     "tests/judges/local/test_embedder.py": 1,
 }
 #: `shutil.which` outside tests/support/tools.py: checking the README's programs, no skip
-OTHER_WHICH = {"tests/test_readme.py": 1}
+OTHER_WHICH = {"tests/test_docs.py": 1}
 
 
 def _skips_and_whichs(path: Path) -> tuple[int, int]:

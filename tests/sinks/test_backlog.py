@@ -461,7 +461,7 @@ async def test_no_context_is_its_own_flag_and_an_empty_response_is_dead_lettered
                 and await committed(topic) == final_ends
             )
 
-        await until(done, 45, "every record scored or dead-lettered, and committed")
+        await wait_until(done, 45, "every record scored or dead-lettered, and committed")
         text = await asyncio.to_thread(scrape, parts.server.port)
 
     def series(name: str) -> dict[tuple[tuple[str, str], ...], float]:

@@ -118,7 +118,7 @@ class RedactionPattern(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every setting of rag-monitor. Documented in README.md's configuration table."""
+    """Every setting of rag-monitor. Documented in docs/configuration.md's settings table."""
 
     model_config = SettingsConfigDict(
         env_prefix=PREFIX, frozen=True, extra="forbid", case_sensitive=False
@@ -394,7 +394,7 @@ def _not_a_setting(variable: str, known: Mapping[str, str], *, in_environment: b
     nearest = difflib.get_close_matches(variable.removeprefix(PREFIX), suffixes, n=1, cutoff=0.6)
     if nearest:
         return f"not a setting; did you mean {suffixes[nearest[0]]}?"
-    return "not a setting (README.md lists every setting)"
+    return "not a setting (docs/configuration.md lists every setting)"
 
 
 def _check_json_variables(overridden: set[str]) -> None:

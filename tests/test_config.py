@@ -141,7 +141,9 @@ def test_an_unknown_variable_is_refused_naming_the_nearest_setting(
 
 def test_a_name_like_no_setting_points_at_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{PREFIX}WIBBLE", "1")
-    with pytest.raises(ConfigError, match=r"WIBBLE: not a setting \(README.md lists every setting"):
+    with pytest.raises(
+        ConfigError, match=r"WIBBLE: not a setting \(docs/configuration.md lists every setting"
+    ):
         load_settings()
 
 

@@ -23,7 +23,7 @@ score and a context: answers whose faithfulness could not be scored, and
 answers flagged ``no_context`` (a retrieval failure, `monitor.flags`), count
 for flag precision but not for the rate.
 
-Assumptions (also in the README's "Review" section):
+Assumptions (also in docs/review.md, "The calibrated hallucination rate"):
 
 1. The reviewed answers of a stratum are a random subset of it (missing at
    random). If reviewers pick the obvious cases, precision is overstated and

@@ -55,8 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--traffic",
         type=Path,
         metavar="FILE",
-        help="use this JSON-lines traffic file instead (records in the README's schema, with "
-        "a reference and metadata.label for the label report)",
+        help="use this JSON-lines traffic file instead (records in the schema of "
+        "docs/configuration.md#the-record-schema, with a reference and metadata.label for "
+        "the label report)",
     )
     parser.add_argument(
         "--traffic-format",

@@ -34,12 +34,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "metric could not be scored), the judge's usage and any error. A line that is not a "
         "valid record gets an error line and the run goes on. A progress bar and a summary "
         "table go to stderr.",
-        epilog="Exit codes: 0 every line handled, 2 unusable input, arguments or settings.",
+        epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
+        "on stderr), 2 unusable input, arguments or settings.",
     )
     parser.add_argument(
         "file",
         metavar="FILE.jsonl",
-        help="the interactions to score, one per line (the README's record schema)",
+        help="the interactions to score, one per line (docs/configuration.md#the-record-schema)",
     )
     parser.add_argument(
         "--metrics",

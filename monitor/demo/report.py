@@ -215,7 +215,8 @@ class DemoReport:
             add(f"/metrics:     {self.metrics_url} was up during the run and stopped with it")
             add(
                 "  dashboard:   rerun with --metrics-port PORT --pace N --hold SECONDS and "
-                f"point a Prometheus at it, then import {DASHBOARD} (README: Dashboards)"
+                f"point a Prometheus at it, then import {DASHBOARD} "
+                "(docs/operations.md, section The dashboard on the demo)"
             )
         add(f"elapsed:      {self.elapsed_seconds:.1f} s")
         return "\n".join(lines) + "\n"

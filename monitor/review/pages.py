@@ -379,7 +379,8 @@ def calibration_page(cal: Calibration) -> str:
         f'<td class="num">{cal.verdicts}</td></tr></table>'
         '<h2>Flag precision</h2><table class="scores"><tr><th>reason</th><th>confirmed</th>'
         f"<th>reviewed</th></tr>{precision}</table>"
-        "<p>How it is computed: README, section Review. The JSON is at "
+        "<p>How it is computed: docs/review.md, section The calibrated hallucination rate. "
+        "The JSON is at "
         '<a href="/api/calibration">/api/calibration</a>.</p>'
     )
     return _page("judge accuracy", body)

@@ -1,8 +1,8 @@
 """One trace's spans → an interaction record: which retrieval and which model call count.
 
-`assemble` follows the OpenInference conventions or the OTel GenAI ones (README.md,
-"Already using OpenTelemetry?", holds the mapping table). Which calls count when a
-trace holds several retrievals or LLM calls:
+`assemble` follows the OpenInference conventions or the OTel GenAI ones
+(docs/opentelemetry.md, "From spans to an interaction", holds the mapping table).
+Which calls count when a trace holds several retrievals or LLM calls:
 
 - the *answering call* is the LLM span that ended last;
 - the contexts are those of the last *round* of retrievals before it: the retrieval

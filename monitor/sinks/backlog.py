@@ -7,8 +7,11 @@ interaction id. A failed write raises ``SinkError``: retryable when Postgres
 cannot be reached and for errors an operator fixes (schema not migrated,
 missing privilege, read-only server), so the pipeline keeps the offsets and
 retries and ``backlog_write_errors_total`` rises; permanent only for data
-errors about the record itself. While started, the sink also refreshes the
-backlog's size and calibration series on the exporter.
+errors about the record itself. Every batch also adds its records to the
+backlog's traffic totals (`traffic_of`: the same records and weights as the
+exporter's ``scored_weight_total`` and ``hallucination_weight_total``), the
+denominator of the raw and the calibrated hallucination rate. While started, the
+sink also refreshes the backlog's size and calibration series on the exporter.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from monitor.backlog.calibration import Calibration
+from monitor.backlog.calibration import Calibration, Traffic
 from monitor.backlog.entries import backlog_reasons, build_entry
 from monitor.backlog.store import NAME, BacklogStore, StoreError
 from monitor.config import Settings
+from monitor.flags import is_hallucination
 from monitor.records import ScoredRecord
 from monitor.sinks import SinkError
 from monitor.telemetry import Exporter
@@ -89,23 +93,25 @@ class BacklogSink:
     # --- Sink
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
-        """Queue the flagged and control records of ``batch``, in one transaction."""
+        """Queue the flagged and control records of ``batch`` and add the batch to the
+        traffic totals, in one transaction."""
         share = self._settings.control_share
         entries = [
             build_entry(record, reasons, self.store.redactor, control_share=share)
             for record in batch
             if (reasons := backlog_reasons(record, self._settings))
         ]
-        if not entries:
+        traffic = traffic_of(batch, self._settings.thresholds)
+        if not entries and not traffic.scored:
             return
         try:
-            created = await self.store.enqueue(entries)
+            queued = await self.store.enqueue(entries, traffic)
         except StoreError as exc:
             if self.exporter is not None:
                 self.exporter.backlog_write_errors.inc()
             raise _sink_error(exc) from exc
         if self.exporter is not None:
-            for entry in created:
+            for entry in queued:
                 for reason in entry.reasons:
                     self.exporter.backlog_enqueued.labels(reason=reason).inc()
 
@@ -135,6 +141,19 @@ class BacklogSink:
                 c.flag_precision, c.control_hallucination_share, rate, verdicts
             )
         return calibration
+
+
+def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -> Traffic:
+    """The records of ``batch`` with a faithfulness score, and the hallucinations among
+    them, each weighted 1/p: what `monitor.sinks.prometheus` adds to its weight counters."""
+    total = Traffic()
+    for record in batch:
+        hallucinated = is_hallucination(record, thresholds)
+        if hallucinated is None:
+            continue
+        weight = record.weight
+        total += Traffic(1, int(hallucinated), weight, weight if hallucinated else 0.0)
+    return total
 
 
 async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what: str) -> None:

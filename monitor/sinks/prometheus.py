@@ -61,8 +61,7 @@ class PrometheusSink:
         if hallucinated is None:
             return
         judge = record.results["faithfulness"].judge
-        p = record.inclusion_probability
-        weight = 1.0 / p if p > 0 else 0.0
+        weight = record.weight
         e.scored_weight.labels(route=route, judge=judge).inc(weight)
         if hallucinated:
             e.hallucinations.labels(route=route, judge=judge).inc()

@@ -212,7 +212,8 @@ def calibration_lines(cal: Calibration) -> list[str]:
     it), each rate with its meaning."""
     raw = f"hallucination rate, raw (judge):       {_pct(cal.raw_rate)}"
     if cal.traffic is not None:
-        raw += f"  ({cal.traffic.hallucinations} of {cal.traffic.scored} records with a faithfulness score)"
+        t = cal.traffic
+        raw += f"  ({t.hallucinations} of {t.scored} records with a faithfulness score)"
     else:
         raw += "  (estimated from the backlog's answers: no traffic totals)"
     if cal.calibrated_rate is None:

@@ -149,6 +149,14 @@ class Traffic:
             self.hallucination_weight + other.hallucination_weight,
         )
 
+    def __sub__(self, other: Traffic) -> Traffic:
+        return Traffic(
+            self.scored - other.scored,
+            self.hallucinations - other.hallucinations,
+            self.scored_weight - other.scored_weight,
+            self.hallucination_weight - other.hallucination_weight,
+        )
+
     @property
     def raw_rate(self) -> float | None:
         """The judge's hallucination rate: flagged weight over scored weight."""

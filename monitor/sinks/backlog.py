@@ -10,7 +10,10 @@ retries and ``backlog_write_errors_total`` rises; permanent only for data
 errors about the record itself. Every batch also adds its records to the
 backlog's traffic totals (`traffic_of`: the same records and weights as the
 exporter's ``scored_weight_total`` and ``hallucination_weight_total``), the
-denominator of the raw and the calibrated hallucination rate. While started, the
+denominator of the raw and the calibrated hallucination rate: in the transaction
+that queues its records, or, for a batch with nothing to queue, when Postgres
+next answers (held in memory until then, so an outage holds no offsets back
+that it did not hold before; lost, like the counters, if the process dies first). While started, the
 sink also refreshes the backlog's size and calibration series on the exporter.
 """
 
@@ -60,6 +63,8 @@ class BacklogSink:
             if calibration_interval is None
             else calibration_interval
         )
+        #: traffic totals of batches with nothing to queue, not yet in Postgres
+        self._pending = Traffic()
         self._stats_task: asyncio.Task[None] | None = None
         self._calibration_task: asyncio.Task[None] | None = None
 
@@ -88,6 +93,12 @@ class BacklogSink:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._stats_task = self._calibration_task = None
+        await self.flush()
+        if self._pending.scored:
+            log.warning(
+                "backlog traffic totals of %d record(s) not stored: postgres unreachable",
+                self._pending.scored,
+            )
         await self.store.close()
 
     # --- Sink
@@ -102,21 +113,37 @@ class BacklogSink:
             if (reasons := backlog_reasons(record, self._settings))
         ]
         traffic = traffic_of(batch, self._settings.thresholds)
-        if not entries and not traffic.scored:
+        if not entries:
+            # nothing to lose: the totals wait in memory (like the exporter's counters)
+            # rather than hold the offsets while Postgres is away
+            self._pending += traffic
+            await self.flush()
             return
+        held = self._pending
         try:
-            queued = await self.store.enqueue(entries, traffic)
+            queued = await self.store.enqueue(entries, held + traffic)
         except StoreError as exc:
             if self.exporter is not None:
                 self.exporter.backlog_write_errors.inc()
             raise _sink_error(exc) from exc
+        self._pending -= held
         if self.exporter is not None:
             for entry in queued:
                 for reason in entry.reasons:
                     self.exporter.backlog_enqueued.labels(reason=reason).inc()
 
     async def flush(self) -> None:
-        """Writes are committed when `write` returns; nothing is buffered."""
+        """Store the traffic totals held in memory, if any; they stay held while Postgres
+        is unreachable. Queued records are committed when `write` returns."""
+        if not self._pending.scored:
+            return
+        pending = self._pending
+        try:
+            await self.store.enqueue([], pending)
+        except StoreError as exc:
+            log.debug("backlog traffic totals held: %s", exc)
+            return
+        self._pending -= pending  # what other batches added meanwhile stays held
 
     # --- the exporter's backlog series
 

@@ -324,7 +324,7 @@ async def test_sql_injection_strings_are_stored_verbatim(backlog: BacklogSink, p
     tables = await fetch(
         pg_dsn, "SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()"
     )
-    assert tables[0]["n"] == 5
+    assert tables[0]["n"] == 6
     for i, evil in enumerate(INJECTIONS):
         stored = evil.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
         row = await backlog.store.get(stored)

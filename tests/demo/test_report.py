@@ -93,8 +93,16 @@ def wait_for_report(path: Path, demo: DemoProcess, timeout: float) -> dict[str, 
 def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     demo = start_demo(
-        ["--records", "100", "--workdir", str(tmp_path / "work"),
-         "--report-json", str(report_path), "--hold", "300"]  # fmt: skip
+        [
+            "--records",
+            "100",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--report-json",
+            str(report_path),
+            "--hold",
+            "300",
+        ]  # fmt: skip
     )
     try:
         report = wait_for_report(report_path, demo, timeout=240)

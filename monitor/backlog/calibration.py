@@ -73,8 +73,7 @@ SEED = 20261201
 
 #: what each rate means, in one line (for every place that shows them)
 RAW_MEANING = (
-    "the judge's flags as they are (faithfulness below the threshold); "
-    "an interval on it covers sampling error only, not the judge's"
+    "the judge's flags as they are; any interval on it is sampling error only, not the judge's"
 )
 CALIBRATED_MEANING = (
     "the judge's flags corrected by reviewer verdicts; its interval covers the judge's error too"

@@ -72,12 +72,15 @@ class Summary:
             f"records: {self.records + self.invalid} read, {self.records} scored, "
             f"{self.invalid} invalid, {self.judge_errors} with judge errors"
         )
-        lines.append(
-            f"judge per scored record: {self.usage.calls / scored:.1f} calls, "
-            f"{self.usage.prompt_tokens / scored:.0f} prompt + "
-            f"{self.usage.completion_tokens / scored:.0f} completion tokens "
-            f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
-        )
+        if self.usage.calls == 0 and self.usage.total_tokens == 0:
+            lines.append("judge: in process (the local judge): 0 calls, 0 tokens")
+        else:
+            lines.append(
+                f"judge per scored record: {self.usage.calls / scored:.1f} calls (requests to "
+                f"the judge), {self.usage.prompt_tokens / scored:.0f} prompt + "
+                f"{self.usage.completion_tokens / scored:.0f} completion tokens "
+                f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
+            )
         print("\n".join(lines), file=stream)
 
 

@@ -317,7 +317,7 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     assert result.control_hallucination_share == pytest.approx(0.25)
     expected = (40 * 0.75 + (everything - 40) * 0.25) / everything
     assert result.calibrated_rate == pytest.approx(expected)
-    assert result.lower is not None and result.upper is not None
+    assert result.lower is not None and result.upper is not None and result.calibrated_rate
     assert result.lower < result.calibrated_rate < result.upper
 
     from monitor.cli import main

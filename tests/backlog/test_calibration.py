@@ -149,7 +149,7 @@ def test_traffic_totals_replace_the_estimated_ones() -> None:
     assert counted.traffic == traffic
     assert counted.raw_rate == traffic.raw_rate == pytest.approx(0.10)
     assert counted.calibrated_rate == pytest.approx((10 * 0.75 + 90 * 0.25) / 100)
-    assert counted.lower is not None and counted.upper is not None
+    assert counted.lower is not None and counted.upper is not None and counted.calibrated_rate
     assert counted.lower < counted.calibrated_rate < counted.upper
     # the raw rate needs no control answers once it is counted; the calibrated one does
     flags_only = estimate(cells[:2], traffic)

@@ -26,9 +26,12 @@ P(F) and the weighted totals come from the traffic totals the backlog sink
 keeps (`Traffic`: every scored record, flagged or not, with its weight) when
 they exist: then P(F) is the raw rate exactly as the sidecar's counters give
 it (``hallucination_weight_total / scored_weight_total``), and only the two
-proportions carry sampling error. Without them (a backlog written before the
-totals existed) the totals are estimated from the answers themselves, the
-unflagged part through the control answers.
+proportions carry sampling error (the control share then stands for all the
+unflagged traffic, other flags included, which assumption 2 below already
+says). The totals count from migration 0004 on, so on an older backlog the
+rate is over the traffic since then while the proportions use every verdict.
+Without totals the weighted totals are estimated from the answers themselves,
+the unflagged part through the control answers.
 
 Assumptions (also in the README's "Review" section):
 

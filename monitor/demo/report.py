@@ -129,6 +129,11 @@ class DemoReport:
             self.control_hallucination_share,
             self.control_reviewed,
         )
+        interval = (
+            f"interval: {h.method}, n = {_count(h.effective_n)}"
+            if h is not None and h.rate is not None
+            else ""
+        )
         if self.calibrated_rate is not None:
             add(
                 f"hallucination rate: {self.calibrated_rate:.1%} (95% interval "
@@ -137,14 +142,16 @@ class DemoReport:
             )
             add(f"  calibrated:   {CALIBRATED_MEANING}")
             add(f"  raw (judge):  {raw}")
+            add(f"                {RAW_MEANING}")
         else:
             add(f"hallucination rate: {raw}, raw (judge), not calibrated")
-            if self.calibration_missing:
-                add(f"  calibrated:   n/a ({'; '.join(self.calibration_missing)})")
-        add(f"                {RAW_MEANING}")
-        if h is not None and h.rate is not None:
-            add(f"                interval: {h.method}, n = {_count(h.effective_n)}")
+            add(f"  raw (judge):  {RAW_MEANING}")
+        if interval:
+            add(f"                {interval}")
         add(f"  judge error:  {error}")
+        if self.calibrated_rate is None:
+            missing = "; ".join(self.calibration_missing) or "no reviewer verdicts"
+            add(f"  calibrated:   n/a ({missing})")
         if self.true_rate is not None:
             add(f"  labels:       {self.true_rate:.1%} (the truth the demo knows, to compare)")
         if self.review_verdicts:

@@ -318,6 +318,12 @@ class ScoredRecord(BaseModel):
     inclusion_probability: float = 1.0
     error: str | None = None
 
+    @property
+    def weight(self) -> float:
+        """How many records of all traffic this one stands for: 1/p (0 when p is 0)."""
+        p = self.inclusion_probability
+        return 1.0 / p if p > 0 else 0.0
+
     def output_line(self) -> dict[str, Any]:
         """The JSON line of `rag-monitor score` (docs/design.md, "Contracts")."""
         line: dict[str, Any] = {

@@ -36,6 +36,8 @@ DEFAULT_CONCURRENCY = {"llm": 8, "local": 64}
 class Summary:
     """What the run did, for the table on stderr."""
 
+    #: the judge's kind ("local" answers in process, at zero tokens)
+    judge_kind: str = ""
     #: valid records (each was handed to the scorer)
     records: int = 0
     #: valid records with at least one metric value
@@ -116,12 +118,15 @@ class Summary:
         )
         for cause, n in self.judge_causes.most_common():
             lines.append(f"judge errors: {cause} ({_records(n)})")
-        lines.append(
-            f"judge per valid record: {self.usage.calls / valid:.1f} calls, "
-            f"{self.usage.prompt_tokens / valid:.0f} prompt + "
-            f"{self.usage.completion_tokens / valid:.0f} completion tokens "
-            f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
-        )
+        if self.judge_kind == "local":
+            lines.append("judge: in process (the local judge): 0 calls, 0 tokens")
+        else:
+            lines.append(
+                f"judge per valid record: {self.usage.calls / valid:.1f} calls (requests to "
+                f"the judge), {self.usage.prompt_tokens / valid:.0f} prompt + "
+                f"{self.usage.completion_tokens / valid:.0f} completion tokens "
+                f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
+            )
         print("\n".join(lines), file=stream)
 
 
@@ -165,7 +170,7 @@ async def score_file(
     total: int,
 ) -> Summary:
     """Score every line, ``concurrency`` records at a time, writing results in input order."""
-    summary = Summary()
+    summary = Summary(judge_kind=judge.kind)
     window: deque[asyncio.Future[dict[str, Any]]] = deque()
     progress = tqdm(total=total, file=sys.stderr, unit="record", disable=None, leave=False)
 

@@ -220,8 +220,9 @@ class _RecordSteps:
         return embedded.vectors
 
     def _bill(self, metric: str, usage: Usage) -> None:
+        # the judge's own count: its HTTP requests, none for the in-process local judge
         spent = Usage(
-            calls=max(usage.calls, 1),
+            calls=usage.calls,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )

@@ -23,6 +23,17 @@ score and a context: answers whose faithfulness could not be scored, and
 answers flagged ``no_context`` (a retrieval failure, `monitor.flags`), count
 for flag precision but not for the rate.
 
+P(F) and the weighted totals come from the traffic totals the backlog sink
+keeps (`Traffic`: every scored record, flagged or not, with its weight) when
+they exist: then P(F) is the raw rate exactly as the sidecar's counters give
+it (``hallucination_weight_total / scored_weight_total``), and only the two
+proportions carry sampling error (the control share then stands for all the
+unflagged traffic, other flags included, which assumption 2 below already
+says). The totals count from migration 0004 on, so on an older backlog the
+rate is over the traffic since then while the proportions use every verdict.
+Without totals the weighted totals are estimated from the answers themselves,
+the unflagged part through the control answers.
+
 Assumptions (also in docs/review.md, "The calibrated hallucination rate"):
 
 1. The reviewed answers of a stratum are a random subset of it (missing at
@@ -49,7 +60,7 @@ interval).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,6 +74,29 @@ VERDICTS = (CONFIRMED, FALSE_ALARM, UNSURE)
 
 DRAWS = 20_000
 SEED = 20261201
+
+#: what each rate means, in one line (for every place that shows them)
+RAW_MEANING = (
+    "the judge's flags as they are; any interval on it is sampling error only, not the judge's"
+)
+CALIBRATED_MEANING = (
+    "the judge's flags corrected by reviewer verdicts; its interval covers the judge's error too"
+)
+
+
+def judge_error(
+    precision: float | None, reviewed: int, control: float | None, control_reviewed: int
+) -> str:
+    """What bounds the judge's error, in words: the hallucination flags' precision and the
+    control answers' hallucination share, each with the reviews it rests on."""
+
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1%}"
+
+    return (
+        f"flag precision {pct(precision)} ({reviewed} reviews), "
+        f"control answers hallucinating {pct(control)} ({control_reviewed} reviews)"
+    )
 
 
 @dataclass(frozen=True)
@@ -96,6 +130,45 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """What the sidecar scored, in total (one row in Postgres, kept by the backlog sink).
+
+    Over records with a faithfulness score, as ``rag_monitor_scored_weight_total`` and
+    ``rag_monitor_hallucination_weight_total`` count them.
+    """
+
+    #: records with a faithfulness score, and those the judge flagged hallucination
+    scored: int = 0
+    hallucinations: int = 0
+    #: the same, weighted (sum of 1/p)
+    scored_weight: float = 0.0
+    hallucination_weight: float = 0.0
+
+    def __add__(self, other: Traffic) -> Traffic:
+        return Traffic(
+            self.scored + other.scored,
+            self.hallucinations + other.hallucinations,
+            self.scored_weight + other.scored_weight,
+            self.hallucination_weight + other.hallucination_weight,
+        )
+
+    def __sub__(self, other: Traffic) -> Traffic:
+        return Traffic(
+            self.scored - other.scored,
+            self.hallucinations - other.hallucinations,
+            self.scored_weight - other.scored_weight,
+            self.hallucination_weight - other.hallucination_weight,
+        )
+
+    @property
+    def raw_rate(self) -> float | None:
+        """The judge's hallucination rate: flagged weight over scored weight."""
+        if self.scored_weight <= 0:
+            return None
+        return self.hallucination_weight / self.scored_weight
+
+
+@dataclass(frozen=True)
 class Proportion:
     """A weighted share of ``confirmed`` among the reviewed answers of a group."""
 
@@ -125,7 +198,8 @@ class Proportion:
 
 @dataclass(frozen=True)
 class Calibration:
-    #: share of (weighted) traffic flagged as hallucination by the judge (None: no controls)
+    #: share of (weighted) traffic flagged as hallucination by the judge (None: unknown:
+    #: no traffic totals and no control answers)
     raw_rate: float | None
     #: the corrected rate and its 95 % interval (None: not enough verdicts to say)
     calibrated_rate: float | None
@@ -145,6 +219,8 @@ class Calibration:
     control_weight: float
     #: why calibrated_rate is None, when it is
     missing: list[str] = field(default_factory=list)
+    #: the traffic totals the rates are over (None: estimated from the answers instead)
+    traffic: Traffic | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -162,6 +238,7 @@ class Calibration:
                 "unflagged": self.control_weight,
             },
             "missing": self.missing,
+            "traffic": None if self.traffic is None else asdict(self.traffic),
         }
 
 
@@ -208,9 +285,20 @@ def _total_draws(
     return rng.gamma(shape, variance / total, size)
 
 
-def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> Calibration:
-    """The calibrated hallucination rate, flag precision per reason, and their counts."""
+def estimate(
+    cells: Iterable[Cell],
+    traffic: Traffic | None = None,
+    *,
+    draws: int = DRAWS,
+    seed: int = SEED,
+) -> Calibration:
+    """The calibrated hallucination rate, flag precision per reason, and their counts.
+
+    With ``traffic`` (and any scored weight in it), the totals are the traffic's;
+    without, they are estimated from the answers.
+    """
     cells = list(cells)
+    known = traffic if traffic is not None and traffic.scored_weight > 0 else None
     by_stratum: dict[str, list[Cell]] = {"flagged": [], "control": [], "other": []}
     for cell in cells:
         # the rate is over records with a faithfulness score and a context
@@ -221,6 +309,12 @@ def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> 
     variances = {
         k: max(sum(c.weight_squares - c.weight for c in v), 0.0) for k, v in by_stratum.items()
     }
+    if known is not None:
+        # the totals are counted, not estimated: the flagged weight, and all the rest
+        # (flagged for another reason or not at all) as one unflagged stratum
+        unflagged = max(known.scored_weight - known.hallucination_weight, 0.0)
+        totals = {"flagged": known.hallucination_weight, "other": 0.0, "control": unflagged}
+        variances = dict.fromkeys(totals, 0.0)
 
     reasons = sorted({r for c in cells for r in c.reasons if r != CONTROL})
     precision: dict[str, float | None] = {}
@@ -237,12 +331,16 @@ def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> 
     control = _proportion(by_stratum["control"], CONTROL, totals["control"])
     grand = sum(totals.values())
     missing: list[str] = []
-    if totals["control"] <= 0:
+    has_controls = sum(c.weight for c in by_stratum["control"]) > 0
+    if not has_controls:
         missing.append("no control answers (control_share = 0?): unflagged traffic is unknown")
-    raw = totals["flagged"] / grand if grand > 0 and totals["control"] > 0 else None
+    if known is not None:
+        raw = known.raw_rate
+    else:
+        raw = totals["flagged"] / grand if grand > 0 and has_controls else None
     if totals["flagged"] > 0 and flagged.value is None:
         missing.append("no verdicts on answers flagged hallucination")
-    if totals["control"] > 0 and control.value is None:
+    if has_controls and control.value is None:
         missing.append("no verdicts on control answers")
     base = Calibration(
         raw_rate=raw,
@@ -257,6 +355,7 @@ def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> 
         other_weight=totals["other"],
         control_weight=totals["control"],
         missing=missing,
+        traffic=known,
     )
     if missing:
         return base

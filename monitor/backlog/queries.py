@@ -51,7 +51,15 @@ ON CONFLICT (question_hash) DO UPDATE SET
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
-LINK = "UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3 WHERE interaction_id = $1"
+LINK = """
+UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3, reasons = $4
+WHERE interaction_id = $1
+"""
+
+#: interactions per reason they were queued for (what backlog_enqueued_total counts)
+INTERACTIONS_BY_REASON = """
+SELECT r AS reason, count(*) AS n FROM backlog_interactions, unnest(reasons) AS r GROUP BY r
+"""
 
 # the interaction's answer: a new one, or merged into the row's answer with the same key
 ADD_ANSWER = """
@@ -187,5 +195,18 @@ UPDATE backlog SET
     updated_at = now()
 WHERE id = $1
 """
+
+TRAFFIC_ADD = """
+INSERT INTO backlog_traffic AS t (id, scored, hallucinations, scored_weight, hallucination_weight)
+VALUES (true, $1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET
+    scored = t.scored + EXCLUDED.scored,
+    hallucinations = t.hallucinations + EXCLUDED.hallucinations,
+    scored_weight = t.scored_weight + EXCLUDED.scored_weight,
+    hallucination_weight = t.hallucination_weight + EXCLUDED.hallucination_weight,
+    updated_at = now()
+"""
+
+TRAFFIC = "SELECT scored, hallucinations, scored_weight, hallucination_weight FROM backlog_traffic"
 
 VERDICT_COUNTS = "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"

@@ -182,6 +182,9 @@ class BacklogStats:
     interactions: int
     seen_total: int
     oldest_pending: datetime | None
+    #: interactions per reason they were queued for (one can have several; interactions
+    #: queued before migration 0004 are in none): what backlog_enqueued_total counts
+    interactions_by_reason: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:

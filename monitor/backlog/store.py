@@ -10,7 +10,10 @@ normalised question is already in the backlog increments that row's
 ``seen_count`` and adds its reasons instead of adding a row; an interaction
 whose normalised answer the row already holds is merged into that answer (its
 ``seen_count`` and ``weight``, the sum of 1/pi, grow). A batch is one
-transaction: stored whole or not at all.
+transaction: stored whole or not at all. The traffic totals (``backlog_traffic``:
+every scored record, queued or not, the calibration's denominator) are added to
+in the same transaction; like the sidecar's counters, they count a record again
+when Kafka redelivers it.
 
 Errors: `StoreError` with ``retryable=True`` when Postgres cannot be reached,
 and also for errors an operator fixes (schema not migrated, missing
@@ -33,7 +36,7 @@ from typing import Any
 import asyncpg
 
 from monitor.backlog import queries, reviews
-from monitor.backlog.calibration import Calibration, Cell, estimate
+from monitor.backlog.calibration import Calibration, Cell, Traffic, estimate
 from monitor.backlog.entries import Entry, clean
 from monitor.backlog.migrations import applied_versions, apply_migrations
 from monitor.backlog.reviews import ImportReport, ImportRow, VerdictInput
@@ -181,9 +184,12 @@ class BacklogStore:
 
     # --- writing
 
-    async def enqueue(self, entries: Sequence[Entry]) -> list[Entry]:
-        """Store ``entries`` in one transaction; returns those that made a new row."""
-        created: list[Entry] = []
+    async def enqueue(
+        self, entries: Sequence[Entry], traffic: Traffic | None = None
+    ) -> list[Entry]:
+        """Store ``entries`` and add ``traffic`` to the traffic totals, in one transaction;
+        returns the entries queued (a redelivered interaction id is not)."""
+        queued: list[Entry] = []
         async with self.connection() as conn, conn.transaction():
             for entry in entries:
                 row = await conn.fetchrow(
@@ -203,8 +209,7 @@ class BacklogStore:
                 )
                 if row is None:
                     continue  # a redelivery: this id is already in the backlog
-                if row["inserted"]:
-                    created.append(entry)
+                queued.append(entry)
                 answer = await conn.fetchrow(
                     queries.ADD_ANSWER,
                     entry.id,
@@ -218,16 +223,28 @@ class BacklogStore:
                     entry.inclusion_probability,
                     entry.weight,
                 )
-                await conn.execute(queries.LINK, entry.id, row["id"], answer["interaction_id"])
+                await conn.execute(
+                    queries.LINK, entry.id, row["id"], answer["interaction_id"], entry.reasons
+                )
                 if answer["inserted"] and not row["inserted"]:
                     await conn.execute(queries.BUMP, row["id"])
-        return created
+            if traffic is not None and traffic.scored:
+                # last: the one shared row stays locked only until the commit
+                await conn.execute(
+                    queries.TRAFFIC_ADD,
+                    traffic.scored,
+                    traffic.hallucinations,
+                    traffic.scored_weight,
+                    traffic.hallucination_weight,
+                )
+        return queued
 
     # --- stats
 
     async def stats(self) -> BacklogStats:
         async with self.connection() as conn:
             counts = await _status_counts(conn)
+            by_reason = await conn.fetch(queries.INTERACTIONS_BY_REASON)
             summary = await conn.fetchrow(
                 "SELECT (SELECT count(*) FROM backlog_interactions) AS interactions,"
                 " (SELECT coalesce(sum(seen_count), 0) FROM backlog) AS seen,"
@@ -237,6 +254,7 @@ class BacklogStore:
         return BacklogStats(
             counts=counts,
             interactions=summary["interactions"],
+            interactions_by_reason={r["reason"]: r["n"] for r in by_reason},
             seen_total=summary["seen"],
             oldest_pending=summary["oldest"],
         )
@@ -413,8 +431,8 @@ class BacklogStore:
 
     async def calibration(self) -> Calibration:
         """The calibrated hallucination rate from every answer's latest verdicts."""
-        cells = [Cell.from_json(c) for c in await self.calibration_cells()]
-        return await asyncio.to_thread(estimate, cells)
+        calibration, _ = await self.calibration_snapshot()
+        return calibration
 
     async def calibration_snapshot(self) -> tuple[Calibration, dict[tuple[str, str], int]]:
         """The calibration and every verdict ever recorded by (reason, verdict), a count
@@ -432,7 +450,18 @@ class BacklogStore:
                 (r["reason"], r["verdict"]): r["n"]
                 for r in await conn.fetch(queries.VERDICT_COUNTS)
             }
-        estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells])
+            totals = await conn.fetchrow(queries.TRAFFIC)
+        traffic = (
+            None
+            if totals is None
+            else Traffic(
+                scored=totals["scored"],
+                hallucinations=totals["hallucinations"],
+                scored_weight=totals["scored_weight"],
+                hallucination_weight=totals["hallucination_weight"],
+            )
+        )
+        estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells], traffic)
         return estimate_, counts
 
     async def discard(self, ids: Iterable[str]) -> int:

@@ -35,13 +35,18 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from monitor.backlog.annotations import read_annotations
-from monitor.backlog.calibration import Calibration
+from monitor.backlog.calibration import (
+    CALIBRATED_MEANING,
+    RAW_MEANING,
+    Calibration,
+)
 from monitor.backlog.export import EXPORT_FORMATS, ExportFormat, export_rows
 from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schema
 from monitor.backlog.reviews import ImportReport
 from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
+from monitor.flags import CONTROL
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -234,6 +239,7 @@ async def _print_stats(store: BacklogStore, as_json: bool) -> int:
                     "counts": stats.counts,
                     "rows": stats.rows,
                     "interactions": stats.interactions,
+                    "interactions_by_reason": stats.interactions_by_reason,
                     "seen_total": stats.seen_total,
                     "oldest_pending": oldest,
                     "calibration": calibration.as_json() if calibration else None,
@@ -245,6 +251,9 @@ async def _print_stats(store: BacklogStore, as_json: bool) -> int:
         print(f"{status:<11} {n:>8}")
     print(f"{'rows':<11} {stats.rows:>8}")
     print(f"{'interactions':<11} {stats.interactions:>7}")
+    if stats.interactions_by_reason:
+        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(stats.interactions_by_reason.items()))
+        print(f"  queued for: {by_reason} (an interaction can have several reasons)")
     if oldest:
         print(f"oldest pending row: {oldest}")
     for line in calibration_lines(calibration) if calibration else []:
@@ -257,15 +266,30 @@ def _pct(value: float | None) -> str:
 
 
 def calibration_lines(cal: Calibration) -> list[str]:
-    """The calibration as text lines (for ``backlog stats`` and the demo report)."""
-    lines = [f"hallucination rate, raw (judge):       {_pct(cal.raw_rate)}"]
-    if cal.calibrated_rate is None:
-        lines.append("hallucination rate, calibrated:        n/a (" + "; ".join(cal.missing) + ")")
+    """The calibration as text lines (for ``backlog stats``): the calibrated rate first, the
+    raw rate with what bounds the judge's error (flag precision, with the reviews behind
+    it), each rate with its meaning."""
+    raw = f"hallucination rate, raw (judge):       {_pct(cal.raw_rate)}"
+    if cal.traffic is not None:
+        t = cal.traffic
+        raw += f"  ({t.hallucinations} of {t.scored} records with a faithfulness score)"
     else:
-        lines.append(
+        raw += "  (estimated from the backlog's answers: no traffic totals)"
+    if cal.calibrated_rate is None:
+        calibrated = [
+            "hallucination rate, calibrated:        n/a (" + "; ".join(cal.missing) + ")",
+            raw,
+            f"  {RAW_MEANING}",
+        ]
+    else:
+        calibrated = [
             f"hallucination rate, calibrated:        {_pct(cal.calibrated_rate)}"
-            f"  (95% interval {_pct(cal.lower)}-{_pct(cal.upper)})"
-        )
+            f"  (95% interval {_pct(cal.lower)}-{_pct(cal.upper)})",
+            f"  {CALIBRATED_MEANING}",
+            raw,
+            f"  {RAW_MEANING}",
+        ]
+    lines = calibrated
     for reason, value in cal.flag_precision.items():
         lines.append(
             f"flag precision {reason + ':':<22} {_pct(value)}"
@@ -273,7 +297,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
         )
     lines.append(
         f"control answers that hallucinate:      {_pct(cal.control_hallucination_share)}"
-        f"  ({cal.reviewed.get('control', 0)} reviewed)"
+        f"  ({cal.reviewed.get(CONTROL, 0)} reviewed)"
     )
     return lines
 

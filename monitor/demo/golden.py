@@ -15,6 +15,7 @@ from monitor.demo import DemoError
 from monitor.demo.report import DemoReport
 from monitor.demo.steps import until
 from monitor.demo.traffic import PROBLEM_LABELS, TrafficRecord
+from monitor.telemetry import Exporter
 
 
 async def annotate(
@@ -80,8 +81,6 @@ async def play_reviewer(
                 if label is None:
                     continue
                 report.review_answers += 1
-                if answer.reasons == [CONTROL]:  # interactions, not answers
-                    report.backlog_controls += answer.seen_count
                 for reason in answer.reasons:
                     bad = (
                         label == "hallucinated"
@@ -107,7 +106,9 @@ async def play_reviewer(
     report.calibrated_rate = calibration.calibrated_rate
     report.calibrated_low = calibration.lower
     report.calibrated_high = calibration.upper
-    report.raw_rate_backlog = calibration.raw_rate
+    report.calibration_missing = list(calibration.missing)
+    report.control_hallucination_share = calibration.control_hallucination_share
+    report.control_reviewed = calibration.reviewed.get(CONTROL, 0)
 
 
 async def offline(
@@ -131,6 +132,7 @@ async def offline(
 async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> None:
     """What the backlog holds at the end: rows, interactions, statuses, redacted rows."""
     from monitor.backlog.store import BacklogStore
+    from monitor.flags import CONTROL
 
     store = BacklogStore(dsn, settings)
     try:
@@ -139,6 +141,27 @@ async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> N
         report.backlog_rows = stats.rows
         report.backlog_interactions = stats.interactions
         report.backlog_status = dict(stats.counts)
+        report.backlog_controls = stats.interactions_by_reason.get(CONTROL, 0)
         report.redacted_rows = sum([1 async for row in store.rows() if row.redactions])
     finally:
         await store.close()
+
+
+async def refresh_series(settings: Settings, dsn: str, exporter: Exporter) -> None:
+    """The exporter's backlog series (rows per status, the calibration) read again from
+    Postgres with the backlog sink's own code, after the phases that changed it.
+
+    The sidecar's sink stops with the sidecar, before the backlog is annotated, reviewed
+    and evaluated: without this, /metrics would go on serving the sizes and the
+    calibration it last read, while the report describes the backlog as it is now.
+    """
+    from monitor.backlog.store import BacklogStore
+    from monitor.sinks.backlog import BacklogSink
+
+    sink = BacklogSink(BacklogStore(dsn, settings), settings, exporter, stats_interval=0)
+    try:
+        await sink.start()
+        await sink.refresh_stats()
+        await sink.refresh_calibration()
+    finally:
+        await sink.aclose()

@@ -16,9 +16,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, judge_error
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.statistics import Confusion, RateEstimate, Tally, confusion, estimate_rate
 from monitor.demo.traffic import PROBLEM_LABELS
+from monitor.flags import HALLUCINATION
 
 DASHBOARD = "dashboards/rag-monitor.json"
 ALERTS = "dashboards/alerts.yaml"
@@ -62,7 +64,11 @@ class DemoReport:
     calibrated_rate: float | None = None
     calibrated_low: float | None = None
     calibrated_high: float | None = None
-    raw_rate_backlog: float | None = None
+    #: why there is no calibrated rate, when there is none
+    calibration_missing: list[str] = field(default_factory=list)
+    #: among the reviewed control (unflagged) answers, the share that hallucinate
+    control_hallucination_share: float | None = None
+    control_reviewed: int = 0
     #: share of scored records labelled hallucinated (the truth the demo knows)
     true_rate: float | None = None
     review_url: str = ""
@@ -105,6 +111,61 @@ class DemoReport:
         tmp.write_text(json.dumps(self.as_json(), indent=2, default=str) + "\n", encoding="utf-8")
         tmp.replace(path)
 
+    def _rates(self) -> list[str]:
+        """The hallucination rate: the calibrated one first once verdicts exist, the raw one
+        with what bounds the judge's error, each with what it means."""
+        lines: list[str] = []
+        add = lines.append
+        h = self.hallucination
+        raw = (
+            "n/a (no record with a faithfulness score)"
+            if h is None or h.rate is None or h.low is None or h.high is None
+            else f"{h.rate:.1%} (95% CI {h.low:.1%} – {h.high:.1%}; {h.events} of {h.n} "
+            "records with a faithfulness score)"
+        )
+        error = judge_error(
+            self.flag_precision.get(HALLUCINATION),
+            self.flag_reviewed.get(HALLUCINATION, 0),
+            self.control_hallucination_share,
+            self.control_reviewed,
+        )
+        interval = (
+            f"interval: {h.method}, n = {_count(h.effective_n)}"
+            if h is not None and h.rate is not None
+            else ""
+        )
+        if self.calibrated_rate is not None:
+            add(
+                f"hallucination rate: {self.calibrated_rate:.1%} (95% interval "
+                f"{_pct(self.calibrated_low)} – {_pct(self.calibrated_high)}), calibrated by "
+                f"{self.review_verdicts} reviewer verdicts"
+            )
+            add(f"  calibrated:   {CALIBRATED_MEANING}")
+            add(f"  raw (judge):  {raw}")
+            add(f"                {RAW_MEANING}")
+        else:
+            add(f"hallucination rate: {raw}, raw (judge), not calibrated")
+            add(f"  raw (judge):  {RAW_MEANING}")
+        if interval:
+            add(f"                {interval}")
+        add(f"  judge error:  {error}")
+        if self.calibrated_rate is None:
+            missing = "; ".join(self.calibration_missing) or "no reviewer verdicts"
+            add(f"  calibrated:   n/a ({missing})")
+        if self.true_rate is not None:
+            add(f"  labels:       {self.true_rate:.1%} (the truth the demo knows, to compare)")
+        if self.review_verdicts:
+            add(
+                f"review:       the labels played the reviewer: {self.review_verdicts} verdicts"
+                f" on {self.review_answers} answers"
+            )
+            for reason, value in sorted(self.flag_precision.items()):
+                add(
+                    f"  flag precision {reason:<14} {_pct(value):>6} of "
+                    f"{self.flag_reviewed.get(reason, 0)} reviewed flags confirmed"
+                )
+        return lines
+
     def render(self) -> str:
         lines: list[str] = []
         add = lines.append
@@ -112,6 +173,7 @@ class DemoReport:
         add("rag-monitor demo — report")
         add("=" * 25)
         add(f"judge:        {self.judge}")
+        lines.extend(self._rates())
         add(f"traffic:      {self.records} interactions produced; sample rate {self.sample_rate:g}")
         skipped = sum(self.skipped.values())
         skipped_text = (
@@ -127,40 +189,6 @@ class DemoReport:
             f"{sum(self.end_offsets.values())} "
             f"({', '.join(f'p{p} {o}' for p, o in self.committed.items()) or 'none'})"
         )
-        h = self.hallucination
-        if h is not None and h.rate is not None and h.low is not None and h.high is not None:
-            weighted = (
-                ""
-                if math.isclose(h.weighted_total, h.n)
-                else f"; weighted by 1/p: {h.weighted_events:.1f} of {h.weighted_total:.1f}"
-            )
-            add(
-                f"hallucination rate: {h.rate:.1%} (95% CI {h.low:.1%} – {h.high:.1%}; "
-                f"{h.events} of {h.n} records with a faithfulness score{weighted})"
-            )
-            add(f"              interval: {h.method}, n = {h.effective_n:.1f}")
-        else:
-            add("hallucination rate: n/a (no record with a faithfulness score)")
-        if self.review_verdicts:
-            add(
-                f"review:       the labels played the reviewer: {self.review_verdicts} verdicts"
-                f" on {self.review_answers} answers ({self.backlog_controls} control)"
-            )
-            for reason, value in sorted(self.flag_precision.items()):
-                shown = "n/a" if value is None else f"{value:.0%}"
-                add(
-                    f"  flag precision {reason:<14} {shown:>4} of "
-                    f"{self.flag_reviewed.get(reason, 0)} reviewed flags confirmed"
-                )
-            calibrated = (
-                "n/a"
-                if self.calibrated_rate is None
-                else f"{self.calibrated_rate:.1%} (95% interval {self.calibrated_low or 0:.1%}"
-                f" – {self.calibrated_high or 0:.1%})"
-            )
-            raw = "n/a" if h is None or h.rate is None else f"{h.rate:.1%}"
-            true = "n/a" if self.true_rate is None else f"{self.true_rate:.1%}"
-            add(f"  hallucination rate: raw {raw} · calibrated {calibrated} · labels {true}")
         add("flags against the known labels (bad = hallucinated, off_topic or evasive):")
         add(f"  any flag      → bad answer:   {_pr(self.flags_any)}")
         add(f"  hallucination → hallucinated: {_pr(self.flags_hallucination)}")
@@ -220,6 +248,15 @@ class DemoReport:
             )
         add(f"elapsed:      {self.elapsed_seconds:.1f} s")
         return "\n".join(lines) + "\n"
+
+
+def _count(n: float) -> str:
+    """An effective sample size for people: a whole number when it is one."""
+    return f"{n:.0f}" if math.isclose(n, round(n)) else f"{n:.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _pr(c: Confusion) -> str:

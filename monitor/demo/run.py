@@ -178,6 +178,7 @@ class Demo:
             progress.step("running the offline metrics on the annotated rows")
             await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
             await golden.backlog_summary(settings, dsn, report)
+            await golden.refresh_series(settings, dsn, parts.exporter)
             report.elapsed_seconds = time.monotonic() - started
             report.hold_seconds = self.options.hold_seconds
             self.out.write(report.render())

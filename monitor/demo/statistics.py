@@ -46,12 +46,11 @@ class Tally:
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
         for record in batch:
             label = record.interaction.metadata.get("label")
-            p = record.inclusion_probability
             self.outcomes[record.interaction.id] = Outcome(
                 label=label if isinstance(label, str) else None,
                 reasons=tuple(flag_reasons(record, self.thresholds)),
                 hallucinated=is_hallucination(record, self.thresholds),
-                weight=1.0 / p if p > 0 else 0.0,
+                weight=record.weight,
                 tokens=record.usage.total_tokens,
             )
 

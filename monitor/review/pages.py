@@ -15,8 +15,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from monitor.backlog.calibration import VERDICTS, Calibration
+from monitor.backlog.calibration import (
+    CALIBRATED_MEANING,
+    RAW_MEANING,
+    VERDICTS,
+    Calibration,
+    judge_error,
+)
 from monitor.backlog.rows import STATUSES, Answer, BacklogRow, QueueItem
+from monitor.flags import CONTROL, HALLUCINATION
 
 SHORTCUTS_QUEUE = (("j / k", "next / previous row"), ("Enter or o", "open the row"))
 SHORTCUTS_ROW = (
@@ -361,6 +368,12 @@ def calibration_page(cal: Calibration) -> str:
         if cal.calibrated_rate is not None
         else ""
     )
+    error = judge_error(
+        cal.flag_precision.get(HALLUCINATION),
+        cal.reviewed.get(HALLUCINATION, 0),
+        cal.control_hallucination_share,
+        cal.reviewed.get(CONTROL, 0),
+    )
     missing = (
         f'<p class="banner info">Not calibrated yet: {esc("; ".join(cal.missing))}.</p>'
         if cal.missing
@@ -369,10 +382,12 @@ def calibration_page(cal: Calibration) -> str:
     body = (
         "<h1>Judge accuracy</h1>"
         f'{missing}<table class="scores">'
-        f"<tr><th>hallucination rate, raw (the judge's flags)</th>"
-        f'<td class="num">{_pct(cal.raw_rate)}</td></tr>'
         f"<tr><th>hallucination rate, calibrated by the verdicts</th>"
-        f'<td class="num">{_pct(cal.calibrated_rate)}{interval}</td></tr>'
+        f'<td class="num">{_pct(cal.calibrated_rate)}{interval}</td>'
+        f"<td>{esc(CALIBRATED_MEANING)}</td></tr>"
+        f"<tr><th>hallucination rate, raw (the judge's flags)</th>"
+        f'<td class="num">{_pct(cal.raw_rate)}</td><td>{esc(RAW_MEANING)}</td></tr>'
+        f"<tr><th>what bounds the judge's error</th><td></td><td>{esc(error)}</td></tr>"
         f"<tr><th>control answers that were hallucinations</th>"
         f'<td class="num">{_pct(cal.control_hallucination_share)}</td></tr>'
         f"<tr><th>verdicts (latest per answer and reason)</th>"

@@ -7,8 +7,14 @@ interaction id. A failed write raises ``SinkError``: retryable when Postgres
 cannot be reached and for errors an operator fixes (schema not migrated,
 missing privilege, read-only server), so the pipeline keeps the offsets and
 retries and ``backlog_write_errors_total`` rises; permanent only for data
-errors about the record itself. While started, the sink also refreshes the
-backlog's size and calibration series on the exporter.
+errors about the record itself. Every batch also adds its records to the
+backlog's traffic totals (`traffic_of`: the same records and weights as the
+exporter's ``scored_weight_total`` and ``hallucination_weight_total``), the
+denominator of the raw and the calibrated hallucination rate: in the transaction
+that queues its records, or, for a batch with nothing to queue, when Postgres
+next answers (held in memory until then, so an outage holds no offsets back
+that it did not hold before; lost, like the counters, if the process dies first). While started, the
+sink also refreshes the backlog's size and calibration series on the exporter.
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from monitor.backlog.calibration import Calibration
+from monitor.backlog.calibration import Calibration, Traffic
 from monitor.backlog.entries import backlog_reasons, build_entry
 from monitor.backlog.store import NAME, BacklogStore, StoreError
 from monitor.config import Settings
+from monitor.flags import is_hallucination
 from monitor.records import ScoredRecord
 from monitor.sinks import SinkError
 from monitor.telemetry import Exporter
@@ -56,6 +63,8 @@ class BacklogSink:
             if calibration_interval is None
             else calibration_interval
         )
+        #: traffic totals of batches with nothing to queue, not yet in Postgres
+        self._pending = Traffic()
         self._stats_task: asyncio.Task[None] | None = None
         self._calibration_task: asyncio.Task[None] | None = None
 
@@ -84,33 +93,57 @@ class BacklogSink:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._stats_task = self._calibration_task = None
+        await self.flush()
+        if self._pending.scored:
+            log.warning(
+                "backlog traffic totals of %d record(s) not stored: postgres unreachable",
+                self._pending.scored,
+            )
         await self.store.close()
 
     # --- Sink
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
-        """Queue the flagged and control records of ``batch``, in one transaction."""
+        """Queue the flagged and control records of ``batch`` and add the batch to the
+        traffic totals, in one transaction."""
         share = self._settings.control_share
         entries = [
             build_entry(record, reasons, self.store.redactor, control_share=share)
             for record in batch
             if (reasons := backlog_reasons(record, self._settings))
         ]
+        traffic = traffic_of(batch, self._settings.thresholds)
         if not entries:
+            # nothing to lose: the totals wait in memory (like the exporter's counters)
+            # rather than hold the offsets while Postgres is away
+            self._pending += traffic
+            await self.flush()
             return
+        held = self._pending
         try:
-            created = await self.store.enqueue(entries)
+            queued = await self.store.enqueue(entries, held + traffic)
         except StoreError as exc:
             if self.exporter is not None:
                 self.exporter.backlog_write_errors.inc()
             raise _sink_error(exc) from exc
+        self._pending -= held
         if self.exporter is not None:
-            for entry in created:
+            for entry in queued:
                 for reason in entry.reasons:
                     self.exporter.backlog_enqueued.labels(reason=reason).inc()
 
     async def flush(self) -> None:
-        """Writes are committed when `write` returns; nothing is buffered."""
+        """Store the traffic totals held in memory, if any; they stay held while Postgres
+        is unreachable. Queued records are committed when `write` returns."""
+        if not self._pending.scored:
+            return
+        pending = self._pending
+        try:
+            await self.store.enqueue([], pending)
+        except StoreError as exc:
+            log.debug("backlog traffic totals held: %s", exc)
+            return
+        self._pending -= pending  # what other batches added meanwhile stays held
 
     # --- the exporter's backlog series
 
@@ -135,6 +168,19 @@ class BacklogSink:
                 c.flag_precision, c.control_hallucination_share, rate, verdicts
             )
         return calibration
+
+
+def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -> Traffic:
+    """The records of ``batch`` with a faithfulness score, and the hallucinations among
+    them, each weighted 1/p: what `monitor.sinks.prometheus` adds to its weight counters."""
+    total = Traffic()
+    for record in batch:
+        hallucinated = is_hallucination(record, thresholds)
+        if hallucinated is None:
+            continue
+        weight = record.weight
+        total += Traffic(1, int(hallucinated), weight, weight if hallucinated else 0.0)
+    return total
 
 
 async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what: str) -> None:

@@ -60,8 +60,7 @@ class PrometheusSink:
             else:
                 verdict = Verdict.UNSCOREABLE
             e.verdicts.labels(metric=name, verdict=verdict.value, judge=result.judge).inc()
-        p = record.inclusion_probability
-        weight = 1.0 / p if p > 0 else 0.0
+        weight = record.weight
         if is_no_context(record):
             judge = record.results["faithfulness"].judge
             e.no_context.labels(route=route, judge=judge).inc()

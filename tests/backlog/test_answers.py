@@ -282,12 +282,15 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     try:
         await sink.store.migrate()
         flagged = [scored(f"f{i}", f"flagged {i}") for i in range(4)]
-        controls = [
-            scored(f"c{i}", f"fine {i}", faithfulness=0.9)
-            for i in range(200)
-            if is_control(f"c{i}", 0.5)
-        ][:4]
-        await sink.write([*flagged, *controls])
+        # unflagged traffic up to the fourth control answer: the sink sees all of it
+        # (the traffic totals), the backlog queues the controls among it
+        fine = []
+        for i in range(200):
+            fine.append(scored(f"c{i}", f"fine {i}", faithfulness=0.9))
+            if sum(is_control(r.interaction.id, 0.5) for r in fine) == 4:
+                break
+        controls = [r for r in fine if is_control(r.interaction.id, 0.5)]
+        await sink.write([*flagged, *fine])
         assert (await sink.store.calibration()).calibrated_rate is None
         for i, verdict in enumerate(["confirmed", "confirmed", "confirmed", "false_alarm"]):
             await sink.store.review(
@@ -306,11 +309,14 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
         result = await sink.store.calibration()
     finally:
         await sink.aclose()
-    # weights: flagged 1/0.1 each (40), controls 1/(0.1 * 0.5) each (80)
-    assert result.raw_rate == pytest.approx(40 / 120)
+    # weights 1/0.1 each: flagged 40, all the scored traffic 10 * (4 + len(fine))
+    everything = 10.0 * (4 + len(fine))
+    assert result.traffic is not None and result.traffic.scored == 4 + len(fine)
+    assert result.raw_rate == pytest.approx(40 / everything)
     assert result.flag_precision == {"hallucination": 0.75}
     assert result.control_hallucination_share == pytest.approx(0.25)
-    assert result.calibrated_rate == pytest.approx((40 * 0.75 + 80 * 0.25) / 120)
+    expected = (40 * 0.75 + (everything - 40) * 0.25) / everything
+    assert result.calibrated_rate == pytest.approx(expected)
     lower, upper, rate = result.lower, result.upper, result.calibrated_rate
     assert lower is not None and upper is not None and rate is not None
     assert lower < rate < upper
@@ -324,7 +330,9 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     assert stats["calibration"]["flag_precision"] == {"hallucination": 0.75}
     assert await asyncio.to_thread(main, ["backlog", "stats"]) == 0
     text = capsys.readouterr().out
-    assert "hallucination rate, calibrated:        41.7%" in text
+    assert f"hallucination rate, calibrated:        {100 * expected:.1f}%" in text
+    assert f"hallucination rate, raw (judge):       {100 * 40 / everything:.1f}%" in text
+    assert text.index("calibrated:") < text.index("raw (judge):")
     assert "flag precision hallucination:" in text and "75.0%  (4 reviewed)" in text
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monitor.backlog.calibration import Cell, estimate, stratum
+from monitor.backlog.calibration import Cell, Traffic, estimate, stratum
 
 P = 0.5  # the sample rate
 SHARE = 0.05  # the control share
@@ -146,3 +146,27 @@ def test_no_context_answers_count_for_precision_not_for_the_rate() -> None:
     assert result.other_weight == 0.0  # not in the "other flags" stratum either
     assert result.raw_rate == pytest.approx(2 / 10)
     assert result.calibrated_rate == pytest.approx(2 / 10)
+
+
+def test_traffic_totals_replace_the_estimated_ones() -> None:
+    cells = [
+        Cell(("hallucination",), {"hallucination": "confirmed"}, 6, 6, 6, 6),
+        Cell(("hallucination",), {"hallucination": "false_alarm"}, 2, 2, 2, 2),
+        Cell(("low_relevancy",), {}, 5, 5, 5, 5),
+        Cell(("control",), {"control": "confirmed"}, 1, 20, 400, 400),
+        Cell(("control",), {"control": "false_alarm"}, 3, 60, 1200, 1200),
+    ]
+    # estimated: 8 flagged of 8 + 5 + 80; counted: 10 flagged (2 not queued) of 100
+    estimated = estimate(cells)
+    assert estimated.raw_rate == pytest.approx(8 / 93)
+    traffic = Traffic(scored=100, hallucinations=10, scored_weight=100.0, hallucination_weight=10.0)
+    counted = estimate(cells, traffic)
+    assert counted.traffic == traffic
+    assert counted.raw_rate == traffic.raw_rate == pytest.approx(0.10)
+    assert counted.calibrated_rate == pytest.approx((10 * 0.75 + 90 * 0.25) / 100)
+    assert counted.lower is not None and counted.upper is not None and counted.calibrated_rate
+    assert counted.lower < counted.calibrated_rate < counted.upper
+    # the raw rate needs no control answers once it is counted; the calibrated one does
+    flags_only = estimate(cells[:2], traffic)
+    assert flags_only.raw_rate == pytest.approx(0.10) and flags_only.calibrated_rate is None
+    assert estimate(cells, Traffic()).raw_rate == estimated.raw_rate  # empty totals: estimated

@@ -89,6 +89,7 @@ async def test_migrate_from_empty_and_rerun(pg_dsn: str, make_settings: Settings
         "backlog",
         "backlog_answers",
         "backlog_interactions",
+        "backlog_traffic",
         "backlog_verdicts",
         "schema_migrations",
     ]
@@ -193,6 +194,38 @@ async def test_repeated_question_increments_seen_count(backlog: BacklogSink, pg_
     stats = await backlog.store.stats()
     assert stats.interactions == 3
     assert stats.seen_total == 3
+
+
+async def test_enqueued_counts_interactions_and_the_traffic_totals_every_scored_record(
+    backlog: BacklogSink, pg_dsn: str
+) -> None:
+    merged = scored("m2", "  when do i NEED a receipt  ")
+    merged.inclusion_probability = 0.5
+    unscored = scored("u", "no faithfulness")
+    del unscored.results["faithfulness"]
+    batch = [
+        scored("m1", "When do I need a receipt?"),
+        merged,  # merged into m1's row: a second interaction queued, not a second row
+        scored("fine", "a good one", faithfulness=0.95),  # not queued, but scored
+        unscored,  # in neither total: no faithfulness score
+    ]
+    await backlog.write(batch)
+    assert enqueued(backlog, "hallucination") == 2
+    stats = await backlog.store.stats()
+    assert stats.rows == 1 and stats.interactions == 2
+    assert stats.interactions_by_reason == {"hallucination": 2}
+    calibration = await backlog.store.calibration()
+    assert calibration.traffic is not None
+    assert (calibration.traffic.scored, calibration.traffic.hallucinations) == (3, 2)
+    # weights 1/p: 1/0.1 for the records of `scored`, 1/0.5 for the merged one
+    assert calibration.traffic.scored_weight == pytest.approx(10 + 2 + 10)
+    assert calibration.traffic.hallucination_weight == pytest.approx(10 + 2)
+    assert calibration.raw_rate == pytest.approx(12 / 22)
+    # a redelivery queues nothing new; like the exporter's counters, the totals count it
+    await backlog.write(batch)
+    assert enqueued(backlog, "hallucination") == 2
+    again = await backlog.store.calibration()
+    assert again.traffic is not None and again.traffic.scored == 6
 
 
 async def test_same_question_in_one_batch_and_concurrent_writers(
@@ -304,7 +337,7 @@ async def test_sql_injection_strings_are_stored_verbatim(backlog: BacklogSink, p
     tables = await fetch(
         pg_dsn, "SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()"
     )
-    assert tables[0]["n"] == 5
+    assert tables[0]["n"] == 6
     for i, evil in enumerate(INJECTIONS):
         stored = evil.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
         row = await backlog.store.get(stored)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
 
 GOOD = {
@@ -202,3 +203,19 @@ def test_unknown_metric_exits_2(judge_server: JudgeServer, tmp_path: Path) -> No
     assert result.returncode == 2
     assert "answer_relevancy" in result.stderr and "known:" in result.stderr
     assert judge_server.stats.snapshot().chat_requests == 0
+
+
+def test_the_local_judge_makes_no_calls(tmp_path: Path) -> None:
+    """The in-process judge sends no request: the summary counts none, not one per step."""
+    records = tmp_path / "in.jsonl"
+    traffic = (ROOT / "monitor" / "demo" / "traffic.jsonl").read_text(encoding="utf-8")
+    records.write_text("".join(traffic.splitlines(keepends=True)[:3]), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor", "score", str(records)],
+        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["usage"]["calls"] for line in lines] == [0, 0, 0]
+    assert "judge: in process (the local judge): 0 calls, 0 tokens" in result.stderr

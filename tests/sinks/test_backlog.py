@@ -320,10 +320,11 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
     enqueued = parts.exporter.registry.get_sample_value(
         "rag_monitor_backlog_enqueued_total", {"reason": HALLUCINATION}
     )
-    # one per row created, never more: failed attempts count nothing. It may be fewer: a
-    # COMMIT that Postgres applied as it shut down, whose reply never arrived, is retried,
-    # finds its rows there and (rightly) stores nothing new, so its rows go uncounted
-    assert enqueued is not None and 0 < enqueued <= len(rows)
+    # one per interaction queued, never more: failed attempts count nothing. It may be
+    # fewer: a COMMIT that Postgres applied as it shut down, whose reply never arrived, is
+    # retried, finds its interactions there and (rightly) stores nothing new, so they go
+    # uncounted
+    assert enqueued is not None and 0 < enqueued <= len(present)
     # the sink retries counted nothing twice; only a rebalance (a legitimate redelivery,
     # e.g. a missed heartbeat on a loaded machine) could score a record again
     assert total(parts, "rag_monitor_records_skipped_total") == 0

@@ -1,0 +1,208 @@
+"""The demo's report against everything else that shows its figures, on one demo run.
+
+One run of ``rag-monitor demo`` (real broker, real Postgres, the local judge), held
+open with ``--hold``: the printed report, the JSON report, ``/metrics`` and
+``rag-monitor backlog stats`` (text and ``--json``, run against the demo's
+Postgres) must give the same hallucination rates, flag precision, backlog sizes,
+control count and verdict count. Also the report's text: the calibrated rate leads,
+the raw one says what bounds the judge's error, and numbers are rounded for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.demo.report import DemoReport
+from monitor.demo.statistics import RateEstimate
+from tests.support import ROOT
+from tests.support.demo import DemoProcess, start_demo
+
+P = "rag_monitor_"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, sorted labels) -> value."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode("utf-8")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def by_label(metrics: dict[Any, float], name: str, label: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (sample, labels), value in metrics.items():
+        if sample == name:
+            key = dict(labels)[label]
+            out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def total(metrics: dict[Any, float], name: str) -> float:
+    return sum(v for (sample, _), v in metrics.items() if sample == name)
+
+
+def one(metrics: dict[Any, float], name: str) -> float:
+    values = [v for (sample, _), v in metrics.items() if sample == name]
+    assert len(values) == 1, (name, values)
+    return values[0]
+
+
+def backlog_stats(dsn: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env["RAG_MONITOR_PG_DSN"] = dsn
+    done = subprocess.run(
+        [sys.executable, "-m", "monitor", "backlog", "stats", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def wait_for_report(path: Path, demo: DemoProcess, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and "elapsed:" in demo.output:
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return data
+        if demo.proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    demo = start_demo(
+        [
+            "--records",
+            "100",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--report-json",
+            str(report_path),
+            "--hold",
+            "300",
+        ]  # fmt: skip
+    )
+    try:
+        report = wait_for_report(report_path, demo, timeout=240)
+        metrics = scrape(report["metrics_url"])
+        stats = json.loads(backlog_stats(report["pg_dsn"], "--json"))
+        stats_text = backlog_stats(report["pg_dsn"])
+        printed = demo.output
+        demo.proc.send_signal(signal.SIGINT)  # ends the hold
+        code = demo.finish(timeout=60)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.send_signal(signal.SIGTERM)
+        demo.finish(timeout=60)
+    assert code == 0, "".join(demo.stderr)
+    cal = stats["calibration"]
+    assert report["review_verdicts"] > 0 and cal["calibrated_rate"] is not None
+
+    # --- the raw rate: the sidecar's counters = the JSON = the backlog's traffic totals
+    h = report["hallucination"]
+    counters = total(metrics, P + "hallucination_weight_total") / total(
+        metrics, P + "scored_weight_total"
+    )
+    assert h["rate"] == pytest.approx(counters, abs=1e-12)
+    assert cal["raw_rate"] == pytest.approx(counters, abs=1e-12)
+    assert cal["traffic"]["scored"] == h["n"] and cal["traffic"]["hallucinations"] == h["events"]
+
+    # --- the calibrated rate and its interval: JSON = /metrics = backlog stats
+    for ours, series, theirs in (
+        ("calibrated_rate", "hallucination_rate_calibrated", "calibrated_rate"),
+        ("calibrated_low", "hallucination_rate_calibrated_lower", "lower"),
+        ("calibrated_high", "hallucination_rate_calibrated_upper", "upper"),
+    ):
+        assert report[ours] == pytest.approx(one(metrics, P + series), abs=1e-12), ours
+        assert report[ours] == pytest.approx(cal[theirs], abs=1e-12), ours
+
+    # --- flag precision and the reviews behind it
+    precision = by_label(metrics, P + "flag_precision", "reason")
+    assert {r: v for r, v in cal["flag_precision"].items() if v is not None} == pytest.approx(
+        precision
+    )
+    assert report["flag_precision"] == pytest.approx(cal["flag_precision"])
+    assert report["flag_reviewed"] == {r: cal["reviewed"][r] for r in report["flag_reviewed"]}
+    assert report["control_hallucination_share"] == pytest.approx(
+        one(metrics, P + "control_hallucination_share")
+    )
+    assert report["control_reviewed"] == cal["reviewed"]["control"]
+    assert report["review_verdicts"] == total(metrics, P + "review_verdicts_total")
+    assert report["review_verdicts"] == cal["verdicts"]
+
+    # --- the backlog: rows per status, interactions, controls, what was queued per reason
+    assert report["backlog_status"] == stats["counts"]
+    sizes = by_label(metrics, P + "backlog_size", "status")
+    assert sizes == {k: float(v) for k, v in stats["counts"].items()}
+    assert sizes["evaluated"] == report["offline_evaluated"] > 0
+    assert report["backlog_rows"] == stats["rows"]
+    assert report["backlog_interactions"] == stats["interactions"]
+    enqueued = by_label(metrics, P + "backlog_enqueued_total", "reason")
+    assert enqueued == {k: float(v) for k, v in stats["interactions_by_reason"].items()}
+    assert report["backlog_enqueued"] == stats["interactions_by_reason"]
+    assert report["backlog_controls"] == stats["interactions_by_reason"]["control"] > 0
+
+    # --- the text: the same figures, the calibrated rate first, rounded for people
+    lines = printed.splitlines()
+    rate_lines = [line for line in lines if line.startswith("hallucination rate:")]
+    assert len(rate_lines) == 1
+    assert rate_lines[0].startswith(
+        f"hallucination rate: {report['calibrated_rate']:.1%} (95% interval "
+        f"{report['calibrated_low']:.1%} – {report['calibrated_high']:.1%}), calibrated by "
+        f"{report['review_verdicts']} reviewer verdicts"
+    )
+    raw_line = next(line for line in lines if line.startswith("  raw (judge):"))
+    assert f"{h['rate']:.1%} (95% CI {h['low']:.1%} – {h['high']:.1%};" in raw_line
+    error_line = next(line for line in lines if line.startswith("  judge error:"))
+    reviewed = report["flag_reviewed"]["hallucination"]
+    assert f"flag precision {report['flag_precision']['hallucination']:.1%} ({reviewed} " in (
+        error_line
+    )
+    assert f"n = {h['n']}" in printed and f"n = {h['n']}.0" not in printed
+    assert f"{report['backlog_controls']} of them control" in printed
+    assert f"now: evaluated {report['offline_evaluated']}" in printed
+    for line in stats_text.splitlines():
+        if line.startswith("hallucination rate, calibrated:"):
+            assert f"{100 * report['calibrated_rate']:.1f}%" in line
+        if line.startswith("hallucination rate, raw (judge):"):
+            assert f"{100 * h['rate']:.1f}%" in line
+    assert stats_text.index("calibrated:") < stats_text.index("raw (judge):")
+    demo.assert_nothing_left()
+
+
+def test_report_rounds_for_people_and_keeps_full_precision_in_json() -> None:
+    report = DemoReport(judge="j", judge_kind="local")
+    report.hallucination = RateEstimate(
+        rate=1 / 3, low=0.2, high=0.5, n=255, events=85, effective_n=255.0,
+        weighted_events=85.0, weighted_total=255.0, method="Wilson score interval, 95%",
+    )  # fmt: skip
+    report.offline_means = {"context_utility": 0.9999999999}
+    text = report.render()
+    assert "n = 255\n" in text and "255.0" not in text
+    assert "0.9999999999" not in text and "1.000" in text
+    assert "not calibrated" in text  # no verdicts: the raw rate leads, and says so
+    data = report.as_json()
+    assert data["offline_means"]["context_utility"] == 0.9999999999
+    assert data["hallucination"]["rate"] == 1 / 3

@@ -323,9 +323,11 @@ def read_sidecar(
     report.tokens_completion = int(tokens.get("completion", 0))
     report.token_budget = budget_text(settings.token_budget)
     report.token_budget_tokens = settings.token_budget.tokens
+    # the reasons interactions were queued for (every reason's series starts at 0)
     report.backlog_enqueued = {
         k: int(v)
         for k, v in metric_by_label(registry, P + "backlog_enqueued_total", "reason").items()
+        if v
     }
     _label_report(report, tally, registry)
 

@@ -254,7 +254,11 @@ class Scorer:
             raise ValueError("relevancy_questions must be >= 1")
         configured: dict[str, Metric] = {
             "faithfulness": Faithfulness(),
-            "response_relevancy": ResponseRelevancy(questions=relevancy_questions),
+            # a judge that answers every choice alike is asked once: its copies would be
+            # the same question, the same similarity
+            "response_relevancy": ResponseRelevancy(
+                questions=relevancy_questions if judge.varies_choices else 1
+            ),
             "context_utility": ContextUtility(),
             "context_precision": ContextPrecision(),
             "precision_at_k": PrecisionAtK(),

@@ -564,6 +564,8 @@ class OneChoiceJudge:
     """An in-process judge (no HTTP) that answers one choice per request, whatever n."""
 
     fuse_grounding = True
+    #: a sampling judge whose server ignores n: the scorer asks again for what is missing
+    varies_choices = True
 
     def __init__(self, kind: str = "local", *, short_grounding: bool = False) -> None:
         self.kind = kind

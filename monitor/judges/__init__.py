@@ -129,6 +129,12 @@ class Judge(Protocol):
         """
         ...
 
+    @property
+    def varies_choices(self) -> bool:
+        """Whether ``n`` choices of one prompt can differ (False: it answers every choice
+        alike, so `monitor.scoring.Scorer` asks it for one)."""
+        ...
+
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         """Answer ``prompt`` with ``n`` independent choices (``n`` > 1 only for sampling steps)."""
         ...

@@ -220,6 +220,8 @@ class OpenAIJudge:
         self.embed_batch_size = embed_batch_size
         #: whether `monitor.scoring.Scorer` may ask this judge the fused ``grounding`` step
         self.fuse_grounding = fuse_grounding
+        #: sampled choices (``n``) of one prompt may differ
+        self.varies_choices = True
         self.gate = gate
         self.observer = observer
         self.embedder = embedder

@@ -125,6 +125,8 @@ class LocalJudge:
     kind: str = KIND
     #: it answers the basic steps only, never the fused ``grounding`` step
     fuse_grounding: ClassVar[bool] = False
+    #: deterministic: every choice of a prompt is the same answer
+    varies_choices: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.threads < 1:

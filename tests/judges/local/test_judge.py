@@ -583,3 +583,15 @@ def test_screen_ranks_invented_facts_as_risky(judge: LocalJudge) -> None:
     assert good.risk < 0.2 and good.faithfulness == 1.0
     lexical = judge.screen([BYRON], "Helen Byron lent the organization $500,000.", semantic=False)
     assert lexical.risk == 1.0
+
+
+async def test_relevancy_asks_the_local_judge_once_and_shows_its_placeholder_once() -> None:
+    """Its choices would all be the same placeholder, so one is asked for (not three)."""
+    judge = LocalJudge()
+    answer = "Attach a receipt for travel expenses over $100."
+    record = await Scorer(judge, ["response_relevancy"], relevancy_questions=3).score(
+        _interaction(answer, [RECEIPTS])
+    )
+    details = record.results["response_relevancy"].details
+    assert [q["question"] for q in details["questions"]] == [RESPONSE_AS_QUESTION + answer]
+    assert details["distinct_questions"] == [RESPONSE_AS_QUESTION + answer]

@@ -87,6 +87,8 @@ class DemoReport:
     metrics_url: str = ""
     #: how long /metrics stays up after the report (0: it stops with the demo)
     hold_seconds: float = 0.0
+    #: the review page is served after the report (`--review`): everything stays up until Ctrl-C
+    review: bool = False
     bootstrap_servers: str = ""
     pg_dsn: str = ""
     workdir: str = ""
@@ -228,9 +230,12 @@ class DemoReport:
             add('  reading the means (docs/design.md, "Metrics"):')
             lines.extend(f"    - {finding}" for finding in self.offline_findings)
         add("")
-        if self.hold_seconds > 0:
-            held = f"{self.hold_seconds:g} s"
-            add(f"/metrics:     {self.metrics_url} (up for {held} after this report)")
+        if self.hold_seconds > 0 or self.review:
+            if self.review:
+                add(f"/metrics:     {self.metrics_url} (up after this report until Ctrl-C)")
+            else:
+                held = f"{self.hold_seconds:g} s"
+                add(f"/metrics:     {self.metrics_url} (up for {held} after this report)")
             add("  Prometheus:  scrape it with:")
             target = self.metrics_url.removeprefix("http://").removesuffix("/metrics")
             add("                scrape_configs:")

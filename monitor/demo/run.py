@@ -181,6 +181,7 @@ class Demo:
             await golden.refresh_series(settings, dsn, parts.exporter)
             report.elapsed_seconds = time.monotonic() - started
             report.hold_seconds = self.options.hold_seconds
+            report.review = self.options.review_port is not None
             self.out.write(report.render())
             self.out.flush()
             if self.options.report_json is not None:

@@ -158,3 +158,9 @@ def test_the_reports_metrics_lines_with_and_without_hold() -> None:
     assert "/metrics:     http://127.0.0.1:9108/metrics (up for 600 s after this report)" in held
     assert "static_configs: [{targets: ['127.0.0.1:9108']}]" in held
     assert "dashboards/rag-monitor.json" in held and "dashboards/rag-monitor.json" in without
+    report.review = True  # --review: everything stays up until Ctrl-C, whatever --hold says
+    reviewed = report.render()
+    assert "/metrics:     http://127.0.0.1:9108/metrics (up after this report until Ctrl-C)" in (
+        reviewed
+    )
+    assert "up for 600 s" not in reviewed and "static_configs" in reviewed

@@ -59,9 +59,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `monitor` and the test doubles (`tests.support`) of this tree
 
 from monitor.judges.llm import OpenAIJudge  # noqa: E402
-from monitor.judges.wire import strict_schema  # noqa: E402
-from monitor.metrics import _statements as st  # noqa: E402
-from monitor.metrics.steps import (  # noqa: E402
+from monitor.judges.steps import (  # noqa: E402
     GROUNDING,
     QUESTIONS,
     STATEMENTS,
@@ -74,6 +72,8 @@ from monitor.metrics.steps import (  # noqa: E402
     Verdicts,
     join_contexts,
 )
+from monitor.judges.wire import strict_schema  # noqa: E402
+from monitor.metrics import _statements as st  # noqa: E402
 from monitor.records import Context, Interaction, ScoredRecord, Usage  # noqa: E402
 from monitor.scoring import ONLINE_METRICS, Scorer  # noqa: E402
 from monitor.tokens import count_tokens, estimate_prompt_tokens  # noqa: E402

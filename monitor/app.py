@@ -16,6 +16,7 @@ import importlib
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -33,9 +34,9 @@ from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
 from monitor.kafka.publisher import KafkaPublisher
-from monitor.pipeline import BUDGET, BUDGET_THINNED, Pipeline, RecordScorer
+from monitor.pipeline import BUDGET, Pipeline, RecordScorer
 from monitor.records import INVALID_REASONS
-from monitor.sampling import RateAdjuster, Sampler
+from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
 from monitor.scoring import Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
@@ -43,6 +44,9 @@ from monitor.sources.kafka import KafkaSource
 from monitor.sources.traces import TraceSource
 from monitor.telemetry import Exporter, JudgeMetrics
 from monitor.tokens import count_tokens
+
+if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
+    from monitor.backlog.store import BacklogStore
 
 log = structlog.get_logger("monitor.app")
 
@@ -134,12 +138,7 @@ def build(settings: Settings) -> Components:
         parts.starters.append(lambda: backlog.start(check=False))
         parts.closers.append(backlog.aclose)
 
-        async def postgres() -> bool:
-            await store.ping()
-            return True
-
-        checks["postgres"] = postgres
-        checks["schema"] = _schema(store)
+        checks.update(backlog_checks(store))
         parts.starters.append(_quietly(checks["schema"]))
     if settings.scores_topic:
         from monitor.sinks.scores_topic import ScoresTopicSink
@@ -210,6 +209,16 @@ def _kafka(source: KafkaSource) -> ReadinessCheck:
         return source.reachable
 
     return check
+
+
+def backlog_checks(store: BacklogStore) -> dict[str, ReadinessCheck]:
+    """``postgres`` (the backlog's Postgres answers) and ``schema`` (every migration applied)."""
+
+    async def postgres() -> bool:
+        await store.ping()
+        return True
+
+    return {"postgres": postgres, "schema": _schema(store)}
 
 
 def _schema(backlog: AppliedMigrations) -> ReadinessCheck:

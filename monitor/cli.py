@@ -34,12 +34,19 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rag-monitor",
-        description="Production monitor for RAG services (see README.md).",
+        description="Production monitor for RAG services: score live interactions from Kafka, "
+        "export the scores to Prometheus and keep a golden-set backlog in Postgres.",
+        epilog="Settings come from RAG_MONITOR_* environment variables or a --config file; "
+        "rag-monitor COMMAND --help describes each command.",
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="YAML settings file (environment variables win)"
+        "--config",
+        metavar="FILE",
+        help="read settings from this YAML file (RAG_MONITOR_* variables win over it)",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (one of these)"
+    )
     registered: set[str] = set()
     for module_name in dict.fromkeys(COMMANDS.values()):
         module = importlib.import_module(f"monitor.commands.{module_name}")

@@ -5,13 +5,20 @@ The YAML file uses the same keys as the variables, without the prefix, in
 lower case (``kafka_topic: interactions``); the upper-case variable spelling
 (``RAG_MONITOR_KAFKA_TOPIC``) is accepted there too. A mapping (``thresholds``)
 given in several places is merged key by key, each key by the same precedence.
+
+A ``RAG_MONITOR_*`` variable that is not a setting is refused, as an unknown key
+in the file is, naming the nearest setting: a typo never leaves a default in
+force unnoticed. The few variables of that prefix that are not settings are
+listed in `NOT_SETTINGS`.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+from collections.abc import Mapping
 from contextvars import ContextVar
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -37,6 +44,17 @@ from pydantic_settings import (
 )
 
 PREFIX = "RAG_MONITOR_"
+
+#: the ``RAG_MONITOR_*`` variables that are read outside the settings tree, and by what;
+#: load_settings accepts them (every other variable of the prefix must name a setting)
+NOT_SETTINGS: Mapping[str, str] = {
+    "RAG_MONITOR_TEST_BROKER": "the demo's and the Kafka tests' embedded broker: noida or tansu",
+    "RAG_MONITOR_TEST_RAGAS_PYTHON": "the test suite: the Python of a venv with Ragas installed",
+    "RAG_MONITOR_TEST_SCREENSHOTS": "the test suite: a folder for the review page's screenshots",
+}
+
+#: reserved for the test suite's own variables: accepted, never a setting
+TEST_PREFIX = f"{PREFIX}TEST_"
 
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -299,6 +317,7 @@ class _SettingsFile(YamlConfigSettingsSource):
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Build the settings tree or raise ConfigError naming each bad setting."""
+    _check_variable_names(os.environ)
     _check_json_variables(set(overrides))
     token = _config_file.set(None if config_file is None else Path(config_file))
     try:
@@ -309,6 +328,73 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         raise ConfigError(f"invalid configuration: {exc}") from None
     finally:
         _config_file.reset(token)
+
+
+def setting_variables() -> dict[str, str]:
+    """Every variable name that sets a setting (upper case) -> the setting's field name."""
+    names = {}
+    for name, info in Settings.model_fields.items():
+        names[PREFIX + name.upper()] = name
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        for choice in choices:
+            if isinstance(choice, str) and choice.upper().startswith(PREFIX):
+                names[choice.upper()] = name
+    return names
+
+
+def _check_variable_names(environ: Mapping[str, str]) -> None:
+    """Refuse a ``RAG_MONITOR_*`` variable that is neither a setting nor in NOT_SETTINGS.
+
+    The variables are read regardless of case, so they are checked regardless of case.
+    """
+    known = setting_variables()
+    delimiter = Settings.model_config.get("env_nested_delimiter")
+    lines = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith(PREFIX) or upper in known or upper in NOT_SETTINGS:
+            continue
+        if upper.startswith(TEST_PREFIX):
+            continue
+        head = _collection_head(upper, known)
+        if delimiter and head is not None and upper.startswith(head + delimiter.upper()):
+            continue  # one key of a mapping setting, read as such by pydantic-settings
+        lines.append(f"  {variable}: {_not_a_setting(upper, known, in_environment=True)}")
+    if lines:
+        raise ConfigError("\n".join(["invalid configuration:", *lines]))
+
+
+def _collection_head(variable: str, known: Mapping[str, str]) -> str | None:
+    """The mapping or list setting whose name ``variable`` extends, if any.
+
+    (``THRESHOLDS__FAITHFULNESS`` extends ``THRESHOLDS``, after the prefix.)
+    """
+    for name, field in known.items():
+        if variable.startswith(name + "_"):
+            info = Settings.model_fields[field]
+            if get_origin(info.annotation) in (dict, list):
+                return name
+    return None
+
+
+def _not_a_setting(variable: str, known: Mapping[str, str], *, in_environment: bool) -> str:
+    """Why ``variable`` (upper case, not a setting) is refused, naming the nearest setting."""
+    head = _collection_head(variable, known)
+    if head is not None and in_environment:
+        # no nested variables: a mapping or a list is the value of its one variable
+        if NoDecode in Settings.model_fields[known[head]].metadata:
+            return f"not a setting; {head} is one variable, a comma-separated list"
+        return f"not a setting; {head} is one variable, holding JSON"
+    if head is not None:
+        return f"not a setting; did you mean {head}?"
+    if variable == f"{PREFIX}CONFIG":
+        return "not a setting; the settings file is named with --config FILE"
+    suffixes = {name.removeprefix(PREFIX): name for name in known}
+    nearest = difflib.get_close_matches(variable.removeprefix(PREFIX), suffixes, n=1, cutoff=0.6)
+    if nearest:
+        return f"not a setting; did you mean {suffixes[nearest[0]]}?"
+    return "not a setting (README.md lists every setting)"
 
 
 def _check_json_variables(overridden: set[str]) -> None:
@@ -341,5 +427,8 @@ def _explain(exc: ValidationError) -> str:
         name = loc[0] if loc else "?"
         where = ".".join(loc[1:])
         setting = f"{PREFIX}{name.upper()}" + (f" [{where}]" if where else "")
-        lines.append(f"  {setting}: {err['msg']}")
+        message = err["msg"]
+        if err["type"] == "extra_forbidden" and not where:
+            message = _not_a_setting(setting, setting_variables(), in_environment=False)
+        lines.append(f"  {setting}: {message}")
     return "\n".join(lines)

@@ -1,7 +1,15 @@
 """When a scored record is suspicious: pure rules over its online scores.
 
-Used by the Prometheus sink (hallucination counters) and the backlog sink
-(what gets queued, with which reasons). Defined once here.
+Used by the Prometheus sink (hallucination and no-context counters) and the
+backlog sink (what gets queued, with which reasons). Defined once here.
+
+A record whose faithfulness was scored but that had no context (no retrieved
+chunk with any text) is a retrieval failure, ``no_context``, not a
+hallucination: its faithfulness is 0 by definition (nothing supports any
+statement), so counting it as a hallucination would report a retrieval outage
+as a generation problem. It is flagged ``no_context`` instead of
+``hallucination`` and stays out of the hallucination rate (numerator and
+denominator alike).
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ HALLUCINATION = "hallucination"
 LOW_RELEVANCY = "low_relevancy"
 LOW_UTILITY = "low_utility"
 NONCOMMITTAL = "noncommittal"
+NO_CONTEXT = "no_context"
 CONTROL = "control"
 #: every reason a record is queued in the backlog for
-FLAG_REASONS = (HALLUCINATION, LOW_RELEVANCY, LOW_UTILITY, NONCOMMITTAL, CONTROL)
+FLAG_REASONS = (HALLUCINATION, NO_CONTEXT, LOW_RELEVANCY, LOW_UTILITY, NONCOMMITTAL, CONTROL)
 
 #: metric -> flag reason when its score falls below the metric's threshold
 _BELOW_THRESHOLD = {
@@ -32,10 +41,25 @@ def threshold(thresholds: Mapping[str, float], metric: str) -> float:
     return thresholds.get(metric, DEFAULT_THRESHOLD)
 
 
-def is_hallucination(record: ScoredRecord, thresholds: Mapping[str, float]) -> bool | None:
-    """True/False when faithfulness was scored, None when it was not (or is unscoreable)."""
+def has_context(record: ScoredRecord) -> bool:
+    """Whether the interaction came with at least one retrieved chunk that has text."""
+    return any(c.text.strip() for c in record.interaction.retrieved_contexts)
+
+
+def is_no_context(record: ScoredRecord) -> bool:
+    """Faithfulness was scored, against no context: a retrieval failure (`NO_CONTEXT`)."""
     result = record.results.get("faithfulness")
-    if result is None or not result.scoreable:
+    return result is not None and result.scoreable and not has_context(record)
+
+
+def is_hallucination(record: ScoredRecord, thresholds: Mapping[str, float]) -> bool | None:
+    """True/False when faithfulness was scored against context; None otherwise.
+
+    None when faithfulness was not scored, is unscoreable, or had no context to be
+    faithful to (`is_no_context`): such a record is not part of the hallucination rate.
+    """
+    result = record.results.get("faithfulness")
+    if result is None or not result.scoreable or not has_context(record):
         return None
     return result.score < threshold(thresholds, "faithfulness")
 
@@ -47,6 +71,9 @@ def flag_reasons(record: ScoredRecord, thresholds: Mapping[str, float]) -> list[
         result = record.results.get(metric)
         if result is not None and result.scoreable and result.score < threshold(thresholds, metric):
             reasons.append(reason)
+    if is_no_context(record):
+        # whatever faithfulness says against nothing, the flag is the retrieval's
+        reasons = [NO_CONTEXT, *(r for r in reasons if r != HALLUCINATION)]
     relevancy = record.results.get("response_relevancy")
     faithfulness = record.results.get("faithfulness")
     if (relevancy is not None and relevancy.details.get("all_noncommittal") is True) or (

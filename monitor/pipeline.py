@@ -1,29 +1,42 @@
-"""source → sample → score → sinks, read top to bottom.
+"""source → validate → sample → score → sinks, read top to bottom.
+
+Each stage is one module, and this one only calls them in order:
+
+| stage    | module                                                        | here                |
+|----------|---------------------------------------------------------------|---------------------|
+| source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
+| validate | `monitor.records` (`check_record`)                            | `Pipeline._read`    |
+| sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
+| score    | `monitor.scoring` over `monitor.metrics` and `monitor.judges` | `Pipeline._score`   |
+| sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
 
 For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
-1. **size** — over ``max_record_bytes``: dead-lettered (cheap, no parsing);
-2. **validate, then sample** — every record is validated (`records.check_record`:
-   a hand check of the usual shape, the full model only for the rest), and an
-   invalid one goes to the dead-letter topic whether the sampler would have kept
-   it or not. Then `Sampler.precheck` drops most valid records without building
-   their Interaction, and `Sampler.admit` decides for the rest with the exact
-   rate, which becomes the record's inclusion probability. Both happen in the
-   fetch loop itself (`Pipeline._triage`), so a sampled-out record costs no
-   task. A record the configured rate would keep but the budget's scale drops
-   is counted as ``records_skipped_total{reason="budget_thinned"}``;
+1. **validate** — `Pipeline._read`: a record its source found invalid (an OTLP
+   message that does not decode), one over ``max_record_bytes`` (cheap, no
+   parsing) and one `records.check_record` refuses (a hand check of the usual
+   shape, the full model only for the rest) go to the dead-letter topic,
+   whatever the sampler would have decided;
+2. **sample** — `Pipeline._decide`: the one sampling decision
+   (`sampling.Sampler.decide`), on the record's key (else its id) and
+   metadata, with the budget's scale. A dropped record never becomes an
+   Interaction and is finished at once; one the configured rate would keep but
+   the budget's scale drops is counted as
+   ``records_skipped_total{reason="budget_thinned"}``; a kept one carries its
+   inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
+   sampled-out record costs no task;
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
    reason (``records_skipped_total{reason}``), never given a made-up score.
    With a ``fallback`` scorer (the local judge), records skipped for
    ``budget`` are scored by it instead;
-4. **sinks** — scored records wait in ``pending`` until `checkpoint` has
+4. **sinks** — scored records wait in the `checkpoint.Checkpoint` until it has
    written them to every sink: every ``checkpoint_interval``, or as soon as
    half of the in-flight window is pending.
 
 A record is *finished* when it was sampled out, dead-lettered, skipped, or is
-in every sink; only then may its offset be committed (`checkpoint`: write and
-flush sinks, then commit — the at-least-once order, in one method). A sink
+in every sink; only then may its offset be committed (`Checkpoint.commit`: write
+and flush sinks, then commit — the at-least-once order, in one method). A sink
 error keeps the records pending and is retried with backoff; pending records
 count as unfinished, so the source pauses its partitions when too many pile
 up. `run` stops fetching when asked, lets in-flight work finish within the
@@ -36,13 +49,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
 
 from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
 from monitor.records import (
     CheckedRecord,
@@ -51,39 +64,20 @@ from monitor.records import (
     ScoredRecord,
     check_record,
 )
-from monitor.sampling import Sampler, unit_hash
-from monitor.sinks import Sink, SinkError
+from monitor.sampling import Decision, Kept, Sampler
+from monitor.sinks import Sink
 from monitor.sources import DeadLetterError, Source, SourceRecord
-from monitor.sources.traces import RejectedRecord, TraceRecord
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
 
 BUDGET = "budget"
-#: a record the configured rate keeps but the budget's scale dropped (sampled out)
-BUDGET_THINNED = "budget_thinned"
 
 
 class RecordScorer(Protocol):
     """`monitor.scoring.Scorer`: never raises for a judge failure, sets ``error`` instead."""
 
     async def score(self, interaction: Interaction) -> ScoredRecord: ...
-
-
-@dataclass(frozen=True)
-class _Admitted:
-    """A valid record the sampler kept, with its inclusion probability."""
-
-    interaction: Interaction
-    probability: float
-
-
-@dataclass
-class _Pending:
-    record: SourceRecord
-    scored: ScoredRecord
-    #: indexes of the sinks that hold the record
-    delivered: set[int] = field(default_factory=set)
 
 
 class Backoff:
@@ -139,14 +133,18 @@ class Pipeline:
         self.fallback = fallback
         self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
-        self.pending: list[_Pending] = []
+        self._checkpoint = Checkpoint(source, self.sinks, exporter)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._checkpoint_lock = asyncio.Lock()
         #: set when half the in-flight window waits for the sinks: checkpoint before the timer
         self._flush_soon = asyncio.Event()
         self._sink_backoff = Backoff()
         self._retry_at = 0.0
         self._stopping = False
+
+    @property
+    def pending(self) -> list[Pending]:
+        """Scored records not yet in every sink (`Checkpoint.pending`)."""
+        return self._checkpoint.pending
 
     # --- the loop
 
@@ -177,7 +175,7 @@ class Pipeline:
             await self._drain(time.monotonic() + grace)
 
     async def _process(
-        self, record: SourceRecord, verdict: _Admitted | InvalidRecord, slots: asyncio.Semaphore
+        self, record: SourceRecord, verdict: Kept | InvalidRecord, slots: asyncio.Semaphore
     ) -> None:
         try:
             await self._handle(record, verdict)
@@ -187,46 +185,52 @@ class Pipeline:
         finally:
             slots.release()
 
-    def _triage(self, record: SourceRecord) -> _Admitted | InvalidRecord | None:
-        """Steps 1 and 2, in the fetch loop: validate every record, then sample.
+    def _triage(self, record: SourceRecord) -> Kept | InvalidRecord | None:
+        """Steps 1 and 2, in the fetch loop: validate the record, then sample it, once.
 
         None when the record was sampled out (it is finished); else what `_handle` does
-        with it: dead-letter an InvalidRecord, score an admitted one.
+        with it: dead-letter an InvalidRecord, score a kept one.
         """
-        if isinstance(record, RejectedRecord):  # the source found it invalid (not OTLP)
-            return record.invalid
-        if isinstance(record, TraceRecord) and record.sampled_out:  # dropped on its trace id
-            self._offered(self.sampler.rate)
+        read = self._read(record)
+        if isinstance(read, InvalidRecord):
+            return read
+        decision = self._decide(record, read)
+        self._offered(decision.offered)
+        if decision.kept is None:
+            if decision.skipped is not None:
+                self.exporter.records_skipped.labels(reason=decision.skipped).inc()
             self.source.finish(record)
+            return None
+        self.exporter.records_sampled.inc()
+        return decision.kept
+
+    def _read(self, record: SourceRecord) -> CheckedRecord | Interaction | InvalidRecord | None:
+        """Step 1: the record validated, or why it is invalid; None when its source left
+        it unread (`SourceRecord.unread`: the sampler drops it on its key)."""
+        if record.invalid is not None:
+            return record.invalid
+        if record.unread:
             return None
         if record.size > self.settings.max_record_bytes:
             detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
             return InvalidRecord("too_large", detail)
         try:
-            checked = check_record(
-                record.value, record.key, max_bytes=self.settings.max_record_bytes
-            )
+            return check_record(record.value, record.key, max_bytes=self.settings.max_record_bytes)
         except InvalidRecord as invalid:
             return invalid
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
-        unit = record.key or checked.id.encode("utf-8")  # the sampler's unit: key, else id
-        precheck = self.sampler.precheck(unit, record.value, scale)
-        self._offered(self.sampler.rate_for(checked.metadata))
-        interaction: Interaction | None = None
-        probability: float | None = None
-        if not precheck.drop:
-            interaction = _with_timestamp(checked, record)
-            probability = self.sampler.admit(interaction, precheck.u, scale, precheck.ceiling)
-        if interaction is None or probability is None:
-            if scale < 1.0 and unit_hash(unit) < self.sampler.rate_for(checked.metadata):
-                # the configured rate would have kept it: the budget thinned it
-                self.exporter.records_skipped.labels(reason=BUDGET_THINNED).inc()
-            self.source.finish(record)
-            return None
-        self.exporter.records_sampled.inc()
-        return _Admitted(interaction, probability)
 
-    async def _handle(self, record: SourceRecord, verdict: _Admitted | InvalidRecord) -> None:
+    def _decide(self, record: SourceRecord, read: CheckedRecord | Interaction | None) -> Decision:
+        """Step 2: the sampler's one decision, on the record's key (else its id), its
+        metadata and the budget's scale; its Interaction is built only if it may be kept."""
+        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        if read is None:
+            return self.sampler.decide(record.key or b"", None, None, scale)
+        unit = record.key or read.id.encode("utf-8")
+        return self.sampler.decide(
+            unit, read.metadata, lambda: _with_timestamp(read, record), scale
+        )
+
+    async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
         if isinstance(verdict, InvalidRecord):
             await self._dead_letter(record, verdict)
             return
@@ -235,7 +239,7 @@ class Pipeline:
             self._skip(record, scored.error, verdict.interaction.trace_id)
             return
         scored.inclusion_probability = verdict.probability
-        self.pending.append(_Pending(record, scored))
+        self._checkpoint.add(record, scored)
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted
             # records: flush now rather than let the window wait for the timer
@@ -282,59 +286,16 @@ class Pipeline:
             self.source.finish(record)
             return
 
-    # --- the at-least-once order: sinks first, then offsets
+    # --- the at-least-once order (`monitor.checkpoint`): sinks first, then offsets
 
     async def checkpoint(self) -> bool:
-        """Write pending records to every sink, flush, mark them finished, commit.
+        """`Checkpoint.commit` (write and flush sinks, finish, commit), then the gauges.
 
         Returns False when a sink failed (its records stay pending and uncommitted).
         """
-        async with self._checkpoint_lock:
-            self.pending = [p for p in self.pending if self.source.owns(p.record)]
-            batch = list(self.pending)
-            healthy = True
-            for index, sink in enumerate(self.sinks):
-                todo = [p for p in batch if index not in p.delivered]
-                if todo and not await self._deliver(index, sink, todo):
-                    healthy = False
-            done = [p for p in batch if len(p.delivered) == len(self.sinks)]
-            if done:
-                finished = {id(p) for p in done}
-                self.pending = [p for p in self.pending if id(p) not in finished]
-                for p in done:
-                    self.exporter.records_scored.inc()
-                    self.source.finish(p.record)
-                    log.debug("record scored", id=p.scored.interaction.id,
-                              trace_id=p.scored.interaction.trace_id,
-                              span_id=p.scored.interaction.span_id)  # fmt: skip
-            await self.source.commit()
-            self._gauges()
-            return healthy
-
-    async def _deliver(self, index: int, sink: Sink, todo: list[_Pending]) -> bool:
-        name = sink.name
-        try:
-            await sink.write([p.scored for p in todo])
-            await sink.flush()
-        except SinkError as exc:
-            if exc.retryable:
-                log.warning("sink write failed", sink=name, records=len(todo), error=str(exc))
-                return False
-            # permanent: find the records the sink refuses, give up on those only
-            for p in todo:
-                try:
-                    await sink.write([p.scored])
-                    await sink.flush()
-                except SinkError as one:
-                    if one.retryable:
-                        return False
-                    log.error("sink refused record", sink=name, error=str(one))
-                    self.exporter.records_skipped.labels(reason=f"sink_{name}").inc()
-                p.delivered.add(index)
-            return True
-        for p in todo:
-            p.delivered.add(index)
-        return True
+        healthy = await self._checkpoint.commit()
+        self._gauges()
+        return healthy
 
     async def _checkpoint_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -92,7 +92,7 @@ class Interaction(BaseModel):
 
 
 #: every `InvalidRecord.reason`
-INVALID_REASONS = ("too_large", "not_utf8", "not_json", "not_object", "schema")
+INVALID_REASONS = ("too_large", "not_utf8", "not_json", "not_object", "schema", "empty_response")
 
 
 class InvalidRecord(Exception):
@@ -113,8 +113,10 @@ def parse_record(
 ) -> Interaction:
     """Bytes from Kafka (or a file line) to an Interaction, or InvalidRecord.
 
-    Reasons: ``too_large``, ``not_utf8``, ``not_json``, ``not_object``, ``schema``.
-    The detail names the field but never quotes the record's text.
+    Reasons: ``too_large``, ``not_utf8``, ``not_json``, ``not_object``, ``schema``,
+    ``empty_response`` (a response that is empty or blank: the RAG service answered
+    nothing, so there is nothing to score). The detail names the field but never
+    quotes the record's text.
     """
     if value is None:
         raise InvalidRecord("not_json", "empty value (tombstone)")
@@ -127,8 +129,10 @@ def parse_record(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
+        # the message may end in "at" ("Unterminated string starting at"): the position
+        # follows a colon, as in json's own message
         raise InvalidRecord(
-            "not_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+            "not_json", f"{exc.msg}: line {exc.lineno} column {exc.colno}"
         ) from None
     except RecursionError:
         raise InvalidRecord("not_json", "nested too deeply") from None
@@ -158,7 +162,8 @@ class CheckedRecord(NamedTuple):
 
 
 _CONTEXTS = ("retrieved_contexts", "contexts", "documents")
-_FIELDS = (("user_input", "question", "query"), _CONTEXTS, ("response", "answer"))
+_RESPONSE = ("response", "answer")
+_FIELDS = (("user_input", "question", "query"), _CONTEXTS, _RESPONSE)
 #: a ``\uD800``-``\uDFFF`` escape: a surrogate, which a string field refuses unless paired
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -209,8 +214,8 @@ def _check_common(value: bytes | None, key: bytes | None, max_bytes: int) -> Che
         if aliases is _CONTEXTS:
             if not isinstance(present, list) or not all(map(_plain_context, present)):
                 return None
-        elif not isinstance(present, str):
-            return None
+        elif not isinstance(present, str) or (aliases is _RESPONSE and not present.strip()):
+            return None  # a blank response: `validate_record` says why it is invalid
     reference = data["reference"] if "reference" in data else data.get("ground_truth")
     metadata = data["metadata"] if "metadata" in data else {}
     if reference is not None and not isinstance(reference, str):
@@ -237,10 +242,19 @@ _EXACT_INT = 2**53
 
 
 def validate_record(data: dict[str, Any]) -> Interaction:
+    """A record's fields to an Interaction, or InvalidRecord (``schema``, ``empty_response``).
+
+    The model itself accepts a blank response (a stored backlog row may hold one); a
+    record arriving for scoring does not: an answer of nothing is a failure of the RAG
+    service, not an answer whose relevancy or utility is 0.
+    """
     try:
-        return Interaction.model_validate(data)
+        interaction = Interaction.model_validate(data)
     except ValidationError as exc:
         raise InvalidRecord("schema", describe_validation_error(exc)) from None
+    if not interaction.response.strip():
+        raise InvalidRecord("empty_response", "response: empty or blank")
+    return interaction
 
 
 def describe_validation_error(exc: ValidationError) -> str:

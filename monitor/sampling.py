@@ -9,25 +9,24 @@ replica and every redelivery takes the same decision, and because ``u`` is
 uniform and independent of the metadata, the record's inclusion probability
 is exactly ``rate``; it is stamped on the scored record (weight ``1/p``).
 
-The decision is taken in two steps so that most records never become an
-`Interaction` (the pipeline validates every record before it asks: a malformed
-record goes to the dead-letter topic whatever the sampler would decide):
+`Sampler.decide` is the one decision, taken once per record after it was
+validated (a malformed record goes to the dead-letter topic whatever the
+sampler would decide). It reads the metadata, so a record it drops never
+becomes an `Interaction`; only a record within the risk adjuster's ceiling is
+built and screened. It answers with the rate the record was offered at (for
+`budget.AdaptiveRate.offered`), the kept record with its probability, or why a
+dropped record counts as skipped: `BUDGET_THINNED` when the configured rate
+keeps it and only the budget's scale dropped it.
 
-1. `Sampler.precheck` (raw bytes only): when ``u`` is at or above the highest
-   rate any rule could give *this* record, it is dropped. Whether a
-   rule could match is decided from the raw JSON bytes: a rule's values must
-   appear literally (JSON-escaped) in the record, unless the record uses
-   ``\\u`` or ``\\/`` escapes, in which case the rule is assumed possible.
-   That test never misses a real match, so the drop is exact.
-2. `Sampler.admit` (after parsing): the exact rate from the metadata; kept
-   when ``u < rate``.
+`Sampler.drops_unread` lets a source leave a record unread (a trace not
+assembled) when its unit alone decides the drop; `decide` then answers for it
+on the unit.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,10 +43,10 @@ def unit_hash(unit: bytes) -> float:
 
 
 class RateAdjuster(Protocol):
-    """A hook that changes a record's rate after parsing (risk-based sampling).
+    """A hook that changes a record's rate from its Interaction (risk-based sampling).
 
     ``ceiling(rate)`` bounds what ``adjust`` can return for *any* record with
-    that base rate; the sampler uses it to drop records before parsing.
+    that base rate; the sampler uses it to drop records before building them.
     """
 
     def ceiling(self, rate: float) -> float: ...
@@ -55,19 +54,30 @@ class RateAdjuster(Protocol):
     def adjust(self, interaction: Interaction, rate: float) -> float: ...
 
 
+#: a record the configured rate keeps but the budget's scale dropped (counted as skipped)
+BUDGET_THINNED = "budget_thinned"
+
+
 @dataclass(frozen=True)
-class Precheck:
-    """The first step's answer. ``u`` is None when the record has no key (hash the id later)."""
+class Kept:
+    """A record the sampler keeps: its Interaction and inclusion probability."""
 
-    drop: bool
-    u: float | None
-    #: the ceiling the decision used; `Sampler.admit` never stamps a probability above it,
-    #: since a record with ``u`` at or above it was already dropped
-    ceiling: float = 1.0
+    interaction: Interaction
+    probability: float
 
 
-def _needle(value: str) -> bytes:
-    return json.dumps(value, ensure_ascii=False)[1:-1].encode("utf-8")
+@dataclass(frozen=True)
+class Decision:
+    """`Sampler.decide`'s answer for one record."""
+
+    #: the rate the record is offered at with the budget's scale at 1 (its rule's, else
+    #: the configured rate): what `budget.AdaptiveRate.offered` sums
+    offered: float
+    #: the kept record; None when it is dropped
+    kept: Kept | None = None
+    #: why a dropped record counts as skipped (`BUDGET_THINNED`); None when it is kept or
+    #: simply sampled out
+    skipped: str | None = None
 
 
 class Sampler:
@@ -85,34 +95,52 @@ class Sampler:
         self.rate = rate
         self.rules = tuple(rules)
         self.adjuster = adjuster
-        self._needles = tuple(
-            tuple(_needle(k) for k in rule.match) + tuple(_needle(v) for v in rule.match.values())
-            for rule in self.rules
-        )
 
-    # --- step 1: raw bytes
+    def decide(
+        self,
+        unit: bytes,
+        metadata: Mapping[str, Any] | None,
+        interaction: Callable[[], Interaction] | None,
+        scale: float = 1.0,
+    ) -> Decision:
+        """Keep or drop one record: the only sampling decision a record gets.
 
-    def precheck(self, key: bytes | None, value: bytes | None, scale: float = 1.0) -> Precheck:
-        if not key:
-            return Precheck(drop=False, u=None)
-        u = unit_hash(key)
-        ceiling = self.ceiling(value, scale)
-        return Precheck(drop=u >= ceiling, u=u, ceiling=ceiling)
+        ``unit`` is the record's sampling unit (its key, else its id); ``metadata`` its
+        metadata; ``interaction`` builds its Interaction, called only when the record is
+        within reach of being kept. A record its source left unread (`drops_unread`) has
+        neither: it is decided on ``unit`` alone. ``scale`` is the budget's
+        (`budget.AdaptiveRate.scale`, at most 1).
 
-    def ceiling(self, value: bytes | None, scale: float = 1.0) -> float:
-        """The highest rate this record could get once parsed (never below the true rate)."""
-        highest = self.rate
-        if value is not None and self.rules:
-            escaped = b"\\u" in value or b"\\/" in value
-            for rule, needles in zip(self.rules, self._needles, strict=True):
-                if rule.rate > highest and (escaped or all(n in value for n in needles)):
-                    highest = rule.rate
-        highest = _clamp(highest * scale)
-        if self.adjuster is not None:
-            highest = _clamp(self.adjuster.ceiling(highest))
-        return highest
+        A risk adjuster that recalibrates while it screens the record cannot raise the
+        stamped probability above the ceiling the drop was decided with: a record with
+        ``u`` at or above it was dropped unbuilt.
+        """
+        u = unit_hash(unit)
+        offered = self.rate_for(metadata) if metadata is not None else self.rate
+        rate = _clamp(offered * scale)
+        ceiling = rate if self.adjuster is None else _clamp(self.adjuster.ceiling(rate))
+        if u < ceiling:
+            if interaction is None:
+                raise ValueError("a record the sampler may keep was left unread")
+            built = interaction()
+            if self.adjuster is not None:
+                rate = min(_clamp(self.adjuster.adjust(built, rate)), ceiling)
+            if u < rate:
+                return Decision(offered, Kept(built, rate))
+        thinned = scale < 1.0 and u < offered
+        return Decision(offered, skipped=BUDGET_THINNED if thinned else None)
 
-    # --- step 2: parsed record
+    def drops_unread(self, unit: bytes) -> bool:
+        """Whether `decide` drops every record with this ``unit``, whatever it holds and
+        whatever the budget's scale: so a source need not read it.
+
+        Only without metadata rules and a risk adjuster: then every record has the same
+        rate, which the budget only ever scales down (the adjuster's ceiling moves as it
+        recalibrates).
+        """
+        if self.rules or self.adjuster is not None:
+            return False
+        return unit_hash(unit) >= self.rate
 
     def rate_for(self, metadata: Mapping[str, Any], scale: float = 1.0) -> float:
         """The configured rate, or the first matching rule's rate, times ``scale``.
@@ -125,27 +153,6 @@ class Sampler:
                 rate = rule.rate
                 break
         return _clamp(rate * scale)
-
-    def admit(
-        self,
-        interaction: Interaction,
-        u: float | None = None,
-        scale: float = 1.0,
-        ceiling: float = 1.0,
-    ) -> float | None:
-        """The inclusion probability when the record is kept, None when it is not.
-
-        ``u`` is the precheck's hash of the key; without a key the id is hashed.
-        ``ceiling`` is the precheck's: an adjuster that recalibrated between the
-        two steps cannot raise the stamped probability above what the precheck let through.
-        """
-        if u is None:
-            u = unit_hash(interaction.id.encode("utf-8"))
-        rate = self.rate_for(interaction.metadata, scale)
-        if self.adjuster is not None:
-            rate = _clamp(self.adjuster.adjust(interaction, rate))
-        rate = min(rate, ceiling)
-        return rate if u < rate else None
 
 
 def _clamp(rate: float) -> float:

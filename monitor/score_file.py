@@ -5,7 +5,9 @@ records at a time and writes one JSON line per input line, in input order: the
 record's output line (`ScoredRecord.output_line`), or for a line that is not a
 valid record `invalid_line` (its id if it has one, and the reason as ``error``).
 A `Summary` of the run (mean, count and unscoreable per metric; judge calls and
-tokens per record) is returned for the table `rag-monitor score` prints.
+tokens per record) is returned for the table `rag-monitor score` prints. A record
+counts as *scored* when at least one of its metrics got a value; `Summary.failure`
+is the one-line cause when no record did.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import json
 import math
 import sys
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,26 +36,66 @@ DEFAULT_CONCURRENCY = {"llm": 8, "local": 64}
 class Summary:
     """What the run did, for the table on stderr."""
 
+    #: valid records (each was handed to the scorer)
     records: int = 0
+    #: valid records with at least one metric value
+    scored: int = 0
     invalid: int = 0
     judge_errors: int = 0
     usage: Usage = field(default_factory=Usage)
     scores: dict[str, list[float]] = field(default_factory=dict)
     unscoreable: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    #: records by the judge failure that failed them ("connection: connection refused")
+    judge_causes: Counter[str] = field(default_factory=Counter)
+    #: unscoreable results of records the judge did not fail on, by their reason ("no reference")
+    unscoreable_reasons: Counter[str] = field(default_factory=Counter)
+    #: the first invalid line's error
+    first_invalid: str | None = None
 
     def add(self, record: ScoredRecord) -> None:
         self.records += 1
         self.usage.add(record.usage)
         if record.error is not None:
             self.judge_errors += 1
+            failed = next((r for r in record.results.values() if r.error == record.error), None)
+            detail = failed.details.get("detail") if failed is not None else None
+            self.judge_causes[f"{record.error}: {detail}" if detail else record.error] += 1
+        if any(result.scoreable for result in record.results.values()):
+            self.scored += 1
         for name, result in record.results.items():
             if result.scoreable:
                 self.scores.setdefault(name, []).append(result.score)
             else:
                 self.unscoreable[name] = self.unscoreable.get(name, 0) + 1
+                if record.error is None:
+                    self.unscoreable_reasons[str(result.details.get("reason", "unscoreable"))] += 1
             if result.error is not None:
                 self.errors[name] = self.errors.get(name, 0) + 1
+
+    def add_invalid(self, error: str) -> None:
+        self.invalid += 1
+        if self.first_invalid is None:
+            self.first_invalid = error
+
+    def failure(self) -> str | None:
+        """Why no record got a value, in one line; None when at least one did."""
+        if self.scored:
+            return None
+        if not self.records and not self.invalid:
+            return "no record to score: the file has no non-empty line"
+        if not self.records:
+            return f"no record scored: every line is invalid ({self.first_invalid})"
+        causes = []
+        if self.judge_errors:
+            cause, _ = self.judge_causes.most_common(1)[0]
+            failed = f"{self.judge_errors} of {_records(self.records)}"
+            causes.append(f"the judge failed on {failed} ({cause})")
+        if self.unscoreable_reasons:
+            reason, _ = self.unscoreable_reasons.most_common(1)[0]
+            rest = "the others were" if self.judge_errors else "every metric was"
+            causes.append(f"{rest} unscoreable (most often: {reason})")
+        return "no record scored: " + "; ".join(causes)
 
     def print(self, metrics: Sequence[str], stream: TextIO) -> None:
         width = max(len("metric"), *(len(m) for m in metrics))
@@ -67,18 +109,24 @@ class Summary:
                 f"{name:<{width}}  {mean:>6}  {len(values):>6}  "
                 f"{self.unscoreable.get(name, 0):>11}  {self.errors.get(name, 0):>6}"
             )
-        scored = max(self.records, 1)
+        valid = max(self.records, 1)
         lines.append(
-            f"records: {self.records + self.invalid} read, {self.records} scored, "
+            f"records: {self.records + self.invalid} read, {self.scored} scored, "
             f"{self.invalid} invalid, {self.judge_errors} with judge errors"
         )
+        for cause, n in self.judge_causes.most_common():
+            lines.append(f"judge errors: {cause} ({_records(n)})")
         lines.append(
-            f"judge per scored record: {self.usage.calls / scored:.1f} calls, "
-            f"{self.usage.prompt_tokens / scored:.0f} prompt + "
-            f"{self.usage.completion_tokens / scored:.0f} completion tokens "
+            f"judge per valid record: {self.usage.calls / valid:.1f} calls, "
+            f"{self.usage.prompt_tokens / valid:.0f} prompt + "
+            f"{self.usage.completion_tokens / valid:.0f} completion tokens "
             f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
         )
         print("\n".join(lines), file=stream)
+
+
+def _records(n: int) -> str:
+    return f"{n} record" if n == 1 else f"{n} records"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -135,8 +183,9 @@ async def score_file(
             try:
                 interaction = parse_record(raw, max_bytes=max_bytes)
             except InvalidRecord as exc:
-                summary.invalid += 1
-                window.append(_resolved(invalid_line(raw, exc, number)))
+                line = invalid_line(raw, exc, number)
+                summary.add_invalid(line["error"])
+                window.append(_resolved(line))
             else:
                 window.append(asyncio.ensure_future(score(interaction)))
             while True:

@@ -73,13 +73,28 @@ class Exporter:
         )
         self.scored_weight = Counter(
             p + "scored_weight_total",
-            "Sum of 1/p over records with a faithfulness score (p = inclusion probability).",
+            "Sum of 1/p over records with a faithfulness score and a context (p = inclusion "
+            "probability): the hallucination rate's denominator.",
             ["route", "judge"],
             registry=r,
         )
         self.hallucination_weight = Counter(
             p + "hallucination_weight_total",
             "Sum of 1/p over hallucinated records; divide rates by scored_weight_total.",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.no_context = Counter(
+            p + "no_context_total",
+            "Records with a faithfulness score but no retrieved context (a retrieval "
+            "failure, not a hallucination).",
+            ["route", "judge"],
+            registry=r,
+        )
+        self.no_context_weight = Counter(
+            p + "no_context_weight_total",
+            "Sum of 1/p over no-context records; their share of the records with a "
+            "faithfulness score is this / (this + scored_weight_total).",
             ["route", "judge"],
             registry=r,
         )
@@ -174,6 +189,8 @@ class Exporter:
                 self.hallucinations.labels(route=route, judge=judge)
                 self.scored_weight.labels(route=route, judge=judge)
                 self.hallucination_weight.labels(route=route, judge=judge)
+                self.no_context.labels(route=route, judge=judge)
+                self.no_context_weight.labels(route=route, judge=judge)
                 for metric in metrics:
                     self.metric_score.labels(metric=metric, route=route, judge=judge)
             for metric in metrics:

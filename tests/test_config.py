@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from monitor.config import ConfigError, TokenBudgetSpec, load_settings
+from monitor.config import (
+    NOT_SETTINGS,
+    PREFIX,
+    TEST_PREFIX,
+    ConfigError,
+    Settings,
+    TokenBudgetSpec,
+    load_settings,
+    setting_variables,
+)
+from tests.support import ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +95,112 @@ def test_invalid_values_and_unknown_keys(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(config)
     assert "RAG_MONITOR_SAMPLE_RATE" in str(info.value)
-    assert "RAG_MONITOR_NO_SUCH_SETTING" in str(info.value)
+    assert f"{PREFIX}NO_SUCH_SETTING: not a setting" in str(info.value)
+
+
+def test_a_mistyped_key_in_the_file_names_the_nearest_setting(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("sample_rte: 0.5\nthresholds__faithfulness: 0.3\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    assert str(info.value).splitlines() == [
+        "invalid configuration:",
+        f"  {PREFIX}SAMPLE_RTE: not a setting; did you mean RAG_MONITOR_SAMPLE_RATE?",
+        f"  {PREFIX}THRESHOLDS__FAITHFULNESS: not a setting; did you mean RAG_MONITOR_THRESHOLDS?",
+    ]
+
+
+# the mistyped names are spelled from PREFIX, so the scan of the tree below does not find them
+@pytest.mark.parametrize(
+    ("variable", "reason"),
+    [
+        (f"{PREFIX}SAMPLE_RTE", "did you mean RAG_MONITOR_SAMPLE_RATE?"),
+        (f"{PREFIX}PGDSN", "did you mean RAG_MONITOR_PG_DSN?"),
+        (f"{PREFIX.lower()}kafka_bootstrap_server",
+         "did you mean RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS?"),
+        (f"{PREFIX}JUDGE_APIKEY", "did you mean RAG_MONITOR_JUDGE_API_KEY?"),
+        (f"{PREFIX}THRESHOLDS__FAITHFULNESS",
+         "RAG_MONITOR_THRESHOLDS is one variable, holding JSON"),
+        (f"{PREFIX}SAMPLE_RULES_0", "RAG_MONITOR_SAMPLE_RULES is one variable, holding JSON"),
+        (f"{PREFIX}ROUTES__0", "RAG_MONITOR_ROUTES is one variable, a comma-separated list"),
+        (f"{PREFIX}CONFIG", "the settings file is named with --config FILE"),
+    ],
+)  # fmt: skip
+def test_an_unknown_variable_is_refused_naming_the_nearest_setting(
+    monkeypatch: pytest.MonkeyPatch, variable: str, reason: str
+) -> None:
+    monkeypatch.setenv(variable, "postgresql://monitor:hunter2@pg/rag")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).splitlines() == [
+        "invalid configuration:",
+        f"  {variable}: not a setting; {reason}",
+    ]
+    assert "hunter2" not in str(info.value)  # a variable's value may be a secret: never shown
+
+
+def test_a_name_like_no_setting_points_at_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{PREFIX}WIBBLE", "1")
+    with pytest.raises(ConfigError, match=r"WIBBLE: not a setting \(README.md lists every setting"):
+        load_settings()
+
+
+def test_every_unknown_variable_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{PREFIX}SAMPLE_RTE", "0.5")
+    monkeypatch.setenv(f"{PREFIX}TOKEN_BUDGT", "1000/h")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert [line.split(":")[0].strip() for line in str(info.value).splitlines()[1:]] == [
+        f"{PREFIX}SAMPLE_RTE",
+        f"{PREFIX}TOKEN_BUDGT",
+    ]
+
+
+def test_the_variables_that_are_not_settings_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in NOT_SETTINGS:
+        monkeypatch.setenv(variable, "x")
+    monkeypatch.setenv(f"{TEST_PREFIX}ANYTHING_ELSE", "x")  # the prefix is the suite's own
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("RAG_MONITOR_SAMPLE_RATE", "0.5")
+    assert load_settings().sample_rate == 0.5
+
+
+def test_no_setting_is_named_like_a_variable_that_is_not_one() -> None:
+    from monitor.demo.broker import BROKER_ENV
+
+    assert BROKER_ENV in NOT_SETTINGS
+    assert not any(name.startswith(TEST_PREFIX) for name in setting_variables())
+    assert not set(NOT_SETTINGS) & set(setting_variables())
+    assert all(reason for reason in NOT_SETTINGS.values())
+
+
+def _tree_files() -> list[Path]:
+    """The text files of the repository that may name a variable (CHANGELOG.md is history)."""
+    files = [ROOT / "Dockerfile", ROOT / "README.md", ROOT / "pyproject.toml", ROOT / ".ci/run"]
+    suffixes = {".py", ".md", ".yaml", ".yml", ".tpl", ".txt", ".json", ".toml", ".sh", ".cfg"}
+    for top in ("monitor", "tests", "helm", "bench", "scripts", "docs", "dashboards"):
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in suffixes and "__pycache__" not in path.parts:
+                files.append(path)
+    return [path for path in files if path.is_file()]
+
+
+def test_every_variable_named_in_the_tree_is_a_setting_or_listed_as_not_one() -> None:
+    known = set(setting_variables()) | set(NOT_SETTINGS)
+    named: dict[str, str] = {}
+    for path in _tree_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        # a name ending in _ or _* (RAG_MONITOR_KAFKA_SSL_*) is a family, not a variable
+        for variable in re.findall(r"\b(RAG_MONITOR_[A-Z0-9_]*[A-Z0-9])\b(?![_*])", text):
+            named.setdefault(variable, str(path.relative_to(ROOT)))
+    assert len(named) > 40  # the scan found the settings themselves
+    unknown = {variable: where for variable, where in named.items() if variable not in known}
+    assert unknown == {}, "neither a setting nor in monitor.config.NOT_SETTINGS"
+
+
+def test_the_settings_the_tree_names_are_the_settings_tree() -> None:
+    assert set(setting_variables()) == {PREFIX + name.upper() for name in Settings.model_fields}
 
 
 def test_unreadable_config_file(tmp_path: Path) -> None:

@@ -1,6 +1,13 @@
-"""Sources and sinks never import each other: each is handed what it reports to.
+"""The layers of `monitor`: what may import what.
 
-Nor does aiokafka reach past the Kafka edge (`monitor.kafka`, `monitor.sources.kafka`).
+- No import cycle: neither between the packages of `monitor` (a package is the first two
+  parts of a module's name: ``monitor.metrics``, ``monitor.judges``, ``monitor.pipeline``)
+  nor between modules. The text helpers both the metrics and the judges use live below
+  both (`monitor.text`), and the judge steps with the judges (`monitor.judges.steps`).
+- No runtime module imports a build script (`is_build_script`: anything under
+  ``scripts/``, or a module named ``build_*``).
+- Sources and sinks never import each other: each is handed what it reports to.
+- aiokafka does not reach past the Kafka edge (`monitor.kafka`, `monitor.sources.kafka`).
 
 The imports are read from the source files with `ast` (every ``import``, ``from ...
 import``, relative or inside a function, and ``importlib.import_module("...")`` with a
@@ -17,10 +24,11 @@ import pytest
 from tests.support import ROOT
 
 PACKAGE = ROOT / "monitor"
+SCRIPTS = ROOT / "scripts"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -109,3 +117,201 @@ def test_the_import_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
     )
     found = imported_modules(probe, "monitor.sources.probe")
     assert {"monitor.sinks", "monitor.sinks.prometheus", "monitor.sinks.backlog"} <= found
+
+
+# --- import cycles and build scripts
+
+Graph = dict[str, set[str]]
+
+
+def import_graph(package: Path = PACKAGE, scripts: Path = SCRIPTS) -> Graph:
+    """Every module under ``package`` → the modules under it or under ``scripts`` it imports.
+
+    An imported name is resolved to the longest module it starts with (``from
+    monitor.judges import Prompt`` → ``monitor.judges``); a module's import of itself
+    is left out, and so is an import of anything else (the standard library, numpy).
+    """
+    paths = {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+    known = set(paths) | {module_name(path, scripts) for path in sorted(scripts.rglob("*.py"))}
+    graph: Graph = {}
+    for name, path in paths.items():
+        targets: set[str] = set()
+        for imported in imported_modules(path, name):
+            while imported and imported not in known:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: the first two parts of its name."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Graph) -> Graph:
+    """`import_graph` between packages (`package_of`): an import inside a package is no edge."""
+    packages: Graph = {package_of(m): set() for m in graph}
+    for module, targets in graph.items():
+        packages[package_of(module)].update(
+            package_of(t) for t in targets if package_of(t) != package_of(module)
+        )
+    return packages
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """One cycle through each strongly connected component of more than one node, as the
+    path ``[a, b, ..., a]`` (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(component)
+    return [_cycle_through(graph, component) for component in components]
+
+
+def _cycle_through(graph: Graph, component: set[str]) -> list[str]:
+    """The shortest path from the component's first node back to itself, inside it."""
+    start = min(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & component):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle in the component {sorted(component)}")  # pragma: no cover
+
+
+def describe(cycle: list[str], graph: Graph) -> str:
+    """``a → b → a``, each package step with the module imports that make it."""
+    steps = []
+    for a, b in zip(cycle, cycle[1:], strict=False):
+        why = sorted(
+            f"{m} imports {t}"
+            for m, targets in graph.items()
+            if package_of(m) == a
+            for t in targets
+            if package_of(t) == b
+        )
+        steps.append(f"{a} → {b}" + (f" ({'; '.join(why)})" if a != b and why else ""))
+    return "\n  ".join(steps)
+
+
+def is_build_script(module: str) -> bool:
+    """A module that makes a shipped file rather than running in the monitor: anything under
+    ``scripts/``, or a module named ``build_*`` wherever it is."""
+    return (
+        module == "scripts"
+        or module.startswith("scripts.")
+        or (module.rpartition(".")[2].startswith("build_"))
+    )
+
+
+def test_no_package_of_monitor_imports_another_that_imports_it_back() -> None:
+    graph = import_graph()
+    found = cycles(package_graph(graph))
+    assert found == [], "import cycles between packages:\n  " + "\n  ".join(
+        describe(c, graph) for c in found
+    )
+
+
+def test_no_module_of_monitor_imports_one_that_imports_it_back() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    assert found == [], "import cycles between modules:\n  " + "\n  ".join(
+        " → ".join(c) for c in found
+    )
+
+
+def runtime_imports_of_build_scripts(graph: Graph) -> dict[str, list[str]]:
+    """The modules of ``graph`` that are no build script and import one, with what they import."""
+    found = {
+        module: sorted(t for t in targets if is_build_script(t))
+        for module, targets in graph.items()
+        if not is_build_script(module)
+    }
+    return {module: scripts for module, scripts in found.items() if scripts}
+
+
+def test_no_runtime_module_imports_a_build_script() -> None:
+    assert runtime_imports_of_build_scripts(import_graph()) == {}
+
+
+def test_the_cycle_check_finds_and_prints_a_cycle(tmp_path: Path) -> None:
+    # a tree that breaks each rule: two packages importing each other (through a third
+    # module), two modules importing each other, and a runtime module using a build script
+    tree = tmp_path / "monitor"
+    sources = {
+        "__init__.py": "",
+        "a/__init__.py": "",
+        "a/one.py": "from monitor.b.two import helper\n",
+        "b/__init__.py": "",
+        "b/two.py": "def helper() -> None:\n    from monitor.c import three\n",
+        "c.py": "from .a import one\n",
+        "d/__init__.py": "",
+        "d/left.py": "from monitor.d import right\n",
+        "d/right.py": "import monitor.d.left\nimport scripts.build_word_table\n",
+        "d/build_index.py": "from monitor.d import left\n",
+    }
+    for name, text in sources.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text, encoding="utf-8")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "build_word_table.py").write_text("import monitor.d.left\n", encoding="utf-8")
+    graph = import_graph(tree, scripts)
+    assert cycles(package_graph(graph)) == [["monitor.a", "monitor.b", "monitor.c", "monitor.a"]]
+    assert cycles(graph) == [
+        ["monitor.a.one", "monitor.b.two", "monitor.c", "monitor.a.one"],
+        ["monitor.d.left", "monitor.d.right", "monitor.d.left"],
+    ]
+    printed = describe(["monitor.a", "monitor.b", "monitor.c", "monitor.a"], graph)
+    assert "monitor.a → monitor.b (monitor.a.one imports monitor.b.two)" in printed
+    assert "monitor.c → monitor.a (" in printed and "monitor.c imports monitor.a.one" in printed
+    assert is_build_script("scripts.build_word_table") and is_build_script("monitor.d.build_index")
+    assert not is_build_script("monitor.judges.local.words")
+    assert "scripts.build_word_table" in imported_modules(
+        tree / "d" / "right.py", "monitor.d.right"
+    )

@@ -19,8 +19,8 @@ from pydantic import SecretStr
 import monitor.logging as monitor_logging
 from monitor.judges import JudgeError, Prompt
 from monitor.judges.llm import OpenAIJudge
+from monitor.judges.steps import Statements, StatementsInput
 from monitor.logging import NOISY_LOGGERS, configure_logging
-from monitor.metrics.steps import Statements, StatementsInput
 from tests.support.judge_server import Fault, JudgeServer
 
 HEAD = ["timestamp", "level", "logger", "event"]

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -17,9 +16,11 @@ from monitor.kafka.topics import committed_offsets, produce
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sinks import SinkError
-from tests.fixtures.kafka import Topic, monitor_settings
+from monitor.sources.kafka import KafkaSource
+from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
 from tests.support.records import encode, expected_sample, interaction, samples
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -27,14 +28,6 @@ pytestmark = pytest.mark.kafka
 def value(parts: Components, name: str, **labels: str) -> float:
     got = parts.exporter.registry.get_sample_value(name, labels)
     return 0.0 if got is None else got
-
-
-async def wait_until(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def settled(parts: Components, topic: Topic, n: int) -> Callable[[], bool]:
@@ -165,10 +158,12 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
 ) -> None:
     settings = monitor_settings(broker, topic, judge_server)
     parts = build(settings)
+    source = parts.source
+    assert isinstance(source, KafkaSource)  # JSON records: no trace assembly
     sink = FlakySink(failures=10**9)
     parts.sinks.append(sink)
     await records(topic, range(8), supported=lambda i: True)
-    await parts.source.start()
+    await source.start()
     stop = asyncio.Event()
     pipeline = Pipeline(parts.source, parts.sampler, parts.scorer, parts.sinks, parts.exporter,
                         settings, checkpoint_interval=0.1)  # fmt: skip
@@ -181,7 +176,7 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
         assert value(parts, "rag_monitor_records_scored_total") == 0
         sink.failures = 0
         await wait_until(lambda: not pipeline.pending, 30, "the sink to recover")
-        await wait_until(lambda: parts.source.tracker.committable() == {}, 10, "commit")
+        await wait_until(lambda: source.tracker.committable() == {}, 10, "commit")
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
@@ -319,12 +314,14 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
 ) -> None:
     from structlog.testing import capture_logs
 
-    own = await asyncio.to_thread(Broker().start)
+    own = await asyncio.to_thread(require_broker().start)
     try:
         topic = Topic(own.bootstrap_servers, "away-in", "away-dlq", "away-group", 4)
         await asyncio.to_thread(own.create_topics, {topic.name: 4, topic.dlq: 1})
         settings = monitor_settings(own, topic, judge_server)
         parts = build(settings)
+        source = parts.source
+        assert isinstance(source, KafkaSource)  # JSON records: no trace assembly
         stop = asyncio.Event()
         with capture_logs() as logs:
             task = asyncio.create_task(serve(settings, stop, parts))
@@ -333,7 +330,7 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
                 ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
                 assert ready == 200 and json.loads(body)["checks"]["kafka"] is True
                 await asyncio.to_thread(own.stop)
-                await wait_until(lambda: not parts.source.reachable, 30, "the outage noticed")
+                await wait_until(lambda: not source.reachable, 30, "the outage noticed")
                 ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
                 assert ready == 503 and json.loads(body)["checks"]["kafka"] is False
                 said = [e for e in logs if e["event"] == "cannot reach Kafka: retrying"]
@@ -344,7 +341,7 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
                 assert delays == sorted(delays) and len(delays) >= 1
                 assert not task.done()  # still running, retrying
                 await asyncio.to_thread(own.start)  # same port
-                await wait_until(lambda: parts.source.reachable, 60, "Kafka back")
+                await wait_until(lambda: source.reachable, 60, "Kafka back")
                 ready, body = await asyncio.to_thread(scrape, parts.server.port, "/readyz")
                 assert json.loads(body)["checks"]["kafka"] is True
                 assert any(e["event"] == "Kafka reachable again" for e in logs)

@@ -74,6 +74,28 @@ def test_invalid_records_name_the_problem(value: bytes, reason: str, names: str)
     assert names in info.value.detail
 
 
+@pytest.mark.parametrize("response", ["", "   ", "\n\t"])
+@pytest.mark.parametrize("alias", ["response", "answer"])
+def test_an_empty_or_blank_response_is_invalid(response: str, alias: str) -> None:
+    from monitor.records import check_record
+
+    value = _bytes({"id": "x", "user_input": "q", "retrieved_contexts": ["c"], alias: response})
+    for check in (parse_record, check_record):
+        with pytest.raises(InvalidRecord) as info:
+            check(value)
+        assert (info.value.reason, info.value.detail) == (
+            "empty_response",
+            "response: empty or blank",
+        )
+
+
+def test_a_json_error_reads_once_at_its_position() -> None:
+    with pytest.raises(InvalidRecord) as info:
+        parse_record(b'{"id": "x", "user_input": "unterminated')
+    # json's message ends in "starting at": the position follows a colon, not another "at"
+    assert info.value.detail == "Unterminated string starting at: line 1 column 27"
+
+
 def test_errors_never_quote_the_record_text() -> None:
     secret = "my card is 4111 1111 1111 1111"
     with pytest.raises(InvalidRecord) as info:
@@ -113,7 +135,7 @@ def test_check_record_accepts_exactly_what_parse_record_accepts() -> None:
         "text", "", None, 0, 1.5, True, 2**60, [], ["a", "b"], [{"text": "x"}],
         [{"text": 1}], [{"text": "x", "score": True}], [{"text": "x", "score": 0.5, "id": "c"}],
         [{"text": "x", "id": 3}], [{"score": 1}], {"route": "search"}, {}, "2026-01-01T00:00:00Z",
-        [{"text": "x", "score": 2**60}], ["a", None], "caf\u00e9",
+        [{"text": "x", "score": 2**60}], ["a", None], "caf\u00e9", " \n ",
     ]  # fmt: skip
     keys = ["id", "user_input", "question", "query", "retrieved_contexts", "contexts",
             "documents", "response", "answer", "reference", "ground_truth", "metadata",

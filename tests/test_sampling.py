@@ -1,24 +1,18 @@
 from __future__ import annotations
 
-import json
-import random
+import functools
 
 import pytest
 
 from monitor.config import SampleRule
 from monitor.records import Interaction
-from monitor.sampling import Sampler, unit_hash
+from monitor.sampling import BUDGET_THINNED, Decision, Sampler, unit_hash
 
 
 def _interaction(i: int, **metadata: str) -> Interaction:
     return Interaction(
         id=f"id-{i}", user_input="q", retrieved_contexts=(), response="a", metadata=metadata
     )
-
-
-def _raw(i: int, **metadata: str) -> bytes:
-    body = {"id": f"id-{i}", "user_input": "q", "retrieved_contexts": [], "response": "a"}
-    return json.dumps({**body, "metadata": metadata}).encode()
 
 
 def test_hash_is_stable_and_in_unit_interval() -> None:
@@ -31,6 +25,19 @@ def test_hash_is_stable_and_in_unit_interval() -> None:
     assert sum(values) / len(values) == pytest.approx(0.5, abs=0.01)
 
 
+def _decide(
+    sampler: Sampler, interaction: Interaction, scale: float = 1.0, unit: bytes | None = None
+) -> Decision:
+    """The sampler's decision on ``interaction``, as the pipeline asks it: by its id."""
+    return sampler.decide(
+        unit or interaction.id.encode(), interaction.metadata, lambda: interaction, scale
+    )
+
+
+def _kept(decision: Decision) -> float | None:
+    return decision.kept.probability if decision.kept is not None else None
+
+
 @pytest.mark.parametrize("rate", [0.0, 0.01, 0.2, 0.5, 1.0])
 def test_kept_fraction_matches_rate_and_is_deterministic(rate: float) -> None:
     sampler = Sampler(rate)
@@ -38,10 +45,12 @@ def test_kept_fraction_matches_rate_and_is_deterministic(rate: float) -> None:
     n = 20_000
     for i in range(n):
         key = f"key-{i}".encode()
-        first = sampler.precheck(key, None)
-        again = Sampler(rate).precheck(key, None)  # another replica, a redelivery
+        first = _decide(sampler, _interaction(i), unit=key)
+        again = _decide(Sampler(rate), _interaction(i), unit=key)  # a replica, a redelivery
         assert first == again
-        if not first.drop and sampler.admit(_interaction(i), first.u) is not None:
+        assert first.offered == rate and first.skipped is None
+        if first.kept is not None:
+            assert first.kept.probability == rate
             kept += 1
     assert kept / n == pytest.approx(rate, abs=0.01)
 
@@ -49,43 +58,71 @@ def test_kept_fraction_matches_rate_and_is_deterministic(rate: float) -> None:
 def test_rule_rate_is_the_inclusion_probability() -> None:
     sampler = Sampler(0.1, [SampleRule(match={"feedback": "negative"}, rate=1.0),
                             SampleRule(match={"route": "search"}, rate=0.2)])  # fmt: skip
-    assert sampler.admit(_interaction(1, feedback="negative")) == 1.0
-    probabilities = {sampler.admit(_interaction(i, route="search"), None) for i in range(2000)} - {
-        None
-    }
-    assert probabilities == {0.2}
+    assert _kept(_decide(sampler, _interaction(1, feedback="negative"))) == 1.0
+    decisions = [_decide(sampler, _interaction(i, route="search")) for i in range(2000)]
+    assert {_kept(d) for d in decisions} - {None} == {0.2}
+    assert {d.offered for d in decisions} == {0.2}
     assert sampler.rate_for({"route": "chat"}) == 0.1
     assert sampler.rate_for({"route": "search"}, scale=0.5) == 0.1
 
 
-def test_precheck_never_drops_a_record_a_rule_would_keep() -> None:
-    rules = [SampleRule(match={"feedback": "negative"}, rate=1.0)]
-    sampler = Sampler(0.05, rules)
-    rng = random.Random(7)
-    dropped_unparsed = 0
-    for i in range(5000):
-        metadata = {"feedback": rng.choice(["negative", "positive"])}
-        raw = _raw(i, **metadata)
-        if rng.random() < 0.1:  # the same string written with a \\u escape
-            raw = raw.replace(b"negative", b"\\u006eegative")
-        key = f"k{i}".encode()
-        pre = sampler.precheck(key, raw)
-        parsed = Interaction.model_validate_json(raw)
-        exact = sampler.admit(parsed, pre.u)
-        if pre.drop:
-            dropped_unparsed += 1
-            assert exact is None, (raw, metadata)
-        if parsed.metadata["feedback"] == "negative":
-            assert exact == 1.0
-    assert dropped_unparsed > 1500  # most positive-feedback records are never parsed
+def test_a_dropped_record_is_never_built() -> None:
+    sampler = Sampler(0.05, [SampleRule(match={"feedback": "negative"}, rate=1.0)])
+    built: list[int] = []
+
+    def build(i: int, feedback: str) -> Interaction:
+        built.append(i)
+        return _interaction(i, feedback=feedback)
+
+    kept = []
+    for i in range(4000):
+        feedback = "negative" if i % 10 == 0 else "positive"
+        decision = sampler.decide(
+            f"id-{i}".encode(), {"feedback": feedback}, functools.partial(build, i, feedback)
+        )
+        if decision.kept is not None:
+            kept.append(i)
+            assert decision.kept.interaction.id == f"id-{i}"
+    assert built == kept  # only what it keeps becomes an Interaction (no adjuster to screen)
+    assert {i for i in range(0, 4000, 10)} <= set(kept)  # every rule match, at rate 1
+    positive = [i for i in kept if i % 10]
+    assert len(positive) / 3600 == pytest.approx(0.05, abs=0.015)
 
 
-def test_no_key_hashes_the_id() -> None:
+def test_the_budget_thins_what_the_configured_rate_keeps_and_says_so() -> None:
     sampler = Sampler(0.5)
-    pre = sampler.precheck(None, b"{}")
-    assert pre.u is None and not pre.drop
-    kept = sampler.admit(_interaction(3))
-    assert (kept is not None) == (unit_hash(b"id-3") < 0.5)
+    thinned = kept = 0
+    for i in range(8000):
+        u = unit_hash(f"id-{i}".encode())
+        decision = _decide(sampler, _interaction(i), scale=0.5)
+        assert decision.offered == 0.5  # offered at the configured rate, whatever the scale
+        if u < 0.25:
+            assert _kept(decision) == 0.25
+            kept += 1
+        elif u < 0.5:  # the configured rate keeps it; the budget's scale dropped it
+            assert decision.kept is None and decision.skipped == BUDGET_THINNED
+            thinned += 1
+        else:  # sampled out at the configured rate: not a skip
+            assert decision.kept is None and decision.skipped is None
+    assert kept / 8000 == pytest.approx(0.25, abs=0.02)
+    assert thinned / 8000 == pytest.approx(0.25, abs=0.02)
+
+
+def test_an_unread_record_is_decided_on_its_unit() -> None:
+    sampler = Sampler(0.3)
+    units = [f"trace-{i}".encode() for i in range(3000)]
+    unread = [u for u in units if sampler.drops_unread(u)]
+    assert unread == [u for u in units if unit_hash(u) >= 0.3]
+    for unit in unread:  # whatever the budget's scale
+        for scale in (1.0, 0.4):
+            assert sampler.decide(unit, None, None, scale) == Decision(offered=0.3)
+    kept = next(u for u in units if not sampler.drops_unread(u))
+    with pytest.raises(ValueError, match="left unread"):
+        sampler.decide(kept, None, None)
+    # with rules or a risk adjuster a record's rate depends on what it holds: read them all
+    assert not any(Sampler(0.3, [SampleRule(match={"a": "b"}, rate=0.9)]).drops_unread(u)
+                   for u in units)  # fmt: skip
+    assert not any(Sampler(0.3, adjuster=_Boost()).drops_unread(u) for u in units)
 
 
 class _Boost:
@@ -98,7 +135,7 @@ class _Boost:
 
 def test_adjuster_hook_raises_rates_exactly() -> None:
     sampler = Sampler(0.1, adjuster=_Boost())
-    risky = [sampler.admit(_interaction(i, risky="yes")) for i in range(4000)]
+    risky = [_kept(_decide(sampler, _interaction(i, risky="yes"))) for i in range(4000)]
     kept = [p for p in risky if p is not None]
     assert all(p == pytest.approx(0.4) for p in kept)
     assert len(kept) / len(risky) == pytest.approx(0.4, abs=0.03)
@@ -110,34 +147,23 @@ def test_invalid_rate_is_rejected() -> None:
 
 
 class _Recalibrating:
-    """An adjuster whose ceiling rises between the precheck and the admit step."""
-
-    def __init__(self) -> None:
-        self.level = 0.2
+    """An adjuster that recalibrates upwards while it screens: its answer exceeds the
+    ceiling the drop was decided with."""
 
     def ceiling(self, rate: float) -> float:
-        return self.level
+        return 0.2
 
     def adjust(self, interaction: Interaction, rate: float) -> float:
-        return self.level
+        return 0.6
 
 
-def test_stamped_probability_never_exceeds_the_precheck_ceiling() -> None:
-    adjuster = _Recalibrating()
-    sampler = Sampler(0.1, adjuster=adjuster)
-    stamped = []
-    for i in range(3000):
-        key = f"rec-{i}".encode()
-        pre = sampler.precheck(key, None)
-        adjuster.level = 0.6  # recalibrated after the precheck
-        if not pre.drop:
-            p = sampler.admit(_interaction(i), pre.u, 1.0, pre.ceiling)
-            if p is not None:
-                stamped.append(p)
-        adjuster.level = 0.2
-    # the real inclusion probability is 0.2 (the precheck dropped u >= 0.2): stamp exactly that
-    assert stamped and set(stamped) == {0.2}
-    assert len(stamped) / 3000 == pytest.approx(0.2, abs=0.03)
+def test_stamped_probability_never_exceeds_the_ceiling_the_drop_used() -> None:
+    sampler = Sampler(0.1, adjuster=_Recalibrating())
+    stamped = [_kept(_decide(sampler, _interaction(i))) for i in range(3000)]
+    kept = [p for p in stamped if p is not None]
+    # the real inclusion probability is 0.2 (u >= 0.2 was dropped unbuilt): stamp exactly that
+    assert kept and set(kept) == {0.2}
+    assert len(kept) / 3000 == pytest.approx(0.2, abs=0.03)
 
 
 def test_risk_adjuster_from_settings_prefers_invented_numbers() -> None:

@@ -15,7 +15,7 @@ import pytest
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judges import Embedded, Judged, OutT, Prompt
 from monitor.judges.llm import OpenAIJudge
-from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
+from monitor.judges.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction, Usage
 from monitor.scoring import (
     ALL_METRICS,
@@ -344,7 +344,7 @@ async def test_noncommittal_answer_has_no_faithfulness_and_is_flagged(
 async def test_an_evasion_the_judge_misses_is_noncommittal_by_the_shared_rule(
     judge_server: JudgeServer, http_judge: OpenAIJudge, fuse: bool
 ) -> None:
-    """One rule for both judges (`monitor.metrics.evasive`): an answer that only defers is
+    """One rule for both judges (`monitor.text.evasive`): an answer that only defers is
     unscoreable even when the LLM judge would turn it into statements, as small models do."""
     response = "I don't have details on how that works. Please check with the billing team."
     # the test judge does not see this evasion: it would return one statement, not noncommittal

@@ -19,8 +19,9 @@ chance the interaction was queued: the sample rate p, times the control share
 for control answers) and P(hallucination | N) comes from the control verdicts.
 
 Like the sidecar's raw rate, the rate is over records with a faithfulness
-score: answers whose faithfulness could not be scored count for flag precision
-but not for the rate.
+score and a context: answers whose faithfulness could not be scored, and
+answers flagged ``no_context`` (a retrieval failure, `monitor.flags`), count
+for flag precision but not for the rate.
 
 Assumptions (also in the README's "Review" section):
 
@@ -53,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.flags import CONTROL, HALLUCINATION
+from monitor.flags import CONTROL, HALLUCINATION, NO_CONTEXT
 
 CONFIRMED = "confirmed"
 FALSE_ALARM = "false_alarm"
@@ -212,7 +213,8 @@ def estimate(cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED) -> 
     cells = list(cells)
     by_stratum: dict[str, list[Cell]] = {"flagged": [], "control": [], "other": []}
     for cell in cells:
-        if cell.faithfulness_scored:  # the rate is over records with a faithfulness score
+        # the rate is over records with a faithfulness score and a context
+        if cell.faithfulness_scored and NO_CONTEXT not in cell.reasons:
             by_stratum[stratum(cell.reasons)].append(cell)
     totals = {k: sum(c.weight for c in v) for k, v in by_stratum.items()}
     # Horvitz-Thompson variance of a total under independent inclusion: sum(1/pi^2 - 1/pi)

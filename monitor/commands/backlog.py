@@ -52,35 +52,94 @@ EXIT_SCHEMA = 4
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     migrate = subparsers.add_parser(
-        "migrate", help="apply the Postgres migrations of the golden-set backlog"
+        "migrate",
+        help="apply the Postgres migrations of the golden-set backlog",
+        description="Apply the backlog's pending Postgres migrations to the database of "
+        "RAG_MONITOR_PG_DSN, each once; a schema that is up to date is left as it is.",
+        epilog="Exit codes: 0 done, 2 invalid settings, 3 Postgres unreachable or a migration "
+        "failed.",
     )
     migrate.set_defaults(handler=_migrate)
 
-    backlog = subparsers.add_parser("backlog", help="inspect, export and annotate the backlog")
-    sub = backlog.add_subparsers(dest="backlog_command", required=True, metavar="ACTION")
+    backlog = subparsers.add_parser(
+        "backlog",
+        help="inspect, export and annotate the backlog",
+        description="Inspect the golden-set backlog in Postgres, export its rows for "
+        "annotation, import the references and verdicts people wrote, or discard rows.",
+        epilog="Exit codes: 0 done, 1 some input rejected, 2 usage or settings, 3 Postgres "
+        "unreachable, 4 the backlog schema is behind (run rag-monitor migrate).",
+    )
+    sub = backlog.add_subparsers(
+        dest="backlog_command", required=True, metavar="ACTION", help="what to do (one of these)"
+    )
 
-    stats = sub.add_parser("stats", help="rows per status")
-    stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats = sub.add_parser(
+        "stats",
+        help="count the rows per status, with the calibrated hallucination rate",
+        description="Count the backlog's rows per status and print the hallucination rate, "
+        "raw and calibrated by the reviewers' verdicts.",
+    )
+    stats.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of a table"
+    )
     stats.set_defaults(handler=_stats)
 
-    export = sub.add_parser("export", help="write rows as JSON lines, CSV or a Ragas dataset")
-    export.add_argument("--status", choices=STATUSES, default="pending")
-    export.add_argument("--format", dest="fmt", choices=EXPORT_FORMATS, default="jsonl")
-    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    export = sub.add_parser(
+        "export",
+        help="write rows as JSON lines, CSV or a Ragas dataset",
+        description="Write the backlog rows of one status as JSON lines, CSV or a Ragas "
+        "evaluation dataset, to stdout or to a file written whole or not at all.",
+    )
+    export.add_argument(
+        "--status",
+        choices=STATUSES,
+        default="pending",
+        help="export the rows in this status (default: pending)",
+    )
+    export.add_argument(
+        "--format",
+        dest="fmt",
+        choices=EXPORT_FORMATS,
+        default="jsonl",
+        help="jsonl: one row per line; csv: a sheet to fill in; ragas: a Ragas evaluation "
+        "dataset (default: jsonl)",
+    )
+    export.add_argument(
+        "--out", metavar="FILE", help="write to FILE instead of stdout (whole or not at all)"
+    )
     export.set_defaults(handler=_export)
 
     imp = sub.add_parser(
-        "import", help='add references from JSON lines {"id", "reference"} or CSV id,reference'
+        "import",
+        help='add references from JSON lines {"id", "reference"} or CSV id,reference',
+        description="Add the references (and reviewer verdicts) of a filled-in export to "
+        "their rows, which become annotated. Each line is checked on its own: a rejected line "
+        "is reported with its number and the others are still imported.",
     )
-    imp.add_argument("file", metavar="FILE", help="JSONL, or CSV (by .csv extension or --format)")
-    imp.add_argument("--format", dest="fmt", choices=("auto", "jsonl", "csv"), default="auto")
     imp.add_argument(
-        "--force", action="store_true", help="also replace references of evaluated rows"
+        "file",
+        metavar="FILE",
+        help="the annotated file: JSON lines, or CSV (by its .csv name or --format)",
+    )
+    imp.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("auto", "jsonl", "csv"),
+        default="auto",
+        help="read FILE as this (default auto: CSV when its name ends in .csv, else JSON lines)",
+    )
+    imp.add_argument(
+        "--force", action="store_true", help="also replace the references of evaluated rows"
     )
     imp.set_defaults(handler=_import_handler)
 
-    discard = sub.add_parser("discard", help="mark rows as discarded (not worth a reference)")
-    discard.add_argument("ids", nargs="+", metavar="ID")
+    discard = sub.add_parser(
+        "discard",
+        help="mark rows as discarded (not worth a reference)",
+        description="Mark backlog rows as discarded, so nobody is asked for their reference; "
+        "rows being evaluated are kept.",
+    )
+    discard.add_argument("ids", nargs="+", metavar="ID", help="the id of a backlog row")
     discard.set_defaults(handler=_discard)
 
 

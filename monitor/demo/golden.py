@@ -9,7 +9,6 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
 from monitor.config import Settings
 from monitor.demo import DemoError
@@ -109,41 +108,6 @@ async def play_reviewer(
     report.calibrated_low = calibration.lower
     report.calibrated_high = calibration.upper
     report.raw_rate_backlog = calibration.raw_rate
-
-
-async def serve_review(
-    settings: Settings,
-    dsn: str,
-    port: int,
-    report: DemoReport,
-    stop: asyncio.Event,
-    err: TextIO,
-) -> None:
-    """The review page on the demo's Postgres until Ctrl-C (like --hold, without an end)."""
-    from monitor.backlog.store import BacklogStore
-    from monitor.review.app import ReviewApp
-
-    store = BacklogStore(dsn, settings)
-    app = ReviewApp(store)
-    try:
-        await until(store.start(), stop, what="connecting to Postgres")
-        try:
-            await app.start("127.0.0.1", port)
-        except OSError as exc:
-            raise DemoError(
-                f"cannot serve the review page on port {port}: "
-                f"{exc.strerror or exc}; try --review-port 0"
-            ) from exc
-        report.review_url = f"http://127.0.0.1:{app.port}/"
-        print(
-            f"demo: the review page is at {report.review_url} (Ctrl-C to stop)",
-            file=err,
-            flush=True,
-        )
-        await stop.wait()
-    finally:
-        await app.stop()
-        await store.close()
 
 
 async def offline(

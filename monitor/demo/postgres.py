@@ -316,31 +316,34 @@ class EmbeddedPostgres:
         account = self._account
         # output goes to files, never pipes: the postmaster inherits them and pipes would hang
         with tempfile.TemporaryFile() as out:
-            if account is not None:
-                completed = subprocess.run(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env={**env, "HOME": str(self.directory), "USER": account.pw_name},
-                    cwd=self.directory,
-                    user=account.pw_uid,
-                    group=account.pw_gid,
-                    extra_groups=[],
-                    timeout=timeout,
-                    check=False,
-                )
-            else:
-                completed = subprocess.run(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env={**env, "HOME": os.environ.get("HOME", str(self.directory))},
-                    cwd=self.directory,
-                    timeout=timeout,
-                    check=False,
-                )
+            try:
+                if account is not None:
+                    completed = subprocess.run(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env={**env, "HOME": str(self.directory), "USER": account.pw_name},
+                        cwd=self.directory,
+                        user=account.pw_uid,
+                        group=account.pw_gid,
+                        extra_groups=[],
+                        timeout=timeout,
+                        check=False,
+                    )
+                else:
+                    completed = subprocess.run(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env={**env, "HOME": os.environ.get("HOME", str(self.directory))},
+                        cwd=self.directory,
+                        timeout=timeout,
+                        check=False,
+                    )
+            except OSError as exc:  # the binary missing, not executable, not for this machine
+                raise PostgresUnavailable(f"{argv[0]} could not run: {exc}") from None
             if completed.returncode != 0:
                 out.seek(0)
                 text = out.read().decode("utf-8", "replace")[-2000:]

@@ -27,7 +27,10 @@ The order:
    every reason, saved as the review page saves them) and the calibration read
    back, then the offline runner (the code of ``rag-monitor offline``): `golden`;
 6. the report (`monitor.demo.report.DemoReport`): built from what the exporter's registry, the
-   broker's committed offsets and Postgres hold, plus the known labels.
+   broker's committed offsets and Postgres hold, plus the known labels;
+7. with ``hold_seconds`` or ``review_port``, the hold (`monitor.demo.hold`): /metrics, the
+   broker and Postgres stay up, with the review page on the demo's Postgres for
+   ``review_port``; a line on stderr says at each stage what Ctrl-C does.
 
 The judge is the configured LLM endpoint when ``RAG_MONITOR_JUDGE_BASE_URL``
 is set, else the zero-token local judge; the report names it. A stop event
@@ -54,6 +57,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.config import Settings, load_settings
 from monitor.demo import DemoError, golden
+from monitor.demo.hold import hold
 from monitor.demo.progress import Progress
 from monitor.demo.report import (
     DemoReport,
@@ -131,6 +135,9 @@ class Demo:
         cleanup: list[tuple[str, Any]] = []
         try:
             progress.step(f"{len(traffic)} interactions; work directory {self.workdir}")
+            progress.step(
+                "until the report, Ctrl-C stops the run and everything it started (exit 130)"
+            )
             progress.step(f"starting the Kafka-protocol broker ({broker.kind})")
             await in_thread(broker.start, stop)
             progress.step(f"broker listening on {broker.bootstrap_servers}")
@@ -177,19 +184,17 @@ class Demo:
             self.out.flush()
             if self.options.report_json is not None:
                 report.write_json(self.options.report_json)
-            if self.options.hold_seconds > 0:
-                print(
-                    f"demo: serving {report.metrics_url} for {self.options.hold_seconds:g} s "
-                    "(Ctrl-C to stop)",
-                    file=self.err,
-                    flush=True,
-                )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.options.hold_seconds)
-            if self.options.review_port is not None and not stop.is_set():
-                await golden.serve_review(
-                    settings, dsn, self.options.review_port, report, stop, self.err
-                )
+            await hold(
+                settings,
+                dsn,
+                parts.server,
+                broker.bootstrap_servers,
+                seconds=self.options.hold_seconds,
+                review_port=self.options.review_port,
+                report=report,
+                stop=stop,
+                err=self.err,
+            )
             return report
         except Interrupted:
             self.interrupted = True

@@ -31,7 +31,7 @@ class Prompt(Generic[OutT]):
 
     ``step`` names the step (``statements``, ``verify``, ``questions``,
     ``usefulness``, or the fused ``grounding`` of the frugal pattern; see
-    `monitor.metrics.steps`); it is also the JSON-schema name sent to the endpoint, so
+    `monitor.judges.steps`); it is also the JSON-schema name sent to the endpoint, so
     a deterministic test server can tell the steps apart. ``metric`` is whom
     the tokens are billed to.
 

@@ -126,7 +126,10 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     detail = f"{name} (HTTP {status})" if status is not None else name
-    if isinstance(exc, openai.APITimeoutError) and not _refused(exc):
+    refused = _connection_error(exc)
+    if refused is not None:  # what the OS said, by class (the SDK may call it a timeout)
+        detail = _CONNECTION_ERRORS.get(type(refused), type(refused).__name__)
+    if isinstance(exc, openai.APITimeoutError) and refused is None:
         # before APIConnectionError (a subclass); the aiohttp transport reports a refused
         # or reset connection as a connect *timeout*: the cause chain tells them apart
         return JudgeError("timeout", detail, retryable=True)
@@ -141,16 +144,25 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     return JudgeError("bad_request", detail)
 
 
-def _refused(exc: BaseException) -> bool:
-    """A connection error of the OS (refused, reset, unreachable) anywhere in the cause chain."""
+#: the OS's connection errors in words, for a JudgeError's detail
+_CONNECTION_ERRORS: dict[type[BaseException], str] = {
+    ConnectionRefusedError: "connection refused",
+    ConnectionResetError: "connection reset",
+    ConnectionAbortedError: "connection aborted",
+    BrokenPipeError: "broken pipe",
+}
+
+
+def _connection_error(exc: BaseException) -> ConnectionError | None:
+    """A connection error of the OS (refused, reset, unreachable) in the cause chain, if any."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, ConnectionError):
-            return True
+            return cause
         cause = cause.__cause__ or cause.__context__
-    return False
+    return None
 
 
 class OpenAIJudge:

@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.judges import JudgeError, OutT
-from monitor.judges.local.lexical.clauses import sentences
-from monitor.metrics.steps import Statements
+from monitor.judges.steps import Statements
+from monitor.text.sentences import sentences
 from monitor.tokens import count_tokens
 
 

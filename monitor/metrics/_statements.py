@@ -1,6 +1,6 @@
 """The judge steps every metric is built from, with their instructions, each defined once.
 
-The step models live in `monitor.metrics.steps` (the contract with the
+The step models live in `monitor.judges.steps` (the contract with the
 judges); this module holds the instruction each step is sent with and the
 functions metrics call to run a step. The functions are where the two call
 patterns differ:
@@ -11,7 +11,7 @@ patterns differ:
 - ``per_call``: one usefulness request per context and N question requests,
   as Ragas makes them.
 
-`ground` is the fused step (`monitor.metrics.steps.GROUNDING`): faithfulness's
+`ground` is the fused step (`monitor.judges.steps.GROUNDING`): faithfulness's
 statements and verdicts and context_utility's usefulness verdicts in one
 request, the contexts sent once. The runner says when a record uses it
 (`StepRunner.fuse_grounding`); its instruction is composed of the same rules
@@ -36,8 +36,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from monitor.judges import JudgeError, Prompt
-from monitor.metrics._base import StepRunner
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     GROUNDING,
     QUESTIONS,
     STATEMENTS,
@@ -57,6 +56,7 @@ from monitor.metrics.steps import (
     VerifyInput,
     VerifySource,
 )
+from monitor.metrics._base import StepRunner
 
 Level = Literal["low", "high"]
 

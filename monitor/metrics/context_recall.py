@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from monitor.judges.steps import join_contexts
 from monitor.metrics import _statements as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
-from monitor.metrics.steps import join_contexts
 from monitor.records import Interaction, MetricResult
 
 NAME = "context_recall"

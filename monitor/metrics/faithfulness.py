@@ -2,15 +2,17 @@
 
 Steps: ``statements`` (response, with the question for reference resolution),
 then ``verify`` of every statement against all contexts joined by newlines.
-score = supported / statements; no statements → unscoreable. An answer that
-only declines, defers or says it does not know is unscoreable too, never 0: it
-asserts nothing that could be unfaithful (details ``noncommittal: true``, read
-by `monitor.flags`). Such an answer is recognised by the rule both judges share
-(`monitor.metrics.evasive`), before any judge is asked, or by the judge's own
-``statements`` answer. When the
-runner fuses (`StepRunner.fuse_grounding`) both steps come from the one
-``grounding`` request shared with context_utility; when that answer is
-malformed, from the basic steps.
+score = supported / statements; no statements → unscoreable. With no context
+nothing supports any statement and the score is 0, as defined (`monitor.flags`
+calls that record ``no_context``: a retrieval failure, not a hallucination). An
+answer that only declines, defers or says it does not know is unscoreable too,
+never 0: it asserts nothing that could be unfaithful (details ``noncommittal:
+true``, read by `monitor.flags`). Such an answer is recognised by the rule both
+judges share (`monitor.text.evasive`), before any judge is asked, or by the
+judge's own ``statements`` answer. When the runner fuses
+(`StepRunner.fuse_grounding`) both steps come from the one ``grounding``
+request shared with context_utility; when that answer is malformed, from the
+basic steps.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from monitor.judges.steps import StatementVerdict, join_contexts
 from monitor.metrics import _statements as st
-from monitor.metrics import evasive
 from monitor.metrics._base import NAN, StepRunner, unscoreable
-from monitor.metrics.steps import StatementVerdict, join_contexts
 from monitor.records import Interaction, MetricResult
+from monitor.text import evasive
 
 NAME = "faithfulness"
 

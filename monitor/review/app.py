@@ -57,6 +57,7 @@ from monitor.backlog.calibration import Calibration
 from monitor.backlog.reviews import ReviewProblem
 from monitor.backlog.rows import STATUSES, BacklogRow
 from monitor.backlog.store import BacklogStore, StoreError
+from monitor.flags import FLAG_REASONS
 from monitor.review import pages
 from monitor.review.auth import TokenError, is_loopback, reviewer_of
 from monitor.review.forms import (
@@ -267,7 +268,7 @@ class ReviewApp:
         items = items[:DEFAULT_LIMIT]
         next_cursor = encode_cursor(items[-1].sort_key(order), items[-1].id) if more else None
         counts = await self.store.status_counts()
-        reasons = ["hallucination", "low_relevancy", "low_utility", "noncommittal", "control"]
+        reasons = list(FLAG_REASONS)
         return _html(
             pages.queue_page(
                 items,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from monitor.config import Settings
-from monitor.flags import is_hallucination, threshold
+from monitor.flags import is_hallucination, is_no_context, threshold
 from monitor.records import ScoredRecord, Verdict
 from monitor.telemetry import Exporter
 
@@ -22,6 +22,9 @@ class PrometheusSink:
     Hallucinations are counted with their weight ``1/p`` (p = the record's
     inclusion probability) so ``hallucination_weight_total /
     scored_weight_total`` estimates the hallucination rate of all traffic.
+    A record whose faithfulness was scored against no context
+    (`monitor.flags.is_no_context`) is counted in ``no_context_total`` and
+    ``no_context_weight_total`` instead, and in neither term of that rate.
     Judge tokens are counted per call by `monitor.telemetry.JudgeMetrics` (the
     judge's observer), which also sees the spend of records that were later skipped,
     so this sink does not count them again.
@@ -57,12 +60,17 @@ class PrometheusSink:
             else:
                 verdict = Verdict.UNSCOREABLE
             e.verdicts.labels(metric=name, verdict=verdict.value, judge=result.judge).inc()
+        p = record.inclusion_probability
+        weight = 1.0 / p if p > 0 else 0.0
+        if is_no_context(record):
+            judge = record.results["faithfulness"].judge
+            e.no_context.labels(route=route, judge=judge).inc()
+            e.no_context_weight.labels(route=route, judge=judge).inc(weight, exemplar)
+            return
         hallucinated = is_hallucination(record, self.settings.thresholds)
         if hallucinated is None:
             return
         judge = record.results["faithfulness"].judge
-        p = record.inclusion_probability
-        weight = 1.0 / p if p > 0 else 0.0
         e.scored_weight.labels(route=route, judge=judge).inc(weight)
         if hallucinated:
             e.hallucinations.labels(route=route, judge=judge).inc()

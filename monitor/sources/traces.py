@@ -1,11 +1,15 @@
 """OTLP span messages in, one record per trace out: the source the pipeline sees for otlp_* input.
 
 `TraceSource` wraps the `KafkaSource`. Each fetched message is decoded into spans
-(`otlp.spans.decode_spans`; garbage is handed on as a `RejectedRecord`, which the
-pipeline dead-letters with its reason) and buffered per trace (`otlp.buffer.TraceBuffer`).
-A trace that is due is assembled (`otlp.assembly.assemble`) into a `TraceRecord`: a
-`SourceRecord` whose key is the trace id and whose value is the interaction as JSON, so
-sampling, parsing, scoring and the sinks treat it like any other record.
+(`otlp.spans.decode_spans`; garbage is handed on with its `SourceRecord.invalid` reason,
+which the pipeline dead-letters) and buffered per trace (`otlp.buffer.TraceBuffer`).
+A trace that is due is assembled (`otlp.assembly.assemble`) into a `SourceRecord` whose
+key is the trace id and whose value is the interaction as JSON, so sampling, parsing,
+scoring and the sinks treat it like any other record. A trace the sampler drops on its
+id alone (`Sampler.drops_unread`) is not assembled: its record is handed on
+`SourceRecord.unread`, for the pipeline to decide on the key. The pipeline sees
+`SourceRecord`s only; the source knows its own trace records again (`_TraceRecord`) when
+they come back to `finish` and `owns`.
 
 At-least-once holds through the offset tracker: a message is finished (and may be
 committed) only once every trace it holds a span of is finished — scored and in
@@ -45,19 +49,11 @@ MessageKey = tuple[Partition, int, int]
 
 
 @dataclass(frozen=True)
-class RejectedRecord(SourceRecord):
-    """A message that is not OTLP: the pipeline dead-letters it with ``invalid``'s reason."""
+class _TraceRecord(SourceRecord):
+    """One trace as a record; ``offset`` is the last message holding one of its spans. Only
+    this source reads ``trace`` (the pipeline sees a `SourceRecord`)."""
 
-    invalid: InvalidRecord
-
-
-@dataclass(frozen=True)
-class TraceRecord(SourceRecord):
-    """One assembled trace; ``offset`` is the last message holding one of its spans."""
-
-    trace: ClosedTrace[MessageKey]
-    #: the sampler drops this trace whatever its content: it was not assembled (empty value)
-    sampled_out: bool = False
+    trace: ClosedTrace[MessageKey] | None = None
 
 
 class TraceSource:
@@ -90,15 +86,11 @@ class TraceSource:
         self._messages: dict[MessageKey, SourceRecord] = {}
         self._generations: dict[Partition, int] = {}
         inner.held = self.buffer.held
-        #: traces the sampler drops whatever their content are neither kept nor assembled;
-        #: the pipeline drops their record on the trace id alone. Only without metadata
-        #: rules and risk sampling: then the rate is the same for every record and the
-        #: budget only ever scales it down, so the decision cannot change later
+        #: traces the sampler drops on their id alone (`Sampler.drops_unread`) are neither
+        #: kept nor assembled; the pipeline drops their unread record on the trace id
         self._certain_drop: Callable[[str], bool] | None = None
-        if sampler is not None and not sampler.rules and sampler.adjuster is None:
-            self._certain_drop = lambda trace_id: (
-                sampler.precheck(trace_id.encode("ascii"), None, 1.0).drop
-            )
+        if sampler is not None:
+            self._certain_drop = lambda trace_id: sampler.drops_unread(trace_id.encode("ascii"))
 
     # --- lifecycle and what app.py reads: the inner source's
 
@@ -135,7 +127,7 @@ class TraceSource:
         for message in messages:
             if message.size > self.settings.max_record_bytes:
                 detail = f"{message.size} bytes > limit {self.settings.max_record_bytes}"
-                out.append(_rejected(message, InvalidRecord("too_large", detail)))
+                out.append(replace(message, invalid=InvalidRecord("too_large", detail)))
                 continue
             try:
                 spans = decode_spans(
@@ -145,7 +137,7 @@ class TraceSource:
                     skip=self._certain_drop,
                 )
             except InvalidRecord as invalid:
-                out.append(_rejected(message, invalid))
+                out.append(replace(message, invalid=invalid))
                 continue
             key: MessageKey = (message.tp, message.offset, message.generation)
             self._generations[message.tp] = message.generation
@@ -166,14 +158,16 @@ class TraceSource:
         return out
 
     def finish(self, record: SourceRecord) -> None:
-        if isinstance(record, TraceRecord):
-            self._free(self.buffer.release(record.trace))
+        trace = _trace_of(record)
+        if trace is not None:
+            self._free(self.buffer.release(trace))
         else:
             self.inner.finish(record)
 
     def owns(self, record: SourceRecord) -> bool:
-        if isinstance(record, TraceRecord):
-            return all(self.inner.tracker.generation(tp) == g for tp, _, g in record.trace.handles)
+        trace = _trace_of(record)
+        if trace is not None:
+            return all(self.inner.tracker.generation(tp) == g for tp, _, g in trace.handles)
         return self.inner.owns(record)
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
@@ -191,9 +185,9 @@ class TraceSource:
         if trace.closing == "overflow" and self.settings.trace_buffer_overflow == "drop":
             return self._drop(trace, "overflow_dropped")
         if self._certain_drop is not None and self._certain_drop(trace.trace_id):
-            # not assembled: the pipeline finishes it as sampled out, unparsed
+            # not assembled: the pipeline decides on the trace id, and finishes it unread
             self._count("sampled_out")
-            return [replace(self._record(trace, b""), sampled_out=True)]
+            return [self._record(trace, None)]
         try:
             record = assemble(trace.spans, route_attribute=self.route_attribute)
         except IncompleteTrace as incomplete:
@@ -201,11 +195,12 @@ class TraceSource:
         self._count("assembled" if trace.closing != "overflow" else "overflow_assembled")
         return [self._record(trace, json.dumps(record, ensure_ascii=False).encode("utf-8"))]
 
-    def _record(self, trace: ClosedTrace[MessageKey], value: bytes) -> TraceRecord:
+    def _record(self, trace: ClosedTrace[MessageKey], value: bytes | None) -> _TraceRecord:
+        """The trace's record: ``value`` the assembled interaction, None when left unread."""
         last = max(trace.handles, key=lambda h: h[1])
         (topic, partition), offset, generation = last
         first_ns = min(s.start_ns for s in trace.spans)
-        return TraceRecord(
+        return _TraceRecord(
             topic=topic,
             partition=partition,
             offset=offset,
@@ -213,6 +208,7 @@ class TraceSource:
             value=value,
             timestamp_ms=first_ns // 1_000_000,
             generation=generation,
+            unread=value is None,
             trace=trace,
         )
 
@@ -261,14 +257,6 @@ class TraceSource:
         self.exporter.traces.labels(outcome=outcome).inc(n)
 
 
-def _rejected(message: SourceRecord, invalid: InvalidRecord) -> RejectedRecord:
-    return RejectedRecord(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        key=message.key,
-        value=message.value,
-        timestamp_ms=message.timestamp_ms,
-        generation=message.generation,
-        invalid=invalid,
-    )
+def _trace_of(record: SourceRecord) -> ClosedTrace[MessageKey] | None:
+    """The trace a record of this source stands for; None for a message of the inner source."""
+    return record.trace if isinstance(record, _TraceRecord) else None

@@ -311,8 +311,9 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     assert result.flag_precision == {"hallucination": 0.75}
     assert result.control_hallucination_share == pytest.approx(0.25)
     assert result.calibrated_rate == pytest.approx((40 * 0.75 + 80 * 0.25) / 120)
-    assert result.lower is not None and result.upper is not None
-    assert result.lower < result.calibrated_rate < result.upper
+    lower, upper, rate = result.lower, result.upper, result.calibrated_rate
+    assert lower is not None and upper is not None and rate is not None
+    assert lower < rate < upper
 
     from monitor.cli import main
 

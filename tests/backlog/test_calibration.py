@@ -131,3 +131,18 @@ def test_answers_without_a_faithfulness_score_count_for_precision_not_for_the_ra
     assert result.flag_precision["noncommittal"] == 1.0
     assert result.raw_rate == pytest.approx(2 / 10)
     assert result.calibrated_rate == pytest.approx(2 / 10)
+
+
+def test_no_context_answers_count_for_precision_not_for_the_rate() -> None:
+    """A retrieval failure is no hallucination: neither term of the rate holds it."""
+    cells = [
+        Cell(("hallucination",), {"hallucination": "confirmed"}, 2, 2, 2, 2),
+        Cell(("control",), {"control": "false_alarm"}, 4, 8, 16, 16),
+        Cell(("no_context", "low_relevancy"), {"no_context": "confirmed"}, 6, 6, 6, 6),
+    ]
+    result = estimate(cells)
+    assert result.flag_precision["no_context"] == 1.0
+    assert result.reviewed["no_context"] == 6
+    assert result.other_weight == 0.0  # not in the "other flags" stratum either
+    assert result.raw_rate == pytest.approx(2 / 10)
+    assert result.calibrated_rate == pytest.approx(2 / 10)

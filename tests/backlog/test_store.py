@@ -6,6 +6,7 @@ import asyncio
 import csv
 import io
 import json
+import socket
 from collections.abc import Callable
 
 import asyncpg
@@ -15,7 +16,7 @@ from monitor.backlog.entries import is_control, normalise_question, question_has
 from monitor.backlog.export import export_rows
 from monitor.backlog.migrations import MigrationError, apply_migrations, migration_files
 from monitor.backlog.reviews import ImportRow
-from monitor.backlog.store import BacklogStore
+from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import RedactionPattern, Settings
 from monitor.demo.postgres import free_port
 from monitor.records import MetricResult
@@ -122,10 +123,22 @@ async def test_migrate_on_start(pg_dsn: str, make_settings: SettingsFactory) -> 
         await store.close()
 
 
-def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -> None:
-    # an unreachable DSN is fine until start()
-    settings = make_settings()
-    BacklogSink(BacklogStore("postgresql://nobody@127.0.0.1:1/none", settings), settings)
+async def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -> None:
+    # a listener where Postgres would be: a connection attempt would wait in its queue
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        dsn = f"postgresql://nobody@127.0.0.1:{listener.getsockname()[1]}/none"
+        settings = make_settings()
+        tasks = asyncio.all_tasks()
+        sink = BacklogSink(BacklogStore(dsn, settings), settings, Exporter(), stats_interval=0.01)
+        await asyncio.sleep(0.2)  # whatever construction scheduled has run by now
+        assert asyncio.all_tasks() == tasks  # no stats or calibration task
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    with pytest.raises(StoreError) as caught:
+        async with sink.store.connection():
+            pass
+    assert caught.value.detail == "not started" and not caught.value.retryable
 
 
 # --- enqueue

@@ -24,6 +24,7 @@ from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks.backlog import BacklogSink
 from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
+from tests.support.tools import in_ci
 
 SettingsFactory = Callable[..., Settings]
 
@@ -43,7 +44,7 @@ print(json.dumps({"rows": len(dataset), "features": dataset.features(),
 def assert_ragas_loads(path: Path, expected_rows: int) -> None:
     """The golden-set export loads as a Ragas EvaluationDataset, with Ragas itself."""
     if RAGAS_PYTHON is None:
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail("RAG_MONITOR_TEST_RAGAS_PYTHON is not set (.ci/run sets it)")
         return  # a developer machine without the Ragas venv: the key checks above still ran
     done = subprocess.run(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config import PREFIX
 from monitor.demo.broker import Broker, free_port
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
@@ -143,6 +144,40 @@ def test_invalid_configuration_fails_at_start_naming_the_setting(variable: str, 
                             stdin=subprocess.DEVNULL)  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert variable in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "nearest"),
+    [
+        (f"{PREFIX}SAMPLE_RTE", "RAG_MONITOR_SAMPLE_RATE"),
+        (f"{PREFIX.lower()}kafka_bootstrap_server", "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS"),
+        (f"{PREFIX}THRESHOLDS__FAITHFULNESS", "RAG_MONITOR_THRESHOLDS"),
+    ],
+)  # fmt: skip  (the typos spelled from PREFIX: tests/test_config.py scans the tree for names)
+def test_an_unknown_variable_fails_at_start_naming_the_nearest_setting(
+    variable: str, nearest: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update({"PYTHONPATH": str(ROOT), variable: "0.5", "RAG_MONITOR_METRICS_PORT": "0"})
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "rag-monitor: invalid configuration:"
+    assert lines[1].startswith(f"  {variable}: not a setting;"), result.stderr
+    assert nearest in lines[1] and len(lines) == 2, result.stderr
+
+
+def test_the_test_suites_own_variables_do_not_trip_the_settings_check() -> None:
+    port = free_port()  # nothing listens there: getting as far as Kafka means the settings passed
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_PORT": "0", "CI": "true",
+                "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}",
+                "RAG_MONITOR_TEST_BROKER": "tansu", "RAG_MONITOR_TEST_RAGAS_PYTHON": "/nowhere",
+                "RAG_MONITOR_TEST_SCREENSHOTS": "/nowhere"})  # fmt: skip
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 3, result.stderr
 
 
 def test_unreachable_kafka_at_start_is_one_line_and_exit_code_3() -> None:

@@ -35,7 +35,6 @@ def run_score(
         "RAG_MONITOR_JUDGE_MAX_RETRIES": "0",
         **(env or {}),
     }
-    environment.pop("RAG_MONITOR_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "monitor", "score", *args],
         env=environment,
@@ -124,11 +123,70 @@ def test_judge_failure_is_an_error_line_not_a_zero(
 ) -> None:
     judge_server.down("503")
     result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", [GOOD])))
-    assert result.returncode == 0, result.stderr
     [line] = read_lines(result.stdout)
     assert line["error"] == "server_error"
     online = ("faithfulness", "response_relevancy", "context_utility")
     assert line["scores"] == {m: None for m in online}
+    # nothing got a value: not a success
+    assert result.returncode == 1, result.stderr
+    assert "1 read, 0 scored, 0 invalid, 1 with judge errors" in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "rag-monitor score: no record scored: the judge failed on 1 of 1 record "
+        "(server_error: InternalServerError (HTTP 503))"
+    )
+
+
+def test_an_unreachable_judge_exits_1_naming_the_cause(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [GOOD, {**GOOD, "id": "second"}])
+    # port 1 on loopback: nothing listens, the OS refuses the connection
+    unreachable = {"RAG_MONITOR_JUDGE_BASE_URL": "http://127.0.0.1:1/v1"}
+    result = run_score(judge_server, str(source), env=unreachable)
+    assert result.returncode == 1, result.stderr
+    out = read_lines(result.stdout)
+    assert [line["error"] for line in out] == ["connection", "connection"]
+    assert all(value is None for line in out for value in line["scores"].values())
+    assert out[0]["details"]["faithfulness"]["detail"] == "connection refused"
+    assert "2 read, 0 scored, 0 invalid, 2 with judge errors" in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last == (
+        "rag-monitor score: no record scored: the judge failed on 2 of 2 records "
+        "(connection: connection refused)"
+    )
+    assert judge_server.stats.snapshot().chat_requests == 0  # the test server was not asked
+
+
+def test_scored_means_at_least_one_value(judge_server: JudgeServer, tmp_path: Path) -> None:
+    """A record counts as scored when one metric got a value; none at all exits 1."""
+    evasive = {k: v for k, v in GOOD.items() if k != "reference"}
+    evasive = {**evasive, "id": "evasive", "response": "I don't know."}
+    no_reference = {k: v for k, v in GOOD.items() if k != "reference"}
+    metrics = ("--metrics", "faithfulness,context_recall")
+    # faithfulness scores the first; the second declines (unscoreable) and has no reference
+    both = write_lines(tmp_path / "both.jsonl", [no_reference, evasive])
+    result = run_score(judge_server, str(both), *metrics)
+    assert result.returncode == 0, result.stderr
+    first, second = read_lines(result.stdout)
+    assert first["scores"]["faithfulness"] == 0.5 and first["scores"]["context_recall"] is None
+    assert second["scores"] == {"faithfulness": None, "context_recall": None}
+    assert "2 read, 1 scored, 0 invalid, 0 with judge errors" in result.stderr
+    # only the unscoreable one: no record got a value
+    alone = write_lines(tmp_path / "alone.jsonl", [evasive])
+    result = run_score(judge_server, str(alone), *metrics)
+    assert result.returncode == 1, result.stderr
+    assert "1 read, 0 scored" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "rag-monitor score: no record scored: every metric was unscoreable (most often: "
+    )
+    # only invalid lines
+    broken = write_lines(tmp_path / "broken.jsonl", ['{"id": "x", "user_input": "unterminated'])
+    result = run_score(judge_server, str(broken))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "rag-monitor score: no record scored: every line is invalid (invalid record on line 1: "
+        "not_json: Unterminated string starting at: line 1 column 27)"
+    )
 
 
 def test_unreadable_input_exits_2(judge_server: JudgeServer, tmp_path: Path) -> None:

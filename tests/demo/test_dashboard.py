@@ -1,8 +1,8 @@
-"""A live dashboard on the demo: the README's recipe, as written, with a real Prometheus.
+"""A live dashboard on the demo: the recipe of docs/operations.md, with a real Prometheus.
 
-The recipe (between the ``dashboard-recipe`` markers of README.md) runs the
-demo with ``--pace`` and a fixed metrics port, and a Prometheus (Debian's
-``prometheus``) with the README's ``prometheus.yml``; only the two ports are
+The recipe (between the ``dashboard-recipe`` markers of docs/operations.md) runs
+the demo with ``--pace`` and a fixed metrics port, and a Prometheus (Debian's
+``prometheus``) with the page's ``prometheus.yml``; only the two ports are
 changed to free ones. While the paced traffic is still being scored, the
 expression of the dashboard's *Weighted hallucination rate* panel (read from
 ``dashboards/rag-monitor.json``, Grafana's variables filled in) must give a
@@ -16,7 +16,6 @@ import json
 import math
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -32,14 +31,15 @@ from monitor.demo.broker import free_port
 from monitor.demo.report import DemoReport
 from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
+from tests.support.tools import require_tool
 
-README_PORT = "9108"
+RECIPE_PORT = "9108"
 PANEL = "Weighted hallucination rate"
 
 
 def recipe() -> tuple[list[str], str, list[str]]:
-    """The demo's argv, the prometheus.yml text and Prometheus's argv, from README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The demo's argv, the prometheus.yml text and Prometheus's argv, from docs/operations.md."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     start = text.index("<!-- dashboard-recipe")
     block = text[start : text.index("<!-- /dashboard-recipe -->", start)]
     fenced = re.findall(r"^```(\w+)\n(.*?)^```", block, flags=re.S | re.M)
@@ -95,14 +95,12 @@ def series_at_zero(url: str) -> dict[str, set[tuple[tuple[str, str], ...]]]:
 def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_run(
     tmp_path: Path,
 ) -> None:
-    prometheus_bin = shutil.which("prometheus")
-    if prometheus_bin is None:
-        pytest.fail("prometheus is not installed (.ci/run installs Debian's prometheus)")
+    prometheus_bin = require_tool("prometheus", "prometheus")
     demo_argv, config, prometheus_argv = recipe()
     assert "--pace" in demo_argv and "--hold" in demo_argv
     metrics_port, web_port = str(free_port()), free_port()
-    demo_argv = [metrics_port if a == README_PORT else a for a in demo_argv]
-    (tmp_path / "prometheus.yml").write_text(config.replace(README_PORT, metrics_port), "utf-8")
+    demo_argv = [metrics_port if a == RECIPE_PORT else a for a in demo_argv]
+    (tmp_path / "prometheus.yml").write_text(config.replace(RECIPE_PORT, metrics_port), "utf-8")
     with open(tmp_path / "prometheus.log", "wb") as log:
         prometheus = subprocess.Popen(
             [prometheus_bin, *prometheus_argv[1:], f"--web.listen-address=127.0.0.1:{web_port}"],

@@ -406,8 +406,8 @@ def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
         assert report["tokens"] == 0
         assert report["elapsed_seconds"] < 120
         check_report_against_the_world(report, 40)
-        # --review: after the hold, the review page on the demo's Postgres until Ctrl-C
-        review = demo.wait_for_line(r"the review page is at (http://127\.0\.0\.1:\d+/)", 30)
+        # --review: the review page on the demo's Postgres, past the 1 s hold, until Ctrl-C
+        review = demo.wait_for_line(r"hold is over; review on (http://127\.0\.0\.1:\d+/)", 30)
         with urllib.request.urlopen(review.group(1), timeout=10) as response:
             assert "rag-monitor review" in response.read().decode("utf-8")
         assert any(str(workdir) in line for line in demo.stderr)

@@ -7,14 +7,13 @@ checks and unit-tests that file, and a rendering at non-default values
 (dashboards/tests/tuned/).
 
 promtool comes from the Debian package ``prometheus``. Without it the tests
-skip on a workstation and fail in CI (``CI`` set), so CI cannot go green
-without running them.
+skip on a workstation and fail in CI (``CI=true``; `tests.support.tools`), so CI
+cannot go green without running them.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 RULES = ROOT / "dashboards" / "alerts.yaml"
 RULE_TESTS = sorted((ROOT / "dashboards" / "tests").glob("*.yaml"))
@@ -48,12 +48,7 @@ def render_script() -> ModuleType:
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool not found; install the Debian package `prometheus`")
-        pytest.skip("promtool not found (apt-get install prometheus)")
-    return found
+    return require_tool("promtool", "prometheus")
 
 
 def run_promtool(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -155,7 +150,7 @@ def test_tuned_promtool_tests_fail_against_the_default_rules(tmp_path: Path) -> 
     shutil.copy(TUNED / "tuned.yaml", tmp_path / "tuned.yaml")
     result = run_promtool("test", "rules", "tuned.yaml", cwd=tmp_path)
     assert result.returncode != 0, "the tuned cases pass at the defaults: they test nothing"
-    for name in ("fast burn", "slow burn", "judge errors", "lag above 50"):
+    for name in ("fast burn", "slow burn", "no context above 10%", "judge errors", "lag above 50"):
         assert f"name: {name}" in result.stdout + result.stderr, name
 
 
@@ -231,6 +226,14 @@ MUTATIONS = {
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),
     "precision evidence": ('verdict=~"confirmed|false_alarm"', 'verdict=~".+"'),
     "precision level": ("(rag_monitor_flag_precision) < 0.5", "(rag_monitor_flag_precision) < 1"),
+    "no-context level": (
+        "rag_monitor:no_context_ratio:rate30m > 0.2",
+        "rag_monitor:no_context_ratio:rate30m > 0.01",
+    ),
+    "no-context share of all scored answers": (
+        "sum by (namespace, job) (rate(rag_monitor_scored_weight_total[30m]))\n          )",
+        "sum by (namespace, job) (rate(rag_monitor_scored_weight_total[30m])) * 0\n          )",
+    ),
 }
 
 

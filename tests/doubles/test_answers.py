@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     ContextVerdicts,
     GeneratedQuestion,
     Grounding,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from monitor.judges import Prompt
+from monitor.judges.steps import Statements, StatementsInput
 from monitor.judges.wire import render_messages
-from monitor.metrics.steps import Statements, StatementsInput
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 from tests.support.judge_server import Fault, JudgeServer
 

@@ -18,8 +18,7 @@ from monitor.config import Settings
 from monitor.judges import BudgetExhausted, JudgeError, Prompt
 from monitor.judges.factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.judges.llm import OpenAIJudge
-from monitor.judges.wire import render_messages, strict_schema
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     GeneratedQuestion,
     Grounding,
     QuestionsInput,
@@ -28,6 +27,7 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
+from monitor.judges.wire import render_messages, strict_schema
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer
@@ -423,7 +423,6 @@ async def test_factory_local_embedding(server: JudgeServer) -> None:
 
 
 def test_factory_auto_without_url_is_the_local_judge() -> None:
-    pytest.importorskip("monitor.judges.local.judge")
     judge = build_judge(Settings(judge_base_url=None))
     assert judge.kind == "local"
 
@@ -469,7 +468,14 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
 
     from monitor.judges.replies import chat_contents, embedding_vectors
 
-    for body in (None, [], {"choices": "x"}, {"choices": [1]}, {"id": "no choices"}):
+    not_completions: tuple[object, ...] = (
+        None,
+        [],
+        {"choices": "x"},
+        {"choices": [1]},
+        {"id": "no choices"},
+    )
+    for body in not_completions:
         with pytest.raises(JudgeError) as caught:
             chat_contents(body)
         assert caught.value.reason == "invalid_output"
@@ -490,14 +496,15 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
         {"data": [{"index": 1, "embedding": [1, 2]}, {"index": 0, "embedding": packed}]}, 2
     )
     assert vectors == [[0.5, -1.0], [1.0, 2.0]] and tokens is None
-    for body, expected in (
+    not_embeddings: tuple[tuple[object, int], ...] = (
         ({"data": [{"embedding": "not base64!"}]}, 1),
         ({"data": [{"embedding": ["x"]}]}, 1),
         ({"data": [{"embedding": [1.0]}, {"embedding": [1.0, 2.0]}]}, 2),
         ({"data": [{"embedding": [1.0]}]}, 2),
         ({"data": []}, 0),
         ({"object": "list"}, 1),
-    ):
+    )
+    for body, expected in not_embeddings:
         with pytest.raises(JudgeError) as caught:
             embedding_vectors(body, expected)
         assert caught.value.reason == "invalid_output"

@@ -17,7 +17,6 @@ import asyncio
 import datetime
 import ipaddress
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -39,14 +38,14 @@ from monitor.app import build, serve
 from monitor.config import ConfigError, Settings
 from monitor.demo.broker import Broker, free_port
 from monitor.kafka.client import ssl_context
-from tests.fixtures.kafka import Topic, monitor_settings
+from monitor.sources.kafka import KafkaSource
+from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
 from tests.support.records import encode, interaction
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.kafka
-
-STUNNEL = shutil.which("stunnel4") or shutil.which("stunnel")
 
 
 # --- a CA and certificates (PEM files)
@@ -166,10 +165,9 @@ class TlsBroker:
 
 @pytest.fixture(scope="module")
 def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
-    if STUNNEL is None:
-        pytest.fail("stunnel4 is not installed (.ci/run installs it)")
+    stunnel = require_tool("stunnel4", "stunnel4", aliases=("stunnel",))
     tls_port = free_port()
-    broker = Broker("tansu", advertised_port=tls_port).start()
+    broker = require_broker("tansu", advertised_port=tls_port).start()
     folder = tmp_path_factory.mktemp("stunnel")
     config = folder / "stunnel.conf"
     config.write_text(
@@ -179,7 +177,7 @@ def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[T
         f"CAfile = {pki.ca.cert}\nverifyChain = yes\n"  # a client certificate is required
     )
     log = open(folder / "stunnel.log", "wb")  # closed below
-    tunnel = subprocess.Popen([STUNNEL, str(config)], stdout=log, stderr=subprocess.STDOUT,
+    tunnel = subprocess.Popen([stunnel, str(config)], stdout=log, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 20
@@ -262,7 +260,7 @@ async def test_a_record_flows_over_tls_with_a_client_certificate(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
-    assert parts.source.reachable
+    assert isinstance(parts.source, KafkaSource) and parts.source.reachable
 
 
 def run_monitor(settings: dict[str, str]) -> subprocess.CompletedProcess[str]:

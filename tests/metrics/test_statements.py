@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from monitor.judges.steps import FUSED_STEPS, GROUNDING, STEPS, join_contexts
 from monitor.metrics import _statements as st
-from monitor.metrics.steps import FUSED_STEPS, GROUNDING, STEPS, join_contexts
 
 
 def test_the_fused_step_asks_what_the_basic_steps_ask() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from monitor.judges.llm import OpenAIJudge
+from monitor.judges.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.metrics.noise_sensitivity import NoiseSensitivity
-from monitor.metrics.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction
 from monitor.scoring import Scorer
 from tests.support.judge_server import JudgeServer

@@ -304,7 +304,7 @@ def test_the_review_command_serves_until_interrupted(pg_dsn: str) -> None:
     )
     try:
         assert proc.stderr is not None
-        seen = []
+        seen: list[str] = []
         match = None
         while match is None and len(seen) < 50:  # JSON log lines may come first
             seen.append(proc.stderr.readline())

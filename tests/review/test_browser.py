@@ -8,7 +8,6 @@ is read back from Postgres.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from monitor.review.auth import parse_tokens
 from monitor.sinks.backlog import BacklogSink
 from tests.support.backlog import fetch, scored
 from tests.support.review import XSS_IMG, XSS_SCRIPT
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.postgres
 
@@ -41,10 +41,7 @@ SHOTS = os.environ.get("RAG_MONITOR_TEST_SCREENSHOTS")
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    if not shutil.which(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
-        pytest.skip(f"{CHROMIUM} is not installed")
+    require_tool("chromium", "chromium", path=CHROMIUM)
     async with async_playwright() as p:
         launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +41,7 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets
 from tests.support.records import encode, interaction
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 HALLUCINATION = "hallucination"
@@ -177,20 +177,6 @@ def total(parts: Components, name: str) -> float:
     )
 
 
-async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
-    """Wait for ``check``; a check whose broker read timed out counts as not yet."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if await check():
-                return
-        except TimeoutError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
 @contextlib.asynccontextmanager
 async def monitor(settings: Settings) -> AsyncIterator[Components]:
     """`rag-monitor run` in-process (`build` + `serve`), stopped when the block ends."""
@@ -205,7 +191,7 @@ async def monitor(settings: Settings) -> AsyncIterator[Components]:
                 raise AssertionError("the monitor stopped on its own")
             return bool(parts.source.assignment)  # sinks started (migrated) before the source
 
-        await until(running, 30, "the monitor to start and get its partitions")
+        await wait_until(running, 30, "the monitor to start and get its partitions")
         yield parts
     finally:
         stop.set()
@@ -269,7 +255,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
             async def some_stored() -> bool:
                 return len(await stored(dsn)) >= 4
 
-            await until(some_stored, 45, "the first flagged records in Postgres")
+            await wait_until(some_stored, 45, "the first flagged records in Postgres")
 
             # --- the outage, mid-stream: records keep coming, Postgres is gone
             await asyncio.to_thread(pg.stop)
@@ -284,7 +270,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
                 during = sum(1 for t, _ in snapshots if t > outage_start)
                 return consumed and errors and during >= 5
 
-            await until(stuck, 30, "the monitor to score everything while Postgres is down")
+            await wait_until(stuck, 30, "the monitor to score everything while Postgres is down")
             producer.result()
             await asyncio.sleep(1.0)  # a few more retries and snapshots
             restart = datetime.now(UTC)
@@ -298,7 +284,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
                 return await committed(topic) == final_ends
 
             # sinks before offsets: once everything is committed, everything is stored
-            await until(all_committed, 40, "every offset to be committed after the restart")
+            await wait_until(all_committed, 40, "every offset to be committed after the restart")
             assert not tasks[0].done(), "the offset poller stopped early"
         finally:
             for task in tasks:
@@ -362,7 +348,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
         )
 
     async with monitor(settings) as first:
-        await until(lambda: done(first), 45, "the first monitor to finish")
+        await wait_until(lambda: done(first), 45, "the first monitor to finish")
     rows = await backlog_rows(pg_dsn)
     links = await stored(pg_dsn)
     assert set(links) == flagged
@@ -373,7 +359,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
     assert await committed(topic) == dict.fromkeys(range(topic.partitions), 0)
 
     async with monitor(settings) as second:
-        await until(lambda: done(second), 45, "the second monitor to finish the redelivery")
+        await wait_until(lambda: done(second), 45, "the second monitor to finish the redelivery")
     assert total(second, "rag_monitor_records_sampled_total") >= len(sent)  # all redelivered
     assert total(second, "rag_monitor_backlog_enqueued_total") == 0
     assert total(second, "rag_monitor_backlog_write_errors_total") == 0
@@ -422,3 +408,95 @@ async def test_readyz_fails_on_an_unmigrated_schema_and_the_log_names_migrate(
                 await store.close()
             status, body = await asyncio.to_thread(readyz, parts.server.port)
             assert status == 200 and body["checks"]["schema"] is True
+
+
+async def test_no_context_is_its_own_flag_and_an_empty_response_is_dead_lettered(
+    broker: Broker, topic: Topic, judge_server: JudgeServer, pg_dsn: str
+) -> None:
+    """Issue 21: a retrieval failure is not a hallucination; an answer of nothing is invalid.
+
+    Two answers come with no context (none, and one blank chunk): faithfulness 0 by
+    definition, flagged ``no_context``, out of the hallucination rate. Two responses are
+    empty or blank: dead-lettered as ``empty_response``, never scored. One hallucinates
+    with a context and one is supported: the rate is 1 of those 2.
+    """
+    import json
+    import urllib.request
+
+    from monitor.sources.kafka import HEADER_REASON
+    from tests.support.kafka import read_topic
+    from tests.support.records import samples
+
+    def record(rid: str, n: int, **fields: Any) -> tuple[str, bool, bytes]:
+        body: dict[str, Any] = {**interaction(n, supported=True, route="search"), **fields}
+        body["id"] = rid
+        body["user_input"] = f"Are receipts required for travel expenses over {100 + n} dollars?"
+        return rid, False, encode(body)
+
+    unsupported = interaction(2, supported=False)["response"]
+    records = [
+        record("nc-none", 0, retrieved_contexts=[], response=unsupported),
+        record("nc-blank", 1, retrieved_contexts=["  "], response=unsupported),
+        record("hallucinated", 2, response=unsupported),
+        record("supported", 3),
+        record("empty", 4, response=""),
+        record("blank", 5, response=" \n "),
+    ]
+    dead = {"empty", "blank"}
+    sent = await send(topic, records)
+    final_ends = ends(sent, topic.partitions)
+    settings = backlog_settings(broker, topic, judge_server, pg_dsn)
+
+    def scrape(port: int) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text: str = r.read().decode()
+        return text
+
+    async with monitor(settings) as parts:
+
+        async def done() -> bool:
+            return (
+                total(parts, "rag_monitor_records_scored_total") >= 4
+                and total(parts, "rag_monitor_records_invalid_total") >= 2
+                and await committed(topic) == final_ends
+            )
+
+        await wait_until(done, 45, "every record scored or dead-lettered, and committed")
+        text = await asyncio.to_thread(scrape, parts.server.port)
+
+    def series(name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        return {k: v for k, v in samples(text, name).items() if v}
+
+    search = (("judge", "llm"), ("route", "search"))
+    # counted: four scored, two invalid, nothing skipped, every offset committed
+    assert sum(samples(text, "rag_monitor_records_scored_total").values()) == 4
+    assert series("rag_monitor_records_invalid_total") == {(("reason", "empty_response"),): 2}
+    assert series("rag_monitor_records_skipped_total") == {}
+    # the retrieval failures on their own series, the hallucination rate without them
+    assert series("rag_monitor_no_context_total") == {search: 2}
+    assert series("rag_monitor_no_context_weight_total") == {search: 2}
+    assert series("rag_monitor_hallucinations_total") == {search: 1}
+    assert series("rag_monitor_hallucination_weight_total") == {search: 1}
+    assert series("rag_monitor_scored_weight_total") == {search: 2}  # rate 1/2, not 3/4
+    # the metric keeps its definition: faithfulness 0 against no context, a fail verdict
+    fails = samples(text, "rag_monitor_verdicts_total")
+    assert fails[(("judge", "llm"), ("metric", "faithfulness"), ("verdict", "fail"))] == 3
+    enqueued = series("rag_monitor_backlog_enqueued_total")
+    assert enqueued[(("reason", "no_context"),)] == 2
+    assert enqueued[(("reason", "hallucination"),)] == 1
+    # the backlog: no_context rows, not hallucination ones
+    rows = await backlog_rows(pg_dsn)
+    reasons = {rid: row[1] for rid, row in rows.items()}
+    assert set(reasons) == {"nc-none", "nc-blank", "hallucinated"}
+    assert reasons["nc-none"][0] == reasons["nc-blank"][0] == "no_context"
+    assert "hallucination" not in reasons["nc-none"] + reasons["nc-blank"]
+    assert reasons["hallucinated"][0] == "hallucination"
+    # the empty responses in the dead-letter topic, with their reason and original bytes
+    letters = await read_topic(topic.bootstrap, topic.dlq, expected=2)
+    by_key = {d.key.decode(): d for d in letters if d.key is not None}
+    assert set(by_key) == dead
+    for rid, _, value in records:
+        if rid in dead:
+            assert dict(by_key[rid].headers)[HEADER_REASON] == b"empty_response"
+            assert by_key[rid].value == value
+            assert json.loads(value)["response"].strip() == ""

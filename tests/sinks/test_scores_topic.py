@@ -21,7 +21,7 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction
-from tests.support.waits import run_until
+from tests.support.waits import wait_until
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -71,7 +71,7 @@ async def test_every_scored_record_reaches_the_scores_topic_before_its_offset(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        await run_until(lambda: parts.exporter.records_scored._value.get() >= n, 60)
+        await wait_until(lambda: parts.exporter.records_scored._value.get() >= n, 60, "scoring")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0

@@ -14,9 +14,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.openmetrics.parser import (
-    text_string_to_metric_families as openmetrics_families,
-)
 
 from monitor.app import build, serve
 from monitor.demo.broker import Broker
@@ -27,9 +24,9 @@ from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
-from tests.support.records import interaction, samples
+from tests.support.records import interaction, openmetrics_families, samples
 from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json
-from tests.support.waits import run_until
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -114,7 +111,7 @@ async def test_traces_split_over_messages_are_scored_once_each(
     task = asyncio.create_task(serve(settings, stop, parts))
     scored = parts.exporter.records_scored
     try:
-        await run_until(lambda: scored._value.get() >= len(complete), 60)
+        await wait_until(lambda: scored._value.get() >= len(complete), 60, "the complete traces")
         await asyncio.sleep(1.0)  # nothing more may come
         exposition = await asyncio.to_thread(scrape_openmetrics, parts.server.port)
     finally:
@@ -159,7 +156,7 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
     task = asyncio.create_task(serve(settings, stop, parts))
     traces = parts.exporter.traces
     try:
-        await run_until(lambda: traces.labels(outcome="split")._value.get() >= 1, 60)
+        await wait_until(lambda: traces.labels(outcome="split")._value.get() >= 1, 60, "a split")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -239,17 +236,17 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
     tasks = [asyncio.create_task(serve(settings, stop, first))]
     try:
         consumed = first.exporter.records_consumed.labels(topic=topic.name)
-        await run_until(lambda: consumed._value.get() >= 8, 60)
+        await wait_until(lambda: consumed._value.get() >= 8, 60, "8 messages consumed")
         assert isinstance(first.source, TraceSource) and len(first.source.buffer) == 8
         tasks.append(asyncio.create_task(serve(settings, stop, second)))
-        await run_until(lambda: bool(second.source.assignment) and
-                        len(first.source.assignment) + len(second.source.assignment) == 4,
-                        60)  # fmt: skip
+        await wait_until(lambda: bool(second.source.assignment) and
+                         len(first.source.assignment) + len(second.source.assignment) == 4,
+                         60, "the partitions shared by both monitors")  # fmt: skip
         for partition in range(4):
             await produce(topic.bootstrap, topic.name,
                           [(None, b) for p, _, b in halves if p == partition],
                           partition=partition)  # fmt: skip
-        await run_until(lambda: len(set(seen[0].ids) | set(seen[1].ids)) >= 8, 60)
+        await wait_until(lambda: len(set(seen[0].ids) | set(seen[1].ids)) >= 8, 60, "8 records")
         await asyncio.sleep(1.0)
     finally:
         stop.set()
@@ -283,7 +280,8 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
     task = asyncio.create_task(serve(settings, stop, parts))
     traces = parts.exporter.traces
     try:
-        await run_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60)
+        await wait_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60,
+                         "two traces assembled")  # fmt: skip
         await asyncio.sleep(0.5)
     finally:
         stop.set()
@@ -322,7 +320,7 @@ async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stall
     task = asyncio.create_task(serve(settings, stop, parts))
     scored = parts.exporter.records_scored
     try:
-        await run_until(lambda: scored._value.get() >= 6, 20)
+        await wait_until(lambda: scored._value.get() >= 6, 20, "all 6 traces scored")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -360,8 +358,9 @@ async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_score
     task = asyncio.create_task(serve(settings, stop, parts))
     traces = parts.exporter.traces
     try:
-        await run_until(lambda: traces.labels(outcome="assembled")._value.get()
-                        + traces.labels(outcome="sampled_out")._value.get() >= 24, 60)  # fmt: skip
+        await wait_until(lambda: traces.labels(outcome="assembled")._value.get()
+                         + traces.labels(outcome="sampled_out")._value.get() >= 24, 60,
+                         "every trace assembled or sampled out")  # fmt: skip
         await asyncio.sleep(1.0)
     finally:
         stop.set()

@@ -1,7 +1,7 @@
 """The deterministic judge behind the test judge server: simple lexical rules, no model.
 
 `answer(step, inputs, n)` returns ``n`` JSON outputs of the step's output model
-(`monitor.metrics.steps`); `embed(texts)` returns one vector per text. The
+(`monitor.judges.steps`); `embed(texts)` returns one vector per text. The
 rules are chosen so that a hand-written example has an obvious right score:
 
 - **content words**: lower-cased tokens (words, and numbers kept literally with
@@ -41,7 +41,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     GROUNDING,
     QUESTIONS,
     STATEMENTS,

@@ -5,11 +5,14 @@ samples by labels."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.sampling import Sampler
+from monitor.sampling import unit_hash
 
 
 def interaction(i: int, *, supported: bool = True, **metadata: str) -> dict[str, Any]:
@@ -39,11 +42,14 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return out
 
 
+def openmetrics_families(text: str) -> Iterator[Metric]:
+    """The metric families of an OpenMetrics exposition (the exemplars included)."""
+    # prometheus_client's OpenMetrics parser has no annotations; its classic one has
+    families: Iterator[Metric] = openmetrics_parser.text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
+    return families
+
+
 def expected_sample(n: int, rate: float) -> set[int]:
-    sampler = Sampler(rate)
-    out = set()
-    for i in range(n):
-        pre = sampler.precheck(f"rec-{i}".encode(), None)
-        if not pre.drop:
-            out.add(i)
-    return out
+    """Which of records ``rec-0`` … (keyed by their id) a sampler at ``rate`` keeps: those
+    whose key hashes below it."""
+    return {i for i in range(n) if unit_hash(f"rec-{i}".encode()) < rate}

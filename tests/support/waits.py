@@ -1,15 +1,31 @@
-"""Waiting on a condition inside a running event loop."""
+"""Waiting on a condition inside a running event loop: the suite's one polling helper."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+Condition = Callable[[], bool] | Callable[[], Awaitable[bool]]
 
 
-async def run_until(done: Callable[[], bool], within: float) -> None:
+async def wait_until(
+    condition: Condition, within: float, what: str, *, interval: float = 0.1
+) -> None:
+    """Return once ``condition()`` is true; AssertionError naming ``what`` after ``within`` s.
+
+    ``condition`` is a plain or an async callable, asked at least once and then every
+    ``interval`` seconds. A check that raises TimeoutError (a broker or database read
+    that timed out) counts as "not yet"; any other error ends the wait.
+    """
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if done():
-            return
-        await asyncio.sleep(0.1)
+    while True:
+        try:
+            answer = condition()
+            if await answer if isinstance(answer, Awaitable) else answer:
+                return
+        except TimeoutError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:g} s waiting for {what}")
+        await asyncio.sleep(interval)

@@ -64,6 +64,19 @@ groups:
           sum by (namespace, job) (rate(rag_monitor_hallucination_weight_total[1h] offset 1d))
             /
           sum by (namespace, job) (rate(rag_monitor_scored_weight_total[1h] offset 1d))
+      # Weighted share of the answers with a faithfulness score that had no
+      # retrieved context (retrieval failures). The hallucination ratios above
+      # leave these answers out: scored_weight_total counts only answers with a
+      # context.
+      - record: rag_monitor:no_context_ratio:rate30m
+        expr: |
+          sum by (namespace, job) (rate(rag_monitor_no_context_weight_total[30m]))
+            /
+          (
+            sum by (namespace, job) (rate(rag_monitor_no_context_weight_total[30m]))
+              +
+            sum by (namespace, job) (rate(rag_monitor_scored_weight_total[30m]))
+          )
       # Volume guards: records actually scored (not weighted) in a window.
       - record: rag_monitor:records_scored:increase1h
         expr: sum by (namespace, job) (increase(rag_monitor_records_scored_total[1h]))
@@ -127,6 +140,20 @@ rag_monitor:records_scored:increase1h >= %v` $n)
 %s in %s: the weighted hallucination
 rate of the last hour is %s, more than
 twice (and 2 points above) the same hour one day earlier.` $job $ns $value))) }}
+{{- end }}
+{{- if has "RagMonitorNoContext" $alerts }}
+{{- $nc := $r.alerts.RagMonitorNoContext }}
+{{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorNoContext"
+        "expr" (printf `
+rag_monitor:no_context_ratio:rate30m > %v
+and
+rag_monitor:records_scored:increase1h >= %s` $nc.maxRatio (include "rag-monitor.number" $nc.minRecords))
+        "summary" (printf "More than %v%% of scored answers had no retrieved context" (mulf $nc.maxRatio 100))
+        "description" (printf `
+%s in %s: %s
+of weighted scored answers in the last 30 minutes came with no retrieved
+context. A retrieval failure, not a hallucination: these answers are left
+out of the hallucination rate.` $job $ns $value))) }}
 {{- end }}
 {{- if has "RagMonitorJudgeErrors" $alerts }}
 {{- $je := $r.alerts.RagMonitorJudgeErrors }}

@@ -1,6 +1,6 @@
 """A context as the checks read it, prepared once: its vocabulary, windows, denials, segments.
 
-A context string divides into chunks (its lines: `monitor.metrics.steps.
+A context string divides into chunks (its lines: `monitor.judges.steps.
 join_contexts` puts one retrieved context a line). Each chunk is prepared
 once and kept (`Contexts`, shared by the judge's threads): its sentences, and
 its windows, runs of up to ``window_sentences`` neighbouring sentences, each
@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
-from monitor.judges.local.lexical.clauses import Segment, sentences
+from monitor.judges.local.lexical.clauses import Segment
 from monitor.judges.local.lexical.vocabulary import Sentence, Vocabulary
+from monitor.text.sentences import sentences
 
 
 @dataclass

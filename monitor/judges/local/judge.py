@@ -1,7 +1,7 @@
 """`LocalJudge`: every judge step answered in-process, at zero tokens.
 
 The local judge speaks the same four steps as the LLM judge
-(`monitor.metrics.steps`), so every metric — online and reference-based —
+(`monitor.judges.steps`), so every metric — online and reference-based —
 runs unchanged on it. Its answers are documented approximations, not an LLM's:
 
 ``statements``
@@ -57,15 +57,13 @@ from monitor.judges.local import statements as st
 from monitor.judges.local.contexts import Context, Contexts
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim
-from monitor.judges.local.lexical.numerals import numbers
 from monitor.judges.local.lexical.vocabulary import coverage
 from monitor.judges.local.lexical.wordforms import content_words
 from monitor.judges.local.reasons import quote
 from monitor.judges.local.support import best_window, rank_windows, word_vectors
 from monitor.judges.local.thresholds import LocalThresholds
 from monitor.judges.local.verify import Check, checks
-from monitor.metrics import evasive
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
     USEFULNESS,
@@ -83,6 +81,8 @@ from monitor.metrics.steps import (
     VerifySource,
 )
 from monitor.records import Usage
+from monitor.text import evasive
+from monitor.text.numerals import numbers
 
 T = TypeVar("T")
 

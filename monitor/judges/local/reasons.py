@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from monitor.metrics.steps import VerifySource
+from monitor.judges.steps import VerifySource
 
 #: What the statements of a ``verify`` are checked against, as reasons name it.
 WHERE = {"context": "context", "reference": "the reference", "response": "the response"}

@@ -4,7 +4,7 @@ Sentence splitting (nupunkt; long compound sentences also at ``;``).
 Sentences that assert nothing are left out, as the LLM judge is told to ("No
 statements if the text asserts nothing"): a bare answer particle ("Yes."), and
 a sentence that only declines or sends the user elsewhere, by the rule both
-judges share (`monitor.metrics.evasive`) — never a sentence with a number. A
+judges share (`monitor.text.evasive`) — never a sentence with a number. A
 response that declines and asserts nothing is noncommittal
 (`Statements.noncommittal`: faithfulness is then unscoreable, never 0). A
 sentence that starts by referring back ("They expire on 30 June.") joins the
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from monitor.judges.local.lexical.clauses import sentences
-from monitor.metrics.evasive import asserts, declines
+from monitor.text.evasive import asserts, declines
+from monitor.text.sentences import sentences
 
 #: A sentence that starts by referring to the one before it.
 _REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b")

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 from monitor.judges.local.contexts import Context, segments_of
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.lexical.clauses import Claim, clauses, sentences, strip_particle
+from monitor.judges.local.lexical.clauses import Claim
 from monitor.judges.local.lexical.names import NAME_PARTS, names
 from monitor.judges.local.lexical.numerals import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import COMPARISONS, SAME_COMPARISON, negated_word
@@ -74,7 +74,8 @@ from monitor.judges.local.reasons import WHERE, excerpt, quote, source_says
 from monitor.judges.local.support import Vector, Windows, best_window, rank_windows, word_vectors
 from monitor.judges.local.swaps import counterpart, name_specific, number_specific, swapped
 from monitor.judges.local.thresholds import LocalThresholds
-from monitor.metrics.steps import VerifySource
+from monitor.judges.steps import VerifySource
+from monitor.text.sentences import clauses, sentences, strip_particle
 
 
 @dataclass(frozen=True)

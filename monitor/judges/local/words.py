@@ -6,7 +6,7 @@ the word pieces it sends to the model. Most of them are whole words of the
 WordPiece vocabulary, and such a word always reaches the model as the same
 three pieces ``[CLS] word [SEP]``: its vector is a constant. This module
 keeps those constants, computed once by the exact graph the embedder runs
-(`build`), in ``words.npz`` next to this file.
+(``scripts/build_word_table.py``), in ``words.npz`` next to this file.
 
 - **Which words:** every vocabulary entry made only of ASCII letters and
   digits (no ``##`` continuation, no reserved entry), ≈ 22,700 words. A text
@@ -23,19 +23,20 @@ keeps those constants, computed once by the exact graph the embedder runs
   rewrite, plus the disabled optimisers). `MiniLMEmbedder` uses it only when
   its own graph has the same fingerprint: a changed rewrite, another model
   file or float32 arithmetic (a CPU without VNNI) just computes every word
-  as before. Rebuild with ``python -m monitor.judges.local.words`` after changing
+  as before. Rebuild with ``python3 scripts/build_word_table.py`` after changing
   the rewrite; the tests fail until the shipped table matches.
+
+This module only reads the table: the build (the model run over every word) is
+that script, which no runtime module imports.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sys
 import zipfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -108,42 +109,3 @@ def load(graph: str, path: Path = TABLE_PATH) -> WordTable | None:
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         log.warning("word_table_unusable", path=str(path), error=type(exc).__name__)
         return None
-
-
-def quantise(
-    vectors: npt.NDArray[np.float32],
-) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
-    """int8 rows (largest component at ±127) and the factors that make each row unit length."""
-    peak = np.abs(vectors).max(axis=1, keepdims=True)
-    q = np.round(vectors / np.maximum(peak, 1e-12) * 127).astype(np.int8)
-    norms = np.linalg.norm(q.astype(np.float64), axis=1)
-    scales = (1.0 / np.maximum(norms, 1e-12)).astype(np.float32)
-    return q, scales
-
-
-def build(path: Path = TABLE_PATH) -> dict[str, Any]:
-    """Compute every table word with the model (no table) and write ``path``."""
-    from tqdm import tqdm
-
-    from monitor.judges.local.embedder import MiniLMEmbedder
-
-    embedder = MiniLMEmbedder(cache_size=0, word_table=False)
-    embedder.warm_up()
-    words = table_words()
-    step = 2048
-    parts = [
-        embedder.embed(list(words[i : i + step]))
-        for i in tqdm(range(0, len(words), step), desc="words", unit="batch")
-    ]
-    vectors, scales = quantise(np.concatenate(parts))
-    np.savez(path, vectors=vectors, scales=scales, fingerprint=np.array(embedder.graph))
-    return {
-        "words": len(words),
-        "arithmetic": embedder.arithmetic,
-        "graph": embedder.graph,
-        "bytes": path.stat().st_size,
-    }
-
-
-if __name__ == "__main__":  # python -m monitor.judges.local.words [path]
-    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else TABLE_PATH))

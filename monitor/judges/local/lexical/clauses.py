@@ -1,9 +1,10 @@
-"""How text divides, and what one clause claims.
+"""What one clause claims, and the parts of a context sentence that each state one fact.
 
-An answer divides into sentences and each sentence into clauses, checked one
-by one (`Claim`: its informative words and their weights); a context sentence
-divides into segments that each state one fact (`Segment`), where the swap
-check looks for a name or number said of something else.
+An answer divides into sentences and each sentence into clauses
+(`monitor.text.sentences`), checked one by one (`Claim`: its informative words
+and their weights); a context sentence divides into segments that each state
+one fact (`Segment`), where the swap check looks for a name or number said of
+something else.
 """
 
 from __future__ import annotations
@@ -13,40 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.judges.local.lexical.names import name_like, names, phrases
-from monitor.judges.local.lexical.numerals import (
-    DIGIT,
-    NUMBER_WORDS,
-    Quantity,
-    located_numbers,
-    numbers,
-    quantities,
-)
+from monitor.judges.local.lexical.numerals import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import synonyms, weight
 from monitor.judges.local.lexical.vocabulary import Vocabulary
-from monitor.judges.local.lexical.wordforms import DISCOURSE, GENERIC, Tokens, words
-
-#: A leading answer particle: "No, SMS codes are not allowed." claims what follows it.
-_PARTICLE = re.compile(
-    r"^\s*(?:yes|yeah|yep|no|nope|sure|okay|ok)\s*[,:;.!\u2013\u2014-]+\s*", re.IGNORECASE
-)
-#: Clause boundaries: a semicolon, a comma before a conjunction, "and" before a subject pronoun.
-_CLAUSE = re.compile(
-    r"\s*;\s*"
-    r"|,\s+(?:and|but|so|while|whereas|or|once|when|after|before|if|unless|because)\s+"
-    r"|\s+and\s+(?=(?:it|they|you|he|she|we|this|these|there)\b)",
-    re.I,
-)
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-
-
-def strip_particle(statement: str) -> str:
-    """``statement`` without a leading answer particle ("Yes, ...", "No: ...")."""
-    return _PARTICLE.sub("", statement, count=1)
-
-
-def clauses(statement: str) -> list[str]:
-    """The clauses of a compound statement, each checked on its own (see `Claim`)."""
-    return [c for c in _CLAUSE.split(statement) if c.strip()]
+from monitor.judges.local.lexical.wordforms import DISCOURSE, GENERIC, Tokens
+from monitor.text.numerals import DIGIT, NUMBER_WORDS, located_numbers, numbers
+from monitor.text.sentences import words
 
 
 @dataclass(frozen=True)
@@ -217,34 +190,3 @@ class Segment:
                 )
             )
         return out
-
-
-def sentences(text: str, *, long_clause: int = 25) -> list[str]:
-    """Sentences of ``text`` (nupunkt), long compound sentences also split at ``;``.
-
-    A sentence of more than ``long_clause`` words is split at semicolons when
-    every part keeps at least three words.
-    """
-    out: list[str] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        for sentence in _punkt(line):
-            parts = [p.strip() for p in sentence.split(";")]
-            if (
-                len(parts) > 1
-                and len(words(sentence)) > long_clause
-                and all(len(words(p)) >= 3 for p in parts)
-            ):
-                out.extend(parts)
-            elif sentence.strip():
-                out.append(sentence.strip())
-    return out
-
-
-def _punkt(text: str) -> list[str]:
-    try:
-        import nupunkt
-    except ImportError:  # pragma: no cover - nupunkt is a dependency; regex as a fallback
-        return [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
-    return [s if isinstance(s, str) else s[0] for s in nupunkt.sent_tokenize(text)]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from monitor.judges.local.lexical.numerals import DIGIT, NUMBER_RE
 from monitor.judges.local.lexical.thesaurus import weight
 from monitor.judges.local.lexical.wordforms import STOPWORDS, Tokens, fold
+from monitor.text.numerals import DIGIT, NUMBER_RE
 
 #: A word of a name: letters, inner apostrophes, periods and hyphens, a trailing period.
 _NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['’.\-][^\W\d_]+)*\.?")

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from monitor.text.sentences import WORD_RE, words
+
 #: English function words, question words, auxiliaries and a few generic verbs that carry
 #: no checkable content of their own.
 STOPWORDS = frozenset(
@@ -61,7 +63,6 @@ GENERIC = frozenset(
 NEGATIONS = frozenset("not no never none nobody nothing neither nor cannot without n't".split())
 
 
-WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+", re.UNICODE)
 #: The punctuation that ends a negator's reach (`negation.denials`).
 STOPS = frozenset('.,;:!?()[]"“”\u2013\u2014')
 #: What `Tokens` finds: words, and `STOPS`.
@@ -116,11 +117,6 @@ def stem(word: str) -> str:
         w = w[:-1]
     # "provide"/"provided" and "merge"/"merged" meet at "provid", "merg"
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
-
-
-def words(text: str) -> list[str]:
-    """Word tokens of ``text`` as written (letters, or digit runs)."""
-    return WORD_RE.findall(text)
 
 
 #: Contracted pronouns and auxiliaries ("you're", "haven't", "i'd"): function words.

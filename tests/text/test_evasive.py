@@ -1,8 +1,8 @@
-"""The rule both judges share for answers that only decline (`monitor.metrics.evasive`)."""
+"""The rule both judges share for answers that only decline (`monitor.text.evasive`)."""
 
 import pytest
 
-from monitor.metrics.evasive import noncommittal
+from monitor.text.evasive import noncommittal
 
 
 @pytest.mark.parametrize(

@@ -1,16 +1,25 @@
-"""README.md stays true: its settings table matches monitor/config.py, and its commands work.
+"""The documentation stays true: its tables match the code, its commands work, its links resolve.
 
-- The configuration table lists every `Settings` field (as its ``RAG_MONITOR_*``
-  variable) with the real default, and nothing else.
+The documentation is README.md and the pages of docs/ (one page per concept).
+
+- The settings table of docs/configuration.md lists every `Settings` field (as
+  its ``RAG_MONITOR_*`` variable) with the real default, and nothing else.
+- The options table of docs/demo.md lists every option of ``rag-monitor demo``
+  once, in the parser's order.
 - Every command in a fenced ``console``/``bash`` block is checked: each
   ``rag-monitor …`` parses with the real parser (`monitor.cli.build_parser`);
   the cheap ones run for real (help, ``score`` with the local judge, the
   backlog workflow against a real Postgres); every other program has a
   checker below (paths exist, promtool runs the rules, …). A command nobody
-  checks fails the test, so a new README command needs a checker here.
-- The YAML example is a valid settings file.
+  checks fails the test, so a new documented command needs a checker here.
+- The YAML settings example is a valid settings file.
+- Every relative link (and its ``#anchor``) of README.md, docs/, CHANGELOG.md and
+  the chart's README points at something that exists.
+- README.md starts with the two commands of a fresh machine, and the test
+  command is the one CI runs.
 
-The demo itself runs end to end in tests/demo/test_run.py.
+The demo itself runs end to end in tests/demo/test_run.py, the dashboard recipe
+of docs/operations.md in tests/demo/test_dashboard.py.
 """
 
 from __future__ import annotations
@@ -30,24 +39,47 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, SecretStr
 
 from monitor.cli import build_parser
-from monitor.config import PREFIX, Settings, TokenBudgetSpec, load_settings
+from monitor.config import NOT_SETTINGS, PREFIX, Settings, TokenBudgetSpec, load_settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
+from monitor.scoring import OFFLINE_METRICS, ONLINE_METRICS
+from monitor.telemetry import PREFIX as SERIES_PREFIX
+from monitor.telemetry import Exporter
 from tests.support import ROOT
+from tests.support.tools import require_tool
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CONFIGURATION = DOCS / "configuration.md"
+DEMO = DOCS / "demo.md"
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
+#: the Markdown files whose relative links must resolve
+LINKED = (
+    README,
+    *sorted(DOCS.glob("*.md")),
+    ROOT / "CHANGELOG.md",
+    ROOT / "helm" / "rag-monitor" / "README.md",
+)
 
 TABLE_START = "<!-- settings-table"
 TABLE_END = "<!-- /settings-table -->"
+DEMO_TABLE_START = "<!-- demo-options"
+DEMO_TABLE_END = "<!-- /demo-options -->"
 
 # ----------------------------------------------------------------------------- parsing
 
 
 def readme() -> str:
     return README.read_text(encoding="utf-8")
+
+
+def documentation() -> str:
+    """README.md, then every page of docs/, in name order."""
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
 
 
 def fenced_blocks(text: str, languages: tuple[str, ...]) -> Iterator[str]:
@@ -120,7 +152,7 @@ def simple_commands(line: str) -> list[Simple]:
 
 
 def all_simple_commands() -> list[Simple]:
-    return [c for line in command_lines(readme()) for c in simple_commands(line)]
+    return [c for line in command_lines(documentation()) for c in simple_commands(line)]
 
 
 def rag_monitor_commands() -> list[Simple]:
@@ -160,17 +192,23 @@ def render_default(value: Any) -> str:
     return str(value)
 
 
+def table_rows(path: Path, start_marker: str, end_marker: str) -> list[list[str]]:
+    """The cells of each body row of the table between two markers of a page."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(start_marker)
+    end = text.index(end_marker, start)
+    rows: list[list[str]] = []
+    for line in text[start:end].splitlines():
+        if line.startswith("| `"):
+            rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
 def settings_table() -> dict[str, tuple[str, str]]:
     """variable name -> (default cell, meaning cell)"""
-    text = readme()
-    start = text.index(TABLE_START)
-    end = text.index(TABLE_END, start)
     rows: dict[str, tuple[str, str]] = {}
-    for line in text[start:end].splitlines():
-        if not line.startswith("| `"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        assert len(cells) == 3, f"settings row must have 3 cells: {line}"
+    for cells in table_rows(CONFIGURATION, TABLE_START, TABLE_END):
+        assert len(cells) == 3, f"settings row must have 3 cells: {cells}"
         name = cells[0].strip("`")
         assert name not in rows, f"{name} listed twice"
         rows[name] = (cells[1], cells[2])
@@ -186,8 +224,8 @@ def test_every_setting_is_in_the_table_and_nothing_else() -> None:
     expected = {PREFIX + name.upper() for name in Settings.model_fields}
     missing = sorted(expected - set(table))
     extra = sorted(set(table) - expected)
-    assert not missing, f"README settings table lacks {missing}"
-    assert not extra, f"README settings table lists unknown settings {extra}"
+    assert not missing, f"docs/configuration.md settings table lacks {missing}"
+    assert not extra, f"docs/configuration.md lists unknown settings {extra}"
 
 
 def test_table_order_follows_config() -> None:
@@ -200,16 +238,14 @@ def test_table_defaults_are_the_real_defaults() -> None:
     for name, info in Settings.model_fields.items():
         cell, meaning = table[PREFIX + name.upper()]
         assert unquote(cell) == render_default(info.get_default(call_default_factory=True)), name
-        assert meaning, f"{name} has no meaning in the README"
+        assert meaning, f"{name} has no meaning in docs/configuration.md"
 
 
-def test_every_settings_variable_named_in_the_readme_exists() -> None:
-    from monitor.demo.broker import BROKER_ENV
-
-    # the embedded broker's choice (tests, demo) is an environment variable, not a setting
-    known = {PREFIX + name.upper() for name in Settings.model_fields} | {BROKER_ENV}
-    named = set(re.findall(r"\b(RAG_MONITOR_[A-Z0-9_]+)", readme()))
-    assert named - known == set(), f"README names unknown settings: {sorted(named - known)}"
+def test_every_settings_variable_named_in_the_documentation_exists() -> None:
+    # a few variables (the embedded broker's choice, the test suite's) are not settings
+    known = {PREFIX + name.upper() for name in Settings.model_fields} | set(NOT_SETTINGS)
+    named = set(re.findall(r"(RAG_MONITOR_[A-Z0-9_]+)", documentation()))
+    assert named - known == set(), f"the docs name unknown settings: {sorted(named - known)}"
 
 
 def test_yaml_example_is_a_valid_settings_file(
@@ -219,9 +255,9 @@ def test_yaml_example_is_a_valid_settings_file(
         if key.startswith(PREFIX) or key == "OPENAI_API_KEY":
             monkeypatch.delenv(key)
     blocks = [  # a Prometheus configuration is checked by tests/demo/test_dashboard.py
-        b for b in fenced_blocks(readme(), ("yaml",)) if not b.startswith("scrape_configs:")
+        b for b in fenced_blocks(documentation(), ("yaml",)) if not b.startswith("scrape_configs:")
     ]
-    assert blocks, "README has no YAML settings example"
+    assert blocks, "the docs have no YAML settings example"
     for i, block in enumerate(blocks):
         path = tmp_path / f"settings{i}.yaml"
         path.write_text(block, encoding="utf-8")
@@ -232,10 +268,68 @@ def test_yaml_example_is_a_valid_settings_file(
 # --------------------------------------------------------------------------- commands
 
 
-def test_readme_has_the_leads_top_lines() -> None:
-    lines = readme().splitlines()
+DEMO_COMMAND = "pip install '.[demo]' && rag-monitor demo"
+TEST_COMMAND = "pip install -e '.[dev]' && python3 -m pytest"
+
+
+def test_readme_starts_with_the_two_commands() -> None:
+    text = readme()
+    lines = text.splitlines()
     assert lines[0] == "# rag-monitor"
-    assert "pip install '.[demo]' && rag-monitor demo" in lines[:12]
+    assert DEMO_COMMAND in lines[:12]
+    first, second = [block.strip() for block in fenced_blocks(text, ("console",))][:2]
+    assert (first, second) == (DEMO_COMMAND, TEST_COMMAND)
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """CI installs the dev extra and runs the README's pytest command as written.
+
+    .ci/run may run the checks itself or through scripts/check; either holds the lines.
+    """
+    scripts = [ROOT / ".ci" / "run", ROOT / "scripts" / "check"]
+    lines = [
+        line.strip()
+        for script in scripts
+        if script.is_file()
+        for line in script.read_text(encoding="utf-8").splitlines()
+    ]
+    install, _, run = TEST_COMMAND.partition(" && ")
+    extra = install.split()[-1]  # '.[dev]'
+    assert any("pip install" in line and line.endswith(extra) for line in lines), install
+    assert run in lines, f"{run!r} is not a line of .ci/run (or scripts/check)"
+
+
+# ------------------------------------------------------------------- demo options
+
+
+def demo_options_table() -> list[str]:
+    """The option of each row of docs/demo.md's table (``--records`` of ``--records N``)."""
+    rows = table_rows(DEMO, DEMO_TABLE_START, DEMO_TABLE_END)
+    assert rows, "docs/demo.md has no options table"
+    return [cells[0].strip("`").split()[0] for cells in rows]
+
+
+def demo_parser_options() -> list[str]:
+    import argparse
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    demo = subparsers.choices["demo"]
+    return [
+        max(action.option_strings, key=len)
+        for action in demo._actions
+        if action.option_strings and not isinstance(action, argparse._HelpAction)
+    ]
+
+
+def test_demo_options_table_lists_each_option_once() -> None:
+    table = demo_options_table()
+    twice = sorted({o for o in table if table.count(o) > 1})
+    assert not twice, f"docs/demo.md lists {twice} more than once"
+
+
+def test_demo_options_table_matches_the_parser() -> None:
+    assert demo_options_table() == demo_parser_options()
 
 
 @pytest.mark.parametrize("command", rag_monitor_commands(), ids=lambda c: " ".join(c.argv)[:60])
@@ -253,7 +347,7 @@ def test_rag_monitor_command_parses(command: Simple) -> None:
 
 def test_every_readme_command_has_a_checker() -> None:
     unchecked = sorted({c.program for c in all_simple_commands()} - set(CHECKERS))
-    assert not unchecked, f"no checker in tests/test_readme.py for README programs {unchecked}"
+    assert not unchecked, f"no checker in tests/test_docs.py for README programs {unchecked}"
 
 
 def _check_pip(c: Simple) -> None:
@@ -348,6 +442,12 @@ def _check_promtool(c: Simple) -> None:
     _check_paths_exist(c)
 
 
+def _check_script(c: Simple) -> None:
+    """A script of the repository (``scripts/check``): there, and executable."""
+    script = ROOT / c.program
+    assert script.is_file() and os.access(script, os.X_OK), f"{c.program} is not executable"
+
+
 def _check_rag_monitor(c: Simple) -> None:
     test_rag_monitor_command_parses(c)
 
@@ -366,6 +466,8 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    "scripts/check": _check_script,
+    "./scripts/check": _check_script,
 }
 
 
@@ -381,9 +483,7 @@ def test_other_command_checks(command: Simple) -> None:
 
 
 def test_promtool_commands_run() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package prometheus)")
+    promtool = require_tool("promtool", "prometheus")
     commands = [c for c in all_simple_commands() if c.program == "promtool"]
     assert commands
     for c in commands:
@@ -549,12 +649,81 @@ def _exports(commands: list[Simple]) -> Iterator[str]:
             yield c.argv[c.argv.index("--out") + 1]
 
 
-def test_benchmark_numbers_in_the_readme_are_the_documents() -> None:
-    text = readme()
-    section = text[text.index("## Benchmarks") : text.index("## Troubleshooting")]
-    assert "docs/benchmarks.md" in section
-    document = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    numbers = re.findall(r"\d+\.\d+", section)
-    assert numbers
-    for number in numbers:
-        assert number in document, f"README benchmark number {number} not in docs/benchmarks.md"
+# ------------------------------------------------------------------------ metrics
+
+METRICS = DOCS / "metrics.md"
+
+
+def test_metrics_table_lists_every_metric_once_with_when_it_runs() -> None:
+    rows = table_rows(METRICS, "<!-- metrics-table", "<!-- /metrics-table -->")
+    listed = [(cells[0].strip("`"), cells[2]) for cells in rows]
+    expected = [(m, "online") for m in ONLINE_METRICS] + [(m, "offline") for m in OFFLINE_METRICS]
+    assert listed == expected
+
+
+def test_every_exported_series_is_named_in_metrics_md() -> None:
+    """Each family the exporter registers appears in the page's series list."""
+    text = METRICS.read_text(encoding="utf-8")
+    start = text.index("## Prometheus series and endpoints")
+    section = text[start : text.index("\n## ", start + 1)]
+    named = set(re.findall(r"`([a-z_]+)(?:\{[^}`]*\})?`", section))
+    registry = CollectorRegistry()
+    Exporter(registry)
+    families = sorted({family.name for family in registry.collect()})
+    assert families
+    missing = [
+        name
+        for name in families
+        if {
+            name.removeprefix(SERIES_PREFIX),
+            name.removeprefix(SERIES_PREFIX) + "_total",
+        }.isdisjoint(named)
+    ]
+    assert not missing, f"docs/metrics.md does not name {missing}"
+
+
+# --------------------------------------------------------------------------- links
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def relative_links(path: Path) -> Iterator[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code is not a link
+    for match in LINK.finditer(text):
+        target = match.group(1)
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, …
+            yield target
+
+
+@pytest.mark.parametrize("page", LINKED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    broken = []
+    for target in relative_links(page):
+        file_part, _, anchor = target.partition("#")
+        resolved = (page.parent / file_part).resolve() if file_part else page
+        if not resolved.exists() or ROOT.resolve() not in (resolved, *resolved.parents):
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: links that do not resolve: {broken}"
+
+
+def test_the_link_check_sees_links() -> None:
+    """The checker finds the README's links, so a broken one cannot slip through unparsed."""
+    links = list(relative_links(README))
+    assert "docs/img/review.png" in links
+    assert "docs/operations.md#delivery" in links
+    assert slug("Prometheus series and endpoints") == "prometheus-series-and-endpoints"
+    assert slug("The `demo` extra, and why") == "the-demo-extra-and-why"

@@ -10,17 +10,15 @@ the record is flagged ``noncommittal``. `monitor.metrics.faithfulness` applies
 small LLM often turns the question into a statement) cannot count it as a
 hallucination; the local judge's statements step (`monitor.judges.local.statements`)
 uses the same `declines` and `asserts` to leave such sentences out. A sentence
-with a number always asserts. The text helpers come from the local judge's
-`lexical` package (pure text: no model is loaded).
+with a number always asserts.
 """
 
 from __future__ import annotations
 
 import re
 
-from monitor.judges.local.lexical.clauses import clauses, sentences, strip_particle
-from monitor.judges.local.lexical.numerals import numbers
-from monitor.judges.local.lexical.wordforms import words
+from monitor.text.numerals import numbers
+from monitor.text.sentences import clauses, sentences, strip_particle, words
 
 #: Phrases that make a response noncommittal (matched on lower case, accents kept).
 NONCOMMITTAL = re.compile(

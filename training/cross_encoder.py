@@ -111,7 +111,7 @@ def tune_pairs(embedder: MiniLMEmbedder) -> list[Pair]:
 
 def holdout(embedder: MiniLMEmbedder) -> list[tuple[list[tuple[str, str]], bool]]:
     """The realistic holdout's non-evasive answers: (statement, best window) pairs, supported."""
-    from monitor.metrics import evasive
+    from monitor.text import evasive
 
     out = []
     for line in (ROOT / "bench" / "data" / "realistic.jsonl").read_text().splitlines():

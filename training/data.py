@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monitor.judges.local.statements import statements
-from monitor.metrics import evasive
+from monitor.text import evasive
 
 ROOT = Path(__file__).resolve().parents[1]
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
@@ -104,7 +104,7 @@ def summary(wheel: Path, limit: int, rng: random.Random) -> list[Group]:
 
 
 def _passages(document: str, size: int = 4) -> tuple[str, ...]:
-    from monitor.judges.local.lexical.clauses import sentences
+    from monitor.text.sentences import sentences
 
     said = sentences(document)
     return tuple(" ".join(said[k : k + size]) for k in range(0, len(said), size)) or (document,)

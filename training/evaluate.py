@@ -24,7 +24,7 @@ from monitor.judges.local import model as support_model
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.evidence import Passage, measure
 from monitor.judges.local.statements import statements
-from monitor.metrics import evasive
+from monitor.text import evasive
 from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from monitor.judges.local.lexical.numerals import numbers
-from monitor.judges.local.lexical.wordforms import words
+from monitor.text.numerals import numbers
+from monitor.text.sentences import words
 from training import edits
 
 CONTEXTS = (

@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.lexical.clauses import sentences
-from monitor.judges.local.lexical.numerals import numbers
+from monitor.text.sentences import sentences
+from monitor.text.numerals import numbers
 from monitor.judges.local.lexical.thesaurus import weight
 from monitor.judges.local.lexical.wordforms import Tokens, stem
 

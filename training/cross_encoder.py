@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.evidence import Passage
 from monitor.judges.local.statements import statements
 from training import data, edits
+from training.evidence import Passage
 from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         step += 1
         if step % 25 == 0:
             print(
-                f"step {step} loss {loss.item():.3f} ({(time.monotonic() - started) / 25:.1f} s/step)",
+                f"step {step} loss {loss.item():.3f} "
+                f"({(time.monotonic() - started) / 25:.1f} s/step)",
                 flush=True,
             )
             started = time.monotonic()

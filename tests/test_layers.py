@@ -241,10 +241,11 @@ def describe(cycle: list[str], graph: Graph) -> str:
 
 def is_build_script(module: str) -> bool:
     """A module that makes a shipped file rather than running in the monitor: anything under
-    ``scripts/``, or a module named ``build_*`` wherever it is."""
+    ``scripts/`` or ``training/`` (which fits models, with torch), or a module named
+    ``build_*`` wherever it is."""
     return (
-        module == "scripts"
-        or module.startswith("scripts.")
+        module in ("scripts", "training")
+        or module.startswith(("scripts.", "training."))
         or (module.rpartition(".")[2].startswith("build_"))
     )
 

@@ -16,8 +16,8 @@ nothing (`TokenBudget.revoke`).
 
 What holds: within a window, the tokens the judges are billed by all replicas
 together exceed the budget by no more than what calls used beyond their
-reservation, plus what a replica spent after its last commit if it died
-without committing (one checkpoint interval). Reservations still open at a
+reservation, plus what a replica that died without committing spent since
+its last commit. Reservations still open at a
 rebalance are counted both in the ledger and when they settle, which errs
 towards spending less. A broker that drops commit metadata (Tansu) leaves
 each replica with its share only, as if every rebalance started afresh.

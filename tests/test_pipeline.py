@@ -457,6 +457,8 @@ async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
     entries), so the second replica does not spend its share again: both together stay
     within the one budget. The judge is slow, so records are in flight at the rebalance.
     """
+    if broker.kind == "tansu":
+        pytest.skip("Tansu keeps no offset commit metadata: the ledger has nowhere to ride")
     budget = 12000
     settings = [monitor_settings(broker, topic, judge_server, token_budget=f"{budget}/h",
                                  judge_concurrency=2) for _ in range(2)]  # fmt: skip

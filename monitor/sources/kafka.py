@@ -32,9 +32,10 @@ metadata (a partition whose entry changed is committed again at the same
 offset, in the same request: no commit is sent for the ledger alone, so a
 rebalance sees no more commits than before), a revoke and `stop` commit every
 changed entry before the partitions go, and an assignment reads the entries of
-the partitions it brings. A partition with neither a
-record seen nor an earlier commit is committed at offset 0, which with
-``auto_offset_reset=earliest`` means what no commit means: from the start of its log.
+the partitions it brings (at most ``LEDGER_READ_SECONDS``; unread, they count
+0). A partition with neither a record seen nor an earlier commit is committed
+at offset 0, which with ``auto_offset_reset=earliest`` means what no commit
+means: from the start of its log.
 
 With ``kafka_group_instance_id`` set the consumer is a *static* member
 (KIP-345): a replica restarted with the same id (a crashed container in the
@@ -88,6 +89,8 @@ PAUSE_AFTER_SECONDS = 30.0
 PROBE_SECONDS = 5.0
 PROBE_BACKOFF_CAP = 30.0
 PROBE_TIMEOUT_SECONDS = 10.0
+#: how long an assignment waits for the ledger entries of its partitions
+LEDGER_READ_SECONDS = 10.0
 
 
 class PartitionBudget(Protocol):
@@ -441,10 +444,13 @@ class KafkaSource:
         try:
             # the coordinator call behind `consumer.committed()`, which returns the offset
             # only: the metadata is what is wanted here
-            got = await member._coordinator.fetch_committed_offsets(
-                [TopicPartition(t, p) for t, p in mine]
+            got = await asyncio.wait_for(
+                member._coordinator.fetch_committed_offsets(
+                    [TopicPartition(t, p) for t, p in mine]
+                ),
+                LEDGER_READ_SECONDS,
             )
-        except KafkaError as exc:
+        except (KafkaError, TimeoutError) as exc:
             log.warning("token ledger not read: the budget counts from 0 for these partitions",
                         error=type(exc).__name__)  # fmt: skip
             return {p: None for _, p in mine}

@@ -116,6 +116,8 @@ def build(settings: Settings) -> Components:
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     kafka = KafkaSource(settings, exporter)
+    if not budget.unlimited:  # the window's spend travels with the partitions
+        kafka.budget = budget
     kafka.on_assigned = _budget_share(budget, exporter)
     source: KafkaSource | TraceSource = kafka
     if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
@@ -193,13 +195,14 @@ def _assigned(source: KafkaSource | TraceSource) -> ReadinessCheck:
 
 
 def _budget_share(budget: TokenBudget, exporter: Exporter) -> Callable[[int, int], None]:
-    """After each rebalance: this replica spends assigned ÷ all partitions of the budget."""
+    """After each rebalance: this replica spends assigned ÷ all partitions of the budget
+    (`KafkaSource` has handed the budget the partitions and their ledger already)."""
 
     def assigned(mine: int, total: int) -> None:
         share = mine / total if total else 0.0
-        budget.set_share(share)
         exporter.token_budget_share.set(share)
-        log.info("token budget share", share=round(share, 4), partitions=mine, of=total)
+        log.info("token budget share", share=round(share, 4), partitions=mine, of=total,
+                 spent=budget.spent)  # fmt: skip
 
     return assigned
 

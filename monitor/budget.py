@@ -1,19 +1,33 @@
 """The token budget: a fixed allowance per window, and a sample rate that spreads it. Pure.
 
-The budget is per deployment: each replica spends ``share`` of it, its assigned
-partitions ÷ the topic's partitions (`TokenBudget.set_share`, called on every
-rebalance), so the replicas of one consumer group together stay within it
-without talking to each other. A share change takes effect at once in the
-current window: a replica that takes over partitions may spend its new share
-of the window, whatever the replica that left had spent of its own.
+The budget is per deployment, and it is spent *by partition*: each of the
+topic's partitions may use ``budget ÷ partitions`` tokens per window, and a
+replica spends the allowance of the partitions assigned to it, pooled. What a
+window has spent travels with the partitions: every offset commit carries, in
+its metadata (`LedgerEntry`), the replica's spend so far in the window spread
+evenly over the partitions it owns (`TokenBudget.ledger`), and a replica that
+is assigned partitions starts from what their last commits say
+(`TokenBudget.assign`). So a replica that was alone while the others were
+still joining, or that takes over the partitions of one that left, does not
+spend again what the other already spent: the replicas of one consumer group
+together stay within the budget with nothing but Kafka's offset storage
+between them. Between a revoke and the next assignment a replica reserves
+nothing (`TokenBudget.revoke`).
+
+What holds: within a window, the tokens the judges are billed by all replicas
+together exceed the budget by no more than what calls used beyond their
+reservation, plus what a replica that died without committing spent since
+its last commit. Reservations still open at a
+rebalance are counted both in the ledger and when they settle, which errs
+towards spending less. A broker that drops commit metadata (Tansu) leaves
+each replica with its share only, as if every rebalance started afresh.
 
 `TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
 estimated tokens before it is sent (`BudgetExhausted` when the window cannot
-cover it) and reconciles with the real ``usage`` afterwards. Windows follow
-each other from the first use (``200000/h`` = 200000 tokens in each hour);
-reservations still open at a window change are carried into the new window,
-so the tokens spent in a window never exceed the allowance unless a call used
-more than it reserved.
+cover it) and reconciles with the real ``usage`` afterwards. Windows are
+aligned to the clock (``200000/h`` = 200000 tokens in each clock hour), so
+that every replica agrees which window a ledger entry belongs to;
+reservations still open at a window change are carried into the new window.
 
 `AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
 budget lasts until the end of the window instead of running dry early. The
@@ -26,31 +40,72 @@ where ``arrival_rate`` is the rate of records the sampler would keep at full
 rate over the last ``horizon_seconds`` (a burst counts spread over the horizon,
 not as a pace it will keep for the rest of the window), and
 ``tokens_per_record`` an average of recent spend. A burst the bucket can pay
-for is scored whole. Both take an injected clock (seconds, monotonic) for tests.
+for is scored whole. Both take an injected clock (seconds) for tests.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from monitor.config import TokenBudgetSpec
 from monitor.judges import BudgetExhausted
 
 Clock = Callable[[], float]
 
+#: the first field of a ledger entry in an offset commit's metadata
+LEDGER_TAG = "rag-monitor-tokens"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """What a partition has spent in one window: ``rag-monitor-tokens:<window>:<tokens>``.
+
+    ``window`` is the window's index since the epoch (clock time ÷ window length).
+    """
+
+    window: int
+    tokens: int
+
+    def encode(self) -> str:
+        return f"{LEDGER_TAG}:{self.window}:{self.tokens}"
+
+    @classmethod
+    def decode(cls, text: str | None) -> LedgerEntry | None:
+        """None for anything else (no metadata, another tool's, a damaged entry)."""
+        if not text:
+            return None
+        parts = text.split(":")
+        if len(parts) != 3 or parts[0] != LEDGER_TAG:
+            return None
+        try:
+            window, tokens = int(parts[1]), int(parts[2])
+        except ValueError:
+            return None
+        return cls(window, tokens) if tokens >= 0 else None
+
 
 class TokenBudget:
-    """Tokens per window with reserve/reconcile (implements `prompt.TokenGate`)."""
+    """Tokens per window with reserve/reconcile (implements `prompt.TokenGate`).
 
-    def __init__(self, spec: TokenBudgetSpec, *, clock: Clock = time.monotonic) -> None:
+    Without `assign` (the offline runner, a file) the whole budget is this one
+    spender's; after it, the budget of the partitions assigned.
+    """
+
+    def __init__(self, spec: TokenBudgetSpec, *, clock: Clock = time.time) -> None:
         self.spec = spec
         self._clock = clock
-        self._window_start: float | None = None
+        self._window: int | None = None
+        #: tokens charged to the partitions held, this window (carried in, then settled)
         self._spent = 0
         self._reserved = 0
-        self._share = 1.0
+        #: the partitions held (None: not partitioned, the whole budget) of ``_total``
+        self._partitions: tuple[int, ...] | None = None
+        self._total = 1
+        #: what `ledger` last gave each partition in this window
+        self._written: dict[int, int] = {}
 
     @property
     def unlimited(self) -> bool:
@@ -58,29 +113,72 @@ class TokenBudget:
 
     @property
     def share(self) -> float:
-        """This replica's part of the budget, in [0, 1] (1 until `set_share`)."""
-        return self._share
-
-    def set_share(self, share: float) -> None:
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"budget share {share} is not within [0, 1]")
-        self._share = share
+        """This replica's part of the budget, in [0, 1]: partitions held ÷ the topic's."""
+        if self._partitions is None:
+            return 1.0
+        return len(self._partitions) / self._total
 
     @property
     def allowance(self) -> float:
         """Tokens this replica may spend per window: the budget × its share."""
-        return self.spec.tokens * self._share
+        return self.spec.tokens * self.share
 
-    def _roll(self) -> float:
-        now = self._clock()
-        if self._window_start is None:
-            self._window_start = now
-        elapsed = now - self._window_start
-        if elapsed >= self.spec.window_seconds:
-            windows = math.floor(elapsed / self.spec.window_seconds)
-            self._window_start += windows * self.spec.window_seconds
-            self._spent = 0  # open reservations stay: they are charged to the new window
-        return now
+    @property
+    def partitions(self) -> tuple[int, ...] | None:
+        return self._partitions
+
+    def assign(self, ledger: Mapping[int, str | None], total: int) -> None:
+        """After a rebalance: the partitions now held, each with its last commit's metadata.
+
+        The window's spend starts from what those commits say it is (entries of an
+        earlier window count 0), or from what this replica itself last wrote for a
+        partition, whichever is more.
+        """
+        if total < len(ledger) or (total == 0 and ledger):
+            raise ValueError(f"{len(ledger)} partitions assigned of {total}")
+        window = self._roll()
+        spent = 0
+        for partition, text in ledger.items():
+            entry = LedgerEntry.decode(text)
+            carried = entry.tokens if entry is not None and entry.window == window else 0
+            spent += max(carried, self._written.get(partition, 0))
+        self._partitions = tuple(sorted(ledger))
+        self._total = max(1, total)
+        self._spent = spent
+
+    def revoke(self) -> None:
+        """Partitions revoked: nothing more is reserved until the next `assign`."""
+        self._roll()
+        self._partitions = ()
+
+    def ledger(self) -> dict[int, str]:
+        """The metadata to commit with each held partition's offset.
+
+        This window's spend and open reservations, spread evenly over the partitions
+        held (the first ones take the remainder): together they are what this replica
+        owes the window, whichever replica gets which of them next.
+        """
+        window = self._roll()
+        held = self._partitions or ()
+        if not held:
+            return {}
+        owed = self._spent + self._reserved
+        each, extra = divmod(owed, len(held))
+        out: dict[int, str] = {}
+        for i, partition in enumerate(held):
+            tokens = each + (1 if i < extra else 0)
+            self._written[partition] = tokens
+            out[partition] = LedgerEntry(window, tokens).encode()
+        return out
+
+    def _roll(self) -> int:
+        window = math.floor(self._clock() / self.spec.window_seconds)
+        if self._window != window:
+            if self._window is not None:
+                self._spent = 0  # open reservations stay: they are charged to the new window
+            self._written.clear()
+            self._window = window
+        return window
 
     # --- TokenGate
 
@@ -103,7 +201,7 @@ class TokenBudget:
 
     @property
     def spent(self) -> int:
-        """Tokens reconciled in the current window."""
+        """Tokens charged in the current window: settled here, or carried in with partitions."""
         self._roll()
         return self._spent
 
@@ -115,9 +213,9 @@ class TokenBudget:
         return max(0.0, self.allowance - self._spent - self._reserved)
 
     def seconds_left(self) -> float:
-        now = self._roll()
-        assert self._window_start is not None
-        return max(0.0, self._window_start + self.spec.window_seconds - now)
+        now = self._clock()
+        window = self._roll()
+        return max(0.0, (window + 1) * self.spec.window_seconds - now)
 
     def exhausted(self, tokens: int = 1) -> bool:
         return self.remaining() < tokens

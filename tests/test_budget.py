@@ -4,14 +4,17 @@ import math
 
 import pytest
 
-from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.budget import AdaptiveRate, LedgerEntry, TokenBudget
 from monitor.config import TokenBudgetSpec
 from monitor.judges import BudgetExhausted
+
+#: the start of a clock hour (and so of a minute): windows are aligned to the clock
+START = 3600.0 * 500_000
 
 
 class Clock:
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.now = START
 
     def __call__(self) -> float:
         return self.now
@@ -56,13 +59,13 @@ def test_spend_never_exceeds_the_budget_under_load() -> None:
     budget = TokenBudget(TokenBudgetSpec.parse("10000/m"), clock=clock)
     spent_per_window: dict[int, int] = {}
     for step in range(2000):
-        clock.now = 1000.0 + step * 0.1
+        clock.now = START + step * 0.1
         try:
             budget.reserve(120)
         except BudgetExhausted:
             continue
         budget.reconcile(120, 100 + step % 20)
-        window = int((clock.now - 1000.0) // 60)
+        window = int((clock.now - START) // 60)
         spent_per_window[window] = spent_per_window.get(window, 0) + 100 + step % 20
     assert spent_per_window and max(spent_per_window.values()) <= 10000
 
@@ -76,7 +79,7 @@ def test_adaptive_rate_spreads_the_budget_over_the_window() -> None:
     scored_at: list[float] = []
     credit = 0.0
     for step in range(600):  # one minute in 0.1 s steps
-        clock.now = 1000.0 + step * 0.1
+        clock.now = START + step * 0.1
         adaptive.offered(1.0)
         credit += adaptive.scale()
         if credit >= 1.0:  # keep a record with probability = scale (deterministic thinning)
@@ -87,7 +90,7 @@ def test_adaptive_rate_spreads_the_budget_over_the_window() -> None:
                 continue
             budget.reconcile(100, 100)
             adaptive.spent(100)
-            scored_at.append(clock.now - 1000.0)
+            scored_at.append(clock.now - START)
     assert budget.spent <= 15000
     # the budget lasted: records were still scored in the last tenth of the window
     assert max(scored_at) > 54
@@ -102,7 +105,7 @@ def test_a_burst_the_window_can_pay_for_is_not_thinned() -> None:
     adaptive = AdaptiveRate(budget, clock=clock)
     scales = []
     for i in range(300):
-        clock.now = 1000.0 + i * 0.5 / 300
+        clock.now = START + i * 0.5 / 300
         adaptive.offered(1.0)
         scales.append(adaptive.scale())
         budget.reserve(1000)
@@ -117,9 +120,92 @@ def test_the_rate_drops_once_the_window_is_projected_to_run_out() -> None:
     budget = TokenBudget(TokenBudgetSpec.parse("24000/h"), clock=clock)
     adaptive = AdaptiveRate(budget, clock=clock)
     for step in range(6000):  # ten minutes
-        clock.now = 1000.0 + step * 0.1
+        clock.now = START + step * 0.1
         adaptive.offered(1.0)
         adaptive.spent(1000)
     expected = budget.remaining() / (10 * budget.seconds_left() * 1000)
     assert adaptive.scale() == pytest.approx(expected, rel=0.05)
     assert adaptive.scale() < 0.001
+
+
+def test_windows_are_aligned_to_the_clock() -> None:
+    clock = Clock()
+    clock.now = START + 45
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/m"), clock=clock)
+    budget.reserve(100)
+    budget.reconcile(100, 100)
+    assert budget.seconds_left() == pytest.approx(15)  # the minute started 45 s ago
+    clock.now = START + 61
+    assert budget.spent == 0 and budget.seconds_left() == pytest.approx(59)
+
+
+def test_a_replica_alone_hands_its_spend_over_with_the_partitions() -> None:
+    """Alone on 4 partitions it spends 20000 of 24000; then each of two replicas
+    takes 2 partitions with their ledger entries: together 4000 are left, not 12000 + 12000."""
+    clock = Clock()
+    spec = TokenBudgetSpec.parse("24000/h")
+    first, second = TokenBudget(spec, clock=clock), TokenBudget(spec, clock=clock)
+    first.assign(dict.fromkeys(range(4)), 4)  # a new group: no commits yet
+    assert first.allowance == 24000 and first.remaining() == 24000
+    first.reserve(20500)
+    first.reconcile(20500, 20000)
+    first.reserve(300)  # in flight at the rebalance: the ledger counts it
+    ledger = first.ledger()
+    entries = [LedgerEntry.decode(e) for e in ledger.values()]
+    assert sum(e.tokens for e in entries if e is not None) == 20300 and None not in entries
+    first.revoke()
+    assert first.remaining() == 0  # nothing reserved between the revoke and the assignment
+    with pytest.raises(BudgetExhausted):
+        first.reserve(1)
+    first.assign({0: ledger[0], 2: ledger[2]}, 4)
+    second.assign({1: ledger[1], 3: ledger[3]}, 4)
+    assert first.share == second.share == 0.5
+    first.reconcile(300, 250)  # the call in flight settles with its new partitions
+    assert first.remaining() + second.remaining() == 24000 - 20300 - 250
+    assert first.spent + second.spent == 20300 + 250
+
+
+def test_a_survivor_takes_every_partition_and_what_was_spent_on_them() -> None:
+    clock = Clock()
+    spec = TokenBudgetSpec.parse("8000/h")
+    left, survivor = TokenBudget(spec, clock=clock), TokenBudget(spec, clock=clock)
+    left.assign({0: None, 1: None}, 4)
+    survivor.assign({2: None, 3: None}, 4)
+    left.reserve(3000)
+    left.reconcile(3000, 3000)
+    survivor.reserve(1000)
+    survivor.reconcile(1000, 1000)
+    entries = {**left.ledger(), **survivor.ledger()}
+    survivor.assign(entries, 4)
+    assert survivor.allowance == 8000 and survivor.remaining() == 8000 - 4000
+
+
+def test_entries_of_an_earlier_window_or_another_tool_count_nothing() -> None:
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/m"), clock=clock)
+    window = int(START // 60)
+    budget.assign(
+        {0: LedgerEntry(window - 1, 500).encode(), 1: "someone else's note", 2: "", 3: None}, 4
+    )
+    assert budget.spent == 0 and budget.remaining() == 1000
+    budget.assign({0: LedgerEntry(window, 200).encode(), 1: None}, 4)
+    assert budget.spent == 200 and budget.remaining() == 300
+
+
+def test_a_partition_that_comes_back_keeps_what_this_replica_wrote() -> None:
+    """Its commit failed (or the broker drops metadata): the replica's own entry still counts."""
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("4000/h"), clock=clock)
+    budget.assign({0: None, 1: None}, 2)
+    budget.reserve(1000)
+    budget.reconcile(1000, 1000)
+    budget.ledger()  # written, never committed
+    budget.revoke()
+    budget.assign({0: None, 1: None}, 2)
+    assert budget.spent == 1000
+
+
+@pytest.mark.parametrize("text", ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "a:b"])
+def test_damaged_entries_are_ignored(text: str) -> None:
+    assert LedgerEntry.decode(text) is None
+    assert LedgerEntry.decode(LedgerEntry(7, 42).encode()) == LedgerEntry(7, 42)

@@ -433,9 +433,70 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         await wait_until(lambda: shares()[1] == 1.0, 60, "the survivor's share")
         assert len(parts[1].source.assignment) == topic.partitions
         assert parts[1].budget.allowance == budget
+        # what the replica that left had spent left with its partitions' ledger entries:
+        # the survivor holds the whole budget less what both spent
         left = parts[1].budget.remaining()
-        assert left == pytest.approx(budget - spent(parts[1]), abs=per_record)
-        assert left > budget / 2 - per_record  # more than its old share ever held
+        assert left == pytest.approx(budget - spent(parts[0]) - spent(parts[1]), abs=per_record)
+    finally:
+        judge_server.latency_seconds = 0.0
+        for stop in stops:
+            stop.set()
+        for task in tasks:
+            assert await asyncio.wait_for(task, 30) == 0
+
+
+async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
+    broker: Broker, topic: Topic, judge_server: JudgeServer
+) -> None:
+    """The first replica holds every partition (the whole budget) until the second joins.
+
+    What it spent then goes with the partitions it gives up (their commits' ledger
+    entries), so the second replica does not spend its share again: both together stay
+    within the one budget. The judge is slow, so records are in flight at the rebalance.
+    """
+    if broker.kind == "tansu":
+        pytest.skip("Tansu keeps no offset commit metadata: the ledger has nowhere to ride")
+    budget = 12000
+    settings = [monitor_settings(broker, topic, judge_server, token_budget=f"{budget}/h",
+                                 judge_concurrency=2) for _ in range(2)]  # fmt: skip
+    parts = [build(s) for s in settings]
+    stops = [asyncio.Event(), asyncio.Event()]
+    tasks: list[asyncio.Task[int]] = []
+
+    def billed() -> int:
+        stats = judge_server.stats.snapshot()
+        return stats.prompt_tokens + stats.completion_tokens + stats.embedding_tokens
+
+    def consumed(n: int) -> Callable[[], bool]:
+        def check() -> bool:
+            total = sum(value(p, "rag_monitor_records_consumed_total", topic=topic.name)
+                        for p in parts)  # fmt: skip
+            return total >= n and all(p.source.in_flight == 0 for p in parts)
+
+        return check
+
+    judge_server.latency_seconds = 0.3
+    try:
+        tasks.append(asyncio.create_task(serve(settings[0], stops[0], parts[0])))
+        await wait_until(lambda: len(parts[0].source.assignment) == 4, 60, "every partition")
+        # one burst, admitted whole before any record's cost is known (the sample rate
+        # stays 1); two judge calls at a time, so few tokens are held by reservations and
+        # the replica spends nearly all it holds
+        sent = 64
+        await records(topic, range(sent), supported=lambda i: True)
+        await wait_until(consumed(sent), 120, f"the first {sent} records")
+        alone = billed()
+        assert parts[0].budget.spent == alone  # settled at what the judge billed
+        assert alone > 0.85 * budget  # far more than the half it holds once the other joins
+
+        tasks.append(asyncio.create_task(serve(settings[1], stops[1], parts[1])))
+        await wait_until(lambda: [p.budget.share for p in parts] == [0.5, 0.5], 60, "halves")
+        # each half starts from what its partitions' ledger entries say was spent
+        assert sum(p.budget.spent for p in parts) >= alone
+        await records(topic, range(sent, sent + 100), supported=lambda i: True)
+        await wait_until(consumed(sent + 100), 120, "the next 100 records")
+        assert value(parts[1], "rag_monitor_records_skipped_total", reason="budget") > 0
+        assert billed() <= budget  # the judge's own count: one budget for both
     finally:
         judge_server.latency_seconds = 0.0
         for stop in stops:

@@ -27,7 +27,10 @@
 - **Budget.** With a `TokenGate`, every HTTP request reserves its estimated
   prompt tokens (exact, `monitor.tokens`) plus the expected completion before
   it is sent (`BudgetExhausted`: nothing is sent) and reconciles with the
-  response's ``usage`` after — with 0 when no response came back.
+  response's ``usage`` after — with 0 when no response came back, except
+  after a timeout: the endpoint may still have done, and billed, an attempt
+  its client abandoned, so each timed-out attempt is charged its reservation
+  (a retry after one is sent only when the budget covers that charge).
 - **Bounds.** A timeout per request attempt (``step_timeouts`` per step, else
   ``timeout_seconds``) and a semaphore of ``concurrency`` requests in flight.
 - **CPU.** Requests go through the SDK's generic ``post`` (auth, retries,
@@ -54,13 +57,14 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
 import openai
 from pydantic import SecretStr
 
-from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
+from monitor.judges import BudgetExhausted, Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
 from monitor.judges.replies import (
     Invalid,
     chat_contents,
@@ -74,6 +78,8 @@ from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 
 log = logging.getLogger(__name__)
+#: the tokens reserved for the request being sent, for a timed-out attempt's charge
+_ATTEMPT_TOKENS: ContextVar[int] = ContextVar("judge_attempt_tokens", default=0)
 
 ResponseMode = Literal["json_schema", "json_object"]
 
@@ -262,6 +268,12 @@ class OpenAIJudge:
         log.info("judge request timed out; waiting before the retry", extra={"seconds": seconds})
         if self.observer is not None:
             self.observer.on_request("timeout_backoff", seconds)
+        tokens = _ATTEMPT_TOKENS.get()
+        if self.gate is not None and tokens:
+            # the abandoned attempt is charged what it reserved; BudgetExhausted here
+            # leaves the SDK's retry loop: no retry is sent
+            self.gate.reserve(tokens)
+            self.gate.reconcile(tokens, tokens)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -397,6 +409,7 @@ class OpenAIJudge:
             used = 0
             started = time.perf_counter()
             outcome = "ok"
+            attempt = _ATTEMPT_TOKENS.set(reserved)
             try:
                 # the SDK's generic request (auth, retries, timeouts, error classes) with the
                 # body as built here: `chat.completions.create` would walk the body against its
@@ -422,8 +435,10 @@ class OpenAIJudge:
                 if any(isinstance(a, Invalid) for a in answers):
                     outcome = "invalid_output" if prompt.reask else "fallback_steps"
                 return answers
-            except JudgeError as exc:  # the body is not a chat completion
+            except JudgeError as exc:  # the body is not a chat completion, or no retry
                 outcome = exc.reason
+                if isinstance(exc, BudgetExhausted):  # the timed-out attempt before it
+                    used = reserved
                 raise
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if mode == "json_schema":
@@ -434,11 +449,14 @@ class OpenAIJudge:
             except openai.OpenAIError as exc:
                 error = _classify(exc)
                 outcome = error.reason
+                if _timed_out(exc):  # the last attempt was abandoned, maybe billed
+                    used = reserved
                 raise error from None
             except asyncio.CancelledError:
                 outcome = "cancelled"
                 raise
             finally:
+                _ATTEMPT_TOKENS.reset(attempt)
                 if self.gate is not None:
                     self.gate.reconcile(reserved, used)
                 if self.observer is not None:
@@ -467,9 +485,12 @@ class OpenAIJudge:
         if self.gate is not None:
             self.gate.reserve(estimate)  # BudgetExhausted: nothing is sent
         used = 0
+        #: what the budget is charged: the usage, or the reservation of an abandoned attempt
+        charged = 0
         async with self._semaphore:
             started = time.perf_counter()
             outcome = "ok"
+            attempt = _ATTEMPT_TOKENS.set(estimate)
             try:
                 # the SDK's generic request, base64 vectors decoded here: the typed
                 # `embeddings.create` builds every number through its model layer
@@ -484,17 +505,22 @@ class OpenAIJudge:
                     },
                 )
                 got, reported = embedding_vectors(data, len(send))
-                used = reported if reported else estimate
+                used = charged = reported if reported else estimate
             except JudgeError as exc:
                 outcome = exc.reason
+                if isinstance(exc, BudgetExhausted):  # the timed-out attempt before it
+                    charged = estimate
                 raise
             except openai.OpenAIError as exc:
                 error = _classify(exc)
                 outcome = error.reason
+                if _timed_out(exc):  # the last attempt was abandoned, maybe billed
+                    charged = estimate
                 raise error from None
             finally:
+                _ATTEMPT_TOKENS.reset(attempt)
                 if self.gate is not None:
-                    self.gate.reconcile(estimate, used)
+                    self.gate.reconcile(estimate, charged)
                 if self.observer is not None:
                     self.observer.on_request(outcome, time.perf_counter() - started)
                     if used:

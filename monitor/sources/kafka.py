@@ -26,6 +26,17 @@ value and the error in headers (``rag-monitor-error-reason``,
 high watermark minus the commit position (`consumer.highwater`, not
 ``end_offsets()``, which some brokers report wrong).
 
+The token budget's ledger (`PartitionBudget`, `monitor.budget`) rides on the
+commits: every commit carries each assigned partition's entry in its offset
+metadata (a partition whose entry changed is committed again at the same
+offset, in the same request: no commit is sent for the ledger alone, so a
+rebalance sees no more commits than before), a revoke and `stop` commit every
+changed entry before the partitions go, and an assignment reads the entries of
+the partitions it brings (at most ``LEDGER_READ_SECONDS``; unread, they count
+0). A partition with neither a record seen nor an earlier commit is committed
+at offset 0, which with ``auto_offset_reset=earliest`` means what no commit
+means: from the start of its log.
+
 With ``kafka_group_instance_id`` set the consumer is a *static* member
 (KIP-345): a replica restarted with the same id (a crashed container in the
 same pod) rejoins as its old member at once. It does not leave the group when
@@ -38,11 +49,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.structs import OffsetAndMetadata
 
 from monitor.config import Settings
 from monitor.kafka.client import (
@@ -76,6 +89,18 @@ PAUSE_AFTER_SECONDS = 30.0
 PROBE_SECONDS = 5.0
 PROBE_BACKOFF_CAP = 30.0
 PROBE_TIMEOUT_SECONDS = 10.0
+#: how long an assignment waits for the ledger entries of its partitions
+LEDGER_READ_SECONDS = 10.0
+
+
+class PartitionBudget(Protocol):
+    """The spend that travels with the partitions (`monitor.budget.TokenBudget`)."""
+
+    def assign(self, ledger: Mapping[int, str | None], total: int) -> None: ...
+
+    def revoke(self) -> None: ...
+
+    def ledger(self) -> dict[int, str]: ...
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -86,7 +111,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._source._on_revoked([(tp.topic, tp.partition) for tp in revoked])
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        self._source._on_assigned([(tp.topic, tp.partition) for tp in assigned])
+        await self._source._on_assigned([(tp.topic, tp.partition) for tp in assigned])
 
 
 class KafkaSource:
@@ -121,6 +146,10 @@ class KafkaSource:
         self.held: Callable[[Partition], int] | None = None
         #: called after every assignment with (assigned partitions, the topic's partitions)
         self.on_assigned: Callable[[int, int], None] | None = None
+        #: the token budget whose ledger the commits carry (None: offsets only)
+        self.budget: PartitionBudget | None = None
+        #: the ledger entry last committed per partition of the topic
+        self._ledger_committed: dict[int, str] = {}
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
@@ -204,7 +233,7 @@ class KafkaSource:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
-                await self._commit_with(consumer)
+                await self._commit_with(consumer, ledger=True)
             finally:
                 await consumer.stop()
         producer, self._producer = self._producer, None
@@ -358,12 +387,32 @@ class KafkaSource:
             delay = 0.0
             await asyncio.sleep(self.probe_seconds)
 
-    async def _commit_with(self, consumer: AIOKafkaConsumer) -> dict[Partition, int]:
+    async def _commit_with(
+        self, consumer: AIOKafkaConsumer, *, ledger: bool = False
+    ) -> dict[Partition, int]:
+        """Commit the positions that moved, with the ledger entries that changed.
+
+        A commit is sent only when a position moved, or with ``ledger`` (revoke, stop)
+        when an entry changed.
+        """
         async with self._commit_lock:
             positions = self.tracker.committable()
+            entries = self.budget.ledger() if self.budget is not None else {}
+            if not positions and not ledger:
+                return {}
+            for partition, entry in entries.items():
+                tp = (self.topic, partition)
+                if entry != self._ledger_committed.get(partition) and tp not in positions:
+                    # the entry changed, the offset did not: the same offset again
+                    positions[tp] = self._at(tp)
             if not positions:
                 return {}
-            offsets = {TopicPartition(t, p): pos for (t, p), pos in positions.items()}
+            offsets = {
+                TopicPartition(t, p): OffsetAndMetadata(
+                    pos, entries.get(p, "") if t == self.topic else ""
+                )
+                for (t, p), pos in positions.items()
+            }
             try:
                 await consumer.commit(offsets)
             except KafkaError as exc:
@@ -374,7 +423,45 @@ class KafkaSource:
                 )
                 return {}
             self.tracker.mark_committed(positions)
+            for (topic, partition), _ in positions.items():
+                if topic == self.topic and partition in entries:
+                    self._ledger_committed[partition] = entries[partition]
             return positions
+
+    def _at(self, tp: Partition) -> int:
+        """Where ``tp`` stands: its first unfinished record, else its last commit, else 0."""
+        position = self.tracker.position(tp)
+        if position is None:
+            position = self.tracker.committed(tp)
+        return 0 if position is None else position
+
+    async def _read_ledger(self, assigned: list[Partition]) -> dict[int, str | None]:
+        """The last commit's ledger entry of each assigned partition of the topic."""
+        mine = [tp for tp in assigned if tp[0] == self.topic]
+        member = self._member
+        if not mine or member is None:
+            return {}
+        try:
+            # the coordinator call behind `consumer.committed()`, which returns the offset
+            # only: the metadata is what is wanted here
+            got = await asyncio.wait_for(
+                member._coordinator.fetch_committed_offsets(
+                    [TopicPartition(t, p) for t, p in mine]
+                ),
+                LEDGER_READ_SECONDS,
+            )
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("token ledger not read: the budget counts from 0 for these partitions",
+                        error=type(exc).__name__)  # fmt: skip
+            return {p: None for _, p in mine}
+        out: dict[int, str | None] = {p: None for _, p in mine}
+        for tp, committed in got.items():
+            if committed is None or committed.offset < 0:
+                continue
+            out[tp.partition] = committed.metadata
+            self._ledger_committed[tp.partition] = committed.metadata or ""
+            self.tracker.mark_committed({(tp.topic, tp.partition): committed.offset})
+        return out
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -404,17 +491,22 @@ class KafkaSource:
                 max(0, highwater - position)
             )
 
-    def _on_assigned(self, assigned: list[Partition]) -> None:
+    async def _on_assigned(self, assigned: list[Partition]) -> None:
         for tp in assigned:
             self.tracker.assign(tp)
         if self._paused and self._consumer is not None:
             self._consumer.pause(*self._consumer.assignment())
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
-        if self.on_assigned is not None and self._member is not None:
-            # (the first assignment can come while `start` is still waiting for the consumer)
-            mine = sum(1 for topic, _ in self.tracker.partitions() if topic == self.topic)
-            total = len(self._member.partitions_for_topic(self.topic) or ())
-            self.on_assigned(mine, max(total, mine))
+        if self._member is None:
+            return
+        # (the first assignment can come while `start` is still waiting for the consumer)
+        held = [tp for tp in self.tracker.partitions() if tp[0] == self.topic]
+        total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
+        if self.budget is not None:
+            ledger = await self._read_ledger(held)
+            self.budget.assign(ledger, total)
+        if self.on_assigned is not None:
+            self.on_assigned(len(held), total)
 
     async def _on_revoked(self, revoked: list[Partition]) -> None:
         if not revoked:
@@ -429,9 +521,13 @@ class KafkaSource:
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
         if self._consumer is not None:
-            await self._commit_with(self._consumer)
+            await self._commit_with(self._consumer, ledger=True)  # the entries go with them
+        if self.budget is not None:
+            self.budget.revoke()  # nothing reserved until the new assignment has read them
         for topic, partition in revoked:
             self.tracker.revoke((topic, partition))
+            if topic == self.topic:
+                self._ledger_committed.pop(partition, None)
             try:
                 self.exporter.consumer_lag.remove(str(partition))
             except KeyError:

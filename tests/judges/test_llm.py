@@ -326,6 +326,55 @@ async def test_budget_reconciled_with_zero_on_failure(
     assert gate.available == 100_000
 
 
+def _reservation(completion_reserve: int) -> int:
+    messages = render_messages(statements_prompt(), schema_in_text=False)
+    return estimate_prompt_tokens(messages, MODEL) + completion_reserve
+
+
+async def test_an_attempt_that_timed_out_is_charged_its_reservation(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    """The endpoint finished (and billed) the attempt its client gave up on: the budget is
+    charged for it before the retry is sent, so it never counts less than was billed."""
+    gate = Gate(available=100_000)
+    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
+    server.inject(Fault.SLOW, seconds=1.0)
+    judged = await judge.generate(statements_prompt())
+    await asyncio.sleep(1.0)  # the abandoned attempt is answered (and counted) by now
+    stats = server.stats.snapshot()
+    assert stats.chat_requests == 2
+    reserve = _reservation(256)
+    assert gate.reserved == [reserve, reserve]
+    assert gate.reconciled == [(reserve, reserve), (reserve, judged.usage.total_tokens)]
+    assert stats.prompt_tokens + stats.completion_tokens <= 100_000 - gate.available
+
+
+async def test_no_retry_after_a_timeout_the_budget_cannot_cover(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    reserve = _reservation(256)
+    gate = Gate(available=reserve + reserve // 2)
+    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
+    server.inject(Fault.SLOW, seconds=1.0)
+    with pytest.raises(BudgetExhausted):
+        await judge.generate(statements_prompt())
+    assert server.stats.snapshot().chat_requests == 1  # the retry was not sent
+    assert gate.reconciled == [(reserve, reserve)]  # the abandoned attempt is charged
+    assert gate.available == reserve // 2
+
+
+async def test_a_last_attempt_that_timed_out_is_charged_too(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    gate = Gate(available=100_000)
+    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.3, max_retries=0)
+    server.inject(Fault.SLOW, seconds=1.0)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "timeout"
+    assert gate.reconciled == [(_reservation(256), _reservation(256))]
+
+
 async def test_concurrency_limit_holds(server: JudgeServer, make_judge: MakeJudge) -> None:
     server.latency_seconds = 0.15
     judge = make_judge(concurrency=2)

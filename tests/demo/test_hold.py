@@ -20,8 +20,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -40,8 +38,7 @@ from monitor.http import MetricsServer
 from monitor.review.forms import DEFAULT_LIMIT
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import SettingsFactory
-from tests.support import ROOT
-from tests.support.demo import start_demo
+from tests.support.demo import backlog_cli, start_demo
 from tests.support.tools import require_tool
 from tests.support.waits import wait_until
 
@@ -343,18 +340,7 @@ def test_demo_hold_with_review_end_to_end(tmp_path: Path) -> None:
             "checks": {"kafka": True, "postgres": True, "schema": True},
         }
         # the backlog, through the CLI, on the printed DSN
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-        env["RAG_MONITOR_PG_DSN"] = dsn
-        stats = subprocess.run(
-            [sys.executable, "-m", "monitor", "backlog", "stats", "--json"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert stats.returncode == 0, stats.stderr
-        counted = json.loads(stats.stdout)
+        counted = json.loads(backlog_cli(dsn, "stats", "--json"))
         assert counted["rows"] == report["backlog_rows"] > 0, counted
         assert counted["interactions"] == report["backlog_interactions"]
 

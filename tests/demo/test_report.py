@@ -11,11 +11,7 @@ the raw one says what bounds the judge's error, and numbers are rounded for peop
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -25,8 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.demo.report import DemoReport
 from monitor.demo.statistics import RateEstimate
-from tests.support import ROOT
-from tests.support.demo import DemoProcess, start_demo
+from tests.support.demo import backlog_cli, start_demo, wait_for_report
 
 P = "rag_monitor_"
 
@@ -61,33 +56,6 @@ def one(metrics: dict[Any, float], name: str) -> float:
     return values[0]
 
 
-def backlog_stats(dsn: str, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-    env["RAG_MONITOR_PG_DSN"] = dsn
-    done = subprocess.run(
-        [sys.executable, "-m", "monitor", "backlog", "stats", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def wait_for_report(path: Path, demo: DemoProcess, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and "elapsed:" in demo.output:
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return data
-        if demo.proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")
-
-
 @pytest.mark.kafka
 @pytest.mark.postgres
 def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
@@ -105,10 +73,10 @@ def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
         ]  # fmt: skip
     )
     try:
-        report = wait_for_report(report_path, demo, timeout=240)
+        report = wait_for_report(report_path, demo, timeout=240, printed=True)
         metrics = scrape(report["metrics_url"])
-        stats = json.loads(backlog_stats(report["pg_dsn"], "--json"))
-        stats_text = backlog_stats(report["pg_dsn"])
+        stats = json.loads(backlog_cli(report["pg_dsn"], "stats", "--json"))
+        stats_text = backlog_cli(report["pg_dsn"], "stats")
         printed = demo.output
         demo.proc.send_signal(signal.SIGINT)  # ends the hold
         code = demo.finish(timeout=60)

@@ -46,7 +46,7 @@ from monitor.kafka.topics import committed_offsets
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
 from tests.support import ROOT
-from tests.support.demo import DemoProcess, start_demo
+from tests.support.demo import start_demo, wait_for_report
 from tests.support.judge_server import JudgeServer
 
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
@@ -257,18 +257,6 @@ async def test_tally_keeps_one_outcome_per_id() -> None:
 # ----------------------------------------------------------------- end to end helpers
 
 
-def wait_for_file(path: Path, demo: DemoProcess, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return data
-        if demo.proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")
-
-
 def scrape(url: str) -> dict[str, float]:
     """Sample name -> sum over label sets."""
     with urllib.request.urlopen(url, timeout=10) as response:
@@ -399,7 +387,7 @@ def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
         ]  # fmt: skip
     )
     try:
-        report = wait_for_file(report_path, demo, timeout=240)
+        report = wait_for_report(report_path, demo, timeout=240)
         pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 5).group(1))
         demo.note_postgres(pg_port)
         assert report["judge_kind"] == "local" and "local judge" in report["judge"]

@@ -3,6 +3,7 @@ process it started."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -165,3 +166,35 @@ def start_demo(args: list[str], env: dict[str, str] | None = None) -> DemoProces
     demo = DemoProcess(proc)
     demo.start_watching()
     return demo
+
+
+def backlog_cli(dsn: str, *args: str) -> str:
+    """``rag-monitor backlog ARGS`` against ``dsn`` (a held demo's Postgres); its stdout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env["RAG_MONITOR_PG_DSN"] = dsn
+    done = subprocess.run(
+        [sys.executable, "-m", "monitor", "backlog", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def wait_for_report(
+    path: Path, demo: DemoProcess, timeout: float, *, printed: bool = False
+) -> dict[str, Any]:
+    """The demo's ``--report-json`` once written (and, with ``printed``, once the report
+    is on stdout too)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and (not printed or "elapsed:" in demo.output):
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return data
+        if demo.proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")

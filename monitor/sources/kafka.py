@@ -35,7 +35,8 @@ changed entry before the partitions go, and an assignment reads the entries of
 the partitions it brings (at most ``LEDGER_READ_SECONDS``; unread, they count
 0). A partition with neither a record seen nor an earlier commit is committed
 at offset 0, which with ``auto_offset_reset=earliest`` means what no commit
-means: from the start of its log.
+means: from the start of its log; where the assignment could not read its last
+commit, no ledger-only commit is sent for it (a guessed 0 would rewind it).
 
 With ``kafka_group_instance_id`` set the consumer is a *static* member
 (KIP-345): a replica restarted with the same id (a crashed container in the
@@ -150,6 +151,8 @@ class KafkaSource:
         self.budget: PartitionBudget | None = None
         #: the ledger entry last committed per partition of the topic
         self._ledger_committed: dict[int, str] = {}
+        #: partitions of the topic whose last commit (or its absence) the assignment read
+        self._commits_read: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
@@ -403,8 +406,11 @@ class KafkaSource:
             for partition, entry in entries.items():
                 tp = (self.topic, partition)
                 if entry != self._ledger_committed.get(partition) and tp not in positions:
-                    # the entry changed, the offset did not: the same offset again
-                    positions[tp] = self._at(tp)
+                    # the entry changed, the offset did not: the same offset again, where
+                    # that offset is known (never a guessed 0 over a commit not read)
+                    at = self._at(tp)
+                    if at is not None:
+                        positions[tp] = at
             if not positions:
                 return {}
             offsets = {
@@ -428,12 +434,16 @@ class KafkaSource:
                     self._ledger_committed[partition] = entries[partition]
             return positions
 
-    def _at(self, tp: Partition) -> int:
-        """Where ``tp`` stands: its first unfinished record, else its last commit, else 0."""
+    def _at(self, tp: Partition) -> int | None:
+        """Where ``tp`` stands: its first unfinished record, else its last commit, else 0
+        when the assignment read that it has no commit; None when that is not known (the
+        read failed), so a ledger-only commit never moves a real commit back to 0."""
         position = self.tracker.position(tp)
         if position is None:
             position = self.tracker.committed(tp)
-        return 0 if position is None else position
+        if position is None and tp[0] == self.topic and tp[1] in self._commits_read:
+            return 0
+        return position
 
     async def _read_ledger(self, assigned: list[Partition]) -> dict[int, str | None]:
         """The last commit's ledger entry of each assigned partition of the topic."""
@@ -455,6 +465,7 @@ class KafkaSource:
                         error=type(exc).__name__)  # fmt: skip
             return {p: None for _, p in mine}
         out: dict[int, str | None] = {p: None for _, p in mine}
+        self._commits_read.update(p for _, p in mine)
         for tp, committed in got.items():
             if committed is None or committed.offset < 0:
                 continue
@@ -528,6 +539,7 @@ class KafkaSource:
             self.tracker.revoke((topic, partition))
             if topic == self.topic:
                 self._ledger_committed.pop(partition, None)
+                self._commits_read.discard(partition)
             try:
                 self.exporter.consumer_lag.remove(str(partition))
             except KeyError:

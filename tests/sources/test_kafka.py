@@ -9,6 +9,7 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from monitor.app import build, serve
+from monitor.config import Settings
 from monitor.demo.broker import Broker
 from monitor.kafka import frames
 from monitor.kafka.topics import committed_offsets, produce
@@ -282,3 +283,46 @@ async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
     assert parts.exporter.records_sampled._value.get() == expected  # sampling unchanged
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert sum(p or 0 for p in positions.values()) == len(mixed)
+
+
+class _RecordingConsumer:
+    """Stands in for the consumer at commit time only: the fault under test (the
+    coordinator not answering the committed-offsets read at an assignment) cannot be
+    produced on a real broker on demand."""
+
+    def __init__(self) -> None:
+        self.commits: list[dict[object, object]] = []
+
+    async def commit(self, offsets: dict[object, object]) -> None:
+        self.commits.append(offsets)
+
+
+class _Ledger:
+    def __init__(self, entries: dict[int, str]) -> None:
+        self.entries = entries
+
+    def assign(self, ledger: object, total: int) -> None:
+        pass
+
+    def revoke(self) -> None:
+        pass
+
+    def ledger(self) -> dict[int, str]:
+        return dict(self.entries)
+
+
+async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_not_read() -> None:
+    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter())
+    source.budget = _Ledger({0: "rag-monitor-tokens:1:100", 1: "rag-monitor-tokens:1:100"})
+    for partition in (0, 1):
+        source.tracker.assign((source.topic, partition))
+    # partition 0's last commit was read (it has none); partition 1's read failed
+    source._commits_read.add(0)
+    consumer = _RecordingConsumer()
+    await source._commit_with(consumer, ledger=True)
+    [offsets] = consumer.commits
+    committed = {
+        tp.partition: (om.offset, om.metadata)  # type: ignore[attr-defined]
+        for tp, om in offsets.items()
+    }
+    assert committed == {0: (0, "rag-monitor-tokens:1:100")}

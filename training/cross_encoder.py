@@ -74,7 +74,7 @@ def summedits(directory: Path, embedder: MiniLMEmbedder) -> list[Pair]:
 
 
 def halueval_pairs(wheel: Path, embedder: MiniLMEmbedder, rng: random.Random, n: int) -> list[Pair]:
-    groups = [g for g in data.dialogue(wheel, n, rng) + data.summary(wheel, n // 3, rng)]
+    groups = data.dialogue(wheel, n, rng) + data.summary(wheel, n // 3, rng)
     pairs: list[Pair] = []
     supported = [g for g in groups if g.supported]
     for g in supported:

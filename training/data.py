@@ -9,10 +9,9 @@ Sources, all openly licensed, none an evaluation set:
 
 - ``halueval-dialogue``: HaluEval's dialogue set (MIT), knowledge against the
   right response (supported) and the hallucinated one (not);
-- ``halueval-summary``: HaluEval's summarization set (MIT), each summary
-  sentence against its document: a right summary's sentences are supported;
-  of a hallucinated summary, the sentences whose words the document lacks
-  most are the bag;
+- ``halueval-summary``: HaluEval's summarization set (MIT), summary sentences
+  against their document cut into passages of four sentences: a right
+  summary's sentences are supported, a hallucinated summary's are a bag;
 - ``realistic-tune``: the tune split of bench/data/realistic.jsonl (this
   project's own writing; the holdout split is never read here);
 - ``edits``: minimal edits of supported statements made by rules
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from monitor.judges.local.statements import statements
 from monitor.text import evasive
+from monitor.text.sentences import sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
@@ -104,8 +104,6 @@ def summary(wheel: Path, limit: int, rng: random.Random) -> list[Group]:
 
 
 def _passages(document: str, size: int = 4) -> tuple[str, ...]:
-    from monitor.text.sentences import sentences
-
     said = sentences(document)
     return tuple(" ".join(said[k : k + size]) for k in range(0, len(said), size)) or (document,)
 

@@ -2,10 +2,12 @@
 
     python -m training.evaluate --weights PATH [--halueval-qa ../shared/data/halueval_qa_dev.jsonl]
 
+The baselines (the local judge's rules, word overlap) are bench/detection.py's rows.
+
 Per data set: AUROC of the answer's weakest statement's probability (graded) and of
 faithfulness (the share of statements at >= 0.5, the metric as the judge reports it),
 the share of faithful answers flagged (faithfulness < 0.5) and of hallucinated ones
-flagged, and word overlap's AUROC. Evasive answers are left out (both judges leave
+flagged. Evasive answers are left out (both judges leave
 them unscoreable before any support decision). This is a development view; the
 benchmark of record is bench/detection.py, through the judge.
 """
@@ -60,18 +62,10 @@ def _texts(record: dict[str, object]) -> list[str]:
     return [c if isinstance(c, str) else str(c["text"]) for c in contexts]
 
 
-def overlap(record: dict[str, object]) -> float:
-    from monitor.judges.local.lexical.wordforms import content_words
-
-    said = content_words(str(record["response"]))
-    known = set(content_words(" ".join(_texts(record))))
-    return sum(w in known for w in said) / len(said) if said else 1.0
-
-
 def evaluate(
     name: str, model: support_model.SupportModel, embedder: MiniLMEmbedder, qa: Path
 ) -> dict[str, float]:
-    graded, faith, over, labels = [], [], [], []
+    graded, faith, labels = [], [], []
     for record, hallucinated in _records(name, qa):
         response = str(record["response"])
         if evasive.noncommittal(response):
@@ -81,7 +75,6 @@ def evaluate(
         p = model.probabilities(np.stack([e.as_array() for e in found]))
         graded.append(float(p.min()))
         faith.append(float(np.mean(p >= 0.5)))
-        over.append(overlap(record))
         labels.append(not hallucinated)
     y = np.asarray(labels)
     f = np.asarray(faith)
@@ -91,7 +84,6 @@ def evaluate(
         "auroc_faithfulness": auroc(faith, labels),
         "faithful_flagged": float(np.mean(f[y] < 0.5)) if y.any() else float("nan"),
         "hallucinated_flagged": float(np.mean(f[~y] < 0.5)) if (~y).any() else float("nan"),
-        "overlap_auroc": auroc(over, labels),
     }
 
 
@@ -105,14 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = MiniLMEmbedder(threads=2)
     print(
         f"{'data set':<20} {'n':>4} {'graded':>7} {'faith.':>7} "
-        f"{'faithful fl.':>12} {'halluc. fl.':>11} {'overlap':>7}"
+        f"{'faithful fl.':>12} {'halluc. fl.':>11}"
     )
     for name in args.datasets.split(","):
         r = evaluate(name, model, embedder, args.halueval_qa)
         print(
             f"{name:<20} {r['n']:>4} {r['auroc_graded']:>7.3f} {r['auroc_faithfulness']:>7.3f} "
-            f"{r['faithful_flagged']:>12.0%} {r['hallucinated_flagged']:>11.0%} "
-            f"{r['overlap_auroc']:>7.3f}"
+            f"{r['faithful_flagged']:>12.0%} {r['hallucinated_flagged']:>11.0%}"
         )
     return 0
 

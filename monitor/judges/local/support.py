@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,9 @@ class SupportModel:
     ``embedder`` picks each statement's nearest windows; ``threads`` is
     onnxruntime's intra-op thread count per call (the local judge runs calls in
     its own worker threads, so 1 keeps every core busy without oversubscribing).
+    The last ``cache_size`` pairs' logits are kept: metrics of one record read
+    the same statement against the same window (faithfulness and context
+    utility), and retrieved chunks repeat across records.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class SupportModel:
         threads: int = 1,
         batch_size: int = 16,
         top: int = TOP,
+        cache_size: int = 8192,
         model_dir: Path = MODEL_DIR,
         pinned: dict[str, str] | None = None,
     ) -> None:
@@ -81,12 +86,15 @@ class SupportModel:
         self.threads = threads
         self.batch_size = batch_size
         self.top = top
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.model_dir = model_dir
         self.pinned = PINNED if pinned is None else pinned
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
-        #: pairs read by the model, for tests and benchmarks
+        #: pairs read by the model (cache misses), for tests and benchmarks
         self.pairs = 0
 
     def _load(self) -> tuple[Any, Any]:
@@ -121,8 +129,29 @@ class SupportModel:
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """The model's logit of support for each (statement, evidence) pair, in order."""
-        if not pairs:
-            return np.zeros(0, dtype=np.float32)
+        out = np.zeros(len(pairs), dtype=np.float32)
+        missing: dict[tuple[str, str], list[int]] = {}
+        with self._cache_lock:
+            for k, pair in enumerate(pairs):
+                known = self._cache.get(pair)
+                if known is None:
+                    missing.setdefault(pair, []).append(k)
+                else:
+                    self._cache.move_to_end(pair)
+                    out[k] = known
+        if missing:
+            todo = list(missing)
+            found = self._run(todo)
+            with self._cache_lock:
+                for pair, z in zip(todo, found, strict=True):
+                    out[missing[pair]] = z
+                    if self.cache_size:
+                        self._cache[pair] = float(z)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         session, tokenizer = self._load()
         # similar lengths share a batch: less padding
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))

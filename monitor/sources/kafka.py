@@ -55,6 +55,7 @@ from typing import Protocol
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -157,6 +158,8 @@ class KafkaSource:
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
+        #: reads the group's commits with their metadata (the ledger entries) on assignment
+        self._admin: AIOKafkaAdminClient | None = None
         self._paused = False
         #: since when the in-flight window has been full (None: there is room)
         self._full_since: float | None = None
@@ -190,6 +193,21 @@ class KafkaSource:
                 self.settings.kafka_bootstrap_servers, await why_unreachable(self.settings, exc)
             ) from None
         self._producer = producer
+        if self.budget is not None:
+            admin = AIOKafkaAdminClient(
+                **options, client_id=f"{self.client_id}-ledger", request_timeout_ms=5000
+            )
+            try:
+                await admin.start()
+            except KafkaError as exc:
+                await admin.close()
+                await producer.stop()
+                self._producer = None
+                raise KafkaUnreachable(
+                    self.settings.kafka_bootstrap_servers,
+                    await why_unreachable(self.settings, exc),
+                ) from None
+            self._admin = admin
         consumer = AIOKafkaConsumer(
             **options,
             client_id=self.client_id,
@@ -220,6 +238,7 @@ class KafkaSource:
             await consumer.stop()
             await producer.stop()
             self._producer = None
+            await self._close_admin()
             if isinstance(exc, KafkaError):
                 detail = await why_unreachable(self.settings, exc)
                 raise KafkaUnreachable(self.settings.kafka_bootstrap_servers, detail) from None
@@ -242,6 +261,7 @@ class KafkaSource:
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()
+        await self._close_admin()
         log.info("kafka source stopped", topic=self.topic)
 
     # --- what the pipeline calls
@@ -448,15 +468,16 @@ class KafkaSource:
     async def _read_ledger(self, assigned: list[Partition]) -> dict[int, str | None]:
         """The last commit's ledger entry of each assigned partition of the topic."""
         mine = [tp for tp in assigned if tp[0] == self.topic]
-        member = self._member
-        if not mine or member is None:
+        admin = self._admin
+        if not mine or admin is None:
             return {}
         try:
-            # the coordinator call behind `consumer.committed()`, which returns the offset
-            # only: the metadata is what is wanted here
+            # `consumer.committed()` returns the offset only; the admin client's offset fetch
+            # returns each commit with its metadata, which is what is wanted here
             got = await asyncio.wait_for(
-                member._coordinator.fetch_committed_offsets(
-                    [TopicPartition(t, p) for t, p in mine]
+                admin.list_consumer_group_offsets(
+                    self.settings.kafka_group_id,
+                    partitions=[TopicPartition(t, p) for t, p in mine],
                 ),
                 LEDGER_READ_SECONDS,
             )
@@ -473,6 +494,11 @@ class KafkaSource:
             self._ledger_committed[tp.partition] = committed.metadata or ""
             self.tracker.mark_committed({(tp.topic, tp.partition): committed.offset})
         return out
+
+    async def _close_admin(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            await admin.close()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
@@ -358,10 +358,6 @@ class OfflineRunner:
                 row.online_scores.get("faithfulness")
             )
         bar.update(1)
-
-    @staticmethod
-    def default_metrics() -> Sequence[str]:
-        return OFFLINE_METRICS
 
 
 async def run_offline(

@@ -81,9 +81,7 @@ def realistic_records() -> list[dict[str, Any]]:
         if x.strip()
     ]
     return [
-        r
-        for r in rows
-        if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
+        r for r in rows if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
     ]
 
 
@@ -220,8 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (args.out / "curve.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(
-            f"step {step}: "
-            + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
+            f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
             flush=True,
         )
         return row

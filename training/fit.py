@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from bench.ranking import auroc
 from monitor.judges.local.embedder import MiniLMEmbedder
 from training import data, edits
 from training import model as support_model
@@ -109,27 +110,6 @@ def measure_all(
             if (k + 1) % 500 == 0 or k + 1 == len(groups):
                 np.savez(path, count=len(done), **{f"g{i}": a for i, a in enumerate(done)})
     return done
-
-
-def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
-    """The probability that a positive outscores a negative (ties count half)."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(positive, dtype=bool)
-    pos, neg = s[y], s[~y]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    values = np.concatenate([pos, neg])[order]
-    # average ranks of ties
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
 def logistic(x: Array, y: Array, w: Array, l2: float) -> Array:

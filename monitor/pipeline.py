@@ -5,25 +5,23 @@ Each stage is one module, and this one only calls them in order:
 | stage    | module                                                        | here                |
 |----------|---------------------------------------------------------------|---------------------|
 | source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
-| validate | `monitor.records` (`check_record`)                            | `Pipeline._read`    |
+| validate | `monitor.records` (`parse_record`)                            | `Pipeline._read`    |
 | sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
 | score    | `monitor.scoring` over `monitor.metrics` and `monitor.judges` | `Pipeline._score`   |
 | sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
 
 For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
-1. **validate** — `Pipeline._read`: a record its source found invalid (an OTLP
-   message that does not decode), one over ``max_record_bytes`` (cheap, no
-   parsing) and one `records.check_record` refuses (a hand check of the usual
-   shape, the full model only for the rest) go to the dead-letter topic,
-   whatever the sampler would have decided;
+1. **validate** — `Pipeline._read`: a record its source found invalid (over
+   ``max_record_bytes``, an OTLP message that does not decode) and one
+   `records.parse_record` refuses go to the dead-letter topic, whatever the
+   sampler would have decided;
 2. **sample** — `Pipeline._decide`: the one sampling decision
    (`sampling.Sampler.decide`), on the record's key (else its id) and
-   metadata, with the budget's scale. A dropped record never becomes an
-   Interaction and is finished at once; one the configured rate would keep but
-   the budget's scale drops is counted as
-   ``records_skipped_total{reason="budget_thinned"}``; a kept one carries its
-   inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
+   metadata, with the budget's scale. A dropped record is finished at once;
+   one the configured rate would keep but the budget's scale drops is counted
+   as ``records_skipped_total{reason="budget_thinned"}``; a kept one carries
+   its inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
    sampled-out record costs no task;
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
@@ -57,13 +55,7 @@ import structlog
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.records import (
-    CheckedRecord,
-    Interaction,
-    InvalidRecord,
-    ScoredRecord,
-    check_record,
-)
+from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
 from monitor.sinks import Sink
 from monitor.sources import DeadLetterError, Source, SourceRecord
@@ -94,16 +86,6 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.delay = 0.0
-
-
-def _with_timestamp(checked: CheckedRecord | Interaction, record: SourceRecord) -> Interaction:
-    """The record's Interaction; without a timestamp of its own, the Kafka record's."""
-    default = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
-    if isinstance(checked, CheckedRecord):
-        return checked.interaction(default_timestamp=default)
-    if checked.timestamp is None:
-        return checked.model_copy(update={"timestamp": default})
-    return checked
 
 
 class Pipeline:
@@ -204,31 +186,28 @@ class Pipeline:
         self.exporter.records_sampled.inc()
         return decision.kept
 
-    def _read(self, record: SourceRecord) -> CheckedRecord | Interaction | InvalidRecord | None:
-        """Step 1: the record validated, or why it is invalid; None when its source left
-        it unread (`SourceRecord.unread`: the sampler drops it on its key)."""
+    def _read(self, record: SourceRecord) -> Interaction | InvalidRecord | None:
+        """Step 1: the record validated, or why it is invalid (its source's verdict first:
+        over the size limit, an OTLP message that does not decode); None when its source
+        left it unread (`SourceRecord.unread`: the sampler drops it on its key)."""
         if record.invalid is not None:
             return record.invalid
         if record.unread:
             return None
-        if record.size > self.settings.max_record_bytes:
-            detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
-            return InvalidRecord("too_large", detail)
+        default = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
         try:
-            return check_record(record.value, record.key, max_bytes=self.settings.max_record_bytes)
+            return parse_record(record.value, record.key, default_timestamp=default)
         except InvalidRecord as invalid:
             return invalid
 
-    def _decide(self, record: SourceRecord, read: CheckedRecord | Interaction | None) -> Decision:
+    def _decide(self, record: SourceRecord, read: Interaction | None) -> Decision:
         """Step 2: the sampler's one decision, on the record's key (else its id), its
-        metadata and the budget's scale; its Interaction is built only if it may be kept."""
+        metadata and the budget's scale."""
         scale = self.adaptive.scale() if self.adaptive is not None else 1.0
         if read is None:
             return self.sampler.decide(record.key or b"", None, None, scale)
         unit = record.key or read.id.encode("utf-8")
-        return self.sampler.decide(
-            unit, read.metadata, lambda: _with_timestamp(read, record), scale
-        )
+        return self.sampler.decide(unit, read.metadata, lambda: read, scale)
 
     async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
         if isinstance(verdict, InvalidRecord):

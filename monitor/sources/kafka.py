@@ -68,6 +68,7 @@ from monitor.kafka.client import (
     why_unreachable,
 )
 from monitor.kafka.frames import release_frames
+from monitor.records import too_large
 from monitor.sources import DeadLetterError, SourceRecord
 from monitor.sources.offsets import OffsetTracker, Partition
 from monitor.telemetry import Exporter
@@ -312,6 +313,7 @@ class KafkaSource:
             await asyncio.sleep(wait_seconds)
             return []
         out: list[SourceRecord] = []
+        limit = self.settings.max_record_bytes  # checked here, once: nothing parses them first
         for tp, messages in batches.items():
             key = (tp.topic, tp.partition)
             generation = self.tracker.generation(key)
@@ -326,6 +328,7 @@ class KafkaSource:
                     value=m.value,
                     timestamp_ms=m.timestamp,
                     generation=generation,
+                    invalid=too_large(len(m.value or b""), limit),
                 )
                 if self.tracker.start(key, m.offset, generation):
                     out.append(record)

@@ -125,9 +125,8 @@ class TraceSource:
         now = self.clock()
         out: list[SourceRecord] = []
         for message in messages:
-            if message.size > self.settings.max_record_bytes:
-                detail = f"{message.size} bytes > limit {self.settings.max_record_bytes}"
-                out.append(replace(message, invalid=InvalidRecord("too_large", detail)))
+            if message.invalid is not None:  # over the size limit: the inner source said so
+                out.append(message)
                 continue
             try:
                 spans = decode_spans(

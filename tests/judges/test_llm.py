@@ -31,6 +31,7 @@ from monitor.judges.wire import render_messages, strict_schema
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer
+from tests.support.waits import wait_until
 
 MODEL = "gpt-4o-mini"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
@@ -354,7 +355,9 @@ async def test_an_attempt_that_timed_out_is_charged_its_reservation(
     judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
     server.inject(Fault.SLOW, seconds=1.0)
     judged = await judge.generate(statements_prompt())
-    await asyncio.sleep(1.0)  # the abandoned attempt is answered (and counted) by now
+    await wait_until(
+        lambda: server.stats.in_flight == 0, 10, "the abandoned attempt answered (and counted)"
+    )
     stats = server.stats.snapshot()
     assert stats.chat_requests == 2
     reserve = _reservation(256)

@@ -22,6 +22,7 @@ from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import started
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -80,7 +81,8 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
         await written.wait()
         await asyncio.to_thread(own_postgres.stop)
         await asyncio.wait_for(outage_seen.wait(), timeout=30)
-        await asyncio.sleep(0.5)
+        first = retries
+        await wait_until(lambda: retries >= first + 3, 30, "a few retries while Postgres is away")
         await asyncio.to_thread(own_postgres.start)
 
     try:

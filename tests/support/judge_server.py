@@ -149,6 +149,12 @@ class JudgeStats:
         with self._lock:
             self._data = StatsSnapshot()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (counted once their answer is sent)."""
+        with self._lock:
+            return self._in_flight
+
     # --- used by the handler
 
     def enter(self) -> None:

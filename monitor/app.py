@@ -26,7 +26,7 @@ from monitor.backlog.migrations import (
     SchemaBehind,
     check_schema,
 )
-from monitor.budget import AdaptiveRate, TokenBudget
+from monitor.budget import BUDGET, BudgetedScorer, PartitionLedger, TokenBudget
 from monitor.config import ConfigError, Settings
 from monitor.flags import FLAG_REASONS
 from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
@@ -34,10 +34,10 @@ from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
 from monitor.kafka.publisher import KafkaPublisher
-from monitor.pipeline import BUDGET, Pipeline, RecordScorer
+from monitor.pipeline import Pipeline
 from monitor.records import INVALID_REASONS
 from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
-from monitor.scoring import Scorer, UnknownMetric
+from monitor.scoring import RecordScorer, Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
 from monitor.sources.kafka import KafkaSource
@@ -57,7 +57,8 @@ class Components:
 
     exporter: Exporter
     budget: TokenBudget
-    adaptive: AdaptiveRate
+    #: `scorer` under the budget (and `fallback` for what it cannot pay): what the pipeline runs
+    budgeted: BudgetedScorer
     judge: Judge
     scorer: Scorer
     fallback: RecordScorer | None
@@ -73,13 +74,11 @@ class Components:
         return Pipeline(
             self.source,
             self.sampler,
-            self.scorer,
+            self.budgeted,
             self.sinks,
             self.exporter,
             settings,
-            budget=self.budget,
-            adaptive=self.adaptive,
-            fallback=self.fallback,
+            budget=self.budgeted,
         )
 
 
@@ -87,7 +86,6 @@ def build(settings: Settings) -> Components:
     """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
     exporter = Exporter()
     budget = TokenBudget(settings.token_budget)
-    adaptive = AdaptiveRate(budget)
     try:
         judge = build_judge(settings, gate=budget, observer=JudgeMetrics(exporter))
         scorer = Scorer(
@@ -115,17 +113,21 @@ def build(settings: Settings) -> Components:
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
-    kafka = KafkaSource(settings, exporter)
-    if not budget.unlimited:  # the window's spend travels with the partitions
-        kafka.budget = budget
-    kafka.on_assigned = _budget_share(budget, exporter)
+    kafka = KafkaSource(
+        settings,
+        exporter,
+        # the window's spend travels with the partitions
+        ledger=PartitionLedger(budget) if not budget.unlimited else None,
+        on_assigned=_budget_share(budget, exporter),
+    )
     source: KafkaSource | TraceSource = kafka
     if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
         source = TraceSource(kafka, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(
-        exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
+        exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
+        fallback, sampler, sinks, source, server
     )  # fmt: skip
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)

@@ -26,8 +26,8 @@ For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
    reason (``records_skipped_total{reason}``), never given a made-up score.
-   With a ``fallback`` scorer (the local judge), records skipped for
-   ``budget`` are scored by it instead;
+   Under a token budget the scorer is `budget.BudgetedScorer` (the budget's
+   pre-check, spend and fallback live there);
 4. **sinks** — scored records wait in the `checkpoint.Checkpoint` until it has
    written them to every sink: every ``checkpoint_interval``, or as soon as
    half of the in-flight window is pending.
@@ -52,24 +52,28 @@ from typing import Protocol
 
 import structlog
 
-from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
+from monitor.records import Interaction, InvalidRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
+from monitor.scoring import RecordScorer
 from monitor.sinks import Sink
 from monitor.sources import DeadLetterError, Source, SourceRecord
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
 
-BUDGET = "budget"
 
+class Budget(Protocol):
+    """The token budget as the pipeline sees it (`monitor.budget.BudgetedScorer`, which is
+    also the scorer): the sampler's scale, the rate each record was offered at, and what
+    is left for the gauge."""
 
-class RecordScorer(Protocol):
-    """`monitor.scoring.Scorer`: never raises for a judge failure, sets ``error`` instead."""
+    def scale(self) -> float: ...
 
-    async def score(self, interaction: Interaction) -> ScoredRecord: ...
+    def offered(self, rate: float) -> None: ...
+
+    def remaining(self) -> float: ...
 
 
 class Backoff:
@@ -98,9 +102,7 @@ class Pipeline:
         exporter: Exporter,
         settings: Settings,
         *,
-        budget: TokenBudget | None = None,
-        adaptive: AdaptiveRate | None = None,
-        fallback: RecordScorer | None = None,
+        budget: Budget | None = None,
         concurrency: int | None = None,
         checkpoint_interval: float = 0.5,
     ) -> None:
@@ -111,8 +113,6 @@ class Pipeline:
         self.exporter = exporter
         self.settings = settings
         self.budget = budget
-        self.adaptive = adaptive
-        self.fallback = fallback
         self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
         self._checkpoint = Checkpoint(source, self.sinks, exporter)
@@ -203,7 +203,7 @@ class Pipeline:
     def _decide(self, record: SourceRecord, read: Interaction | None) -> Decision:
         """Step 2: the sampler's one decision, on the record's key (else its id), its
         metadata and the budget's scale."""
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        scale = self.budget.scale() if self.budget is not None else 1.0
         if read is None:
             return self.sampler.decide(record.key or b"", None, None, scale)
         unit = record.key or read.id.encode("utf-8")
@@ -213,7 +213,7 @@ class Pipeline:
         if isinstance(verdict, InvalidRecord):
             await self._dead_letter(record, verdict)
             return
-        scored = await self._score(verdict.interaction)
+        scored = await self.scorer.score(verdict.interaction)
         if scored.error is not None:
             self._skip(record, scored.error, verdict.interaction.trace_id)
             return
@@ -224,20 +224,9 @@ class Pipeline:
             # records: flush now rather than let the window wait for the timer
             self._flush_soon.set()
 
-    async def _score(self, interaction: Interaction) -> ScoredRecord:
-        if self.budget is not None and self.budget.exhausted():
-            scored = ScoredRecord(interaction=interaction, error=BUDGET)
-        else:
-            scored = await self.scorer.score(interaction)
-            if self.adaptive is not None:
-                self.adaptive.spent(scored.usage.total_tokens)
-        if scored.error == BUDGET and self.fallback is not None:
-            scored = await self.fallback.score(interaction)
-        return scored
-
     def _offered(self, rate: float) -> None:
-        if self.adaptive is not None:
-            self.adaptive.offered(rate)
+        if self.budget is not None:
+            self.budget.offered(rate)
 
     def _skip(self, record: SourceRecord, reason: str, trace_id: str | None = None) -> None:
         self.exporter.records_skipped.labels(reason=reason).inc()
@@ -291,7 +280,7 @@ class Pipeline:
                 self._retry_at = time.monotonic() + self._sink_backoff.failed()
 
     def _gauges(self) -> None:
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        scale = self.budget.scale() if self.budget is not None else 1.0
         self.exporter.sample_rate.set(self.sampler.rate * scale)
         if self.budget is not None:
             self.exporter.token_budget_remaining.set(self.budget.remaining())

@@ -29,7 +29,7 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -62,6 +62,12 @@ OFFLINE_METRICS: tuple[str, ...] = (
 ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
 
 NO_REFERENCE = "no reference"
+
+
+class RecordScorer(Protocol):
+    """`Scorer` as its users see it: never raises for a judge failure, sets ``error``."""
+
+    async def score(self, interaction: Interaction) -> ScoredRecord: ...
 
 
 class UnknownMetric(ValueError):

@@ -26,7 +26,7 @@ value and the error in headers (``rag-monitor-error-reason``,
 high watermark minus the commit position (`consumer.highwater`, not
 ``end_offsets()``, which some brokers report wrong).
 
-The token budget's ledger (`PartitionBudget`, `monitor.budget`) rides on the
+The token budget's ledger (`monitor.budget.PartitionLedger`) rides on the
 commits: every commit carries each assigned partition's entry in its offset
 metadata (a partition whose entry changed is committed again at the same
 offset, in the same request: no commit is sent for the ledger alone, so a
@@ -96,17 +96,24 @@ PROBE_TIMEOUT_SECONDS = 10.0
 LEDGER_READ_SECONDS = 10.0
 
 
-class PartitionBudget(Protocol):
-    """The spend that travels with the partitions (`monitor.budget.TokenBudget`)."""
+class Ledger(Protocol):
+    """The spend that travels with the partitions (`monitor.budget.PartitionLedger`)."""
 
-    def assign(self, ledger: Mapping[int, str | None], total: int) -> None: ...
+    def load(self, metadata: Mapping[int, str | None], total: int) -> None: ...
 
-    def revoke(self) -> None: ...
+    def entries(self) -> dict[int, str]: ...
 
-    def ledger(self) -> dict[int, str]: ...
+    def unsent(self, entries: Mapping[int, str]) -> list[int]: ...
+
+    def sent(self, entries: Mapping[int, str]) -> None: ...
+
+    def revoke(self, partitions: Iterable[int]) -> None: ...
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """The source's listener: it finishes and commits what it can on a revoke (the ledger's
+    entries with it) and reads the commits of what it is assigned."""
+
     def __init__(self, source: KafkaSource) -> None:
         self._source = source
 
@@ -129,6 +136,8 @@ class KafkaSource:
         revoke_timeout_seconds: float = 10.0,
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
         probe_seconds: float = PROBE_SECONDS,
+        ledger: Ledger | None = None,
+        on_assigned: Callable[[int, int], None] | None = None,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
@@ -148,11 +157,9 @@ class KafkaSource:
         #: a revoke does not wait for them (they are re-read by the new owner)
         self.held: Callable[[Partition], int] | None = None
         #: called after every assignment with (assigned partitions, the topic's partitions)
-        self.on_assigned: Callable[[int, int], None] | None = None
-        #: the token budget whose ledger the commits carry (None: offsets only)
-        self.budget: PartitionBudget | None = None
-        #: the ledger entry last committed per partition of the topic
-        self._ledger_committed: dict[int, str] = {}
+        self.on_assigned = on_assigned
+        #: the token budget's ledger, which the commits carry (None: offsets only)
+        self.ledger = ledger
         #: partitions of the topic whose last commit (or its absence) the assignment read
         self._commits_read: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
@@ -194,7 +201,7 @@ class KafkaSource:
                 self.settings.kafka_bootstrap_servers, await why_unreachable(self.settings, exc)
             ) from None
         self._producer = producer
-        if self.budget is not None:
+        if self.ledger is not None:
             admin = AIOKafkaAdminClient(
                 **options, client_id=f"{self.client_id}-ledger", request_timeout_ms=5000
             )
@@ -423,12 +430,12 @@ class KafkaSource:
         """
         async with self._commit_lock:
             positions = self.tracker.committable()
-            entries = self.budget.ledger() if self.budget is not None else {}
+            entries = self.ledger.entries() if self.ledger is not None else {}
             if not positions and not ledger:
                 return {}
-            for partition, entry in entries.items():
+            for partition in self.ledger.unsent(entries) if self.ledger is not None else ():
                 tp = (self.topic, partition)
-                if entry != self._ledger_committed.get(partition) and tp not in positions:
+                if tp not in positions:
                     # the entry changed, the offset did not: the same offset again, where
                     # that offset is known (never a guessed 0 over a commit not read)
                     at = self._at(tp)
@@ -452,9 +459,10 @@ class KafkaSource:
                 )
                 return {}
             self.tracker.mark_committed(positions)
-            for (topic, partition), _ in positions.items():
-                if topic == self.topic and partition in entries:
-                    self._ledger_committed[partition] = entries[partition]
+            if self.ledger is not None:
+                self.ledger.sent(
+                    {p: entries[p] for t, p in positions if t == self.topic and p in entries}
+                )
             return positions
 
     def _at(self, tp: Partition) -> int | None:
@@ -493,8 +501,7 @@ class KafkaSource:
         for tp, committed in got.items():
             if committed is None or committed.offset < 0:
                 continue
-            out[tp.partition] = committed.metadata
-            self._ledger_committed[tp.partition] = committed.metadata or ""
+            out[tp.partition] = committed.metadata or ""
             self.tracker.mark_committed({(tp.topic, tp.partition): committed.offset})
         return out
 
@@ -542,9 +549,8 @@ class KafkaSource:
         # (the first assignment can come while `start` is still waiting for the consumer)
         held = [tp for tp in self.tracker.partitions() if tp[0] == self.topic]
         total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
-        if self.budget is not None:
-            ledger = await self._read_ledger(held)
-            self.budget.assign(ledger, total)
+        if self.ledger is not None:
+            self.ledger.load(await self._read_ledger(held), total)
         if self.on_assigned is not None:
             self.on_assigned(len(held), total)
 
@@ -562,12 +568,11 @@ class KafkaSource:
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
         if self._consumer is not None:
             await self._commit_with(self._consumer, ledger=True)  # the entries go with them
-        if self.budget is not None:
-            self.budget.revoke()  # nothing reserved until the new assignment has read them
+        if self.ledger is not None:  # nothing reserved until the new assignment reads them
+            self.ledger.revoke(p for t, p in revoked if t == self.topic)
         for topic, partition in revoked:
             self.tracker.revoke((topic, partition))
             if topic == self.topic:
-                self._ledger_committed.pop(partition, None)
                 self._commits_read.discard(partition)
             try:
                 self.exporter.consumer_lag.remove(str(partition))

@@ -9,7 +9,8 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from monitor.app import build, serve
-from monitor.config import Settings
+from monitor.budget import PartitionLedger, TokenBudget
+from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.broker import Broker
 from monitor.kafka import frames
 from monitor.kafka.topics import committed_offsets, produce
@@ -297,23 +298,12 @@ class _RecordingConsumer:
         self.commits.append(offsets)
 
 
-class _Ledger:
-    def __init__(self, entries: dict[int, str]) -> None:
-        self.entries = entries
-
-    def assign(self, ledger: object, total: int) -> None:
-        pass
-
-    def revoke(self) -> None:
-        pass
-
-    def ledger(self) -> dict[int, str]:
-        return dict(self.entries)
-
-
 async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_not_read() -> None:
-    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter())
-    source.budget = _Ledger({0: "rag-monitor-tokens:1:100", 1: "rag-monitor-tokens:1:100"})
+    budget = TokenBudget(TokenBudgetSpec.parse("10000/h"))
+    ledger = PartitionLedger(budget)
+    ledger.load({0: None, 1: None}, 2)
+    budget.reserve(200)  # spent on both partitions: both entries change
+    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter(), ledger=ledger)
     for partition in (0, 1):
         source.tracker.assign((source.topic, partition))
     # partition 0's last commit was read (it has none); partition 1's read failed
@@ -325,4 +315,5 @@ async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_n
         tp.partition: (om.offset, om.metadata)  # type: ignore[attr-defined]
         for tp, om in offsets.items()
     }
-    assert committed == {0: (0, "rag-monitor-tokens:1:100")}
+    assert committed == {0: (0, ledger.entries()[0])}
+    assert ledger.unsent(ledger.entries()) == [1]  # sent once partition 1's commit is read

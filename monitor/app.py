@@ -133,13 +133,19 @@ def build(settings: Settings) -> Components:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
     if settings.pg_dsn is not None:
+        from monitor.backlog.gauges import BacklogGauges
         from monitor.backlog.store import BacklogStore
         from monitor.sinks.backlog import BacklogSink
 
         store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
         backlog = BacklogSink(store, settings, exporter)
+        gauges = BacklogGauges(
+            store, exporter, calibration_interval=settings.calibration_interval_seconds
+        )
         sinks.append(backlog)
         parts.starters.append(lambda: backlog.start(check=False))
+        parts.starters.append(gauges.start)  # reads the store the sink opened
+        parts.closers.append(gauges.aclose)
         parts.closers.append(backlog.aclose)
 
         checks.update(backlog_checks(store))

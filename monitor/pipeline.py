@@ -7,7 +7,7 @@ Each stage is one module, and this one only calls them in order:
 | source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
 | validate | `monitor.records` (`parse_record`)                            | `Pipeline._read`    |
 | sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
-| score    | `monitor.scoring` over `monitor.metrics` and `monitor.judges` | `Pipeline._score`   |
+| score    | `monitor.budget` (`BudgetedScorer`) over `monitor.scoring`    | `Pipeline._handle`  |
 | sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
 
 For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):

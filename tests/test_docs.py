@@ -626,7 +626,7 @@ async def test_backlog_workflow_commands_run(tmp_path: Path, pg_dsn: str) -> Non
         if name == "backlog stats":
             # something to look at: one flagged interaction, written by the real sink
             settings = Settings(control_share=0.0)
-            sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
+            sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
             await sink.start()
             try:
                 await sink.write([_flagged_record("readme-1")])

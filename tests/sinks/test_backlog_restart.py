@@ -51,7 +51,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
     exporter = Exporter()
     settings = Settings(control_share=0.0, migrate_on_start=True)
     store = BacklogStore(own_postgres.dsn, settings, connect_timeout=1.0, command_timeout=5.0)
-    sink = BacklogSink(store, settings, exporter, stats_interval=0)
+    sink = BacklogSink(store, settings, exporter)
     await sink.start()
     batches = [[record(b * BATCH_SIZE + k) for k in range(BATCH_SIZE)] for b in range(BATCHES)]
     written = asyncio.Event()

@@ -2,19 +2,21 @@
 
 `build` opens nothing: invalid settings raise `ConfigError` naming the setting,
 and each stage is handed what it reports to (the `monitor.telemetry.Exporter`,
-the token budget). `serve` starts downstream first (the sinks' start-up work, the
-metrics server, then the Kafka source) and stops upstream first: fetching stops,
+the token budget). `serve` starts downstream first (the metrics server, the
+services: judges, sinks, then the Kafka source) and stops upstream first, in
+reverse start order (`Components.running`, one exit stack): fetching stops,
 in-flight records get ``shutdown_grace_seconds`` to finish, sinks are flushed and
-offsets committed, then the source, the judge, the sinks and the server close.
+offsets committed, then the source, the sinks, the judges and the server close.
 Without a ``stop`` event, SIGTERM and SIGINT start that shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -51,6 +53,31 @@ if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
 log = structlog.get_logger("monitor.app")
 
 
+@dataclass(frozen=True)
+class Service:
+    """Something the sidecar starts before the source and stops after it."""
+
+    name: str
+    start: Callable[[], Awaitable[object]] | None = None
+    stop: Callable[[], Awaitable[object]] | None = None
+
+
+#: wraps a service's start (`Components.running`): the start, and what is started
+Starting = Callable[[Awaitable[object], str], Awaitable[object]]
+
+
+def _logged(name: str, stop: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """``stop``, with a failure logged rather than keeping the others from stopping."""
+
+    async def run() -> None:
+        try:
+            await stop()
+        except Exception:
+            log.exception("stop failed", part=name)
+
+    return run
+
+
 @dataclass
 class Components:
     """Everything `serve` builds from the settings; constructing these opens nothing."""
@@ -66,8 +93,36 @@ class Components:
     sinks: list[Sink]
     source: KafkaSource | TraceSource
     server: MetricsServer
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: what runs beside the pipeline, in start order (downstream first); the metrics
+    #: server starts before them and the source after them (`running`)
+    services: list[Service] = field(default_factory=list)
+
+    @contextlib.asynccontextmanager
+    async def running(
+        self, *, server: bool = True, starting: Starting | None = None
+    ) -> AsyncIterator[None]:
+        """The metrics server (unless ``server`` is False), the services, then the source
+        started; on the way out each stopped in reverse, so the order holds by construction.
+
+        ``starting`` wraps each start (the demo: interruptible, with what it waits for).
+        """
+        parts = [*self.services, Service("the Kafka source", self.source.start, self.source.stop)]
+        if server:
+            parts.insert(0, Service("the metrics server", self.server.start, self.server.stop))
+        async with contextlib.AsyncExitStack() as stack:
+            for part in parts:
+                if part.start is not None:
+                    started = part.start()
+                    await (starting(started, part.name) if starting is not None else started)
+                if part.stop is not None:
+                    stack.push_async_callback(_logged(part.name, part.stop))
+            yield
+
+    async def close(self) -> None:
+        """Stop the services, last first, for a caller that ran the parts itself."""
+        for part in reversed(self.services):
+            if part.stop is not None:
+                await _logged(part.name, part.stop)()
 
     def pipeline(self, settings: Settings) -> Pipeline:
         """The pipeline over these parts (after the source has started)."""
@@ -143,20 +198,19 @@ def build(settings: Settings) -> Components:
             store, exporter, calibration_interval=settings.calibration_interval_seconds
         )
         sinks.append(backlog)
-        parts.starters.append(lambda: backlog.start(check=False))
-        parts.starters.append(gauges.start)  # reads the store the sink opened
-        parts.closers.append(gauges.aclose)
-        parts.closers.append(backlog.aclose)
-
+        parts.services.append(
+            Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose)
+        )
+        # reads the store the sink opened
+        parts.services.append(Service("the backlog gauges", gauges.start, gauges.aclose))
         checks.update(backlog_checks(store))
-        parts.starters.append(_quietly(checks["schema"]))
+        parts.services.append(Service("the backlog schema check", _quietly(checks["schema"])))
     if settings.scores_topic:
         from monitor.sinks.scores_topic import ScoresTopicSink
 
         publisher = KafkaPublisher(settings)
         sinks.append(ScoresTopicSink(publisher, settings))
-        parts.starters.append(publisher.start)
-        parts.closers.append(publisher.stop)
+        parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
     server.checks.update(checks)
     exporter.initialise(
         topic=settings.kafka_topic,
@@ -172,12 +226,14 @@ def build(settings: Settings) -> Components:
         backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
         judge_requests=judge.kind == "llm",
     )
+    # the judges first: the sinks and the source stop before them
+    judges = [Service("the judge", None, judge.aclose)]
+    if fallback_judge is not None:  # its worker threads end with the sidecar
+        judges.append(Service("the fallback judge", None, fallback_judge.aclose))
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
-        parts.starters.insert(0, lambda: _load_tokenizers(models))
-    parts.closers.insert(0, judge.aclose)
-    if fallback_judge is not None:  # its worker threads end with the sidecar
-        parts.closers.insert(1, fallback_judge.aclose)
+        judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
+    parts.services[:0] = judges
     return parts
 
 
@@ -283,31 +339,17 @@ async def serve(
     """
     parts = parts if parts is not None else build(settings)
     stop = stop if stop is not None else _signal_event()
-    for start in parts.starters:
-        await start()
-    await parts.server.start()
-    try:
-        await parts.source.start()
-        try:
-            pipeline = parts.pipeline(settings)
-            log.info(
-                "monitor running",
-                topic=settings.kafka_topic,
-                group=settings.kafka_group_id,
-                sample_rate=settings.sample_rate,
-                token_budget=str(settings.token_budget),
-                metrics_port=parts.server.port,
-            )
-            await pipeline.run(stop)
-        finally:
-            await parts.source.stop()
-    finally:
-        for close in parts.closers:
-            try:
-                await close()
-            except Exception:
-                log.exception("close failed")
-        await parts.server.stop()
+    async with parts.running():
+        pipeline = parts.pipeline(settings)
+        log.info(
+            "monitor running",
+            topic=settings.kafka_topic,
+            group=settings.kafka_group_id,
+            sample_rate=settings.sample_rate,
+            token_budget=str(settings.token_budget),
+            metrics_port=parts.server.port,
+        )
+        await pipeline.run(stop)
     log.info("monitor stopped")
     return 0
 

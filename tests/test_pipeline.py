@@ -184,8 +184,7 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
         stop.set()
         await asyncio.wait_for(task, 30)
         await parts.source.stop()
-        for close in parts.closers:
-            await close()
+        await parts.close()
     assert sorted(sink.stored) == sorted(f"rec-{i}" for i in range(8))
     assert set(sink.stored.values()) == {1}
     assert value(parts, "rag_monitor_records_scored_total") == 8
@@ -237,8 +236,7 @@ async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
         stop.set()
         await asyncio.wait_for(task, 30)
         await parts.source.stop()
-        for close in parts.closers:
-            await close()
+        await parts.close()
         judge_server.latency_seconds = 0.0
     assert scorer.most == 3  # in parallel, and never more than score_concurrency
     assert value(parts, "rag_monitor_records_scored_total") == n  # the rest at shutdown

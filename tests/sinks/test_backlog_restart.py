@@ -82,7 +82,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
         await asyncio.to_thread(own_postgres.stop)
         await asyncio.wait_for(outage_seen.wait(), timeout=30)
         first = retries
-        await wait_until(lambda: retries >= first + 3, 30, "a few retries while Postgres is away")
+        await wait_until(lambda: retries >= first + 2, 60, "more retries while Postgres is away")
         await asyncio.to_thread(own_postgres.start)
 
     try:

@@ -1,16 +1,7 @@
 """source → validate → sample → score → sinks, read top to bottom.
 
-Each stage is one module, and this one only calls them in order:
-
-| stage    | module                                                        | here                |
-|----------|---------------------------------------------------------------|---------------------|
-| source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
-| validate | `monitor.records` (`parse_record`)                            | `Pipeline._read`    |
-| sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
-| score    | `monitor.budget` (`BudgetedScorer`) over `monitor.scoring`    | `Pipeline._handle`  |
-| sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
-
-For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
+This module only calls each stage's module in order (the drawing: docs/design.md,
+"Data flow"). For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
 1. **validate** — `Pipeline._read`: a record its source found invalid (over
    ``max_record_bytes``, an OTLP message that does not decode) and one

@@ -21,8 +21,8 @@ answers with the whole rest of each partition). `monitor.kafka.frames` keeps
 aiokafka from holding a connection's last frame beside the records decoded from it.
 
 Invalid records go to the dead-letter topic with their original key and
-value and the error in headers (``rag-monitor-error-reason``,
-``rag-monitor-error-detail``, plus the source coordinates). Lag is the fetch
+value and the error in headers (`monitor.kafka.dead_letter`); whether the
+brokers answer is `monitor.kafka.probe`'s (``/readyz``). Lag is the fetch
 high watermark minus the commit position (`consumer.highwater`, not
 ``end_offsets()``, which some brokers report wrong).
 
@@ -48,26 +48,26 @@ its session times out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from monitor.config import Settings
 from monitor.kafka.client import (
-    MAX_REQUEST_BYTES,
     KafkaUnreachable,
     client_options,
     quiet_client_log,
     why_unreachable,
 )
+from monitor.kafka.dead_letter import DeadLetterFailed, DeadLetterProducer
 from monitor.kafka.frames import release_frames
+from monitor.kafka.probe import PROBE_SECONDS, BrokerProbe
 from monitor.records import too_large
 from monitor.sources import DeadLetterError, SourceRecord
 from monitor.sources.offsets import OffsetTracker, Partition
@@ -75,23 +75,11 @@ from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.sources.kafka")
 
-HEADER_REASON = "rag-monitor-error-reason"
-HEADER_DETAIL = "rag-monitor-error-detail"
-HEADER_TOPIC = "rag-monitor-source-topic"
-HEADER_PARTITION = "rag-monitor-source-partition"
-HEADER_OFFSET = "rag-monitor-source-offset"
-HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
-
 #: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
 #: The client holds up to about twice this per broker while it reads and decodes a response.
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 #: how long the in-flight window must stay full before the partitions are paused
 PAUSE_AFTER_SECONDS = 30.0
-#: the brokers are probed this often while they answer; while they do not, the probe
-#: backs off from a fifth of it to PROBE_BACKOFF_CAP
-PROBE_SECONDS = 5.0
-PROBE_BACKOFF_CAP = 30.0
-PROBE_TIMEOUT_SECONDS = 10.0
 #: how long an assignment waits for the ledger entries of its partitions
 LEDGER_READ_SECONDS = 10.0
 
@@ -145,10 +133,9 @@ class KafkaSource:
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
         self.pause_after = pause_after_seconds
-        self.probe_seconds = probe_seconds
-        #: whether the brokers answered the last probe (`_watch`; ``/readyz`` check ``kafka``)
-        self.reachable = False
-        self._watcher: asyncio.Task[None] | None = None
+        self._probe: BrokerProbe | None = None
+        self._probe_seconds = probe_seconds
+        self._dead_letters = DeadLetterProducer(settings, client_id=f"{client_id}-dlq")
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
@@ -165,7 +152,6 @@ class KafkaSource:
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
-        self._producer: AIOKafkaProducer | None = None
         #: reads the group's commits with their metadata (the ledger entries) on assignment
         self._admin: AIOKafkaAdminClient | None = None
         self._paused = False
@@ -176,31 +162,26 @@ class KafkaSource:
 
     # --- lifecycle
 
+    @property
+    def reachable(self) -> bool:
+        """Whether the brokers answered the last probe (``/readyz`` check ``kafka``)."""
+        return self._probe is not None and self._probe.reachable
+
     async def start(self) -> None:
         """Start the DLQ producer and the consumer; KafkaUnreachable when no broker answers."""
         release_frames()
         with quiet_client_log():  # its "Unable connect" lines: KafkaUnreachable says why
             await self._start()
-        self.reachable = True
-        self._watcher = asyncio.create_task(self._watch(), name="kafka-watch")
+        consumer = self._require_consumer()
+        self._probe = BrokerProbe(
+            consumer.topics, self.settings.kafka_bootstrap_servers, every=self._probe_seconds
+        )
+        self._probe.start()
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
         options = client_options(self.settings)
-        producer = AIOKafkaProducer(
-            **options,
-            client_id=f"{self.client_id}-dlq",
-            acks="all",
-            max_request_size=MAX_REQUEST_BYTES,
-        )
-        try:
-            await producer.start()
-        except KafkaError as exc:
-            await producer.stop()  # closes its client: no "Unclosed AIOKafkaProducer" later
-            raise KafkaUnreachable(
-                self.settings.kafka_bootstrap_servers, await why_unreachable(self.settings, exc)
-            ) from None
-        self._producer = producer
+        await self._dead_letters.start()
         if self.ledger is not None:
             admin = AIOKafkaAdminClient(
                 **options, client_id=f"{self.client_id}-ledger", request_timeout_ms=5000
@@ -209,8 +190,7 @@ class KafkaSource:
                 await admin.start()
             except KafkaError as exc:
                 await admin.close()
-                await producer.stop()
-                self._producer = None
+                await self._dead_letters.stop()
                 raise KafkaUnreachable(
                     self.settings.kafka_bootstrap_servers,
                     await why_unreachable(self.settings, exc),
@@ -244,8 +224,7 @@ class KafkaSource:
             await consumer.start()
         except BaseException as exc:
             await consumer.stop()
-            await producer.stop()
-            self._producer = None
+            await self._dead_letters.stop()
             await self._close_admin()
             if isinstance(exc, KafkaError):
                 detail = await why_unreachable(self.settings, exc)
@@ -255,20 +234,15 @@ class KafkaSource:
 
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        if self._probe is not None:
+            await self._probe.stop()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
                 await self._commit_with(consumer, ledger=True)
             finally:
                 await consumer.stop()
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
+        await self._dead_letters.stop()
         await self._close_admin()
         log.info("kafka source stopped", topic=self.topic)
 
@@ -356,29 +330,11 @@ class KafkaSource:
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         """Send the original key and value to the DLQ topic; raises DeadLetterError."""
-        producer = self._producer
-        if producer is None:
-            raise DeadLetterError("the source is not started")
-        headers = [
-            (HEADER_REASON, reason.encode()),
-            (HEADER_DETAIL, detail[:1000].encode("utf-8", "replace")),
-            (HEADER_TOPIC, record.topic.encode()),
-            (HEADER_PARTITION, str(record.partition).encode()),
-            (HEADER_OFFSET, str(record.offset).encode()),
-        ]
-        value = record.value
+        coordinates = (record.topic, record.partition, record.offset)
         try:
-            try:
-                await producer.send_and_wait(
-                    self.settings.kafka_dlq_topic, value=value, key=record.key, headers=headers
-                )
-            except MessageSizeTooLargeError:
-                headers.append((HEADER_VALUE_DROPPED, b"too_large"))
-                await producer.send_and_wait(
-                    self.settings.kafka_dlq_topic, value=None, key=record.key, headers=headers
-                )
-        except KafkaError as exc:
-            raise DeadLetterError(f"{type(exc).__name__}") from exc
+            await self._dead_letters.send(coordinates, record.key, record.value, reason, detail)
+        except DeadLetterFailed as exc:
+            raise DeadLetterError(str(exc)) from exc
         self.exporter.records_invalid.labels(reason=reason).inc()
 
     async def commit(self) -> dict[Partition, int]:
@@ -389,36 +345,6 @@ class KafkaSource:
         return await self._commit_with(consumer)
 
     # --- internals
-
-    async def _watch(self) -> None:
-        """Probe the brokers (a metadata request) every ``probe_seconds``; back off while down.
-
-        The client reconnects by itself; this only notices, logs the outage and its end,
-        and keeps ``reachable`` for ``/readyz``.
-        """
-        delay = 0.0
-        while self._consumer is not None:
-            try:
-                await asyncio.wait_for(self._consumer.topics(), PROBE_TIMEOUT_SECONDS)
-            except (KafkaError, TimeoutError) as exc:
-                delay = min(PROBE_BACKOFF_CAP, delay * 2) if delay else self.probe_seconds / 5
-                event = "cannot reach Kafka: retrying" if self.reachable else "Kafka still away"
-                (log.warning if self.reachable else log.info)(
-                    event,
-                    bootstrap_servers=self.settings.kafka_bootstrap_servers,
-                    error=type(exc).__name__,
-                    retry_in=round(delay, 2),
-                )
-                self.reachable = False
-                await asyncio.sleep(delay)
-                continue
-            if not self.reachable:
-                log.info(
-                    "Kafka reachable again", bootstrap_servers=self.settings.kafka_bootstrap_servers
-                )
-            self.reachable = True
-            delay = 0.0
-            await asyncio.sleep(self.probe_seconds)
 
     async def _commit_with(
         self, consumer: AIOKafkaConsumer, *, ledger: bool = False
@@ -453,7 +379,7 @@ class KafkaSource:
                 await consumer.commit(offsets)
             except KafkaError as exc:
                 # a rebalance or a broker hiccup: the positions stay, the next commit retries
-                # (while the brokers are away, `_watch` has said so: once, not every commit)
+                # (while the brokers are away, the probe has said so: once, not every commit)
                 (log.warning if self.reachable else log.debug)(
                     "commit failed", error=type(exc).__name__, partitions=len(offsets)
                 )

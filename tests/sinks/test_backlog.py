@@ -433,7 +433,7 @@ async def test_no_context_is_its_own_flag_and_an_empty_response_is_dead_lettered
     import json
     import urllib.request
 
-    from monitor.sources.kafka import HEADER_REASON
+    from monitor.kafka.dead_letter import HEADER_REASON
     from tests.support.kafka import read_topic
     from tests.support.records import samples
 

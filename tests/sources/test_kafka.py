@@ -13,10 +13,11 @@ from monitor.budget import PartitionLedger, TokenBudget
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.broker import Broker
 from monitor.kafka import frames
+from monitor.kafka.dead_letter import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.sampling import unit_hash
 from monitor.sources import SourceRecord
-from monitor.sources.kafka import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON, KafkaSource
+from monitor.sources.kafka import KafkaSource
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
 from tests.fixtures.kafka import Topic, monitor_settings

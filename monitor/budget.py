@@ -1,54 +1,9 @@
-"""The token budget, in one place: the allowance per window (`TokenBudget`), the sample
-rate that spreads it (`AdaptiveRate`), the scorer that spends it (`BudgetedScorer`) and
-the spend that travels with the partitions (`PartitionLedger`). No I/O.
+"""The token budget, in one place; no I/O (docs/design.md, "Budget and sampling").
 
-The budget is per deployment, and it is spent *by partition*: each of the
-topic's partitions may use ``budget ÷ partitions`` tokens per window, and a
-replica spends the allowance of the partitions assigned to it, pooled. What a
-window has spent travels with the partitions: every offset commit carries, in
-its metadata (`LedgerEntry`), the replica's spend so far in the window spread
-evenly over the partitions it owns (`TokenBudget.ledger`), and a replica that
-is assigned partitions starts from what their last commits say
-(`TokenBudget.assign`). So a replica that was alone while the others were
-still joining, or that takes over the partitions of one that left, does not
-spend again what the other already spent: the replicas of one consumer group
-together stay within the budget with nothing but Kafka's offset storage
-between them. Between a revoke and the next assignment a replica reserves
-nothing (`TokenBudget.revoke`).
-
-What holds: within a window, the tokens the judges are billed by all replicas
-together exceed the budget by no more than what calls used beyond their
-reservation, plus what a replica that died without committing spent since
-its last commit. Reservations still open at a
-rebalance are counted both in the ledger and when they settle, which errs
-towards spending less. A broker that drops commit metadata (Tansu) leaves
-each replica with its share only, as if every rebalance started afresh.
-
-`TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
-estimated tokens before it is sent (`BudgetExhausted` when the window cannot
-cover it) and reconciles with the real ``usage`` afterwards. Windows are
-aligned to the clock (``200000/h`` = 200000 tokens in each clock hour), so
-that every replica agrees which window a ledger entry belongs to;
-reservations still open at a window change are carried into the new window.
-
-`BudgetedScorer` is the pipeline's scorer under the budget: it skips a record the
-window cannot pay for (reason ``budget``, or scores it with the zero-token fallback),
-tells `AdaptiveRate` what was offered and spent, and gives the sampler its scale.
-`PartitionLedger` is handed to the Kafka source's rebalance listener: it loads the
-entries an assignment read and says which entries a commit must carry.
-
-`AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
-budget lasts until the end of the window instead of running dry early. The
-window's allowance is one bucket: the rate is lowered only when the tokens the
-rest of the window is projected to need exceed what is left in it::
-
-    scale = min(1, remaining / (arrival_rate × seconds_left × tokens_per_record))
-
-where ``arrival_rate`` is the rate of records the sampler would keep at full
-rate over the last ``horizon_seconds`` (a burst counts spread over the horizon,
-not as a pace it will keep for the rest of the window), and
-``tokens_per_record`` an average of recent spend. A burst the bucket can pay
-for is scored whole. Both take an injected clock (seconds) for tests.
+`TokenBudget` is the allowance per window (the judges' `TokenGate`: reserve, reconcile),
+`AdaptiveRate` the scale on the sampler's rates that spreads it over the window,
+`BudgetedScorer` the pipeline's scorer under it, and `PartitionLedger` the spend that
+travels with the partitions in the offset commits' metadata (`LedgerEntry`).
 """
 
 from __future__ import annotations

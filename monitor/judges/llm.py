@@ -1,54 +1,9 @@
-"""The LLM judge: prompts over HTTP to any OpenAI-compatible endpoint. The only `openai` import.
+"""The LLM judge over any OpenAI-compatible endpoint; the only `openai` import.
 
-`OpenAIJudge` implements `monitor.judges.Judge` with the AsyncOpenAI SDK:
-
-- **Structured output.** ``response_format`` ``json_schema`` (strict) named
-  after the step; an endpoint that rejects it with a 400-class error gets
-  ``json_object`` with the schema spelled out in the system message instead,
-  and keeps getting it once that worked. Every answer is validated with
-  pydantic; an invalid answer is re-asked once (the bad answer and a short
-  correction appended), then the step fails for good: ``invalid_output``.
-  A prompt's pinned list lengths (`monitor.judges.Prompt.lengths`) go into the
-  schema as ``minItems``/``maxItems`` and are checked on the answer; a prompt
-  with ``reask`` False (the fused ``grounding`` step) is not re-asked: its
-  metrics fall back to the basic steps (outcome ``fallback_steps``). A
-  ``statements`` answer's statements are cut at sentence boundaries
-  (`monitor.judges.replies.one_claim_per_sentence`).
-- **n choices.** ``n`` is sent as is; when the endpoint returns fewer choices
-  (llama.cpp beyond its slots, servers that ignore ``n``) the missing ones are
-  requested with ``n=1`` calls.
-- **One retry layer** (`OpenAIJudge._metered`; the SDK's own is off): 429, 5xx,
-  timeouts and connection errors are retried up to ``max_retries`` times, after
-  what the endpoint asked for (``retry-after-ms``, ``Retry-After``) or an
-  exponential wait; when it gives up, the exception *class* becomes a
-  `JudgeError` reason: ``timeout``, ``rate_limited``, ``server_error``,
-  ``connection`` (retryable) or ``bad_request`` (permanent). A request that
-  timed out is retried only after waiting as long as its timeout (outcome
-  ``timeout_backoff`` for each such wait): the endpoint may still be working
-  on the abandoned request, and an immediate re-send would queue behind it.
-- **Budget.** With a `TokenGate`, every attempt (chat or embeddings, the same
-  helper) reserves its estimated prompt tokens (exact, `monitor.tokens`) plus
-  the expected completion before it is sent (`BudgetExhausted`: nothing is
-  sent) and reconciles with the response's ``usage`` after — with 0 when no
-  response came back, except after a timeout: the endpoint may still have
-  done, and billed, an attempt its client abandoned, so a timed-out attempt is
-  charged its reservation.
-- **Bounds.** A timeout per request attempt (``step_timeouts`` per step, else
-  ``timeout_seconds``) and a semaphore of ``concurrency`` requests in flight.
-- **CPU.** Requests go through the SDK's generic ``post`` (auth, retries,
-  timeouts and error classes as usual) with the JSON body built here and the
-  answer read as plain JSON, over the SDK's aiohttp transport: the typed
-  ``create`` methods and the httpx connection pool cost more CPU per record
-  than everything else the sidecar does (docs/benchmarks.md, Sidecar ingest).
-- **Observability** without a Prometheus import: a `JudgeObserver` hears every
-  request's outcome and duration and every response's tokens per metric.
-
-A prompt's chat messages and strict schema come from `monitor.judges.wire`;
-the response bodies are read and validated by `monitor.judges.replies`. What
-stays here is what touches the SDK: one concept, longer than most, that reads best whole.
-
-The API key lives in a `SecretStr`; it is handed to the SDK and never appears
-in a repr or a log line.
+`OpenAIJudge` implements `monitor.judges.Judge`: structured output, re-asks, n choices,
+one metered request (budget, retries, observer) for chat and embeddings alike
+(docs/design.md, "The LLM judge's requests"). Prompts become messages in
+`monitor.judges.wire`; answers are read in `monitor.judges.replies`.
 """
 
 from __future__ import annotations

@@ -1,48 +1,8 @@
-"""The Kafka source the pipeline reads: fetch with backpressure, commit, dead-letter.
+"""The Kafka source the pipeline reads: consume, track, commit (docs/design.md, "The Kafka source").
 
-`KafkaSource` is a consumer-group member with manual commits. Every fetched
-record is tracked (`offsets.OffsetTracker`) until the pipeline calls
-`finish` (sampled out, dead-lettered, skipped, or in every sink); `commit`
-moves each partition to its first unfinished record, never further. At most
-``max_in_flight`` records are unfinished: while the window is full `fetch`
-hands out nothing. If it stays full for ``pause_after_seconds`` (a stall: the
-judge or a sink is down), the assigned partitions are paused, and resumed once
-half of the window is done. On a rebalance the revoked
-partitions' work gets ``revoke_timeout_seconds`` to finish, what is finished
-is committed, the rest is dropped (it will be redelivered to the new owner).
-
-Memory. While the window is full the client holds at most one fetch response
-per partition (aiokafka fetches a partition again only once its buffered
-records are handed out), so a momentary full window needs no pause — and a
-pause would cost memory, not save it: aiokafka drops a paused partition's
-buffered records and fetches them again on resume. A response holds at most
-``FETCH_MAX_BYTES`` on brokers that honour the limit (noida-db does not: it
-answers with the whole rest of each partition). `monitor.kafka.frames` keeps
-aiokafka from holding a connection's last frame beside the records decoded from it.
-
-Invalid records go to the dead-letter topic with their original key and
-value and the error in headers (`monitor.kafka.dead_letter`); whether the
-brokers answer is `monitor.kafka.probe`'s (``/readyz``). Lag is the fetch
-high watermark minus the commit position (`consumer.highwater`, not
-``end_offsets()``, which some brokers report wrong).
-
-The token budget's ledger (`monitor.budget.PartitionLedger`) rides on the
-commits: every commit carries each assigned partition's entry in its offset
-metadata (a partition whose entry changed is committed again at the same
-offset, in the same request: no commit is sent for the ledger alone, so a
-rebalance sees no more commits than before), a revoke and `stop` commit every
-changed entry before the partitions go, and an assignment reads the entries of
-the partitions it brings (at most ``LEDGER_READ_SECONDS``; unread, they count
-0). A partition with neither a record seen nor an earlier commit is committed
-at offset 0, which with ``auto_offset_reset=earliest`` means what no commit
-means: from the start of its log; where the assignment could not read its last
-commit, no ledger-only commit is sent for it (a guessed 0 would rewind it).
-
-With ``kafka_group_instance_id`` set the consumer is a *static* member
-(KIP-345): a replica restarted with the same id (a crashed container in the
-same pod) rejoins as its old member at once. It does not leave the group when
-it stops, so a replica that is gone for good gives up its partitions only when
-its session times out.
+`KafkaSource` is a consumer-group member with manual commits: each partition is committed
+up to its first unfinished record (`monitor.sources.offsets`), the token budget's ledger
+rides on the commits, and a full in-flight window is the backpressure.
 """
 
 from __future__ import annotations

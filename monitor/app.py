@@ -43,7 +43,7 @@ from monitor.scoring import RecordScorer, Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
 from monitor.sources.kafka import KafkaSource
-from monitor.sources.traces import TraceSource
+from monitor.sources.traces import TraceSource, trace_buffer
 from monitor.telemetry import Exporter, JudgeMetrics
 from monitor.tokens import count_tokens
 
@@ -168,16 +168,20 @@ def build(settings: Settings) -> Components:
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
+    # OTLP span messages are assembled per trace; a revoke does not wait for the messages
+    # buffered traces hold
+    buffer = trace_buffer(settings) if settings.input_format != "interaction" else None
     kafka = KafkaSource(
         settings,
         exporter,
         # the window's spend travels with the partitions
         ledger=PartitionLedger(budget) if not budget.unlimited else None,
         on_assigned=_budget_share(budget, exporter),
+        held=buffer.held if buffer is not None else None,
     )
     source: KafkaSource | TraceSource = kafka
-    if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
-        source = TraceSource(kafka, settings, exporter, sampler=sampler)
+    if buffer is not None:
+        source = TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
     server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
     parts = Components(

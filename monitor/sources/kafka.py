@@ -86,6 +86,7 @@ class KafkaSource:
         probe_seconds: float = PROBE_SECONDS,
         ledger: Ledger | None = None,
         on_assigned: Callable[[int, int], None] | None = None,
+        held: Callable[[Partition], int] | None = None,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
@@ -102,7 +103,7 @@ class KafkaSource:
         self.on_revoke: Callable[[], Awaitable[object]] | None = None
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
-        self.held: Callable[[Partition], int] | None = None
+        self.held = held
         #: called after every assignment with (assigned partitions, the topic's partitions)
         self.on_assigned = on_assigned
         #: the token budget's ledger, which the commits carry (None: offsets only)
@@ -440,6 +441,9 @@ class KafkaSource:
         if self.on_assigned is not None:
             self.on_assigned(len(held), total)
 
+    def _held(self, tp: Partition) -> int:
+        return self.held(tp) if self.held is not None else 0
+
     async def _on_revoked(self, revoked: list[Partition]) -> None:
         if not revoked:
             return
@@ -447,8 +451,7 @@ class KafkaSource:
         while time.monotonic() < deadline:
             if self.on_revoke is not None:
                 await self.on_revoke()
-            held = self.held or (lambda tp: 0)
-            if all(self.tracker.in_flight(tp) <= held(tp) for tp in revoked):
+            if all(self.tracker.in_flight(tp) <= self._held(tp) for tp in revoked):
                 break
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)

@@ -24,6 +24,7 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction, samples
+from tests.support.waits import wait_until
 
 # --- the pure bookkeeping
 
@@ -220,11 +221,9 @@ async def test_malformed_records_go_to_the_dlq_and_consumption_goes_on(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if parts.exporter.records_scored._value.get() >= 6:
-                break
-            await asyncio.sleep(0.2)
+        await wait_until(
+            lambda: parts.exporter.records_scored._value.get() >= 6, 60, "six records scored"
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -268,12 +267,14 @@ async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            consumed = parts.exporter.records_consumed.labels(topic=topic.name)._value.get()
-            if consumed >= len(mixed) and parts.source.in_flight == 0:
-                break
-            await asyncio.sleep(0.2)
+        await wait_until(
+            lambda: (
+                parts.exporter.records_consumed.labels(topic=topic.name)._value.get() >= len(mixed)
+                and parts.source.in_flight == 0
+            ),
+            60,
+            "every record consumed and finished",
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0

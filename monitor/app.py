@@ -192,29 +192,9 @@ def build(settings: Settings) -> Components:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
     if settings.pg_dsn is not None:
-        from monitor.backlog.gauges import BacklogGauges
-        from monitor.backlog.store import BacklogStore
-        from monitor.sinks.backlog import BacklogSink
-
-        store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
-        backlog = BacklogSink(store, settings, exporter)
-        gauges = BacklogGauges(
-            store, exporter, calibration_interval=settings.calibration_interval_seconds
-        )
-        sinks.append(backlog)
-        parts.services.append(
-            Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose)
-        )
-        # reads the store the sink opened
-        parts.services.append(Service("the backlog gauges", gauges.start, gauges.aclose))
-        checks.update(backlog_checks(store))
-        parts.services.append(Service("the backlog schema check", _quietly(checks["schema"])))
+        _add_backlog(parts, settings, settings.pg_dsn.get_secret_value(), checks)
     if settings.scores_topic:
-        from monitor.sinks.scores_topic import ScoresTopicSink
-
-        publisher = KafkaPublisher(settings)
-        sinks.append(ScoresTopicSink(publisher, settings))
-        parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
+        _add_scores_topic(parts, settings)
     server.checks.update(checks)
     exporter.initialise(
         topic=settings.kafka_topic,
@@ -239,6 +219,38 @@ def build(settings: Settings) -> Components:
         judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
     parts.services[:0] = judges
     return parts
+
+
+def _add_backlog(
+    parts: Components, settings: Settings, dsn: str, checks: dict[str, ReadinessCheck]
+) -> None:
+    """The backlog sink, its gauges and its readiness checks (``RAG_MONITOR_PG_DSN``)."""
+    from monitor.backlog.gauges import BacklogGauges
+    from monitor.backlog.store import BacklogStore
+    from monitor.sinks.backlog import BacklogSink
+
+    store = BacklogStore(dsn, settings)
+    backlog = BacklogSink(store, settings, parts.exporter)
+    gauges = BacklogGauges(
+        store, parts.exporter, calibration_interval=settings.calibration_interval_seconds
+    )
+    parts.sinks.append(backlog)
+    parts.services.append(
+        Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose)
+    )
+    # reads the store the sink opened
+    parts.services.append(Service("the backlog gauges", gauges.start, gauges.aclose))
+    checks.update(backlog_checks(store))
+    parts.services.append(Service("the backlog schema check", _quietly(checks["schema"])))
+
+
+def _add_scores_topic(parts: Components, settings: Settings) -> None:
+    """The scores topic sink and its producer (``RAG_MONITOR_SCORES_TOPIC``)."""
+    from monitor.sinks.scores_topic import ScoresTopicSink
+
+    publisher = KafkaPublisher(settings)
+    parts.sinks.append(ScoresTopicSink(publisher, settings))
+    parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
 
 
 async def _load_tokenizers(models: tuple[str, ...]) -> None:

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.ranking import auroc
 from training import nli
-from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIX = (
@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     order = batches(train, args.batch, random.Random(args.seed))
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    if step == 0:
+    if step == 0 and not (args.out / "curve.jsonl").exists():
         report()
     model.train()
     started, losses = time.monotonic(), []

@@ -384,6 +384,6 @@ def describe_judge(settings: Settings) -> str:
             f"(embeddings: {settings.embedding_model})"
         )
     return (
-        "local judge (zero tokens: lexical checks and MiniLM embeddings in-process; "
+        "local judge (zero tokens: a trained support model and MiniLM embeddings in-process; "
         "set RAG_MONITOR_JUDGE_BASE_URL for an LLM judge)"
     )

@@ -48,12 +48,11 @@ PREFIX = "RAG_MONITOR_"
 #: the ``RAG_MONITOR_*`` variables that are read outside the settings tree, and by what;
 #: load_settings accepts them (every other variable of the prefix must name a setting)
 NOT_SETTINGS: Mapping[str, str] = {
-    "RAG_MONITOR_TEST_BROKER": "the demo's and the Kafka tests' embedded broker: noida or tansu",
-    "RAG_MONITOR_TEST_RAGAS_PYTHON": "the test suite: the Python of a venv with Ragas installed",
-    "RAG_MONITOR_TEST_SCREENSHOTS": "the test suite: a folder for the review page's screenshots",
+    "RAG_MONITOR_TEST_BROKER": "the demo's (and the Kafka tests') embedded broker: noida or tansu",
 }
 
-#: reserved for the test suite's own variables: accepted, never a setting
+#: reserved for the test suite's own variables (it names them, not this package):
+#: accepted, never a setting
 TEST_PREFIX = f"{PREFIX}TEST_"
 
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -25,7 +25,14 @@ from typing import IO, Any, TextIO
 from tqdm import tqdm
 
 from monitor.judges import Judge
-from monitor.records import Interaction, InvalidRecord, ScoredRecord, Usage, parse_record
+from monitor.records import (
+    Interaction,
+    InvalidRecord,
+    ScoredRecord,
+    Usage,
+    parse_record,
+    too_large,
+)
 from monitor.scoring import Scorer
 
 #: records scored at once when no concurrency is given, by judge kind
@@ -186,7 +193,10 @@ async def score_file(
     try:
         for number, raw in _lines(path):
             try:
-                interaction = parse_record(raw, max_bytes=max_bytes)
+                oversized = too_large(len(raw), max_bytes)
+                if oversized is not None:
+                    raise oversized
+                interaction = parse_record(raw)
             except InvalidRecord as exc:
                 line = invalid_line(raw, exc, number)
                 summary.add_invalid(line["error"])

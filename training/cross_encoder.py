@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.ranking import auroc
 from training import nli
-from training.auroc import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIX = (

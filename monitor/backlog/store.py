@@ -359,11 +359,6 @@ class BacklogStore:
                 discard=discard,
             )
 
-    async def calibration_cells(self) -> list[dict[str, Any]]:
-        """Answers grouped by reasons and latest verdicts, with weight sums (for calibration)."""
-        async with self.connection() as conn:
-            return _cells(await conn.fetch(queries.CALIBRATION_CELLS))
-
     async def queue(
         self,
         *,

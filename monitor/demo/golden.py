@@ -149,19 +149,20 @@ async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> N
 
 async def refresh_series(settings: Settings, dsn: str, exporter: Exporter) -> None:
     """The exporter's backlog series (rows per status, the calibration) read again from
-    Postgres with the backlog sink's own code, after the phases that changed it.
+    Postgres with the sidecar's own code, after the phases that changed it.
 
     The sidecar's sink stops with the sidecar, before the backlog is annotated, reviewed
     and evaluated: without this, /metrics would go on serving the sizes and the
     calibration it last read, while the report describes the backlog as it is now.
     """
+    from monitor.backlog.gauges import BacklogGauges
     from monitor.backlog.store import BacklogStore
-    from monitor.sinks.backlog import BacklogSink
 
-    sink = BacklogSink(BacklogStore(dsn, settings), settings, exporter, stats_interval=0)
+    store = BacklogStore(dsn, settings)
+    gauges = BacklogGauges(store, exporter)
     try:
-        await sink.start()
-        await sink.refresh_stats()
-        await sink.refresh_calibration()
+        await store.start()
+        await gauges.refresh_stats()
+        await gauges.refresh_calibration()
     finally:
-        await sink.aclose()
+        await store.close()

@@ -48,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -307,20 +307,13 @@ class Demo:
 
         tally = Tally(dict(settings.thresholds))
         parts.sinks.append(tally)
-        closers = list(parts.closers)
-        try:
-            for start in parts.starters:
-                await until(start(), stop, what="starting the backlog sink")
-            await until(parts.source.start(), stop, what="starting the Kafka source")
-            try:
-                pipeline = parts.pipeline(settings)
-                await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
-            finally:
-                await parts.source.stop()
-        finally:
-            for close in closers:
-                with contextlib.suppress(Exception):
-                    await close()
+
+        async def starting(started: Awaitable[object], what: str) -> None:
+            await until(started, stop, what=f"starting {what}")
+
+        async with parts.running(server=False, starting=starting):
+            pipeline = parts.pipeline(settings)
+            await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
         read_sidecar(report, parts.exporter.registry, tally, settings)
         committed = await until(
             committed_offsets(settings.kafka_bootstrap_servers, GROUP_ID, TOPIC, PARTITIONS),

@@ -69,7 +69,7 @@ def run_cli(argv: list[str]) -> int:
 
 def seed(dsn: str, settings: Settings, n: int) -> None:
     async def go() -> None:
-        sink = BacklogSink(BacklogStore(dsn, settings), settings, stats_interval=0)
+        sink = BacklogSink(BacklogStore(dsn, settings), settings)
         await sink.start()
         try:
             await sink.write(

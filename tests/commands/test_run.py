@@ -19,6 +19,7 @@ from tests.support import ROOT
 from tests.support.judge_server import RecordingJudge
 from tests.support.monitor import RUN, Monitor, environment
 from tests.support.records import encode, expected_sample, interaction
+from tests.support.waits import wait_until_sync
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(
     first = Monitor(env, port, tmp_path / "first.log")
     monitors.append(first)
     first.wait_metric("rag_monitor_records_scored_total", 10, within=60)
-    time.sleep(1.0)  # let a commit or two happen
+    wait_until_sync(lambda: sum(p or 0 for p in committed(topic).values()) > 0, 30, "a commit")
     scored_before_kill = set(recording_judge.scored)
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(10)
@@ -114,10 +115,9 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(
     monitors.append(second)
     remaining = n - sum(p or 0 for p in positions.values())
     second.wait_metric("rag_monitor_records_consumed_total", remaining, within=60)
-    deadline = time.monotonic() + 30
-    while committed(topic) != {p: c for p, c in _ends(coordinates).items()}:
-        assert time.monotonic() < deadline, (committed(topic), _ends(coordinates))
-        time.sleep(0.3)
+    wait_until_sync(
+        lambda: committed(topic) == _ends(coordinates), 30, "every record committed", interval=0.3
+    )
     second.process.send_signal(signal.SIGTERM)
     assert second.process.wait(20) == 0, second.output()
     missing = expected - set(recording_judge.scored)

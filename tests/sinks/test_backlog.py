@@ -272,7 +272,16 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
 
             await wait_until(stuck, 30, "the monitor to score everything while Postgres is down")
             producer.result()
-            await asyncio.sleep(1.0)  # a few more retries and snapshots
+            errors = total(parts, "rag_monitor_backlog_write_errors_total")
+            seen = len(snapshots)
+            await wait_until(
+                lambda: (
+                    total(parts, "rag_monitor_backlog_write_errors_total") >= errors + 2
+                    and len(snapshots) >= seen + 3
+                ),
+                30,
+                "a few more retries and snapshots",
+            )
             restart = datetime.now(UTC)
             await asyncio.to_thread(pg.start)
             assert pg.dsn == dsn  # same port, same data
@@ -424,7 +433,7 @@ async def test_no_context_is_its_own_flag_and_an_empty_response_is_dead_lettered
     import json
     import urllib.request
 
-    from monitor.sources.kafka import HEADER_REASON
+    from monitor.kafka.dead_letter import HEADER_REASON
     from tests.support.kafka import read_topic
     from tests.support.records import samples
 

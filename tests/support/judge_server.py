@@ -63,9 +63,9 @@ DEFAULT_MODEL = "rag-monitor-test-judge"
 class Fault(StrEnum):
     """Faults the server can apply to one request."""
 
-    #: HTTP 429 with ``Retry-After: 0`` (and ``retry-after-ms``): the SDK retries
+    #: HTTP 429 with ``Retry-After: 0`` (and ``retry-after-ms``): the judge retries
     RATE_LIMIT = "rate_limit"
-    #: HTTP 500: the SDK retries
+    #: HTTP 500: the judge retries
     SERVER_ERROR = "server_error"
     #: a 200 whose content is not JSON
     INVALID_JSON = "invalid_json"
@@ -149,6 +149,12 @@ class JudgeStats:
         with self._lock:
             self._data = StatsSnapshot()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (counted once their answer is sent)."""
+        with self._lock:
+            return self._in_flight
+
     # --- used by the handler
 
     def enter(self) -> None:
@@ -218,7 +224,7 @@ class JudgeServer:
         self.embed: EmbedFn = embed if embed is not None else _default_embed
         self.model = model
         self.stats = JudgeStats()
-        #: ``retry-after-ms`` sent with 429/500/503, so the SDK's retries are quick in tests
+        #: ``retry-after-ms`` sent with 429/500/503, so the judge's retries are quick in tests
         self.retry_after_ms = retry_after_ms
         #: persistent switches (faults in the queue apply to one request each)
         self.ignore_n = False

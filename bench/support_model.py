@@ -33,10 +33,10 @@ for path in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(path))
 
 from detection import overlap  # noqa: E402
+from ranking import auroc  # noqa: E402
 
 from monitor.judges.local.judge import LocalJudge  # noqa: E402
 from monitor.text import evasive  # noqa: E402
-from training.auroc import auroc  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 

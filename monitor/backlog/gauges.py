@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
-
-import structlog
 
 from monitor.backlog.calibration import Calibration
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.telemetry import Exporter
 
-log = structlog.get_logger("monitor.backlog.gauges")
+log = logging.getLogger(__name__)
 
 
 class BacklogGauges:
@@ -81,5 +80,5 @@ async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what
         try:
             await refresh()
         except StoreError as exc:
-            log.warning(f"backlog {what} refresh failed", error=exc.detail)
+            log.warning("backlog %s refresh failed: %s", what, exc)
         await asyncio.sleep(interval)

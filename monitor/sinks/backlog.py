@@ -19,9 +19,8 @@ The backlog's size and calibration series are `monitor.backlog.gauges`'s.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-
-import structlog
 
 from monitor.backlog.calibration import Traffic
 from monitor.backlog.entries import backlog_reasons, build_entry
@@ -32,7 +31,7 @@ from monitor.records import ScoredRecord
 from monitor.sinks import SinkError
 from monitor.telemetry import Exporter
 
-log = structlog.get_logger("monitor.sinks.backlog")
+log = logging.getLogger(__name__)
 
 
 class BacklogSink:
@@ -66,8 +65,8 @@ class BacklogSink:
         await self.flush()
         if self._pending.scored:
             log.warning(
-                "backlog traffic totals not stored: postgres unreachable",
-                records=self._pending.scored,
+                "backlog traffic totals of %d record(s) not stored: postgres unreachable",
+                self._pending.scored,
             )
         await self.store.close()
 
@@ -111,7 +110,7 @@ class BacklogSink:
         try:
             await self.store.enqueue([], pending)
         except StoreError as exc:
-            log.debug("backlog traffic totals held", error=exc.detail)
+            log.debug("backlog traffic totals held: %s", exc)
             return
         self._pending -= pending  # what other batches added meanwhile stays held
 

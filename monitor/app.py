@@ -17,6 +17,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -27,7 +28,7 @@ from monitor.backlog.migrations import (
     check_schema,
 )
 from monitor.budget import AdaptiveRate, TokenBudget
-from monitor.config import ConfigError, Settings
+from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
 from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
 from monitor.judges import Judge
@@ -164,6 +165,10 @@ def build(settings: Settings) -> Components:
         backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
         judge_requests=judge.kind == "llm",
     )
+    info = exporter.judge_info
+    info.labels(judge.kind, judge_model(judge, settings), "primary").set(1)
+    if fallback_judge is not None:
+        info.labels("local", judge_model(fallback_judge, settings), "fallback").set(1)
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         parts.starters.insert(0, lambda: _load_tokenizers(models))
@@ -171,6 +176,24 @@ def build(settings: Settings) -> Components:
     if fallback_judge is not None:  # its worker threads end with the sidecar
         parts.closers.insert(1, fallback_judge.aclose)
     return parts
+
+
+def judge_model(judge: Judge, settings: Settings) -> str:
+    """The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it."""
+    if judge.kind == "llm":
+        return settings.judge_model
+    model = getattr(judge, "model_name", None)  # a local judge that names its model
+    return model if isinstance(model, str) and model else "builtin"
+
+
+def judge_endpoint(settings: Settings) -> str | None:
+    """The LLM judge's endpoint without credentials or query: ``https://host:port/path``."""
+    if not settings.judge_base_url:
+        return None
+    parts = urlsplit(settings.judge_base_url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 async def _load_tokenizers(models: tuple[str, ...]) -> None:
@@ -282,8 +305,16 @@ async def serve(
         await parts.source.start()
         try:
             pipeline = parts.pipeline(settings)
+            if parts.judge.kind == "local" and ambient_api_key(settings):
+                log.warning(
+                    "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is "
+                    "unused and the local judge scores (a screen, not a verdict)"
+                )
             log.info(
                 "monitor running",
+                judge=parts.judge.kind,
+                judge_model=judge_model(parts.judge, settings),
+                judge_endpoint=judge_endpoint(settings),
                 topic=settings.kafka_topic,
                 group=settings.kafka_group_id,
                 sample_rate=settings.sample_rate,

@@ -321,13 +321,40 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     _check_json_variables(set(overrides))
     token = _config_file.set(None if config_file is None else Path(config_file))
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
     finally:
         _config_file.reset(token)
+    _check_judge_choice(settings)
+    return settings
+
+
+def ambient_api_key(settings: Settings) -> bool:
+    """Whether the judge's API key is only the environment's ``OPENAI_API_KEY``.
+
+    Such a key is set for other programs as often as for this one: with no judge URL it
+    is left unused (the start-up log says so) rather than refused.
+    """
+    key = settings.judge_api_key
+    if key is None or any(name.upper() == f"{PREFIX}JUDGE_API_KEY" for name in os.environ):
+        return False
+    return os.environ.get("OPENAI_API_KEY") == key.get_secret_value()
+
+
+def _check_judge_choice(settings: Settings) -> None:
+    """A judge key with no judge URL is a deployment that meant an LLM judge and forgot its
+    endpoint: refused, since the local judge would run in its place unnoticed."""
+    if settings.judge_api_key is None or settings.judge_base_url or ambient_api_key(settings):
+        return
+    raise ConfigError(
+        "invalid configuration:\n"
+        f"  {PREFIX}JUDGE_API_KEY: set, but {PREFIX}JUDGE_BASE_URL is not; the key is for an "
+        "LLM judge, which needs its endpoint (e.g. https://api.openai.com/v1). Set "
+        f"{PREFIX}JUDGE_BASE_URL, or unset the key to run the local judge"
+    )
 
 
 def setting_variables() -> dict[str, str]:

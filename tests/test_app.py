@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
 from pydantic import SecretStr
 
 from monitor.app import build
 from monitor.config import Settings
 from monitor.scoring import Scorer
+from tests.support.records import samples
 
 
 async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
@@ -20,6 +22,11 @@ async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
     parts = build(settings)
     assert isinstance(parts.fallback, Scorer) and parts.fallback.judge.kind == "local"
     assert parts.judge.kind == "llm"
+    info = samples(generate_latest(parts.exporter.registry).decode(), "rag_monitor_judge_info")
+    assert info == {
+        (("kind", "llm"), ("model", "gpt-4o-mini"), ("role", "primary")): 1.0,
+        (("kind", "local"), ("model", "builtin"), ("role", "fallback")): 1.0,
+    }
     closers = list(parts.closers)
     assert parts.judge.aclose in closers and parts.fallback.judge.aclose in closers
     for close in closers:

@@ -192,3 +192,51 @@ def test_unreachable_kafka_at_start_is_one_line_and_exit_code_3() -> None:
     assert errors == [f"rag-monitor: cannot reach Kafka at 127.0.0.1:{port}: connection refused"]
     assert "Traceback" not in result.stderr and "Unclosed" not in result.stderr
     assert '"level": "error"' not in result.stderr  # the client's own connect errors are muted
+
+
+# --- the judge is a visible, deliberate choice
+
+
+def test_a_judge_key_without_a_judge_url_is_a_settings_error() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.pop("OPENAI_API_KEY", None)
+    env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_PORT": "0",
+                "RAG_MONITOR_JUDGE_API_KEY": "sk-meant-for-an-llm"})  # fmt: skip
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "rag-monitor: invalid configuration:", result.stderr
+    assert lines[1].startswith("  RAG_MONITOR_JUDGE_API_KEY: set, but RAG_MONITOR_JUDGE_BASE_URL")
+    assert "sk-meant-for-an-llm" not in result.stderr
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("kind", ["llm", "local"])
+def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path, kind: str,
+) -> None:  # fmt: skip
+    port = free_port()
+    env = environment(broker, topic, recording_judge, port, RAG_MONITOR_JUDGE_MODEL="judge-7b")
+    if kind == "local":  # no judge URL; a key for other programs in the environment
+        del env["RAG_MONITOR_JUDGE_BASE_URL"], env["RAG_MONITOR_JUDGE_API_KEY"]
+        env["OPENAI_API_KEY"] = "sk-ambient-key"
+    monitor = Monitor(env, port, tmp_path / "m.log")
+    monitors.append(monitor)
+    running = monitor.wait_log("monitor running", within=60)
+    model = "judge-7b" if kind == "llm" else "builtin"
+    assert (running["judge"], running["judge_model"]) == (kind, model)
+    info = monitor.series("rag_monitor_judge_info")
+    assert info == {(("kind", kind), ("model", model), ("role", "primary")): 1.0}
+    if kind == "llm":
+        assert running["judge_endpoint"] == recording_judge.base_url
+    else:
+        assert running["judge_endpoint"] is None
+        warning = monitor.wait_log(
+            "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is unused and "
+            "the local judge scores (a screen, not a verdict)",
+            within=5,
+        )
+        assert warning["level"] == "warning"
+        assert "sk-ambient-key" not in monitor.output()

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from monitor.config import Settings
+from monitor.config import ConfigError, Settings, load_settings
 from monitor.http import MetricsServer
 from tests.support import ROOT
 
@@ -247,6 +247,7 @@ def test_schema_settings_match_the_config_module() -> None:
         "kafka_topic",
         "kafka_group_id",
         "kafka_dlq_topic",
+        "judge_base_url",
         "judge_model",
         "embedding_model",
         "sample_rate",
@@ -281,6 +282,34 @@ def test_configmap_holds_settings_the_monitor_can_load(monkeypatch: pytest.Monke
     assert settings.sample_rules[0].rate == 0.5
     assert settings.token_budget.tokens == 200_000
     assert settings.metrics_port == 9108
+
+
+def deployment_environment(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The RAG_MONITOR_* variables a consumer pod gets: the ConfigMap, then the Secret."""
+    kinds = by_kind(docs)
+    (config,) = [c for c in kinds["ConfigMap"] if not c["metadata"]["name"].endswith("dashboard")]
+    env: dict[str, str] = dict(config["data"])
+    for key, value in chart_secret(docs)["data"].items():
+        env[key] = base64.b64decode(value).decode()
+    return env
+
+
+@pytest.mark.parametrize("url", ["", "https://judge.example.com/v1"])
+def test_the_judge_is_chosen_in_the_values(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {"secret": {"judgeApiKey": "sk-test"}, "settings": {"judge_model": "judge-7b"}}
+    if url:
+        values["settings"]["judge_base_url"] = url
+    env = deployment_environment(render(values))
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_") or k == "OPENAI_API_KEY"]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if not url:  # a key and no URL: the pod would run the local judge, so it refuses to start
+        with pytest.raises(ConfigError, match="RAG_MONITOR_JUDGE_BASE_URL is not"):
+            load_settings()
+        return
+    settings = load_settings()
+    assert (settings.judge_base_url, settings.judge_model) == (url, "judge-7b")
 
 
 def test_secrets_stay_in_the_secret() -> None:

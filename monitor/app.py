@@ -51,6 +51,13 @@ if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
 
 log = structlog.get_logger("monitor.app")
 
+#: the readiness checks that decide /readyz: a consumer that reaches Kafka consumes and
+#: exports, so it is ready. Partitions (an idle replica is healthy), the judge, Postgres
+#: and the schema are reported in the body only: their failures show in metrics and
+#: alerts, and an outage of one of them neither stalls a rollout nor hides the metrics
+#: that say so (docs/operations.md, "Readiness").
+READY_WHEN = frozenset({"kafka"})
+
 
 @dataclass
 class Components:
@@ -124,7 +131,9 @@ def build(settings: Settings) -> Components:
     if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
         source = TraceSource(kafka, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
-    server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
+    server = MetricsServer(
+        exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
+    )
     parts = Components(
         exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
     )  # fmt: skip

@@ -4,11 +4,14 @@
   OpenMetrics (with exemplars: the trace behind a score) when the scraper's
   ``Accept`` header asks for ``application/openmetrics-text``;
 - ``GET /healthz`` — 200 while the event loop answers (liveness);
-- ``GET /readyz`` — 200 when every readiness check passes, else 503; the body
-  is JSON ``{"ready": bool, "checks": {name: bool}}``.
+- ``GET /readyz`` — 200 when every gating readiness check passes, else 503; the
+  body is JSON ``{"ready": bool, "checks": {name: bool}}`` with every check, the
+  ones that only inform included.
 
-Readiness checks are async callables returning a bool (partitions assigned,
-judge reachable, Postgres reachable); each gets ``check_timeout`` seconds.
+Readiness checks are async callables returning a bool (Kafka reachable,
+partitions assigned, judge reachable, Postgres reachable); each gets
+``check_timeout`` seconds. ``gating`` names the checks that decide readiness
+(None: all of them); the sidecar gates on ``kafka`` alone, see `monitor.app`.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ class MetricsServer:
         checks: Mapping[str, ReadinessCheck] | None = None,
         *,
         check_timeout: float = 2.0,
+        gating: frozenset[str] | None = None,
     ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
         self.checks = dict(checks or {})
+        #: the checks whose failure makes /readyz answer 503 (None: every check)
+        self.gating = gating
         self.check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
 
@@ -96,7 +102,8 @@ class MetricsServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         checks = await self.readiness()
-        ready = all(checks.values())
+        gating = self.gating
+        ready = all(ok for name, ok in checks.items() if gating is None or name in gating)
         body = json.dumps({"ready": ready, "checks": checks}) + "\n"
         status = 200 if ready else 503
         return web.Response(text=body, status=status, content_type="application/json")

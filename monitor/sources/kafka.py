@@ -228,6 +228,7 @@ class KafkaSource:
 
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
+        self.reachable = False  # stopped: it consumes nothing (``/readyz``)
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()

@@ -240,3 +240,50 @@ def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
         )
         assert warning["level"] == "warning"
         assert "sk-ambient-key" not in monitor.output()
+
+
+# --- readiness: consuming and exporting
+
+
+def readyz(port: int) -> tuple[int, dict[str, object]]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.kafka
+def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metrics(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    port, judge_port, pg_port = free_port(), free_port(), free_port()  # nothing listens on two
+    env = environment(broker, topic, recording_judge, port)
+    env["RAG_MONITOR_JUDGE_BASE_URL"] = f"http://127.0.0.1:{judge_port}/v1"
+    env["RAG_MONITOR_JUDGE_MAX_RETRIES"] = "0"
+    env["RAG_MONITOR_PG_DSN"] = f"postgresql://monitor:pw@127.0.0.1:{pg_port}/rag"
+    monitor = Monitor(env, port, tmp_path / "m.log")
+    monitors.append(monitor)
+    monitor.wait_log("monitor running", within=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the Kafka probe, then the assignment
+        answer = readyz(port)
+        if answer[0] == 200 and answer[1]["checks"]["partitions"]:  # type: ignore[index]
+            break
+        time.sleep(0.2)
+    status, body = answer
+    assert status == 200, body
+    assert body["ready"] is True
+    assert body["checks"] == {"kafka": True, "partitions": True, "judge": False,
+                              "postgres": False, "schema": False}  # fmt: skip
+    produce_sync(topic, range(20))
+    monitor.wait_metric("rag_monitor_judge_requests_total", 1, within=60)
+    failed = {labels: v for labels, v in monitor.series("rag_monitor_judge_requests_total").items()
+              if ("outcome", "ok") not in labels}  # fmt: skip
+    assert sum(failed.values()) >= 1, failed
+    assert readyz(port)[0] == 200

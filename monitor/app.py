@@ -30,7 +30,13 @@ from monitor.backlog.migrations import (
 from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
-from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
+from monitor.http import (
+    MetricsServer,
+    ReadinessCheck,
+    check_port,
+    tcp_reachable,
+    url_endpoint,
+)
 from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
@@ -306,6 +312,8 @@ async def serve(
     ``parts`` (from `build`) lets a caller keep hold of the exporter and source.
     """
     parts = parts if parts is not None else build(settings)
+    # before anything starts: a taken port is a settings error (exit 2), not a traceback
+    check_port(settings.metrics_host, parts.server.port, "RAG_MONITOR_METRICS_PORT")
     stop = stop if stop is not None else _signal_event()
     for start in parts.starters:
         await start()

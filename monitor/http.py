@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -26,6 +28,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.exposition import choose_encoder
+
+from monitor.config import ConfigError
 
 log = structlog.get_logger("monitor.http")
 
@@ -107,6 +111,39 @@ class MetricsServer:
         body = json.dumps({"ready": ready, "checks": checks}) + "\n"
         status = 200 if ready else 503
         return web.Response(text=body, status=status, content_type="application/json")
+
+
+class PortUnavailable(ConfigError):
+    """A port this process was told to listen on is taken (or not ours to take)."""
+
+
+def check_port(host: str, port: int, option: str) -> None:
+    """Raise PortUnavailable naming ``option`` unless ``host:port`` can be listened on now.
+
+    Called before anything starts, so a taken port is one line and exit code 2, not a
+    traceback after the other servers came up. Port 0 (any free port) always can. The
+    probe binds as aiohttp's server does (SO_REUSEADDR), so a port in TIME_WAIT passes.
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)  # fmt: skip
+    except socket.gaierror as exc:
+        raise PortUnavailable(f"{option}: cannot resolve {host!r}: {exc.strerror}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+                probe.listen(1)
+            except OSError as exc:
+                shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                why = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                raise PortUnavailable(
+                    f"{option}: cannot listen on {shown}:{port}: {why} "
+                    "(choose another port, or 0 for any free one)"
+                ) from None
 
 
 async def tcp_reachable(host: str, port: int, within_seconds: float = 1.0) -> bool:

@@ -20,6 +20,9 @@ from monitor.config import ConfigError
 from monitor.demo import DemoError
 from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
 
+#: the demo's servers listen on loopback only
+HOST = "127.0.0.1"
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -140,6 +143,14 @@ def handle(args: argparse.Namespace) -> int:
         )
     if args.pace is not None and not args.pace > 0:
         return _usage("--pace must be a positive number of records per second")
+    from monitor.http import PortUnavailable, check_port
+
+    try:  # every port before anything starts
+        check_port(HOST, args.metrics_port, "--metrics-port")
+        if args.review:
+            check_port(HOST, args.review_port, "--review-port")
+    except PortUnavailable as exc:
+        return _usage(str(exc))
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,

@@ -131,6 +131,7 @@ class Demo:
         progress = Progress(self.err, len(traffic) if messages is None else len(messages))
         broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
         postgres = EmbeddedPostgres()
+        self.check_settings(broker, traffic)  # a settings error starts no server
         self.workdir = self._make_workdir()
         cleanup: list[tuple[str, Any]] = []
         try:
@@ -215,13 +216,28 @@ class Demo:
             parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix="rag-monitor-demo-", dir=parent))
 
-    def _settings(self, broker: Any, dsn: str, traffic: Sequence[TrafficRecord]) -> Settings:
+    def check_settings(self, broker: Any, traffic: Sequence[TrafficRecord]) -> None:
+        """The run's settings and wiring, with the addresses the servers will have standing
+        in: ConfigError (exit code 2) before the broker or Postgres starts, not after."""
+        from monitor.app import build
+
+        build(self._settings(broker, "postgresql://demo@127.0.0.1:5432/demo", traffic,
+                             bootstrap_servers="127.0.0.1:9092"))  # fmt: skip
+
+    def _settings(
+        self,
+        broker: Any,
+        dsn: str,
+        traffic: Sequence[TrafficRecord],
+        *,
+        bootstrap_servers: str | None = None,
+    ) -> Settings:
         routes = sorted({r.route for r in traffic if r.route is not None})[:MAX_ROUTES]
         # explicit values win over the environment and --config; the judge settings do not
         # appear here, so RAG_MONITOR_JUDGE_* (and the file) choose the judge
         return load_settings(
             self.options.config,
-            kafka_bootstrap_servers=broker.bootstrap_servers,
+            kafka_bootstrap_servers=bootstrap_servers or broker.bootstrap_servers,
             kafka_topic=TOPIC,
             kafka_dlq_topic=DLQ_TOPIC,
             kafka_group_id=GROUP_ID,
@@ -252,7 +268,13 @@ class Demo:
         from monitor.app import build
 
         parts = build(settings)
-        await parts.server.start()
+        try:
+            await parts.server.start()
+        except OSError as exc:  # taken since the command checked it
+            raise DemoError(
+                f"cannot serve /metrics on 127.0.0.1:{settings.metrics_port}: "
+                f"{exc.strerror or exc}; try --metrics-port 0"
+            ) from exc
         cleanup.append(("server", parts.server))
         report.metrics_url = f"http://127.0.0.1:{parts.server.port}/metrics"
         return parts

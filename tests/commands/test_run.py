@@ -287,3 +287,49 @@ def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metric
               if ("outcome", "ok") not in labels}  # fmt: skip
     assert sum(failed.values()) >= 1, failed
     assert readyz(port)[0] == 200
+
+
+# --- a taken port
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_taken_metrics_port_is_one_line_and_exit_2_before_kafka(host: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+        env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_HOST": host,
+                    "RAG_MONITOR_METRICS_PORT": str(port),
+                    # nothing listens there: exit 3 would mean Kafka was tried first
+                    "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"})  # fmt: skip
+        result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60,
+                                cwd=ROOT, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rag-monitor: RAG_MONITOR_METRICS_PORT: cannot listen on {host}:{port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]
+
+
+def test_the_review_command_checks_its_port_before_connecting() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+        # a Postgres nobody runs: the port is checked first
+        env.update({"PYTHONPATH": str(ROOT),
+                    "RAG_MONITOR_PG_DSN": f"postgresql://u@127.0.0.1:{free_port()}/db"})  # fmt: skip
+        result = subprocess.run([*RUN[:-1], "review", "--port", str(port)], env=env,
+                                capture_output=True, text=True, timeout=60, cwd=ROOT,
+                                stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rag-monitor: --port: cannot listen on 127.0.0.1:{port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]

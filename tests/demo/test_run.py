@@ -505,3 +505,50 @@ def test_math_helpers_never_export_nan() -> None:
     rate = estimate_rate([(False, 1.0)] * 5)
     assert rate.rate == 0.0 and rate.low == 0.0
     assert rate.high is not None and not math.isnan(rate.high)
+
+
+# --- exits before anything starts: a taken port, a settings error
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port of 127.0.0.1 another process listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("option", ["--metrics-port", "--review-port"])
+def test_a_taken_port_is_one_line_and_exit_2_before_anything_starts(
+    option: str, taken_port: int, workdir: Path
+) -> None:
+    args = ["--workdir", str(workdir), option, str(taken_port)]
+    demo = start_demo([*args, "--review"] if option == "--review-port" else args)
+    code = demo.finish(timeout=60)
+    errors = "".join(demo.stderr)
+    assert code == 2, errors
+    assert errors.splitlines() == [
+        f"rag-monitor demo: {option}: cannot listen on 127.0.0.1:{taken_port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]
+    assert not demo.pids and not workdir.exists()  # no broker, no Postgres, no files
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes"),
+     ("RAG_MONITOR_JUDGE_API_KEY", "sk-meant-for-an-llm")],
+)  # fmt: skip
+def test_a_settings_error_exits_2_before_the_broker_or_postgres_starts(
+    variable: str, value: str, workdir: Path
+) -> None:
+    demo = start_demo(["--workdir", str(workdir)], env={variable: value})
+    code = demo.finish(timeout=60)
+    errors = "".join(demo.stderr)
+    assert code == 2, errors
+    assert errors.startswith("rag-monitor: ") and variable in errors
+    assert "starting" not in errors and "Traceback" not in errors
+    assert not demo.pids and not workdir.exists()

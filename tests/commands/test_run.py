@@ -323,8 +323,8 @@ def test_the_review_command_checks_its_port_before_connecting() -> None:
         port = taken.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
         # a Postgres nobody runs: the port is checked first
-        env.update({"PYTHONPATH": str(ROOT),
-                    "RAG_MONITOR_PG_DSN": f"postgresql://u@127.0.0.1:{free_port()}/db"})  # fmt: skip
+        env["PYTHONPATH"] = str(ROOT)
+        env["RAG_MONITOR_PG_DSN"] = f"postgresql://u@127.0.0.1:{free_port()}/db"
         result = subprocess.run([*RUN[:-1], "review", "--port", str(port)], env=env,
                                 capture_output=True, text=True, timeout=60, cwd=ROOT,
                                 stdin=subprocess.DEVNULL)  # fmt: skip

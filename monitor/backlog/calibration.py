@@ -332,7 +332,9 @@ def estimate(
     grand = sum(totals.values())
     missing: list[str] = []
     has_controls = sum(c.weight for c in by_stratum["control"]) > 0
-    if not has_controls:
+    if grand <= 0:  # nothing scored: no share is to blame
+        missing.append("no scored answers yet")
+    elif not has_controls:
         missing.append("no control answers (control_share = 0?): unflagged traffic is unknown")
     if known is not None:
         raw = known.raw_rate

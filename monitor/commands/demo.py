@@ -3,8 +3,12 @@
 Starts a Kafka-protocol broker and a Postgres of its own, produces the bundled
 traffic set, runs the sidecar on it with a live progress line, annotates the
 backlog from the set's reference answers, runs the offline metrics and prints
-a report. SIGINT (Ctrl-C) and SIGTERM stop everything cleanly; nothing is left
-behind (unless ``--keep-dir``).
+a report. SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal) stop everything
+cleanly; nothing is left behind (unless ``--keep-dir``). A SIGKILL, which no process
+can handle, is covered by the demo's watchdog (`monitor.demo.watchdog`): it stops the
+broker and Postgres and removes their files. Exit codes: 0 done, 1 the demo failed
+(a judge that failed on every record included), 2 invalid options or settings or a
+taken port (all checked before anything starts), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+#: what stops the demo cleanly: Ctrl-C, a kill, and a closed terminal (SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -36,10 +43,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
         "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
         "live progress line, annotate the backlog from the set's reference answers, run the "
-        "offline metrics and print a report. Ctrl-C or SIGTERM stops everything cleanly; "
+        "offline metrics and print a report. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) "
+        "stops everything cleanly; "
         "nothing is left behind unless --keep-dir is given.",
-        epilog="Exit codes: 0 done, 1 the demo failed, 2 invalid options or settings, "
-        "130 interrupted.",
+        epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
+        "record), 2 invalid options, settings or a taken port, 130 interrupted.",
     )
     parser.add_argument(
         "--records",
@@ -176,7 +184,7 @@ async def _main(options: DemoOptions) -> int:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     demo = Demo(options)
     try:
@@ -187,7 +195,7 @@ async def _main(options: DemoOptions) -> int:
         print(f"rag-monitor demo: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     return EXIT_INTERRUPTED if report is None else EXIT_OK
 

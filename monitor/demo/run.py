@@ -70,6 +70,9 @@ from monitor.demo.report import (
 from monitor.demo.statistics import Tally
 from monitor.demo.steps import PHASE_TIMEOUT, Interrupted, in_thread, until
 from monitor.demo.traffic import TrafficRecord, otlp_traffic, read_traffic
+from monitor.demo.watchdog import Watchdog
+from monitor.pipeline import BUDGET
+from monitor.sampling import BUDGET_THINNED
 
 TOPIC = "rag-interactions"
 DLQ_TOPIC = "rag-interactions-dlq"
@@ -132,7 +135,11 @@ class Demo:
         broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
         postgres = EmbeddedPostgres()
         self.check_settings(broker, traffic)  # a settings error starts no server
+        watchdog = Watchdog()  # stops the broker and Postgres if this process is killed
+        watchdog.start()
         self.workdir = self._make_workdir()
+        if not self.options.keep_dir:
+            watchdog.path(self.workdir)
         cleanup: list[tuple[str, Any]] = []
         try:
             progress.step(f"{len(traffic)} interactions; work directory {self.workdir}")
@@ -140,10 +147,20 @@ class Demo:
                 "until the report, Ctrl-C stops the run and everything it started (exit 130)"
             )
             progress.step(f"starting the Kafka-protocol broker ({broker.kind})")
-            await in_thread(broker.start, stop)
+            try:
+                await in_thread(broker.start, stop)
+            finally:  # watched from the moment it exists, even if the start was interrupted
+                if broker.pid is not None and broker.data_dir is not None:
+                    watchdog.group(broker.pid)
+                    watchdog.path(broker.data_dir)
             progress.step(f"broker listening on {broker.bootstrap_servers}")
             progress.step("starting Postgres")
-            dsn = await in_thread(postgres.start, stop)
+            try:
+                dsn = await in_thread(postgres.start, stop)
+            finally:
+                with contextlib.suppress(Exception):  # not created: nothing to watch
+                    watchdog.postmaster(postgres.data_dir)
+                    watchdog.path(postgres.directory)
             progress.step(f"Postgres listening on 127.0.0.1:{postgres.port} ({dsn})")
             settings = self._settings(broker, dsn, traffic)
             report = DemoReport(judge=describe_judge(settings), judge_kind=judge_kind(settings))
@@ -165,6 +182,7 @@ class Demo:
                     progress.step(f"producing {self.options.pace:g} records/s meanwhile")
                 progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
                 await self._sidecar(parts, settings, len(values), progress, report, stop, feeding)
+                nothing_scored(report)
                 ends = await feeding
             finally:
                 if not feeding.done():
@@ -207,6 +225,7 @@ class Demo:
         finally:
             progress.done()
             await self._cleanup(cleanup, broker, postgres)
+            await asyncio.shield(asyncio.to_thread(watchdog.release))
 
     # --- phases
 
@@ -436,6 +455,43 @@ class Demo:
                 print(f"demo: kept {self.workdir}", file=self.err, flush=True)
             else:
                 shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+#: what to check when the judge failed on every record, by skip reason
+_JUDGE_HINTS = {
+    "connection": "nothing accepted the connection: is the judge running at "
+    "RAG_MONITOR_JUDGE_BASE_URL?",
+    "timeout": "the judge did not answer in time: check it, or raise "
+    "RAG_MONITOR_JUDGE_TIMEOUT_SECONDS",
+    "auth": "the judge refused the key: check RAG_MONITOR_JUDGE_API_KEY",
+    "bad_request": "the judge refused the requests: check RAG_MONITOR_JUDGE_MODEL and "
+    "RAG_MONITOR_JUDGE_API_KEY",
+    "rate_limited": "the judge's rate limit: lower --records or the judge's concurrency "
+    "(RAG_MONITOR_JUDGE_CONCURRENCY)",
+    "server_error": "the judge answered with server errors",
+    "invalid_output": "the judge's answers were not the JSON asked for: try a larger model",
+}
+
+
+def nothing_scored(report: DemoReport) -> None:
+    """DemoError naming the judge and the cause when records were sampled but none was scored
+    (the demo's numbers would all be n/a: exit code 1, as for ``rag-monitor score``)."""
+    if not report.sampled or report.scored:
+        return
+    budget = {BUDGET, BUDGET_THINNED}
+    failures = {k: v for k, v in report.skipped.items() if k not in budget}
+    if not failures:
+        raise DemoError(
+            f"no record scored: all {report.sampled} sampled records were skipped for lack of "
+            f"token budget ({report.token_budget}); raise RAG_MONITOR_TOKEN_BUDGET"
+        )
+    cause, _ = max(failures.items(), key=lambda item: item[1])
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+    hint = _JUDGE_HINTS.get(cause, "see the judge's own logs")
+    raise DemoError(
+        f"no record scored: the {report.judge} failed on every sampled record ({counts} of "
+        f"{report.sampled}); {hint}"
+    )
 
 
 def embedded_services_missing() -> bool:

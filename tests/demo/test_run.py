@@ -452,14 +452,15 @@ def test_demo_with_an_llm_judge_reports_the_tokens_the_judge_counted(
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-def test_sigterm_mid_run_stops_everything(workdir: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_mid_run_stops_everything(workdir: Path, sig: signal.Signals) -> None:
     demo = start_demo(["--workdir", str(workdir), "--keep-dir"])
     try:
         pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
         demo.note_postgres(pg_port)
         demo.wait_for_line(r"running the sidecar", 120)
         time.sleep(1.0)
-        demo.proc.send_signal(signal.SIGTERM)
+        demo.proc.send_signal(sig)
         code = demo.finish(timeout=90)
     finally:
         if demo.proc.poll() is None:
@@ -552,3 +553,53 @@ def test_a_settings_error_exits_2_before_the_broker_or_postgres_starts(
     assert errors.startswith("rag-monitor: ") and variable in errors
     assert "starting" not in errors and "Traceback" not in errors
     assert not demo.pids and not workdir.exists()
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_a_judge_that_fails_on_every_record_fails_the_demo_naming_it(workdir: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # bound, not listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        demo = start_demo(["--workdir", str(workdir), "--records", "20"],
+                          env={"RAG_MONITOR_JUDGE_BASE_URL": url,
+                               "RAG_MONITOR_JUDGE_MAX_RETRIES": "0"})  # fmt: skip
+        code = demo.finish(timeout=300)
+    errors = "".join(demo.stderr)
+    assert code == 1, errors
+    last = errors.splitlines()[-1]
+    assert last == (
+        f"rag-monitor demo: no record scored: the LLM judge gpt-4o-mini at {url} (embeddings: "
+        "text-embedding-3-small) failed on every sampled record (connection 20 of 20); "
+        "nothing accepted the connection: is the judge running at RAG_MONITOR_JUDGE_BASE_URL?"
+    ), errors
+    assert "control_share" not in errors + demo.output
+    assert demo.output == ""  # no report of n/a figures
+    demo.assert_nothing_left()
+    assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_a_killed_demo_leaves_no_broker_postgres_or_directory_behind(workdir: Path) -> None:
+    demo = start_demo(["--workdir", str(workdir)])
+    try:
+        pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
+        demo.note_postgres(pg_port)
+        demo.wait_for_line(r"running the sidecar", 120)
+        os.kill(demo.proc.pid, signal.SIGKILL)  # nothing in the demo runs after this
+        code = demo.finish(timeout=30)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.kill()
+            demo.finish(timeout=30)
+    assert code == -signal.SIGKILL
+    assert demo.pids, "the watcher saw no broker or Postgres process"
+    assert demo.dirs, "the watcher saw no data directory"
+    demo.assert_nothing_left()  # the watchdog ended them and removed their directories
+    deadline = time.monotonic() + 15
+    while any(workdir.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the work directory goes last
+    assert list(workdir.iterdir()) == []

@@ -290,7 +290,7 @@ def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
         try:
             await check()
         except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
-            log.warning("start-up check failed", error=type(exc).__name__)
+            log.warning("start-up check failed", error=str(exc) or type(exc).__name__)
 
     return run
 

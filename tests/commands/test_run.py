@@ -135,7 +135,9 @@ def _ends(coordinates: list[tuple[int, int]]) -> dict[int, int]:
 @pytest.mark.parametrize(
     ("variable", "value"),
     [("RAG_MONITOR_SAMPLE_RATE", "2"), ("RAG_MONITOR_TOKEN_BUDGET", "lots"),
-     ("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes")],
+     ("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes"),
+     ("RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS", "kafka"),
+     ("RAG_MONITOR_PG_DSN", "pg:5432/rag")],
 )  # fmt: skip
 def test_invalid_configuration_fails_at_start_naming_the_setting(variable: str, value: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}

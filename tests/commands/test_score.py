@@ -137,6 +137,24 @@ def test_judge_failure_is_an_error_line_not_a_zero(
     )
 
 
+def test_a_refused_key_exits_1_naming_the_setting_and_keeping_the_servers_words(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    from tests.support.judge_server import Fault
+
+    judge_server.inject(Fault.UNAUTHORIZED, times=50)
+    result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", [GOOD])),
+                       env={"RAG_MONITOR_JUDGE_API_KEY": "sk-real-secret"})  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    [line] = read_lines(result.stdout)
+    assert line["error"] == "auth"
+    assert result.stderr.splitlines()[-1] == (
+        "rag-monitor score: no record scored: the judge failed on 1 of 1 record (auth: HTTP "
+        "401: Incorrect API key provided: ***.; check RAG_MONITOR_JUDGE_API_KEY)"
+    )
+    assert "sk-real-secret" not in result.stderr + result.stdout
+
+
 def test_an_unreachable_judge_exits_1_naming_the_cause(
     judge_server: JudgeServer, tmp_path: Path
 ) -> None:

@@ -171,7 +171,6 @@ class DemoReport:
     def render(self) -> str:
         lines: list[str] = []
         add = lines.append
-        add("")
         add("rag-monitor demo — report")
         add("=" * 25)
         add(f"judge:        {self.judge}")

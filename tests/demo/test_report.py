@@ -171,6 +171,7 @@ def test_report_rounds_for_people_and_keeps_full_precision_in_json() -> None:
     )  # fmt: skip
     report.offline_means = {"context_utility": 0.9999999999}
     text = report.render()
+    assert text.startswith("rag-monitor demo — report\n")  # no empty line before it
     assert "n = 255\n" in text and "255.0" not in text
     assert "0.9999999999" not in text and "1.000" in text
     assert "not calibrated" in text  # no verdicts: the raw rate leads, and says so

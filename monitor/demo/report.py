@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, judge_error
+from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, at_edge, judge_error
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.statistics import Confusion, RateEstimate, Tally, confusion, estimate_rate
 from monitor.demo.traffic import PROBLEM_LABELS
@@ -143,6 +143,16 @@ class DemoReport:
                 f"{self.review_verdicts} reviewer verdicts"
             )
             add(f"  calibrated:   {CALIBRATED_MEANING}")
+            edge = at_edge(
+                self.calibrated_rate,
+                self.calibrated_low,
+                self.calibrated_high,
+                self.flag_precision.get(HALLUCINATION),
+                self.control_hallucination_share,
+                self.control_reviewed,
+            )
+            if edge is not None:
+                add(f"                {edge}")
             add(f"  raw (judge):  {raw}")
             add(f"                {RAW_MEANING}")
         else:

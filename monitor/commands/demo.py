@@ -27,6 +27,9 @@ from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
 #: the demo's servers listen on loopback only
 HOST = "127.0.0.1"
 
+#: backlog rows left for a person to review when the review page is served
+DEFAULT_LEAVE_PENDING = 10
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -118,6 +121,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="port of 127.0.0.1 for --review (default 8080; 0: any free port)",
     )
     parser.add_argument(
+        "--leave-pending",
+        type=int,
+        metavar="N",
+        help="leave the N newest backlog rows pending and unreviewed, for you to review on the "
+        "review page (default: 10 with --review, else 0; the played reviewer takes the rest)",
+    )
+    parser.add_argument(
         "--pace",
         type=float,
         metavar="N",
@@ -151,6 +161,13 @@ def handle(args: argparse.Namespace) -> int:
         )
     if args.pace is not None and not args.pace > 0:
         return _usage("--pace must be a positive number of records per second")
+    if args.leave_pending is not None and args.leave_pending < 0:
+        return _usage("--leave-pending must not be negative")
+    leave = (
+        args.leave_pending
+        if args.leave_pending is not None
+        else (DEFAULT_LEAVE_PENDING if args.review else 0)
+    )
     from monitor.http import PortUnavailable, check_port
 
     try:  # every port before anything starts
@@ -172,6 +189,7 @@ def handle(args: argparse.Namespace) -> int:
         config=args.config,
         traffic_format=args.traffic_format,
         pace=args.pace,
+        leave_pending=leave,
     )
     # the progress line and the report own the terminal: logs only for trouble
     configure_logging("warning")

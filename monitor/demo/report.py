@@ -59,6 +59,8 @@ class DemoReport:
     #: the played reviewer: verdicts saved, answers reviewed, and the calibration
     review_verdicts: int = 0
     review_answers: int = 0
+    #: backlog rows left pending, unreviewed, for a person on the review page
+    left_pending: int = 0
     flag_precision: dict[str, float | None] = field(default_factory=dict)
     flag_reviewed: dict[str, int] = field(default_factory=dict)
     calibrated_rate: float | None = None
@@ -176,6 +178,11 @@ class DemoReport:
                     f"  flag precision {reason:<14} {_pct(value):>6} of "
                     f"{self.flag_reviewed.get(reason, 0)} reviewed flags confirmed"
                 )
+        if self.left_pending:
+            add(
+                f"  left for you: the {self.left_pending} newest backlog rows, pending and "
+                "unreviewed (the review page's queue, status pending)"
+            )
         return lines
 
     def render(self) -> str:

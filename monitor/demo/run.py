@@ -103,6 +103,8 @@ class DemoOptions:
     traffic_format: str = "interaction"
     #: produce the traffic at this many records per second (None: all at once)
     pace: float | None = None
+    #: backlog rows the played reviewer leaves pending, for a person on the review page
+    leave_pending: int = 0
     #: give up (and say so) when the sidecar has not finished the traffic by then
     timeout_seconds: float = 600.0
     #: ... or has not consumed a single record by then (no partitions assigned?)
@@ -190,10 +192,12 @@ class Demo:
                     with contextlib.suppress(BaseException):
                         await feeding
             report.end_offsets = {str(p): o for p, o in sorted(ends.items())}
+            leave = frozenset(await golden.rows_to_leave(settings, dsn, self.options.leave_pending))
+            report.left_pending = len(leave)
             progress.step("annotating the backlog from the traffic set's references")
-            await golden.annotate(settings, dsn, traffic, self.workdir, report, stop)
+            await golden.annotate(settings, dsn, traffic, self.workdir, report, stop, leave=leave)
             progress.step("playing the reviewer from the traffic set's labels")
-            await golden.play_reviewer(settings, dsn, traffic, report, stop)
+            await golden.play_reviewer(settings, dsn, traffic, report, stop, leave=leave)
             progress.step("running the offline metrics on the annotated rows")
             await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
             await golden.backlog_summary(settings, dsn, report)

@@ -603,3 +603,34 @@ def test_a_killed_demo_leaves_no_broker_postgres_or_directory_behind(workdir: Pa
     while any(workdir.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)  # the work directory goes last
     assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_rows_left_pending_for_a_person_to_review(tmp_path: Path, workdir: Path) -> None:
+    from tests.support.demo import backlog_cli
+
+    report_path = tmp_path / "report.json"
+    demo = start_demo(["--records", "40", "--workdir", str(workdir), "--hold", "300",
+                       "--leave-pending", "3", "--report-json", str(report_path)])  # fmt: skip
+    try:
+        held = demo.wait_for_line(r"demo: holding for 300 s: .*Postgres at (\S+)", 240)
+        dsn = held.group(1)
+        demo.note_postgres(int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 5)
+                               .group(1)))  # fmt: skip
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        stats = json.loads(backlog_cli(dsn, "stats", "--json"))
+        pending = [json.loads(line) for line in backlog_cli(dsn, "export").splitlines()]
+        demo.proc.send_signal(signal.SIGTERM)
+        code = demo.finish(timeout=60)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.send_signal(signal.SIGTERM)
+        demo.finish(timeout=60)
+    assert code == 0, "".join(demo.stderr)
+    assert report["left_pending"] == 3 and stats["rows"] > 3
+    assert stats["counts"]["pending"] == 3, stats
+    assert len(pending) == 3
+    assert all(not row["reference"] for row in pending)  # not annotated
+    assert "left for you: the 3 newest backlog rows" in demo.output
+    demo.assert_nothing_left()

@@ -188,12 +188,7 @@ def test_a_calibrated_rate_on_the_end_of_its_interval_says_why() -> None:
     lines = report.render().splitlines()
     at = lines.index("hallucination rate: 17.6% (95% interval 17.6% – 44.9%), calibrated by "
                      "34 reviewer verdicts")  # fmt: skip
-    assert (
-        lines[at + 2]
-        .strip()
-        .startswith(
-            "at the interval's lower end: none of the 2 reviewed control answers was a hallucination"
-        )
-    )
+    said = "at the interval's lower end: none of the 2 reviewed control answers was a "
+    assert lines[at + 2].strip().startswith(said + "hallucination")
     report.calibrated_low = 0.12
     assert "interval's lower end" not in report.render()

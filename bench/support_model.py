@@ -35,7 +35,9 @@ for path in (ROOT, ROOT / "bench"):
 from detection import overlap  # noqa: E402
 from ranking import auroc  # noqa: E402
 
+from monitor.judges.local.embedder import MiniLMEmbedder  # noqa: E402
 from monitor.judges.local.judge import LocalJudge  # noqa: E402
+from monitor.judges.local.support import SupportModel  # noqa: E402
 from monitor.text import evasive  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
@@ -97,10 +99,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--halueval", type=Path, default=HALUEVAL)
     parser.add_argument(
+        "--model-dir",
+        type=Path,
+        help="a model exported elsewhere (`python -m training.export --out DIR`; its SHA256SUMS "
+        "are trusted) instead of the shipped one",
+    )
+    parser.add_argument(
         "--datasets", default="realistic-all,realistic-tune,realistic-holdout,halueval-qa,demo"
     )
     args = parser.parse_args()
     judge = LocalJudge()
+    if args.model_dir is not None:
+        sums = (args.model_dir / "SHA256SUMS").read_text().split()
+        pinned = dict(zip(sums[1::2], sums[::2], strict=True))
+        judge = LocalJudge(
+            model=SupportModel(MiniLMEmbedder(), model_dir=args.model_dir, pinned=pinned)
+        )
     judge.support_model.warm_up()
     print(f"CPU: {platform.processor() or platform.machine()}; {_cpu_name()}\n")
     print(

@@ -19,6 +19,7 @@ import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -29,9 +30,15 @@ from monitor.backlog.migrations import (
     check_schema,
 )
 from monitor.budget import BUDGET, BudgetedScorer, PartitionLedger, TokenBudget
-from monitor.config import ConfigError, Settings
+from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
-from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
+from monitor.http import (
+    MetricsServer,
+    ReadinessCheck,
+    check_port,
+    tcp_reachable,
+    url_endpoint,
+)
 from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
@@ -51,6 +58,13 @@ if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
     from monitor.backlog.store import BacklogStore
 
 log = structlog.get_logger("monitor.app")
+
+#: the readiness checks that decide /readyz: a consumer that reaches Kafka consumes and
+#: exports, so it is ready. Partitions (an idle replica is healthy), the judge, Postgres
+#: and the schema are reported in the body only: their failures show in metrics and
+#: alerts, and an outage of one of them neither stalls a rollout nor hides the metrics
+#: that say so (docs/operations.md, "Readiness").
+READY_WHEN = frozenset({"kafka"})
 
 
 @dataclass(frozen=True)
@@ -183,7 +197,9 @@ def build(settings: Settings) -> Components:
     if buffer is not None:
         source = TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
-    server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
+    server = MetricsServer(
+        exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
+    )
     parts = Components(
         exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
         fallback, sampler, sinks, source, server
@@ -210,6 +226,10 @@ def build(settings: Settings) -> Components:
         backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
         judge_requests=judge.kind == "llm",
     )
+    info = exporter.judge_info
+    info.labels(judge.kind, judge_model(judge, settings), "primary").set(1)
+    if fallback_judge is not None:
+        info.labels("local", judge_model(fallback_judge, settings), "fallback").set(1)
     # the judges first: the sinks and the source stop before them
     judges = [Service("the judge", None, judge.aclose)]
     if fallback_judge is not None:  # its worker threads end with the sidecar
@@ -251,6 +271,24 @@ def _add_scores_topic(parts: Components, settings: Settings) -> None:
     publisher = KafkaPublisher(settings)
     parts.sinks.append(ScoresTopicSink(publisher, settings))
     parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
+
+
+def judge_model(judge: Judge, settings: Settings) -> str:
+    """The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it."""
+    if judge.kind == "llm":
+        return settings.judge_model
+    model = getattr(judge, "model_name", None)  # a local judge that names its model
+    return model if isinstance(model, str) and model else "builtin"
+
+
+def judge_endpoint(settings: Settings) -> str | None:
+    """The LLM judge's endpoint without credentials or query: ``https://host:port/path``."""
+    if not settings.judge_base_url:
+        return None
+    parts = urlsplit(settings.judge_base_url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 async def _load_tokenizers(models: tuple[str, ...]) -> None:
@@ -332,7 +370,7 @@ def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
         try:
             await check()
         except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
-            log.warning("start-up check failed", error=type(exc).__name__)
+            log.warning("start-up check failed", error=str(exc) or type(exc).__name__)
 
     return run
 
@@ -354,11 +392,21 @@ async def serve(
     ``parts`` (from `build`) lets a caller keep hold of the exporter and source.
     """
     parts = parts if parts is not None else build(settings)
+    # before anything starts: a taken port is a settings error (exit 2), not a traceback
+    check_port(settings.metrics_host, parts.server.port, "RAG_MONITOR_METRICS_PORT")
     stop = stop if stop is not None else _signal_event()
     async with parts.running():
         pipeline = parts.pipeline(settings)
+        if parts.judge.kind == "local" and ambient_api_key(settings):
+            log.warning(
+                "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is "
+                "unused and the local judge scores (a screen, not a verdict)"
+            )
         log.info(
             "monitor running",
+            judge=parts.judge.kind,
+            judge_model=judge_model(parts.judge, settings),
+            judge_endpoint=judge_endpoint(settings),
             topic=settings.kafka_topic,
             group=settings.kafka_group_id,
             sample_rate=settings.sample_rate,

@@ -6,12 +6,14 @@ import asyncio
 import socket
 
 import pytest
+from prometheus_client import generate_latest
 from pydantic import SecretStr
 
 from monitor.app import Service, build
 from monitor.config import Settings
 from monitor.kafka.client import KafkaUnreachable
 from monitor.scoring import Scorer
+from tests.support.records import samples
 
 
 async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
@@ -25,6 +27,11 @@ async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
     parts = build(settings)
     assert isinstance(parts.fallback, Scorer) and parts.fallback.judge.kind == "local"
     assert parts.judge.kind == "llm"
+    info = samples(generate_latest(parts.exporter.registry).decode(), "rag_monitor_judge_info")
+    assert info == {
+        (("kind", "llm"), ("model", "gpt-4o-mini"), ("role", "primary")): 1.0,
+        (("kind", "local"), ("model", "builtin"), ("role", "fallback")): 1.0,
+    }
     stops = [service.stop for service in parts.services]
     assert parts.judge.aclose in stops and parts.fallback.judge.aclose in stops
     await parts.close()

@@ -18,6 +18,22 @@ from monitor.demo.traffic import PROBLEM_LABELS, TrafficRecord
 from monitor.telemetry import Exporter
 
 
+async def rows_to_leave(settings: Settings, dsn: str, count: int) -> set[str]:
+    """The ``count`` newest backlog rows: left pending, with no verdict, for a person to
+    review on the review page (the played reviewer and the annotation skip them)."""
+    if count <= 0:
+        return set()
+    from monitor.backlog.store import BacklogStore
+
+    store = BacklogStore(dsn, settings)
+    try:
+        await store.start()
+        ids = [row.id async for row in store.rows()]  # oldest first
+    finally:
+        await store.close()
+    return set(ids[-count:])
+
+
 async def annotate(
     settings: Settings,
     dsn: str,
@@ -25,8 +41,11 @@ async def annotate(
     workdir: Path,
     report: DemoReport,
     stop: asyncio.Event,
+    *,
+    leave: frozenset[str] = frozenset(),
 ) -> None:
-    """Write references.jsonl for the pending rows, then import it like `backlog import`."""
+    """Write references.jsonl for the pending rows (but ``leave``), then import it like
+    `backlog import`."""
     from monitor.backlog.annotations import read_annotations
     from monitor.backlog.rows import PENDING
     from monitor.backlog.store import BacklogStore
@@ -39,7 +58,7 @@ async def annotate(
         lines = [
             json.dumps({"id": row.id, "reference": references[row.id]}, ensure_ascii=False)
             async for row in store.rows(PENDING)
-            if row.id in references
+            if row.id in references and row.id not in leave
         ]
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         imported = await until(
@@ -59,8 +78,11 @@ async def play_reviewer(
     traffic: Sequence[TrafficRecord],
     report: DemoReport,
     stop: asyncio.Event,
+    *,
+    leave: frozenset[str] = frozenset(),
 ) -> None:
-    """Save a verdict on every reason of every answer, from the labels, then calibrate.
+    """Save a verdict on every reason of every answer (of the rows not in ``leave``), from the
+    labels, then calibrate.
 
     ``hallucination`` and ``control``: confirmed when the answer is labelled
     hallucinated; any other reason: confirmed when the label is a bad answer.
@@ -73,7 +95,7 @@ async def play_reviewer(
     store = BacklogStore(dsn, settings)
     try:
         await until(store.start(), stop, what="connecting to Postgres")
-        rows = [row async for row in store.rows()]
+        rows = [row async for row in store.rows() if row.id not in leave]
         for row in rows:
             verdicts = []
             for answer in row.answers:

@@ -79,8 +79,8 @@ class JudgeError(Exception):
     """A judge step that failed for good (after the judge's retries and one re-ask).
 
     ``reason`` is a short bounded label used in metrics and logs:
-    ``timeout``, ``rate_limited``, ``server_error``, ``connection``,
-    ``bad_request``, ``invalid_output``, ``budget``.
+    ``timeout``, ``rate_limited``, ``server_error``, ``connection``, ``auth`` (the
+    key refused: HTTP 401 or 403), ``bad_request``, ``invalid_output``, ``budget``.
     """
 
     def __init__(self, reason: str, detail: str = "", *, retryable: bool = False) -> None:

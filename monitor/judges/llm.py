@@ -94,10 +94,22 @@ class _SchemaRejected(Exception):
     """The endpoint refused ``response_format`` json_schema (internal: triggers the fallback)."""
 
 
-def _classify(exc: openai.OpenAIError) -> JudgeError:
-    """The SDK gave up: exception class → bounded reason (never the message text)."""
+def _classify(exc: openai.OpenAIError, secret: str = "") -> JudgeError:
+    """The SDK gave up: exception class → bounded reason (never chosen by the message text).
+
+    A refused key (HTTP 401 or 403) is ``auth``: its detail keeps what the server said
+    (``secret``, the key, cut out should the server echo it) and names the setting.
+    """
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        said = _server_message(exc)
+        if secret:
+            said = said.replace(secret, "***")
+        return JudgeError(
+            "auth", f"HTTP {status}: {said}; check RAG_MONITOR_JUDGE_API_KEY" if said else
+            f"HTTP {status}; check RAG_MONITOR_JUDGE_API_KEY",
+        )  # fmt: skip
     detail = f"{name} (HTTP {status})" if status is not None else name
     refused = _connection_error(exc)
     if refused is not None:  # what the OS said, by class (the SDK may call it a timeout)
@@ -115,6 +127,19 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     if isinstance(exc, openai.APIResponseValidationError):
         return JudgeError("invalid_output", detail)
     return JudgeError("bad_request", detail)
+
+
+def _server_message(exc: openai.APIStatusError, limit: int = 300) -> str:
+    """The error message of the server's JSON body (OpenAI's ``error.message``), else its text."""
+    body = exc.body
+    message: object = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+    if not isinstance(message, str) or not message.strip():
+        message = exc.response.text if exc.response is not None else ""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 #: the OS's connection errors in words, for a JudgeError's detail
@@ -435,7 +460,7 @@ class OpenAIJudge:
                             exc, openai.BadRequestError | openai.UnprocessableEntityError
                         ):
                             raise _SchemaRejected() from exc
-                        error = _classify(exc)
+                        error = _classify(exc, self._api_key.get_secret_value())
                         if not error.retryable or retries >= self.max_retries:
                             raise error from None
                         wait = self._retry_wait(exc, retries, timeout if timed_out else None)

@@ -196,7 +196,7 @@ class KafkaSource:
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
         if self._probe is not None:
-            await self._probe.stop()
+            await self._probe.stop()  # stopped: it consumes nothing (``/readyz``)
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:

@@ -207,6 +207,23 @@ async def test_a_retry_waits_as_long_as_the_endpoint_asked(server: JudgeServer) 
     assert time.monotonic() - started >= 0.6  # its retry-after-ms, not a shorter wait of ours
 
 
+async def test_a_refused_key_says_which_setting_and_keeps_the_servers_words(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, max_retries=2)
+    server.inject(Fault.UNAUTHORIZED, times=3)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "auth" and caught.value.retryable is False
+    assert caught.value.detail == (
+        "HTTP 401: Incorrect API key provided: ***.; check RAG_MONITOR_JUDGE_API_KEY"
+    )
+    assert SECRET not in str(caught.value)
+    assert server.stats.snapshot().chat_requests == 1  # a refused key is not retried
+    assert observer.outcomes == ["auth"]
+
+
 async def test_invalid_output_twice_fails_for_good(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:

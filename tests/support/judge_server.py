@@ -79,6 +79,8 @@ class Fault(StrEnum):
     REJECT_JSON_SCHEMA = "reject_json_schema"
     #: HTTP 400 whatever the request (a permanent client error)
     BAD_REQUEST = "bad_request"
+    #: HTTP 401 whose message echoes the key it was sent, as a careless server might
+    UNAUTHORIZED = "unauthorized"
 
 
 @dataclass(frozen=True)
@@ -557,6 +559,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(500, "server error (injected)", kind="server_error", retry=True)
         if fault is Fault.BAD_REQUEST:
             raise _HTTPError(400, "bad request (injected)")
+        if fault is Fault.UNAUTHORIZED:
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            raise _HTTPError(401, f"Incorrect API key provided: {key}.", kind="invalid_api_key")
         if fault is Fault.SLOW and injected is not None:
             owner._sleep(injected.seconds)
         if fmt == "json_schema" and (owner.reject_json_schema or fault is Fault.REJECT_JSON_SCHEMA):

@@ -114,9 +114,8 @@ def lexical_baseline(row: Row, *, with_question: bool = True) -> bool:
 def _screens(
     job: tuple[list[Row], str | None],
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Local faithfulness, risk, lexical risk (baseline code only: its rules without MiniLM)
-    and graded faithfulness (mean support; the verdict mean for a baseline without it) of
-    every row (``job[1]``: baseline code)."""
+    """Local faithfulness, MiniLM risk, lexical risk and graded faithfulness (mean support; the
+    verdict mean for a baseline without it) of every row (``job[1]``: baseline code)."""
     rows, baseline = job
     local = _use_tree(baseline)
     judge = importlib.import_module(f"{local}.judge").LocalJudge()
@@ -130,10 +129,9 @@ def _screens(
         support = getattr(screen, "support", screen.faithfulness)
         graded.append(support if not math.isnan(support) else 0.0)
         risk.append(screen.risk)
-        if baseline is not None:  # the rules' screen without MiniLM (the support model has none)
-            lexical_risk.append(
-                judge.screen(r["retrieved_contexts"], r["response"], semantic=False).risk
-            )
+        lexical_risk.append(
+            judge.screen(r["retrieved_contexts"], r["response"], semantic=False).risk
+        )
     return faith, risk, lexical_risk, graded
 
 
@@ -141,7 +139,7 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
     labels = [bool(r["label_hallucinated"]) for r in rows]
     with tempfile.TemporaryDirectory() as tmp, mp.get_context("spawn").Pool(2) as pool:
         old = str(extract(baseline, Path(tmp)))
-        (faith, risk, _, graded), (old_faith, old_risk, old_lexical, _) = pool.map(
+        (faith, risk, lexical_risk, graded), (old_faith, old_risk, old_lexical, _) = pool.map(
             _screens, [(rows, None), (rows, old)]
         )
     table = [
@@ -151,7 +149,8 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
             [1 - f for f in graded],
             [f < 0.5 for f in graded],
         ),
-        ("local risk screen (support model)", risk, [x > 0.5 for x in risk]),
+        ("local risk screen, MiniLM words", risk, [x > 0.5 for x in risk]),
+        ("local risk screen, lexical only", lexical_risk, [x > 0.5 for x in lexical_risk]),
         (
             f"local faithfulness, monitor/local@{baseline}",
             [1 - f for f in old_faith],
@@ -182,7 +181,7 @@ def detection(rows: list[Row], baseline: str) -> dict[str, list[float]]:
         print(
             f"| {name} | {auroc(scores, labels):.3f} | {acc:.3f} | {p:.3f} | {rec:.3f} | {f1:.3f} |"
         )
-    return {"risk": risk}
+    return {"risk": risk, "lexical_risk": lexical_risk}
 
 
 DemoScores = tuple[float, float, float, list[str]]
@@ -406,9 +405,8 @@ def _worker(
     scores: Scores = []
     start, cpu = time.perf_counter(), _cpu_seconds()
     if mode == "screen":
-        lexical = {"semantic": False} if baseline is not None else {}
         for i in interactions:
-            judge.screen(i.context_texts, i.response, **lexical)
+            judge.screen(i.context_texts, i.response, semantic=False)
     else:
         metrics = ["faithfulness", "response_relevancy", "context_utility"]
         scorer = Scorer(judge, metrics)
@@ -460,7 +458,7 @@ def throughput(
         old = str(extract(baseline, Path(tmp)))
         # (label, mode, code root or None for the working tree, records in flight per worker)
         paths: list[tuple[str, str, str | None, int]] = [
-            ("risk screen (support model)", "screen", None, 1),
+            ("risk screen (lexical)", "screen", None, 1),
             (f"3 online metrics (Scorer), monitor/local@{baseline}, sequential", "score", old, 1),
             (
                 f"3 online metrics (Scorer), monitor/local@{baseline}, {in_flight} in flight",
@@ -573,7 +571,8 @@ def main() -> None:
         risks = detection(rows, args.baseline)
         demo_detection(args.demo_data, args.baseline)
     if not args.only_throughput and not args.only_detection:
-        sampling(rows, risks["risk"], args.seeds, "risk = local screen (support model)")
+        sampling(rows, risks["risk"], args.seeds, "risk = local screen with MiniLM words")
+        sampling(rows, risks["lexical_risk"], args.seeds, "risk = lexical screen")
     if not args.skip_throughput and not args.only_detection:
         throughput(rows, args.workers, args.records, args.repeats, args.in_flight, args.baseline)
 

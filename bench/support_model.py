@@ -1,10 +1,12 @@
-"""The support model on labelled answers it was never trained or tuned on.
+"""The support model on labelled answers it was never trained or tuned on, beside the rules.
 
     python bench/support_model.py [--halueval ../shared/data/halueval_qa_dev.jsonl]
+        [--model-dir DIR]
 
-Each answer goes through the local judge as the sidecar reads it (its statements,
-a phrase answer after its question, each statement against its nearest evidence
-windows, `LocalJudge.screen`). Per data set: AUROC of the graded score (the
+Each answer goes through the learned local judge as the sidecar reads it (its
+statements, a phrase answer after its question, each statement against its
+nearest evidence windows: `LearnedJudge.screen`), and through the rule judge
+(`LocalJudge.screen`) in the same run. Per data set: AUROC of the graded score (the
 weakest statement's support probability) and of faithfulness (the share of
 statements at >= 0.5, the metric as the judge reports it), the share of faithful
 answers flagged (faithfulness < 0.5) and of hallucinated ones, next to word
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from collections import defaultdict
@@ -36,8 +37,9 @@ from detection import overlap  # noqa: E402
 from ranking import auroc  # noqa: E402
 
 from monitor.judges.local.embedder import MiniLMEmbedder  # noqa: E402
+from monitor.judges.local.entailment import SupportModel  # noqa: E402
 from monitor.judges.local.judge import LocalJudge  # noqa: E402
-from monitor.judges.local.support import SupportModel  # noqa: E402
+from monitor.judges.local.learned import LearnedJudge  # noqa: E402
 from monitor.text import evasive  # noqa: E402
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
@@ -108,59 +110,70 @@ def main() -> int:
         "--datasets", default="realistic-all,realistic-tune,realistic-holdout,halueval-qa,demo"
     )
     args = parser.parse_args()
-    judge = LocalJudge()
+    model = LearnedJudge()
     if args.model_dir is not None:
         sums = (args.model_dir / "SHA256SUMS").read_text().split()
         pinned = dict(zip(sums[1::2], sums[::2], strict=True))
-        judge = LocalJudge(
+        model = LearnedJudge(
             model=SupportModel(MiniLMEmbedder(), model_dir=args.model_dir, pinned=pinned)
         )
-    judge.support_model.warm_up()
-    print(f"CPU: {platform.processor() or platform.machine()}; {_cpu_name()}\n")
+    model.support_model.warm_up()
+    rules = LocalJudge()
+    print(f"CPU: {_cpu_name()}\n")
     print(
-        "| data set | answers | AUROC graded | AUROC faithfulness | faithful flagged "
-        "| hallucinated flagged | word overlap AUROC | ms / answer |"
+        "| data set | judge | answers | AUROC graded | AUROC faithfulness | faithful flagged "
+        "| hallucinated flagged | word overlap AUROC | CPU ms / answer |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     per_category: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for name in args.datasets.split(","):
-        graded, faith, words, ok = [], [], [], []
-        started = time.process_time()
-        for record, hallucinated, category in records(name, args.halueval):
-            response = str(record["response"])
-            if evasive.noncommittal(response):
-                continue
-            screen = judge.screen(_texts(record), response, str(record.get("user_input") or ""))
-            faithfulness = 0.0 if math.isnan(screen.faithfulness) else screen.faithfulness
-            graded.append(1.0 - screen.risk)
-            faith.append(faithfulness)
-            share = overlap(record)
-            words.append(1.0 if share is None else share)
-            ok.append(not hallucinated)
-            if name == "realistic-all":
-                per_category[category].append((1.0 - screen.risk, faithfulness))
-        ms = (time.process_time() - started) * 1000 / max(1, len(ok))
-        fl = [f < 0.5 for f in faith]
-        faithful_flagged = sum(f for f, y in zip(fl, ok, strict=True) if y) / max(1, sum(ok))
-        caught = sum(f for f, y in zip(fl, ok, strict=True) if not y) / max(1, len(ok) - sum(ok))
-        print(
-            f"| {name} | {len(ok)} | {auroc(graded, ok):.3f} | {auroc(faith, ok):.3f} "
-            f"| {faithful_flagged:.0%} | {caught:.0%} | {auroc(words, ok):.3f} | {ms:.0f} |",
-            flush=True,
-        )
+        for label, judge in (("rules", rules), ("model", model)):
+            graded, faith, words, ok = [], [], [], []
+            started = time.process_time()
+            for record, hallucinated, category in records(name, args.halueval):
+                response = str(record["response"])
+                if evasive.noncommittal(response):
+                    continue
+                contexts = _texts(record)
+                if isinstance(judge, LearnedJudge):
+                    question = str(record.get("user_input") or "")
+                    screen = judge.screen(contexts, response, question)
+                else:
+                    screen = judge.screen(contexts, response)
+                faithfulness = 0.0 if math.isnan(screen.faithfulness) else screen.faithfulness
+                graded.append(1.0 - screen.risk)
+                faith.append(faithfulness)
+                share = overlap(record)
+                words.append(1.0 if share is None else share)
+                ok.append(not hallucinated)
+                if name == "realistic-all" and judge is model:
+                    per_category[category].append((1.0 - screen.risk, faithfulness))
+            ms = (time.process_time() - started) * 1000 / max(1, len(ok))
+            fl = [f < 0.5 for f in faith]
+            faithful_flagged = sum(f for f, y in zip(fl, ok, strict=True) if y) / max(1, sum(ok))
+            caught = sum(f for f, y in zip(fl, ok, strict=True) if not y) / max(
+                1, len(ok) - sum(ok)
+            )
+            print(
+                f"| {name} | {label} | {len(ok)} | {auroc(graded, ok):.3f} "
+                f"| {auroc(faith, ok):.3f} | {faithful_flagged:.0%} | {caught:.0%} "
+                f"| {auroc(words, ok):.3f} | {ms:.0f} |",
+                flush=True,
+            )
     if per_category:
-        print("\n| realistic category | answers | mean weakest probability | flagged |")
+        print("\n| realistic category (model) | answers | mean weakest probability | flagged |")
         print("|---|---:|---:|---:|")
         for category, found in sorted(per_category.items()):
             mean = sum(p for p, _ in found) / len(found)
             flagged = sum(f < 0.5 for _, f in found)
             print(f"| {category} | {len(found)} | {mean:.3f} | {flagged}/{len(found)} |")
-    print("\n| context | answer | should be | support probability |")
-    print("|---|---|---|---:|")
+    print("\n| context | answer | should be | model: support probability | rules: faithfulness |")
+    print("|---|---|---|---:|---:|")
     for context, answer, supported in EXAMPLES:
-        screen = judge.screen([context], answer)
+        p = 1.0 - model.screen([context], answer).risk
         word = "supported" if supported else "not supported"
-        print(f"| {context} | {answer} | {word} | {1.0 - screen.risk:.3f} |")
+        said = rules.screen([context], answer).faithfulness
+        print(f"| {context} | {answer} | {word} | {p:.3f} | {said:.2f} |")
     return 0
 
 

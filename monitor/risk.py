@@ -195,8 +195,8 @@ class RiskAdjuster:
 def build_adjuster(settings: Settings) -> RiskAdjuster:
     """The sidecar's risk-based sampling hook (``RAG_MONITOR_RISK_SAMPLING=true``).
 
-    The screen is the local judge's support model over the response's
-    statements (`LocalJudge.screen`): a few model calls per consumed record.
+    The screen is the local judge's lexical check (no model call), so every
+    consumed record can afford it.
     """
     del settings  # the calibrator's defaults hold for every configuration so far
     from monitor.judges.local.judge import LocalJudge
@@ -204,8 +204,6 @@ def build_adjuster(settings: Settings) -> RiskAdjuster:
     judge = LocalJudge()
 
     def screen(interaction: Interaction) -> float:
-        return judge.screen(
-            interaction.context_texts, interaction.response, interaction.user_input
-        ).risk
+        return judge.screen(interaction.context_texts, interaction.response, semantic=False).risk
 
     return RiskAdjuster(screen=screen)

@@ -4,9 +4,9 @@
         [--out monitor/judges/local/model]
 
 Writes ``support.onnx`` (int8 weights: onnxruntime's dynamic quantisation of the
-MatMul, Gemm and embedding weights), ``tokenizer.json`` (all-MiniLM-L6-v2's,
+MatMul, Gemm and embedding weights, per channel), ``tokenizer.json`` (all-MiniLM-L6-v2's,
 unchanged) and ``SHA256SUMS``; pins the same sha256 in
-`monitor.judges.local.support.PINNED` (checked before the sidecar loads them);
+`monitor.judges.local.entailment.PINNED` (checked before the sidecar loads them);
 then compares the int8 graph's logits with torch's on a few pairs.
 """
 
@@ -27,7 +27,7 @@ from training.cross_encoder import ROOT, base_dir
 
 OUT = ROOT / "monitor" / "judges" / "local" / "model"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-SUPPORT_PY = ROOT / "monitor" / "judges" / "local" / "support.py"
+SUPPORT_PY = ROOT / "monitor" / "judges" / "local" / "entailment.py"
 PROBE = [
     ("Employees may carry over five days.", "Employees may carry over up to five unused days."),
     ("Employees may carry over ten days.", "Employees may carry over up to five unused days."),
@@ -43,7 +43,7 @@ def sha256(path: Path) -> str:
 
 
 def pin(digests: dict[str, str]) -> None:
-    """Write the new files' sha256 into `monitor.judges.local.support.PINNED`."""
+    """Write the new files' sha256 into `monitor.judges.local.entailment.PINNED`."""
     source = SUPPORT_PY.read_text(encoding="utf-8")
     for name, digest in digests.items():
         source = re.sub(rf'("{re.escape(name)}": )"[0-9a-f]*"', rf'\1"{digest}"', source)
@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(args.out / "support.onnx"),
             weight_type=QuantType.QInt8,
             op_types_to_quantize=["MatMul", "Gemm", "Gather"],
+            # a scale per output channel: on held-out pairs the logits stay within 0.08 of
+            # float32's on average and rank them alike (per tensor: 0.17, and lower AUROC)
+            per_channel=True,
         )
     shutil.copyfile(base / "tokenizer.json", args.out / "tokenizer.json")
     sums = "".join(

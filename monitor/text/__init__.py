@@ -6,4 +6,6 @@
 - `evasive`: whether an answer only declines ("I don't know", "please ask HR").
 
 This package sits below `monitor.metrics` and `monitor.judges` and imports neither.
+The local judge's own word lists, thesaurus and clause analysis build on it in
+`monitor.judges.local.lexical`.
 """

@@ -1,30 +1,45 @@
 """`LocalJudge`: every judge step answered in-process, at zero tokens.
 
 The local judge speaks the same four steps as the LLM judge
-(`monitor.judges.steps`), so every metric — online and reference-based — runs
-unchanged on it. It is a thin adapter over two models: every "is this
-statement supported by this text?" goes to the support model
-(`monitor.judges.local.support`, a trained cross-encoder, docs/model.md), and
-similarity to MiniLM (`monitor.judges.local.embedder`).
+(`monitor.judges.steps`), so every metric — online and reference-based —
+runs unchanged on it. Its answers are documented approximations, not an LLM's:
 
 ``statements``
     The sentences that assert something; a response that only declines is
-    noncommittal (`statements`). A one-phrase answer ("Arthur's Magazine")
-    is read with its question before it, so it is a claim the model can check.
+    noncommittal (`statements`).
 ``verify``
-    Each statement against the text it is checked against: supported when the
-    support model's probability for its best window is at least
-    `support.THRESHOLD`; the reason gives the probability and that window.
+    Each statement checked against the context by rules 1–7: its numbers and
+    names, its words said together in one window, negation, swapped names,
+    numbers and roles, restatement (`verify`, `support`, `swaps`).
 ``questions``
     No question is generated: the response stands in for one, marked as such
     (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
     response_relevancy becomes cosine(embed(response), embed(user_input));
-    ``noncommittal`` as the statements step decides it.
+    ``noncommittal`` is set by phrases ("I don't know", "no information",
+    "cannot answer", …) and for a response the ``statements`` step calls
+    noncommittal.
 ``usefulness``
-    A context is useful when it supports at least one of the answer's statements.
+    A context is useful when it holds at least half of the answer's content
+    words (exactly, or as MiniLM synonyms within one passage) or one of the
+    answer's numbers.
 
-CPU work runs in the judge's own worker threads (``threads``) so the event
-loop stays free; onnxruntime releases the GIL, so records score in parallel.
+``embed`` is the local MiniLM (`monitor.judges.local.embedder`). All answers are
+deterministic; usage is always zero. CPU work runs in the judge's own worker
+threads (``threads``, 32 by default) so the event loop stays free; the
+``questions`` step, one regex, is answered in place. Many threads, not the
+event loop's default handful, because a MiniLM pass releases the GIL: while
+one runs, other records' rules go on in Python, and the texts of every
+thread waiting meet in the next pass (one process scoring 64 records at once
+gets more records/s, and less CPU per record, than with the default executor's
+threads; ``bench/local_scorer.py``, docs/benchmarks.md).
+
+Cost: MiniLM is nearly all of it, so each step asks it at most once per
+kind of text — the synonym words of all statements of a ``verify`` (all
+contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
+only for the statements the lexical rules leave undecided and only for the
+windows that could still be a statement's best one, and the near-miss
+clauses of rule 7 with their windows in a second one, made only when there
+are any; concurrent records' calls share forward passes in the embedder.
 """
 
 from __future__ import annotations
@@ -39,8 +54,15 @@ from typing import ClassVar, TypeVar
 
 from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.judges.local import statements as st
+from monitor.judges.local.contexts import Context, Contexts
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.support import Support, SupportModel
+from monitor.judges.local.lexical.clauses import Claim
+from monitor.judges.local.lexical.vocabulary import coverage
+from monitor.judges.local.lexical.wordforms import content_words
+from monitor.judges.local.reasons import quote
+from monitor.judges.local.support import best_window, rank_windows, word_vectors
+from monitor.judges.local.thresholds import LocalThresholds
+from monitor.judges.local.verify import Check, checks
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -60,6 +82,7 @@ from monitor.judges.steps import (
 )
 from monitor.records import Usage
 from monitor.text import evasive
+from monitor.text.numerals import numbers
 
 T = TypeVar("T")
 
@@ -70,40 +93,22 @@ KIND = "local"
 RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
 
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
-#: to a worker thread (the others run a model).
+#: to a worker thread (the others split sentences, read contexts or call MiniLM).
 INLINE_STEPS = frozenset({QUESTIONS})
-
-#: How a reason names what statements were checked against.
-WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
-
-
-def excerpt(text: str, limit: int = 160) -> str:
-    """``text`` quoted for a reason, cut at ``limit`` characters."""
-    text = " ".join(text.split())
-    return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"
-
-
-def reason(found: Support, source: VerifySource = "context") -> str:
-    """What a verdict rests on: the probability and the window it was read against."""
-    if not found.window:
-        return f"{WHERE[source]} is empty: nothing supports it (p=0.00)"
-    said = "supported" if found.supported else "not supported"
-    return (
-        f"{said} (p={found.probability:.2f}); closest in {WHERE[source]}: {excerpt(found.window)}"
-    )
 
 
 @dataclass(frozen=True)
 class Screen:
     """The risk screen of one record (`LocalJudge.screen`)."""
 
-    #: hallucination risk in [0, 1]: 1 − the weakest statement's support probability
+    #: hallucination risk in [0, 1]; feed it to `monitor.risk`
     risk: float
     #: local faithfulness (supported / statements), NaN without statements
     faithfulness: float
     #: the reason of the weakest statement
     reason: str
-    #: the mean support probability of the statements, NaN without statements
+    #: graded local faithfulness: the mean `Check.support` of the statements, NaN without
+    #: statements (what faithfulness would be if the metric averaged supports)
     support: float = float("nan")
 
 
@@ -112,10 +117,11 @@ class LocalJudge:
     """The Judge protocol answered in-process (``kind = "local"``, zero tokens)."""
 
     embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
-    #: the support model (built over ``embedder`` when not given)
-    model: SupportModel | None = None
+    thresholds: LocalThresholds = field(default_factory=LocalThresholds)
+    #: prepared context chunks kept (chunks repeat across metrics and records)
+    context_cache_size: int = 4096
     #: worker threads for the CPU work (see the module docstring)
-    threads: int = 8
+    threads: int = 32
     kind: str = KIND
     #: it answers the basic steps only, never the fused ``grounding`` step
     fuse_grounding: ClassVar[bool] = False
@@ -125,7 +131,7 @@ class LocalJudge:
     def __post_init__(self) -> None:
         if self.threads < 1:
             raise ValueError("threads must be >= 1")
-        self.support_model = self.model or SupportModel(self.embedder)
+        self._contexts = Contexts(self.thresholds.window_sentences, self.context_cache_size)
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="local-judge")
 
     async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
@@ -167,34 +173,33 @@ class LocalJudge:
         result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
         if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
             result = Statements(
-                statements=self.statements(inputs.text, inputs.question),
+                statements=self.statements(inputs.text),
                 noncommittal=int(self.noncommittal(inputs.text)),
             )
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
-            found = self.verify(inputs.context, inputs.statements)
             result = Verdicts(
                 verdicts=[
-                    StatementVerdict(
-                        statement=s, reason=reason(f, inputs.source), verdict=int(f.supported)
+                    StatementVerdict(statement=s, reason=c.reason, verdict=c.verdict)
+                    for s, c in zip(
+                        inputs.statements,
+                        self.verify(inputs.context, inputs.statements, inputs.source),
+                        strict=True,
                     )
-                    for s, f in zip(inputs.statements, found, strict=True)
                 ]
             )
         elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
             result = self.question(inputs.response)
         elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
-            result = ContextVerdicts(
-                verdicts=self.usefulness(inputs.answer, inputs.contexts, inputs.question)
-            )
+            result = ContextVerdicts(verdicts=self.usefulness(inputs.answer, inputs.contexts))
         else:
             raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
         return prompt.output.model_validate(result.model_dump())
 
     # statements
 
-    def statements(self, text: str, question: str | None = None) -> list[str]:
+    def statements(self, text: str) -> list[str]:
         """The sentences of ``text`` that assert something (`statements.statements`)."""
-        return st.standalone(st.statements(text), question)
+        return st.statements(text)
 
     def noncommittal(self, text: str) -> bool:
         """``text`` only declines, defers or says it does not know (`evasive.noncommittal`)."""
@@ -202,25 +207,62 @@ class LocalJudge:
 
     # verify
 
-    def verify(self, context: str, statements: Sequence[str]) -> list[Support]:
-        """The support of each statement by ``context`` (one passage a line)."""
-        return self.support_model.support(statements, context.split("\n"))
+    def verify(
+        self, context: str, statements: Sequence[str], source: VerifySource = "context"
+    ) -> list[Check]:
+        """`check` of each statement against ``context`` (what it is, for the reasons:
+        ``source``)."""
+        return checks(
+            statements,
+            self._contexts.prepare(context),
+            self.embedder,
+            self.thresholds,
+            source=source,
+        )
+
+    def check(
+        self,
+        statement: str,
+        context: Context | str,
+        *,
+        semantic: bool = True,
+        source: VerifySource = "context",
+    ) -> Check:
+        """Is ``statement`` supported by ``context``? (the rules: `verify`)"""
+        ctx = context if isinstance(context, Context) else self._contexts.prepare(context)
+        [result] = checks(
+            [statement], ctx, self.embedder, self.thresholds, semantic=semantic, source=source
+        )
+        return result
 
     # the risk screen (not a judge step: a record-level score for risk-based sampling)
 
-    def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
-        """A hallucination risk for one record, in [0, 1] (1 = surely unsupported):
-        1 − the support probability of the response's weakest statement."""
-        said = self.statements(response, question) or ([response] if response.strip() else [])
-        if not said:
+    def screen(self, contexts: Sequence[str], response: str, *, semantic: bool = True) -> Screen:
+        """A cheap hallucination risk for one record, in [0, 1] (1 = surely unsupported).
+
+        1 − the support of the response's weakest statement under the local
+        verify step: 1 for an invented or swapped number or name and for a
+        negation, above 0.5 for words the context lacks or does not say
+        together, at most 1 − ``support`` (0.35) for supported ones.
+        ``semantic=False`` skips the MiniLM word matching: lexical checks only,
+        no model call at all, a little stricter.
+        """
+        statements = self.statements(response) or ([response] if response.strip() else [])
+        if not statements:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        found = self.support_model.support(said, contexts)
-        worst = min(found, key=lambda f: f.probability)
+        found = checks(
+            statements,
+            self._contexts.prepare("\n".join(contexts)),
+            self.embedder,
+            self.thresholds,
+            semantic=semantic,
+        )
+        worst = min(found, key=lambda c: c.support)
         return Screen(
-            risk=round(1.0 - worst.probability, 6),
-            faithfulness=sum(f.supported for f in found) / len(found),
-            reason=reason(worst),
-            support=sum(f.probability for f in found) / len(found),
+            risk=round(1.0 - worst.support, 6),
+            faithfulness=sum(c.verdict for c in found) / len(found),
+            reason=worst.reason,
+            support=sum(c.support for c in found) / len(found),
         )
 
     # questions
@@ -239,22 +281,30 @@ class LocalJudge:
 
     # usefulness
 
-    def usefulness(
-        self, answer: str, contexts: Sequence[str], question: str | None = None
-    ) -> list[ContextVerdict]:
-        """A context is useful when it supports at least one statement of the answer."""
-        said = self.statements(answer, question) or ([answer] if answer.strip() else [])
+    def usefulness(self, answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
+        t = self.thresholds
+        wanted = content_words(answer)
+        answer_numbers = numbers(answer)
+        prepared = [self._contexts.prepare(text) for text in contexts]
+        shares = [coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
+        # synonyms count too, within one passage of the context: all contexts' words in one call
+        windows = {
+            k: rank_windows(Claim.unweighted(wanted), ctx)
+            for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
+            if wanted and 0 < share < t.useful_coverage
+        }
+        vectors = word_vectors([(w, prepared[k]) for k, w in windows.items()], self.embedder, t)
         verdicts: list[ContextVerdict] = []
-        for context in contexts:
-            found = self.support_model.support(said, [context]) if said else []
-            if not found:
-                verdicts.append(ContextVerdict(reason="the answer states nothing", verdict=0))
-                continue
-            best = max(range(len(found)), key=lambda k: found[k].probability)
-            p = found[best].probability
-            if found[best].supported:
-                why = f"supports {excerpt(said[best], 80)} (p={p:.2f})"
-            else:
-                why = f"supports none of the answer's statements (best p={p:.2f})"
-            verdicts.append(ContextVerdict(reason=why, verdict=int(found[best].supported)))
+        for k, ctx in enumerate(prepared):
+            share = shares[k]
+            if k in windows:
+                _, share, _, _ = best_window(windows[k], ctx, vectors, t, graded=False)
+            shared_numbers = [
+                n.surface for n in answer_numbers if n.values & ctx.vocabulary.numbers
+            ]
+            useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
+            reason = f"holds {share:.0%} of the answer's content words"
+            if shared_numbers:
+                reason += f" and {quote(shared_numbers)}"
+            verdicts.append(ContextVerdict(reason=reason, verdict=int(useful)))
         return verdicts

@@ -1,192 +1,185 @@
-"""The support model: does this evidence say what this statement says?
+"""Graded support: how much of a clause one context window says, words matched or reworded.
 
-Every support decision of the local judge comes from here: a MiniLM-L6
-cross-encoder trained on human-written NLI and fact-verification pairs
-(`training/`, card: docs/model.md), shipped as an int8 ONNX graph in ``model/``
-with its sha256 pinned, run on onnxruntime. `SupportModel.support` reads each
-statement against its few nearest evidence windows (`windows`) and returns the
-probability that the best of them supports it, with that window.
+Rule 4 of `verify`. A clause's informative words — content words without
+answer particles, discourse words (`wordforms.DISCOURSE`), generic verbs,
+nouns and pronouns (`wordforms.GENERIC`: use, get, thing, anything, …),
+contractions and number words, each weighted by its IDF (`thesaurus.weight`,
+from the word's frequency rank) — must be said *together*, in one window of
+the context (`contexts`: up to ``window_sentences`` neighbouring sentences of
+one passage; windows ranked by the words they hold exactly, then by the
+clause's numbers).
+
+A word counts 1 when found by folded form, stem, acronym (``MFA`` ↔
+"multi-factor authentication", both ways) or a word of its group of
+`thesaurus.SYNONYM_GROUPS` (``lost`` ↔ "expire", ``sign`` ↔ "approve": a small
+thesaurus of the paraphrases these answers use); in the lexically best windows
+(``semantic_windows``) it counts by the MiniLM cosine of its closest word of
+the window, 0 below ``soft_low``, 1 from ``soft_high``, linear between
+(`soft_match`: ``leftover``/``unused``, ``move``/``transfer``). The support is
+the weighted share so counted, and the clause passes at ``support``. Graded
+matches are for paraphrases: when only one word of the clause is reworded (not
+in the window as written, by stem or acronym), a word MiniLM compares must be
+a synonym (cosine ≥ ``word_similarity``) and the clause must reach
+``window_coverage`` (a copy that changes one word changes the fact: "deleted"
+for "moved"), as must a clause of at most ``short_claim`` words. Words written
+with a capital past the first (and a first word that looks like a name), units
+of time (`thesaurus.TIME_UNITS`: "week" is not "renewal") and words of
+comparison or order ("first", "larger"; "next" is "following") match only as
+themselves or by the thesaurus (`exact_only`).
+
+MiniLM is asked once per step: `word_vectors` embeds the words of every
+clause still undecided in one call, and only for the windows that could still
+be a clause's best one (`contenders`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from monitor.judges.local.contexts import Context
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.windows import TOP, nearest, windows_of
+from monitor.judges.local.lexical.clauses import Claim
+from monitor.judges.local.lexical.thesaurus import COMPARISONS, TIME_UNITS
+from monitor.judges.local.thresholds import LocalThresholds
 
-MODEL_DIR = Path(__file__).with_name("model")
-#: The probability at and above which a statement counts as supported.
-THRESHOLD = 0.5
-#: Word pieces of one (statement, window) pair, as in training.
-MAX_TOKENS = 160
-#: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
-PINNED = {
-    "support.onnx": "b68bf9625871c32908d027528833613ec9552f1709b755cf261fc0b4e28e5218",
-    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-}
-
-
-class ModelFileError(RuntimeError):
-    """The shipped model is missing or is not the pinned one."""
+Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
-class Support:
-    """How well one statement is supported, and by which window."""
+class Windows:
+    """A clause's (or an answer's) words against the windows of a context."""
 
-    #: the probability that ``window`` supports the statement, in [0, 1]
-    probability: float
-    #: the evidence window read as the best one ("" when there was no evidence)
-    window: str
-
-    @property
-    def supported(self) -> bool:
-        return self.probability >= THRESHOLD
+    claim: Claim
+    #: per window, the claim's words it lacks (folded form, stem, acronym compared)
+    exact: list[list[str]]
+    #: window indexes, best (largest weighted share matched, then shortest) first
+    order: list[int]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def rank_windows(claim: Claim, ctx: Context) -> Windows:
+    """``claim`` against every window of ``ctx``, windows ranked by words matched exactly."""
+    exact = [claim.missing(v) for v in ctx.window_vocabularies]
+    shares = [claim.share(missing) for missing in exact]
+    # then by the claim's numbers the window has ("leave by 11 a.m." → "Check-out is 11:00")
+    values = claim.numbers
+    held = [len(values & v.numbers) if values else 0 for v in ctx.window_vocabularies]
+    order = sorted(range(len(exact)), key=lambda i: (-shares[i], -held[i], len(ctx.windows[i]), i))
+    return Windows(claim, exact, order)
 
 
-class SupportModel:
-    """The cross-encoder, loaded on first use; safe to call from many threads.
+def synonym_words(windows: Windows, ctx: Context, t: LocalThresholds) -> list[str]:
+    """The words MiniLM compares for ``windows``: none when a window matches exactly."""
+    if not windows.order or not windows.exact[windows.order[0]]:
+        return []
+    exact, claim = windows.exact, windows.claim
+    # only soft words (`exact_only` ones are not) are compared, in windows that can win
+    top = [
+        i
+        for i in contenders(windows, t)
+        if ctx.window_content[i] and any(not exact_only(claim, w) for w in exact[i])
+    ]
+    unmatched = sorted({w for i in top for w in exact[i] if not exact_only(claim, w)})
+    candidates = sorted({w for i in top for w in ctx.window_content[i]})
+    return [*unmatched, *candidates]
 
-    ``embedder`` picks each statement's nearest windows; ``threads`` is
-    onnxruntime's intra-op thread count per call (the local judge runs calls in
-    its own worker threads, so 1 keeps every core busy without oversubscribing).
-    The last ``cache_size`` pairs' logits are kept: metrics of one record read
-    the same statement against the same window (faithfulness and context
-    utility), and retrieved chunks repeat across records.
+
+def contenders(windows: Windows, t: LocalThresholds) -> list[int]:
+    """The lexically best windows `best_window` compares word by word, without those
+    that could not beat the best one even with every soft word matched (the share
+    of the first window's exact matches is a floor, and the first of equals wins)."""
+    claim, exact = windows.claim, windows.exact
+    top = windows.order[: t.semantic_windows]
+    if not top:
+        return []
+    floor = claim.share(exact[top[0]])
+    return [
+        top[0],
+        *(i for i in top[1:] if claim.share([w for w in exact[i] if exact_only(claim, w)]) > floor),
+    ]
+
+
+def word_vectors(
+    pending: Sequence[tuple[Windows, Context]], embedder: MiniLMEmbedder, t: LocalThresholds
+) -> dict[str, Vector]:
+    """The MiniLM vectors of every word ``pending`` compares, from one embed call."""
+    compared = list(
+        dict.fromkeys(w for windows, ctx in pending for w in synonym_words(windows, ctx, t))
+    )
+    if not compared:
+        return {}
+    return dict(zip(compared, embedder.embed(compared), strict=True))
+
+
+def best_window(
+    windows: Windows,
+    ctx: Context,
+    vectors: dict[str, Vector],
+    t: LocalThresholds,
+    *,
+    graded: bool = True,
+) -> tuple[int | None, float, list[str], bool]:
+    """The window holding most of the claim: (index, graded support, words not matched,
+    reworded).
+
+    Words match by folded form, stem or acronym (1 each); the words still
+    unmatched in the lexically best windows count by `soft_match` of their
+    closest word of the window, by MiniLM similarity (synonyms, other word
+    forms: ``bought``/``purchased``, ``leftover``/``unused``) — when ``vectors``
+    (from `word_vectors`) holds them. Words of comparison only match exactly.
+    A word counting less than half is "not matched". Graded matches count
+    only when the window lacks two words or more of the claim (``reworded``:
+    a paraphrase rewords; a copy that changes one word changes the fact, and
+    that word must match as a synonym). ``graded=False`` (usefulness): a word
+    matches, fully, at cosine ≥ ``word_similarity`` only.
     """
-
-    def __init__(
-        self,
-        embedder: MiniLMEmbedder,
-        *,
-        threads: int = 1,
-        batch_size: int = 16,
-        top: int = TOP,
-        cache_size: int = 8192,
-        model_dir: Path = MODEL_DIR,
-        pinned: dict[str, str] | None = None,
-    ) -> None:
-        if threads < 1 or batch_size < 1 or top < 1:
-            raise ValueError("threads, batch_size and top must be >= 1")
-        self.embedder = embedder
-        self.threads = threads
-        self.batch_size = batch_size
-        self.top = top
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self.model_dir = model_dir
-        self.pinned = PINNED if pinned is None else pinned
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
-        #: pairs read by the model (cache misses), for tests and benchmarks
-        self.pairs = 0
-
-    def _load(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._session is None:
-                import onnxruntime as ort
-                from tokenizers import Tokenizer
-
-                for name, digest in self.pinned.items():
-                    path = self.model_dir / name
-                    if not path.is_file():
-                        raise ModelFileError(f"support model file missing: {path}")
-                    if _sha256(path) != digest:
-                        raise ModelFileError(f"{path} is not the pinned file (sha256 differs)")
-                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
-                tokenizer.enable_truncation(MAX_TOKENS)
-                tokenizer.enable_padding()
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = self.threads
-                options.inter_op_num_threads = 1
-                self._session = ort.InferenceSession(
-                    str(self.model_dir / "support.onnx"),
-                    options,
-                    providers=["CPUExecutionProvider"],
-                )
-                self._tokenizer = tokenizer
-            return self._session, self._tokenizer
-
-    def warm_up(self) -> None:
-        """Load the model now (and run it once), not on the first record."""
-        self.logits([("warm-up", "warm-up")])
-
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        """The model's logit of support for each (statement, evidence) pair, in order."""
-        out = np.zeros(len(pairs), dtype=np.float32)
-        missing: dict[tuple[str, str], list[int]] = {}
-        with self._cache_lock:
-            for k, pair in enumerate(pairs):
-                known = self._cache.get(pair)
-                if known is None:
-                    missing.setdefault(pair, []).append(k)
-                else:
-                    self._cache.move_to_end(pair)
-                    out[k] = known
-        if missing:
-            todo = list(missing)
-            found = self._run(todo)
-            with self._cache_lock:
-                for pair, z in zip(todo, found, strict=True):
-                    out[missing[pair]] = z
-                    if self.cache_size:
-                        self._cache[pair] = float(z)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return out
-
-    def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        session, tokenizer = self._load()
-        # similar lengths share a batch: less padding
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        out = np.zeros(len(pairs), dtype=np.float32)
-        for k in range(0, len(order), self.batch_size):
-            idx = order[k : k + self.batch_size]
-            enc = tokenizer.encode_batch([pairs[i] for i in idx])
-            feeds = {
-                "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+    claim, exact = windows.claim, windows.exact
+    if not windows.order:
+        return None, 0.0, list(claim.words), False
+    best = windows.order[0]
+    if not exact[best] or not vectors:
+        return best, claim.share(exact[best]), exact[best], False
+    total = sum(claim.weights) or 1.0
+    weight = dict(zip(claim.words, claim.weights, strict=True))
+    # a short claim (a bare name or phrase) has nothing to be loose about: its words match
+    # as synonyms only, as in usefulness
+    graded = graded and len(claim.words) > t.short_claim
+    best_share, best_missing, best_reworded = -1.0, list(claim.words), False
+    for i in contenders(windows, t):
+        missing = exact[i]
+        soft = [w for w in missing if not exact_only(claim, w)]
+        window_words = ctx.window_content[i]
+        credit: dict[str, float] = {}
+        # words found as synonyms are reworded too
+        reworded = graded and len(soft) + len(claim.synonymous(ctx.window_vocabularies[i])) > 1
+        if window_words and soft:
+            sims = (
+                np.stack([vectors[w] for w in soft])
+                @ np.stack([vectors[w] for w in window_words]).T
+            )
+            credit = {
+                w: soft_match(float(row.max()), t)
+                if reworded
+                else float(float(row.max()) >= t.word_similarity)
+                for w, row in zip(soft, sims, strict=True)
             }
-            out[idx] = session.run(["logits"], feeds)[0][:, 0]
-        self.pairs += len(pairs)
-        return out
+        share = claim.share(missing) + sum(weight[w] * c for w, c in credit.items()) / total
+        if share > best_share:
+            best, best_share, best_reworded = i, share, reworded
+            best_missing = [w for w in missing if credit.get(w, 0.0) < 0.5]
+    return best, best_share, best_missing, best_reworded
 
-    def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
-        """Each statement's support by ``contexts``: its best window's probability, and that window.
 
-        A statement is read against its ``top`` nearest windows only (MiniLM cosine),
-        so the cost per statement is bounded however long the contexts are. Without
-        any evidence the probability is 0.
-        """
-        if not statements:
-            return []
-        windows = windows_of(contexts)
-        if not windows:
-            return [Support(0.0, "") for _ in statements]
-        chosen = nearest(self.embedder, statements, windows, self.top)
-        pairs = [(s, windows[i]) for s, idx in zip(statements, chosen, strict=True) for i in idx]
-        z = self.logits(pairs)
-        found, k = [], 0
-        for idx in chosen:
-            best = int(np.argmax(z[k : k + len(idx)]))
-            p = float(1.0 / (1.0 + np.exp(-z[k + best])))
-            found.append(Support(round(p, 6), windows[idx[best]]))
-            k += len(idx)
-        return found
+def soft_match(cosine: float, t: LocalThresholds) -> float:
+    """How much a word counts as matched by a window word at this MiniLM cosine: 0 up to
+    ``soft_low``, 1 from ``soft_high``, linear in between."""
+    return min(1.0, max(0.0, (cosine - t.soft_low) / (t.soft_high - t.soft_low)))
+
+
+def exact_only(claim: Claim, word: str) -> bool:
+    """A word of ``claim`` MiniLM does not match: a word of comparison or order, a unit of
+    time, a word written with a capital (`Claim.capitalised`)."""
+    return word in COMPARISONS or word in TIME_UNITS or word in claim.capitalised

@@ -14,17 +14,25 @@ overlap (the share of the answer's content words the contexts hold), all in
 the same run. Evasive answers are left out (the judge makes them unscoreable
 before any support decision). Then the realistic set per category (mean weakest
 probability, and how many are flagged), and the three answers the local judge's
-word rules got wrong.
+word rules got wrong. Last, throughput: the three online metrics through the
+Scorer (as the sidecar scores them, 16 records in flight) on the realistic
+set's answers, cold (every context new to the caches) and warm (a second pass),
+per judge: records per CPU second (2 cores busy with nothing else score about
+twice that per wall second), and the process's peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
+import os
+import resource
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +108,7 @@ def records(name: str, halueval: Path) -> list[tuple[dict[str, Any], bool, str]]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--halueval", type=Path, default=HALUEVAL)
+    parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument(
         "--model-dir",
         type=Path,
@@ -110,13 +119,17 @@ def main() -> int:
         "--datasets", default="realistic-all,realistic-tune,realistic-holdout,halueval-qa,demo"
     )
     args = parser.parse_args()
-    model = LearnedJudge()
-    if args.model_dir is not None:
+
+    def learned() -> LearnedJudge:
+        if args.model_dir is None:
+            return LearnedJudge()
         sums = (args.model_dir / "SHA256SUMS").read_text().split()
         pinned = dict(zip(sums[1::2], sums[::2], strict=True))
-        model = LearnedJudge(
+        return LearnedJudge(
             model=SupportModel(MiniLMEmbedder(), model_dir=args.model_dir, pinned=pinned)
         )
+
+    model = learned()
     model.support_model.warm_up()
     rules = LocalJudge()
     print(f"CPU: {_cpu_name()}\n")
@@ -174,7 +187,45 @@ def main() -> int:
         word = "supported" if supported else "not supported"
         said = rules.screen([context], answer).faithfulness
         print(f"| {context} | {answer} | {word} | {p:.3f} | {said:.2f} |")
+    if not args.skip_throughput:
+        throughput([("rules", LocalJudge), ("model", learned)])
     return 0
+
+
+def throughput(judges: list[tuple[str, Callable[[], Any]]]) -> None:
+    from monitor.records import validate_record
+    from monitor.scoring import Scorer
+
+    rows = [json.loads(x) for x in (ROOT / "bench" / "data" / "realistic.jsonl").open()]
+    fields = ("id", "user_input", "retrieved_contexts", "response")
+    interactions = [validate_record({k: r[k] for k in fields}) for r in rows]
+    print("\n| judge | pass | records | records per CPU second | wall s |")
+    print("|---|---|---:|---:|---:|")
+
+    async def run(scorer: Scorer) -> None:
+        gate = asyncio.Semaphore(16)
+
+        async def one(i: Any) -> None:
+            async with gate:
+                await scorer.score(i)
+
+        await asyncio.gather(*(one(i) for i in interactions))
+
+    for label, make in judges:
+        # a judge of its own: nothing in its caches yet
+        scorer = Scorer(make(), ["faithfulness", "response_relevancy", "context_utility"])
+        for kind in ("cold", "warm"):
+            cpu, wall = os.times(), time.perf_counter()
+            asyncio.run(run(scorer))
+            after = os.times()
+            spent = (after.user - cpu.user) + (after.system - cpu.system)
+            print(
+                f"| {label} | {kind} | {len(interactions)} | {len(interactions) / spent:.1f} "
+                f"| {time.perf_counter() - wall:.1f} |",
+                flush=True,
+            )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of this process (both judges loaded): {peak:.0f} MiB")
 
 
 def _cpu_name() -> str:

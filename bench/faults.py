@@ -67,7 +67,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +92,20 @@ PARTITIONS = 4
 RUN = [sys.executable, "-m", "monitor", "run"]
 JUDGE_LATENCY = 0.2
 SCENARIOS = (
-    "kill", "restart", "zombie", "broker", "postgres", "judge-500", "judge-timeout",
-    "judge-json", "judge-slow", "judge-down", "poison", "soak", "throughput",
-)  # fmt: skip
+    "kill",
+    "restart",
+    "zombie",
+    "broker",
+    "postgres",
+    "judge-500",
+    "judge-timeout",
+    "judge-json",
+    "judge-slow",
+    "judge-down",
+    "poison",
+    "soak",
+    "throughput",
+)
 GROUPS = {"judge": ("judge-500", "judge-timeout", "judge-json", "judge-slow", "judge-down")}
 
 
@@ -110,8 +121,15 @@ _STARTED: list[subprocess.Popen[bytes]] = []
 def spawn(argv: list[str], env: dict[str, str], logfile: Path) -> subprocess.Popen[bytes]:
     """``argv`` in a process group of its own (stopped with `stop_group`), output to ``logfile``."""
     with open(logfile, "ab") as out:
-        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            start_new_session=True,
+        )
     _STARTED.append(process)
     return process
 
@@ -320,7 +338,9 @@ class Replica:
         self.peak_rss_mb = max(self.peak_rss_mb, _status(self.process.pid).get("VmHWM", 0))
         text = self.metrics_text()
         if text:
-            self.peak_lag = max(self.peak_lag, sum(samples(text, "rag_monitor_consumer_lag").values()))
+            self.peak_lag = max(
+                self.peak_lag, sum(samples(text, "rag_monitor_consumer_lag").values())
+            )
 
     def skipped(self) -> dict[tuple[int, int], str]:
         """(partition, offset) → reason of every ``record skipped`` line in the slot's log."""
@@ -422,9 +442,11 @@ class Lab:
 
     async def setup(self, tokens_per_record: float, budget: bool = True) -> None:
         self.broker.start()
-        await create_topics(self.broker.bootstrap, {self.topic: PARTITIONS, self.dlq: 1,
-                                                    self.scores: PARTITIONS},
-                            max_message_bytes=16 * 1024 * 1024)  # fmt: skip
+        await create_topics(
+            self.broker.bootstrap,
+            {self.topic: PARTITIONS, self.dlq: 1, self.scores: PARTITIONS},
+            max_message_bytes=16 * 1024 * 1024,
+        )
         conn = await asyncpg.connect(self.pg.dsn, timeout=10)
         try:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
@@ -433,9 +455,14 @@ class Lab:
             await conn.close()
         env = self.env()
         result = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "monitor", "migrate"], env=env,
-            capture_output=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            subprocess.run,
+            [sys.executable, "-m", "monitor", "migrate"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"migrate failed: {result.stderr.decode()[-2000:]}")
         if budget:
@@ -447,25 +474,27 @@ class Lab:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-        env.update({
-            "PYTHONPATH": str(ROOT),
-            "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": self.broker.bootstrap,
-            "RAG_MONITOR_KAFKA_TOPIC": self.topic,
-            "RAG_MONITOR_KAFKA_DLQ_TOPIC": self.dlq,
-            "RAG_MONITOR_KAFKA_GROUP_ID": self.group,
-            "RAG_MONITOR_KAFKA_SESSION_TIMEOUT_MS": str(self.broker.session_timeout_ms),
-            "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-            "RAG_MONITOR_SCORES_TOPIC": self.scores,
-            "RAG_MONITOR_PG_DSN": self.dsn,
-            "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
-            "RAG_MONITOR_JUDGE_TIMEOUT_SECONDS": "5",
-            "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
-            "RAG_MONITOR_TOKEN_BUDGET": self.budget_spec,
-            "RAG_MONITOR_SAMPLE_RATE": "1.0",
-            "RAG_MONITOR_MAX_RECORD_BYTES": str(self.max_record_bytes),
-            "RAG_MONITOR_SHUTDOWN_GRACE_SECONDS": "10",
-            "RAG_MONITOR_LOG_LEVEL": "debug",
-        })  # fmt: skip
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": self.broker.bootstrap,
+                "RAG_MONITOR_KAFKA_TOPIC": self.topic,
+                "RAG_MONITOR_KAFKA_DLQ_TOPIC": self.dlq,
+                "RAG_MONITOR_KAFKA_GROUP_ID": self.group,
+                "RAG_MONITOR_KAFKA_SESSION_TIMEOUT_MS": str(self.broker.session_timeout_ms),
+                "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+                "RAG_MONITOR_SCORES_TOPIC": self.scores,
+                "RAG_MONITOR_PG_DSN": self.dsn,
+                "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
+                "RAG_MONITOR_JUDGE_TIMEOUT_SECONDS": "5",
+                "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
+                "RAG_MONITOR_TOKEN_BUDGET": self.budget_spec,
+                "RAG_MONITOR_SAMPLE_RATE": "1.0",
+                "RAG_MONITOR_MAX_RECORD_BYTES": str(self.max_record_bytes),
+                "RAG_MONITOR_SHUTDOWN_GRACE_SECONDS": "10",
+                "RAG_MONITOR_LOG_LEVEL": "debug",
+            }
+        )
         if self.judge._port:
             env["RAG_MONITOR_JUDGE_BASE_URL"] = self.judge.base_url
         env.update(extra)
@@ -502,9 +531,13 @@ class Lab:
         A send that fails (the broker is away) is retried until the deadline; the records
         in the topic are read back at the end, so a retried one written twice is counted.
         """
-        producer = AIOKafkaProducer(bootstrap_servers=self.broker.bootstrap, acks="all",
-                                    max_request_size=MAX_REQUEST_BYTES,
-                                    request_timeout_ms=5000, retry_backoff_ms=200)  # fmt: skip
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.broker.bootstrap,
+            acks="all",
+            max_request_size=MAX_REQUEST_BYTES,
+            request_timeout_ms=5000,
+            retry_backoff_ms=200,
+        )
         await producer.start()
         rng = random.Random(len(self.name))
         count = int(seconds * self.options.rate)
@@ -538,9 +571,12 @@ class Lab:
         while not stop.is_set():
             try:
                 if consumer is None:
-                    consumer = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap,
-                                                group_id=self.group, enable_auto_commit=False,
-                                                request_timeout_ms=3000)  # fmt: skip
+                    consumer = AIOKafkaConsumer(
+                        bootstrap_servers=self.broker.bootstrap,
+                        group_id=self.group,
+                        enable_auto_commit=False,
+                        request_timeout_ms=3000,
+                    )
                     await asyncio.wait_for(consumer.start(), 5)
                 committed = [await asyncio.wait_for(consumer.committed(tp), 3) for tp in partitions]
                 lag = sum(self.ends[p] - (c or 0) for p, c in enumerate(committed))
@@ -581,9 +617,13 @@ class Lab:
     # -- the end: read what was written, check every record
 
     async def read_all(self, topic: str, quiet: float = 4.0, within: float = 120.0) -> list[Any]:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=self.broker.bootstrap,
-                                    auto_offset_reset="earliest", enable_auto_commit=False,
-                                    max_partition_fetch_bytes=MAX_REQUEST_BYTES)  # fmt: skip
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=self.broker.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=MAX_REQUEST_BYTES,
+        )
         await consumer.start()
         out: list[Any] = []
         try:
@@ -662,16 +702,25 @@ class Lab:
                 await conn.close()
 
 
-# --- scenarios -------------------------------------------------------------------------------------
+# --- scenarios ---------------------------------------------------------------------------------
 
 FaultFn = Callable[[Lab], Awaitable[str]]
 
 
-async def run_fault_scenario(name: str, kind: str, options: Options, pg: EmbeddedPostgres,
-                             tokens_per_record: float, replicas: int, fault: FaultFn | None,
-                             *, fault_seconds: float, poison_every: int = 0,
-                             replica_env: Callable[[int], dict[str, str]] | None = None,
-                             budget: bool = True) -> Row:  # fmt: skip
+async def run_fault_scenario(
+    name: str,
+    kind: str,
+    options: Options,
+    pg: EmbeddedPostgres,
+    tokens_per_record: float,
+    replicas: int,
+    fault: FaultFn | None,
+    *,
+    fault_seconds: float,
+    poison_every: int = 0,
+    replica_env: Callable[[int], dict[str, str]] | None = None,
+    budget: bool = True,
+) -> Row:
     """Warm-up, ``fault`` (it returns a note), recovery; traffic throughout; then the check."""
     lab = Lab(name, kind, options, pg)
     row = Row(name, kind)
@@ -753,7 +802,9 @@ def fault_postgres(down: float) -> FaultFn:
     return fault
 
 
-def fault_share(fault: Fault, share: float, seconds: float, note: str, slow: float = 0.0) -> FaultFn:
+def fault_share(
+    fault: Fault, share: float, seconds: float, note: str, slow: float = 0.0
+) -> FaultFn:
     async def run(lab: Lab) -> str:
         with ShareFaults(lab.judge, fault, share, seconds=slow or 30.0):  # type: ignore[arg-type]
             await asyncio.sleep(seconds)
@@ -789,39 +840,57 @@ async def fault_none(lab: Lab) -> str:
 async def scenario(name: str, options: Options, pg: EmbeddedPostgres, tpr: float) -> Row:
     q = options.quick
     if name == "kill":
-        return await run_fault_scenario(name, "tansu", options, pg, tpr, 2, fault_kill,
-                                        fault_seconds=0)  # fmt: skip
+        return await run_fault_scenario(
+            name, "tansu", options, pg, tpr, 2, fault_kill, fault_seconds=0
+        )
     if name == "restart":
+
         def static(i: int) -> dict[str, str]:
             return {"RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID": f"bench-{i}"}
 
-        return await run_fault_scenario(name, "noida", options, pg, tpr, 2, fault_restart,
-                                        fault_seconds=60, replica_env=static)  # fmt: skip
+        return await run_fault_scenario(
+            name, "noida", options, pg, tpr, 2, fault_restart, fault_seconds=60, replica_env=static
+        )
     if name == "zombie":
-        return await run_fault_scenario(name, "tansu", options, pg, tpr, 2, fault_zombie,
-                                        fault_seconds=18)  # fmt: skip
+        return await run_fault_scenario(
+            name, "tansu", options, pg, tpr, 2, fault_zombie, fault_seconds=18
+        )
     if name == "broker":
         down = 15.0 if q else 30.0
-        return await run_fault_scenario(name, "noida", options, pg, tpr, 2, fault_broker(down),
-                                        fault_seconds=down)  # fmt: skip
+        return await run_fault_scenario(
+            name, "noida", options, pg, tpr, 2, fault_broker(down), fault_seconds=down
+        )
     if name == "postgres":
         down = 15.0 if q else 30.0
-        return await run_fault_scenario(name, "noida", options, pg, tpr, 2, fault_postgres(down),
-                                        fault_seconds=down + 12)  # fmt: skip
+        return await run_fault_scenario(
+            name, "noida", options, pg, tpr, 2, fault_postgres(down), fault_seconds=down + 12
+        )
     span = 20.0 if q else 60.0
     judge_faults: dict[str, FaultFn] = {
-        "judge-500": fault_share(Fault.SERVER_ERROR, 0.3, span, f"30% of chat requests HTTP 500, {span:.0f} s"),
-        "judge-timeout": fault_share(Fault.SLOW, 0.1, span, f"10% of chat requests past the 5 s timeout, {span:.0f} s", slow=8.0),
-        "judge-json": fault_share(Fault.INVALID_JSON, 0.2, span, f"20% of chat replies not JSON, {span:.0f} s"),
+        "judge-500": fault_share(
+            Fault.SERVER_ERROR, 0.3, span, f"30% of chat requests HTTP 500, {span:.0f} s"
+        ),
+        "judge-timeout": fault_share(
+            Fault.SLOW,
+            0.1,
+            span,
+            f"10% of chat requests past the 5 s timeout, {span:.0f} s",
+            slow=8.0,
+        ),
+        "judge-json": fault_share(
+            Fault.INVALID_JSON, 0.2, span, f"20% of chat replies not JSON, {span:.0f} s"
+        ),
         "judge-slow": fault_slow(span),
         "judge-down": fault_judge_down(span),
-    }  # fmt: skip
+    }
     if name in judge_faults:
-        return await run_fault_scenario(name, "noida", options, pg, tpr, 2, judge_faults[name],
-                                        fault_seconds=span)  # fmt: skip
+        return await run_fault_scenario(
+            name, "noida", options, pg, tpr, 2, judge_faults[name], fault_seconds=span
+        )
     if name == "poison":
-        return await run_fault_scenario(name, "noida", options, pg, tpr, 2, fault_none,
-                                        fault_seconds=0, poison_every=25)  # fmt: skip
+        return await run_fault_scenario(
+            name, "noida", options, pg, tpr, 2, fault_none, fault_seconds=0, poison_every=25
+        )
     raise ValueError(name)
 
 
@@ -842,8 +911,9 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
             await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
         return f"{minutes:g} min steady"
 
-    row = await run_fault_scenario("soak", "noida", options, pg, tpr, 2, steady,
-                                   fault_seconds=minutes * 60)  # fmt: skip
+    row = await run_fault_scenario(
+        "soak", "noida", options, pg, tpr, 2, steady, fault_seconds=minutes * 60
+    )
     return row, series
 
 
@@ -869,18 +939,22 @@ async def throughput(options: Options) -> list[str]:
             for count in (1, 2):
                 group = f"g-{rate}-{count}"
                 env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-                env.update({
-                    "PYTHONPATH": str(ROOT),
-                    "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
-                    "RAG_MONITOR_KAFKA_TOPIC": "in", "RAG_MONITOR_KAFKA_DLQ_TOPIC": "dlq",
-                    "RAG_MONITOR_KAFKA_GROUP_ID": group,
-                    "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-                    "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
-                    "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
-                    "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
-                    "RAG_MONITOR_SAMPLE_RATE": rate, "RAG_MONITOR_TOKEN_BUDGET": "0",
-                    "RAG_MONITOR_LOG_LEVEL": "info",
-                })  # fmt: skip
+                env.update(
+                    {
+                        "PYTHONPATH": str(ROOT),
+                        "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
+                        "RAG_MONITOR_KAFKA_TOPIC": "in",
+                        "RAG_MONITOR_KAFKA_DLQ_TOPIC": "dlq",
+                        "RAG_MONITOR_KAFKA_GROUP_ID": group,
+                        "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+                        "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
+                        "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
+                        "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
+                        "RAG_MONITOR_SAMPLE_RATE": rate,
+                        "RAG_MONITOR_TOKEN_BUDGET": "0",
+                        "RAG_MONITOR_LOG_LEVEL": "info",
+                    }
+                )
                 slots = [Replica(f"{group}-r{i}", env, workdir) for i in range(count)]
                 try:
                     for r in slots:
@@ -889,8 +963,12 @@ async def throughput(options: Options) -> list[str]:
                     deadline = time.monotonic() + 600
                     total = 0.0
                     while time.monotonic() < deadline:
-                        counts = await asyncio.gather(*(asyncio.to_thread(
-                            r.metric, "rag_monitor_records_consumed_total") for r in slots))  # fmt: skip
+                        counts = await asyncio.gather(
+                            *(
+                                asyncio.to_thread(r.metric, "rag_monitor_records_consumed_total")
+                                for r in slots
+                            )
+                        )
                         total = sum(counts)
                         if first is None and total > 0:
                             first = time.monotonic()
@@ -902,8 +980,10 @@ async def throughput(options: Options) -> list[str]:
                     for r in slots:
                         r.sample()
                     rss = "/".join(str(r.peak_rss_mb) for r in slots)
-                    lines.append(f"| monitor, sample rate {rate} | {count} | {rss} MB | "
-                                 f"{per_second:,.0f} | {per_second / bare.rate:.2f} |")  # fmt: skip
+                    lines.append(
+                        f"| monitor, sample rate {rate} | {count} | {rss} MB | "
+                        f"{per_second:,.0f} | {per_second / bare.rate:.2f} |"
+                    )
                     log(lines[-1])
                 finally:
                     for r in slots:
@@ -921,22 +1001,38 @@ def tokens_per_record(workdir: Path) -> float:
     """What one record costs the judge: `rag-monitor score` over 20 records, its ``usage``."""
     with JudgeServer() as judge:
         path = workdir / "calibrate.jsonl"
-        path.write_text("".join(record(i, supported=i % 5 != 0)[1].decode() + "\n"
-                                for i in range(20)))  # fmt: skip
+        path.write_text(
+            "".join(record(i, supported=i % 5 != 0)[1].decode() + "\n" for i in range(20))
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-        env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
-                    "RAG_MONITOR_JUDGE_API_KEY": "bench-key"})  # fmt: skip
-        out = subprocess.run([sys.executable, "-m", "monitor", "score", str(path)], env=env,
-                             capture_output=True, timeout=300, cwd=ROOT, check=True)  # fmt: skip
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "RAG_MONITOR_JUDGE_BASE_URL": judge.base_url,
+                "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
+            }
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "monitor", "score", str(path)],
+            env=env,
+            capture_output=True,
+            timeout=300,
+            cwd=ROOT,
+            check=True,
+        )
         stats = judge.stats.snapshot()
     lines = [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
     embed = stats.embedding_tokens
-    total = sum(line["usage"]["prompt_tokens"] + line["usage"]["completion_tokens"] for line in lines)
+    total = sum(
+        line["usage"]["prompt_tokens"] + line["usage"]["completion_tokens"] for line in lines
+    )
     return (total + embed) / max(1, len(lines))
 
 
-HEADER = ("| scenario | broker | produced | scored | skipped (reason) | dlq | lost | dup scores/backlog "
-          "| backlog miss | budget | recovery s | peak RSS MB, max lag per replica | note |")  # fmt: skip
+HEADER = (
+    "| scenario | broker | produced | scored | skipped (reason) | dlq | lost | dup scores/backlog "
+    "| backlog miss | budget | recovery s | peak RSS MB, max lag per replica | note |"
+)
 
 
 def format_row(row: Row) -> str:
@@ -944,9 +1040,11 @@ def format_row(row: Row) -> str:
     recovery = "-" if row.recovery is None else f"{row.recovery:.0f}"
     replicas = ", ".join(f"{n} {rss}/{lag:.0f}" for n, rss, lag in row.replicas)
     budget = f"{row.budget:.2f}" if row.budget else "-"
-    return (f"| {row.scenario} | {row.broker} | {row.produced} | {row.scored} | {skipped} | "
-            f"{row.dlq} | {row.lost} | {row.dup_scores}/{row.dup_backlog} | {row.backlog_missing} "
-            f"| {budget} | {recovery} | {replicas} | {row.note.strip()} |")  # fmt: skip
+    return (
+        f"| {row.scenario} | {row.broker} | {row.produced} | {row.scored} | {skipped} | "
+        f"{row.dlq} | {row.lost} | {row.dup_scores}/{row.dup_backlog} | {row.backlog_missing} "
+        f"| {budget} | {recovery} | {replicas} | {row.note.strip()} |"
+    )
 
 
 def machine() -> str:
@@ -956,8 +1054,12 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip() or "unknown"  # fmt: skip
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        or "unknown"
+    )
     return f"commit {commit}, {model} ({os.cpu_count()} cores), Python {platform.python_version()}"
 
 
@@ -967,7 +1069,9 @@ def selected(text: str) -> list[str]:
         names = SCENARIOS if name == "all" else GROUPS.get(name, (name,))
         for n in names:
             if n not in SCENARIOS:
-                raise SystemExit(f"unknown scenario {n!r}; one of {', '.join(SCENARIOS)}, judge, all")
+                raise SystemExit(
+                    f"unknown scenario {n!r}; one of {', '.join(SCENARIOS)}, judge, all"
+                )
             if n not in out:
                 out.append(n)
     return out
@@ -988,8 +1092,12 @@ async def main_async(args: argparse.Namespace, options: Options) -> int:
             log(f"scenario {name}")
             try:
                 if name == "throughput":
-                    extra += ["", "| consumer | replicas | peak RSS | records/s | × bare |",
-                              "|---|---|---|---|---|", *await throughput(options)]  # fmt: skip
+                    extra += [
+                        "",
+                        "| consumer | replicas | peak RSS | records/s | × bare |",
+                        "|---|---|---|---|---|",
+                        *await throughput(options),
+                    ]
                     continue
                 if name == "soak":
                     row, series = await soak(options, pg, tpr)
@@ -1004,9 +1112,11 @@ async def main_async(args: argparse.Namespace, options: Options) -> int:
     finally:
         stop_all()
         await asyncio.to_thread(pg.close)
-    print(f"rag-monitor fault bench: {machine()}; rate {options.rate:g}/s, "
-          f"budget {options.budget_fraction:g} of demand ({tpr:.0f} tokens/record)"
-          f"{', --quick' if options.quick else ''}")  # fmt: skip
+    print(
+        f"rag-monitor fault bench: {machine()}; rate {options.rate:g}/s, "
+        f"budget {options.budget_fraction:g} of demand ({tpr:.0f} tokens/record)"
+        f"{', --quick' if options.quick else ''}"
+    )
     if rows:
         print(HEADER)
         print("|" + "---|" * 13)
@@ -1015,9 +1125,18 @@ async def main_async(args: argparse.Namespace, options: Options) -> int:
     for line in extra:
         print(line)
     if args.json:
-        Path(args.json).write_text(json.dumps([row.__dict__ for row in rows], indent=2, default=str))
-    bad = [r for r in rows if r.lost or r.dup_backlog or r.backlog_missing or r.budget > 1.0
-           or "FAILED" in r.note or "NOT CAUGHT UP" in r.note]  # fmt: skip
+        text = json.dumps([row.__dict__ for row in rows], indent=2, default=str)
+        await asyncio.to_thread(Path(args.json).write_text, text)
+    bad = [
+        r
+        for r in rows
+        if r.lost
+        or r.dup_backlog
+        or r.backlog_missing
+        or r.budget > 1.0
+        or "FAILED" in r.note
+        or "NOT CAUGHT UP" in r.note
+    ]
     return 1 if bad else 0
 
 
@@ -1027,8 +1146,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="shorter phases (a smoke run)")
     parser.add_argument("--rate", type=float, default=10.0, help="records/s produced")
     parser.add_argument("--soak-minutes", type=float, default=None, help="default 20 (quick: 2)")
-    parser.add_argument("--budget-fraction", type=float, default=0.6,
-                        help="the token budget per minute as a share of what the traffic needs")
+    parser.add_argument(
+        "--budget-fraction",
+        type=float,
+        default=0.6,
+        help="the token budget per minute as a share of what the traffic needs",
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--clean", action="store_true", help="remove the logs' directory after")
     args = parser.parse_args()

@@ -43,6 +43,17 @@ With ``kafka_group_instance_id`` set the consumer is a *static* member
 same pod) rejoins as its old member at once. It does not leave the group when
 it stops, so a replica that is gone for good gives up its partitions only when
 its session times out.
+
+A replica whose event loop stood still for longer than the session timeout
+(a frozen container, SIGSTOP, a VM paused, a CPU starved) has, as far as the
+group knows, left it: its partitions may already be another member's. The
+source notices the gap itself (a tick every ``STALL_TICK_SECONDS``, checked
+again by `owns`) and *fences* itself before any of that work reaches a sink:
+every held partition is let go as in a revoke (its records in flight and
+scored-but-unwritten are dropped; the checkpoint writes only what `owns`
+still holds), the budget reserves nothing, and the consumer rejoins the group,
+whose assignment starts each partition again from its last commit. So a zombie
+writes no stale duplicates and commits nothing over the new owner.
 """
 
 from __future__ import annotations
@@ -92,6 +103,9 @@ PROBE_BACKOFF_CAP = 30.0
 PROBE_TIMEOUT_SECONDS = 10.0
 #: how long an assignment waits for the ledger entries of its partitions
 LEDGER_READ_SECONDS = 10.0
+#: how often the source notes that its event loop runs (a gap longer than the session
+#: timeout between two notes means the group may have given its partitions away)
+STALL_TICK_SECONDS = 0.25
 
 
 class PartitionBudget(Protocol):
@@ -127,6 +141,7 @@ class KafkaSource:
         revoke_timeout_seconds: float = 10.0,
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
         probe_seconds: float = PROBE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
@@ -138,6 +153,10 @@ class KafkaSource:
         #: whether the brokers answered the last probe (`_watch`; ``/readyz`` check ``kafka``)
         self.reachable = False
         self._watcher: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        #: the clock of the stall check, and when the event loop was last seen running
+        self._clock = clock
+        self._ticked: float | None = None
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
@@ -172,6 +191,8 @@ class KafkaSource:
             await self._start()
         self.reachable = True
         self._watcher = asyncio.create_task(self._watch(), name="kafka-watch")
+        self._ticked = self._clock()
+        self._ticker = asyncio.create_task(self._tick(), name="kafka-stall-check")
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
@@ -228,11 +249,12 @@ class KafkaSource:
 
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        for task in (self._watcher, self._ticker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._watcher = self._ticker = None
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
@@ -321,7 +343,9 @@ class KafkaSource:
             self._room.set()
 
     def owns(self, record: SourceRecord) -> bool:
-        """False once the record's partition was revoked (its work can be dropped)."""
+        """False once the record's partition was revoked (its work can be dropped), or the
+        replica stood still past the session timeout (`_check_stall`)."""
+        self._check_stall()
         return self.tracker.generation(record.tp) == record.generation
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
@@ -359,6 +383,34 @@ class KafkaSource:
         return await self._commit_with(consumer)
 
     # --- internals
+
+    async def _tick(self) -> None:
+        while True:
+            self._check_stall()
+            await asyncio.sleep(STALL_TICK_SECONDS)
+
+    def _check_stall(self) -> None:
+        """Fence the replica when the loop was last seen running a session timeout ago."""
+        now = self._clock()
+        last, self._ticked = self._ticked, now
+        if last is None or now - last <= self.settings.kafka_session_timeout_ms / 1000:
+            return
+        held = self.tracker.partitions()
+        for tp in held:
+            self.tracker.revoke(tp)
+        if self.budget is not None:
+            self.budget.revoke()
+        self._room.set()
+        # aiokafka has no public call for it; the join then tells whether the member
+        # is still known (the same partitions come back) or expired (a new assignment)
+        coordinator = getattr(self._member, "_coordinator", None)
+        if coordinator is not None:
+            coordinator.request_rejoin()
+        log.warning(
+            "stood still past the session timeout: work in flight let go, rejoining the group",
+            stalled_seconds=round(now - last, 1),
+            partitions=sorted(p for _, p in held),
+        )
 
     async def _watch(self) -> None:
         """Probe the brokers (a metadata request) every ``probe_seconds``; back off while down.

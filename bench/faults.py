@@ -525,8 +525,9 @@ class Lab:
 
     # -- traffic and measurement
 
-    async def produce(self, seconds: float, poison_every: int = 0) -> None:
-        """``rate`` records/s for ``seconds``; one in ``poison_every`` malformed (0: none).
+    async def produce(self, until: asyncio.Event, seconds: float, poison_every: int = 0) -> None:
+        """``rate`` records/s until ``until`` is set (``seconds`` at most); one in
+        ``poison_every`` malformed (0: none).
 
         A send that fails (the broker is away) is retried until the deadline; the records
         in the topic are read back at the end, so a retried one written twice is counted.
@@ -545,6 +546,8 @@ class Lab:
         deadline = started + seconds + 120
         try:
             for i in range(count):
+                if until.is_set():
+                    break
                 await asyncio.sleep(max(0.0, started + i / self.options.rate - time.monotonic()))
                 if poison_every and i % poison_every == poison_every - 1:
                     key, value = poison(self.produced_poison, self.max_record_bytes)
@@ -726,15 +729,18 @@ async def run_fault_scenario(
     row = Row(name, kind)
     stop = asyncio.Event()
     watcher: asyncio.Task[None] | None = None
+    producer: asyncio.Task[None] | None = None
     try:
         await lab.setup(tokens_per_record, budget=budget)
-        for i in range(replicas):
-            lab.add_replica(**(replica_env(i) if replica_env else {}))
         warm = options.seconds(30, 15)
         after = options.seconds(45, 25)
-        producer = asyncio.create_task(lab.produce(warm + fault_seconds + after, poison_every))
-        await asyncio.sleep(1.0)
-        await lab.wait_ready()
+        enough = asyncio.Event()
+        most = 300 + warm + fault_seconds + after
+        producer = asyncio.create_task(lab.produce(enough, most, poison_every))
+        for i in range(replicas):  # one after the other, as a rollout starts them
+            lab.add_replica(**(replica_env(i) if replica_env else {}))
+            await asyncio.sleep(1.0)
+            await lab.wait_ready()
         watcher = asyncio.create_task(lab.watch(stop))
         await asyncio.sleep(warm)
         started = time.monotonic()
@@ -742,6 +748,8 @@ async def run_fault_scenario(
         row.note = await fault(lab) if fault is not None else ""
         ended = time.monotonic()
         log(f"{name}: fault over after {ended - started:.0f} s; lag {lab.lag_now()}")
+        await asyncio.sleep(after)
+        enough.set()
         await producer
         if not await lab.caught_up(within=options.seconds(240, 150)):
             row.note += f" NOT CAUGHT UP (lag {lab.lag_now()})"
@@ -752,6 +760,8 @@ async def run_fault_scenario(
         return row
     finally:
         stop.set()
+        if producer is not None and not producer.done():
+            producer.cancel()
         if watcher is not None and not watcher.done():
             watcher.cancel()
         await lab.close()
@@ -921,7 +931,7 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
 
 
 async def throughput(options: Options) -> list[str]:
-    records = 3000 if options.quick else 20000
+    records = 20000 if options.quick else 60000
     workdir = options.workdir / "throughput"
     workdir.mkdir(parents=True, exist_ok=True)
     broker = BenchBroker("noida", workdir)

@@ -737,6 +737,10 @@ async def run_fault_scenario(
         enough = asyncio.Event()
         most = 300 + warm + fault_seconds + after
         producer = asyncio.create_task(lab.produce(enough, most, poison_every))
+        if replica_env is None and kind == "noida":
+            # noida-db never expires a dynamic member: one that a join race made rejoin
+            # under a new id leaves its old one behind, and the group waits for it forever
+            replica_env = static_member
         for i in range(replicas):  # one after the other, as a rollout starts them
             lab.add_replica(**(replica_env(i) if replica_env else {}))
             await asyncio.sleep(1.0)
@@ -765,6 +769,10 @@ async def run_fault_scenario(
         if watcher is not None and not watcher.done():
             watcher.cancel()
         await lab.close()
+
+
+def static_member(i: int) -> dict[str, str]:
+    return {"RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID": f"bench-{i}"}
 
 
 async def fault_kill(lab: Lab) -> str:
@@ -854,12 +862,8 @@ async def scenario(name: str, options: Options, pg: EmbeddedPostgres, tpr: float
             name, "tansu", options, pg, tpr, 2, fault_kill, fault_seconds=0
         )
     if name == "restart":
-
-        def static(i: int) -> dict[str, str]:
-            return {"RAG_MONITOR_KAFKA_GROUP_INSTANCE_ID": f"bench-{i}"}
-
         return await run_fault_scenario(
-            name, "noida", options, pg, tpr, 2, fault_restart, fault_seconds=60, replica_env=static
+            name, "noida", options, pg, tpr, 2, fault_restart, fault_seconds=60
         )
     if name == "zombie":
         return await run_fault_scenario(
@@ -911,15 +915,25 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
 
     async def steady(lab: Lab) -> str:
         deadline = time.monotonic() + minutes * 60
-        while time.monotonic() < deadline:
+        first: dict[str, tuple[int, int]] = {}
+        last: dict[str, tuple[int, int]] = {}
+        for _ in range(int(minutes * 60 / every) + 2):
+            if time.monotonic() >= deadline:
+                break
             cells = []
             for r in lab.replicas:
                 pid = r.process.pid if r.process else 0
-                cells.append(f"{r.name} rss {_status(pid).get('VmRSS', 0)} MB fds {_fds(pid)}")
+                now = (_status(pid).get("VmRSS", 0), _fds(pid))
+                first.setdefault(r.name, now)
+                last[r.name] = now
+                cells.append(f"{r.name} rss {now[0]} MB fds {now[1]}")
             series.append(f"{time.strftime('%H:%M:%S')} lag {lab.lag_now()}  " + ", ".join(cells))
             log("soak: " + series[-1])
             await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
-        return f"{minutes:g} min steady"
+        growth = "; ".join(
+            f"{n} RSS {first[n][0]}→{last[n][0]} MB, fds {first[n][1]}→{last[n][1]}" for n in first
+        )
+        return f"{minutes:g} min steady; {growth}"
 
     row = await run_fault_scenario(
         "soak", "noida", options, pg, tpr, 2, steady, fault_seconds=minutes * 60

@@ -856,8 +856,8 @@ def fault_judge_down(seconds: float) -> FaultFn:
     return fault
 
 
-async def fault_none(lab: Lab) -> str:
-    return ""
+async def fault_poison(lab: Lab) -> str:
+    return "1 in 25 malformed: oversized, invalid UTF-8, nested 100,000 deep, not JSON"
 
 
 async def scenario(name: str, options: Options, pg: EmbeddedPostgres, tpr: float) -> Row:
@@ -908,7 +908,7 @@ async def scenario(name: str, options: Options, pg: EmbeddedPostgres, tpr: float
         )
     if name == "poison":
         return await run_fault_scenario(
-            name, "noida", options, pg, tpr, 2, fault_none, fault_seconds=0, poison_every=25
+            name, "noida", options, pg, tpr, 2, fault_poison, fault_seconds=0, poison_every=25
         )
     raise ValueError(name)
 

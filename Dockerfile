@@ -5,8 +5,13 @@
 #   docker run --rm -e RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS=kafka:9092 rag-monitor
 #
 # Two stages: the build stage installs the package and its wheels into a
-# virtualenv; the final stage copies only that virtualenv onto a clean slim
-# base (no compilers, no pip cache), and runs as an unprivileged user.
+# virtualenv, every package at the version constraints.txt pins (refresh it with
+# scripts/lock_constraints.py); the final stage copies only that virtualenv onto a
+# clean slim base (no compilers, no pip cache), and runs as an unprivileged user.
+#
+# The base image is named by tag, not digest: a digest written here would freeze
+# Debian's security updates until someone edits it. To pin the exact base your
+# registry holds, pass it: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -17,10 +22,10 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY monitor ./monitor
 # the sidecar only: no demo extra, so no Kafka broker or Postgres binaries in the image
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir -c constraints.txt . \
     && python -m compileall -q /opt/venv/lib
 
 FROM ${PYTHON_IMAGE}

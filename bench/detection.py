@@ -64,6 +64,7 @@ for path in (ROOT, BENCH):
         sys.path.insert(0, str(path))
 
 from ragas_venv import run_child  # noqa: E402
+from ranking import auroc  # noqa: E402
 
 from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
 from monitor.flags import threshold  # noqa: E402
@@ -344,16 +345,6 @@ def score_ragas(python: str, settings: Settings, items: Sequence[Item]) -> Score
 # --- the table
 
 
-def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
-    """Probability that a positive scores above a negative (ties half); None without both."""
-    pos = [s for s, p in zip(scores, positive, strict=True) if p]
-    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
-    if not pos or not neg:
-        return None
-    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
-
-
 @dataclass
 class Row:
     dataset: str
@@ -396,7 +387,7 @@ def summarise(dataset: str, items: Sequence[Item], scored: Scored, limit: float)
         records=n,
         values=values,
         errors=errors,
-        auroc="-" if area is None else f"{area:.3f}",
+        auroc="-" if math.isnan(area) else f"{area:.3f}",
         unscoreable=str(labelled - len(pairs)),
         faithful_flagged=flagged(FAITHFUL),
         recall=flagged(HALLUCINATED),

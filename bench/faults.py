@@ -485,7 +485,6 @@ class Lab:
                 "RAG_MONITOR_KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
                 "RAG_MONITOR_SCORES_TOPIC": self.scores,
                 "RAG_MONITOR_PG_DSN": self.dsn,
-                "RAG_MONITOR_JUDGE_API_KEY": "bench-key",
                 "RAG_MONITOR_JUDGE_TIMEOUT_SECONDS": "5",
                 "RAG_MONITOR_METRICS_HOST": "127.0.0.1",
                 "RAG_MONITOR_TOKEN_BUDGET": self.budget_spec,
@@ -495,8 +494,9 @@ class Lab:
                 "RAG_MONITOR_LOG_LEVEL": "debug",
             }
         )
-        if self.judge._port:
+        if self.judge._port:  # a key without a base URL is refused (migrate runs before)
             env["RAG_MONITOR_JUDGE_BASE_URL"] = self.judge.base_url
+            env["RAG_MONITOR_JUDGE_API_KEY"] = "bench-key"
         env.update(extra)
         return env
 

@@ -25,8 +25,8 @@ own (``getrusage(RUSAGE_SELF)``).
    record is validated before the sampler decides (a malformed record goes to
    the dead-letter topic whether sampled or not), so rate 0 is the cost of
    validation, sampling and bookkeeping; the table also gives validation alone,
-   in this process, per record: the full model (`records.parse_record`) and
-   the pipeline's check (`records.check_record`). ``--consume-only`` stops here.
+   in this process, per record (`records.parse_record`, the pipeline's one
+   path). ``--consume-only`` stops here.
 2. **Score.** Twice: the judge answers every request after ``--latency``
    seconds; then chat requests after ``--latency`` and embeddings after
    ``--embedding-latency`` (an embeddings model answers faster than an LLM
@@ -151,7 +151,7 @@ def validation_cost(pairs: list[tuple[bytes, bytes]], rounds: int = 15) -> dict[
     from monitor import records
 
     out: dict[str, float] = {}
-    for name in ("parse_record", "check_record"):
+    for name in ("parse_record",):
         check = getattr(records, name, None)
         if check is None:  # a tree from before the check (``--baseline`` style runs)
             out[name] = float("nan")
@@ -562,8 +562,8 @@ def main() -> int:
         f"and {last['scored']:.0f} scored per round; every record finished)"
     )
     print(
-        f"\nValidation alone, this process: parse_record {validation['parse_record']:.1f} µs, "
-        f"check_record {validation['check_record']:.1f} µs per record; the bare loop spends "
+        f"\nValidation alone, this process: parse_record {validation['parse_record']:.1f} µs "
+        f"per record; the bare loop spends "
         f"{1e6 / bare_rate:.1f} µs per record, the monitor at rate 0 {1e6 / idle_rate:.1f} µs"
     )
 

@@ -73,7 +73,7 @@ from monitor.judges.steps import (  # noqa: E402
     join_contexts,
 )
 from monitor.judges.wire import strict_schema  # noqa: E402
-from monitor.metrics import _statements as st  # noqa: E402
+from monitor.metrics import _steps as st  # noqa: E402
 from monitor.records import Context, Interaction, ScoredRecord, Usage  # noqa: E402
 from monitor.scoring import ONLINE_METRICS, Scorer  # noqa: E402
 from monitor.tokens import count_tokens, estimate_prompt_tokens  # noqa: E402

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from ranking import auroc
 
 from monitor.judges.llm import OpenAIJudge
 from monitor.records import Interaction
@@ -202,16 +203,6 @@ def score_ragas(rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: P
         "LANGSMITH_TRACING": "false",
     }
     subprocess.run([args.ragas_python, "-c", source, str(job_path), str(out)], env=env, check=True)
-
-
-def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
-    """P(a positive ranks above a negative), ties half; NaN without both classes."""
-    pos = [s for s, p in zip(scores, positive, strict=True) if p]
-    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
-    if not pos or not neg:
-        return math.nan
-    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def report(prefix: Path) -> None:

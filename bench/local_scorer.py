@@ -72,6 +72,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ranking import auroc  # noqa: E402  (bench/ is the script's own folder)
+
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO_DATA = ROOT / "monitor" / "demo" / "traffic.jsonl"
 #: where the local judge package is in a commit: now, and before it moved into monitor/judges
@@ -85,14 +87,6 @@ def load(path: Path) -> list[Row]:
 
 
 # --- 1. detection
-
-
-def auroc(scores: list[float], positive: list[bool]) -> float:
-    """Probability that a positive scores above a negative (ties count half)."""
-    pos = [s for s, p in zip(scores, positive, strict=True) if p]
-    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
-    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def prf(predicted: list[bool], positive: list[bool]) -> tuple[float, float, float, float]:

@@ -112,7 +112,7 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
     await conn.close()
     scoped = dsn + ("&" if "?" in dsn else "?") + f"search_path={schema}"
     settings = Settings(control_share=0.0)
-    sink = BacklogSink(BacklogStore(scoped, settings, pool_size=4), settings, stats_interval=0)
+    sink = BacklogSink(BacklogStore(scoped, settings, pool_size=4), settings)
     await sink.start()
     try:
         await sink.store.migrate()
@@ -176,9 +176,9 @@ async def run(dsn: str, rows: int, requests: int, seed: int) -> None:
         calibration: list[float] = []
         for _ in range(10):
             t0 = time.perf_counter()
-            await sink.refresh_calibration()
+            await sink.store.calibration_snapshot()
             calibration.append((time.perf_counter() - t0) * 1000)
-        results.append(("calibration read (`refresh_calibration`, 10 times)", calibration))
+        results.append(("calibration read (`calibration_snapshot`, 10 times)", calibration))
     finally:
         await sink.aclose()
         conn = await asyncpg.connect(dsn)

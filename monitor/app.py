@@ -2,21 +2,24 @@
 
 `build` opens nothing: invalid settings raise `ConfigError` naming the setting,
 and each stage is handed what it reports to (the `monitor.telemetry.Exporter`,
-the token budget). `serve` starts downstream first (the sinks' start-up work, the
-metrics server, then the Kafka source) and stops upstream first: fetching stops,
+the token budget). `serve` starts downstream first (the metrics server, the
+services: judges, sinks, then the Kafka source) and stops upstream first, in
+reverse start order (`Components.running`, one exit stack): fetching stops,
 in-flight records get ``shutdown_grace_seconds`` to finish, sinks are flushed and
-offsets committed, then the source, the judge, the sinks and the server close.
+offsets committed, then the source, the sinks, the judges and the server close.
 Without a ``stop`` event, SIGTERM and SIGINT start that shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -26,22 +29,28 @@ from monitor.backlog.migrations import (
     SchemaBehind,
     check_schema,
 )
-from monitor.budget import AdaptiveRate, TokenBudget
-from monitor.config import ConfigError, Settings
+from monitor.budget import BUDGET, BudgetedScorer, PartitionLedger, TokenBudget
+from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
-from monitor.http import MetricsServer, ReadinessCheck, tcp_reachable, url_endpoint
+from monitor.http import (
+    MetricsServer,
+    ReadinessCheck,
+    check_port,
+    tcp_reachable,
+    url_endpoint,
+)
 from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
 from monitor.kafka.publisher import KafkaPublisher
-from monitor.pipeline import BUDGET, Pipeline, RecordScorer
+from monitor.pipeline import Pipeline
 from monitor.records import INVALID_REASONS
 from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
-from monitor.scoring import Scorer, UnknownMetric
+from monitor.scoring import RecordScorer, Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
 from monitor.sources.kafka import KafkaSource
-from monitor.sources.traces import TraceSource
+from monitor.sources.traces import TraceSource, trace_buffer
 from monitor.telemetry import Exporter, JudgeMetrics
 from monitor.tokens import count_tokens
 
@@ -50,6 +59,38 @@ if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
 
 log = structlog.get_logger("monitor.app")
 
+#: the readiness checks that decide /readyz: a consumer that reaches Kafka consumes and
+#: exports, so it is ready. Partitions (an idle replica is healthy), the judge, Postgres
+#: and the schema are reported in the body only: their failures show in metrics and
+#: alerts, and an outage of one of them neither stalls a rollout nor hides the metrics
+#: that say so (docs/operations.md, "Readiness").
+READY_WHEN = frozenset({"kafka"})
+
+
+@dataclass(frozen=True)
+class Service:
+    """Something the sidecar starts before the source and stops after it."""
+
+    name: str
+    start: Callable[[], Awaitable[object]] | None = None
+    stop: Callable[[], Awaitable[object]] | None = None
+
+
+#: wraps a service's start (`Components.running`): the start, and what is started
+Starting = Callable[[Awaitable[object], str], Awaitable[object]]
+
+
+def _logged(name: str, stop: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """``stop``, with a failure logged rather than keeping the others from stopping."""
+
+    async def run() -> None:
+        try:
+            await stop()
+        except Exception:
+            log.exception("stop failed", part=name)
+
+    return run
+
 
 @dataclass
 class Components:
@@ -57,7 +98,8 @@ class Components:
 
     exporter: Exporter
     budget: TokenBudget
-    adaptive: AdaptiveRate
+    #: `scorer` under the budget (and `fallback` for what it cannot pay): what the pipeline runs
+    budgeted: BudgetedScorer
     judge: Judge
     scorer: Scorer
     fallback: RecordScorer | None
@@ -65,21 +107,47 @@ class Components:
     sinks: list[Sink]
     source: KafkaSource | TraceSource
     server: MetricsServer
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: what runs beside the pipeline, in start order (downstream first); the metrics
+    #: server starts before them and the source after them (`running`)
+    services: list[Service] = field(default_factory=list)
+
+    @contextlib.asynccontextmanager
+    async def running(
+        self, *, server: bool = True, starting: Starting | None = None
+    ) -> AsyncIterator[None]:
+        """The metrics server (unless ``server`` is False), the services, then the source
+        started; on the way out each stopped in reverse, so the order holds by construction.
+
+        ``starting`` wraps each start (the demo: interruptible, with what it waits for).
+        """
+        parts = [*self.services, Service("the Kafka source", self.source.start, self.source.stop)]
+        if server:
+            parts.insert(0, Service("the metrics server", self.server.start, self.server.stop))
+        async with contextlib.AsyncExitStack() as stack:
+            for part in parts:
+                if part.start is not None:
+                    started = part.start()
+                    await (starting(started, part.name) if starting is not None else started)
+                if part.stop is not None:
+                    stack.push_async_callback(_logged(part.name, part.stop))
+            yield
+
+    async def close(self) -> None:
+        """Stop the services, last first, for a caller that ran the parts itself."""
+        for part in reversed(self.services):
+            if part.stop is not None:
+                await _logged(part.name, part.stop)()
 
     def pipeline(self, settings: Settings) -> Pipeline:
         """The pipeline over these parts (after the source has started)."""
         return Pipeline(
             self.source,
             self.sampler,
-            self.scorer,
+            self.budgeted,
             self.sinks,
             self.exporter,
             settings,
-            budget=self.budget,
-            adaptive=self.adaptive,
-            fallback=self.fallback,
+            budget=self.budgeted,
         )
 
 
@@ -87,7 +155,6 @@ def build(settings: Settings) -> Components:
     """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
     exporter = Exporter()
     budget = TokenBudget(settings.token_budget)
-    adaptive = AdaptiveRate(budget)
     try:
         judge = build_judge(settings, gate=budget, observer=JudgeMetrics(exporter))
         scorer = Scorer(
@@ -115,40 +182,35 @@ def build(settings: Settings) -> Components:
     sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
-    kafka = KafkaSource(settings, exporter)
-    if not budget.unlimited:  # the window's spend travels with the partitions
-        kafka.budget = budget
-    kafka.on_assigned = _budget_share(budget, exporter)
+    # OTLP span messages are assembled per trace; a revoke does not wait for the messages
+    # buffered traces hold
+    buffer = trace_buffer(settings) if settings.input_format != "interaction" else None
+    kafka = KafkaSource(
+        settings,
+        exporter,
+        # the window's spend travels with the partitions
+        ledger=PartitionLedger(budget) if not budget.unlimited else None,
+        on_assigned=_budget_share(budget, exporter),
+        held=buffer.held if buffer is not None else None,
+    )
     source: KafkaSource | TraceSource = kafka
-    if settings.input_format != "interaction":  # OTLP span messages, assembled per trace
-        source = TraceSource(kafka, settings, exporter, sampler=sampler)
+    if buffer is not None:
+        source = TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
-    server = MetricsServer(exporter.registry, settings.metrics_host, settings.metrics_port)
+    server = MetricsServer(
+        exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
+    )
     parts = Components(
-        exporter, budget, adaptive, judge, scorer, fallback, sampler, sinks, source, server
+        exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
+        fallback, sampler, sinks, source, server
     )  # fmt: skip
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
     if settings.pg_dsn is not None:
-        from monitor.backlog.store import BacklogStore
-        from monitor.sinks.backlog import BacklogSink
-
-        store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
-        backlog = BacklogSink(store, settings, exporter)
-        sinks.append(backlog)
-        parts.starters.append(lambda: backlog.start(check=False))
-        parts.closers.append(backlog.aclose)
-
-        checks.update(backlog_checks(store))
-        parts.starters.append(_quietly(checks["schema"]))
+        _add_backlog(parts, settings, settings.pg_dsn.get_secret_value(), checks)
     if settings.scores_topic:
-        from monitor.sinks.scores_topic import ScoresTopicSink
-
-        publisher = KafkaPublisher(settings)
-        sinks.append(ScoresTopicSink(publisher, settings))
-        parts.starters.append(publisher.start)
-        parts.closers.append(publisher.stop)
+        _add_scores_topic(parts, settings)
     server.checks.update(checks)
     exporter.initialise(
         topic=settings.kafka_topic,
@@ -164,13 +226,69 @@ def build(settings: Settings) -> Components:
         backlog_reasons=FLAG_REASONS if settings.pg_dsn is not None else (),
         judge_requests=judge.kind == "llm",
     )
+    info = exporter.judge_info
+    info.labels(judge.kind, judge_model(judge, settings), "primary").set(1)
+    if fallback_judge is not None:
+        info.labels("local", judge_model(fallback_judge, settings), "fallback").set(1)
+    # the judges first: the sinks and the source stop before them
+    judges = [Service("the judge", None, judge.aclose)]
+    if fallback_judge is not None:  # its worker threads end with the sidecar
+        judges.append(Service("the fallback judge", None, fallback_judge.aclose))
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
-        parts.starters.insert(0, lambda: _load_tokenizers(models))
-    parts.closers.insert(0, judge.aclose)
-    if fallback_judge is not None:  # its worker threads end with the sidecar
-        parts.closers.insert(1, fallback_judge.aclose)
+        judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
+    parts.services[:0] = judges
     return parts
+
+
+def _add_backlog(
+    parts: Components, settings: Settings, dsn: str, checks: dict[str, ReadinessCheck]
+) -> None:
+    """The backlog sink, its gauges and its readiness checks (``RAG_MONITOR_PG_DSN``)."""
+    from monitor.backlog.gauges import BacklogGauges
+    from monitor.backlog.store import BacklogStore
+    from monitor.sinks.backlog import BacklogSink
+
+    store = BacklogStore(dsn, settings)
+    backlog = BacklogSink(store, settings, parts.exporter)
+    gauges = BacklogGauges(
+        store, parts.exporter, calibration_interval=settings.calibration_interval_seconds
+    )
+    parts.sinks.append(backlog)
+    parts.services.append(
+        Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose)
+    )
+    # reads the store the sink opened
+    parts.services.append(Service("the backlog gauges", gauges.start, gauges.aclose))
+    checks.update(backlog_checks(store))
+    parts.services.append(Service("the backlog schema check", _quietly(checks["schema"])))
+
+
+def _add_scores_topic(parts: Components, settings: Settings) -> None:
+    """The scores topic sink and its producer (``RAG_MONITOR_SCORES_TOPIC``)."""
+    from monitor.sinks.scores_topic import ScoresTopicSink
+
+    publisher = KafkaPublisher(settings)
+    parts.sinks.append(ScoresTopicSink(publisher, settings))
+    parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
+
+
+def judge_model(judge: Judge, settings: Settings) -> str:
+    """The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it."""
+    if judge.kind == "llm":
+        return settings.judge_model
+    model = getattr(judge, "model_name", None)  # a local judge that names its model
+    return model if isinstance(model, str) and model else "builtin"
+
+
+def judge_endpoint(settings: Settings) -> str | None:
+    """The LLM judge's endpoint without credentials or query: ``https://host:port/path``."""
+    if not settings.judge_base_url:
+        return None
+    parts = urlsplit(settings.judge_base_url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 async def _load_tokenizers(models: tuple[str, ...]) -> None:
@@ -252,7 +370,7 @@ def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
         try:
             await check()
         except Exception as exc:  # Postgres away at start: /readyz says so, writes retry
-            log.warning("start-up check failed", error=type(exc).__name__)
+            log.warning("start-up check failed", error=str(exc) or type(exc).__name__)
 
     return run
 
@@ -274,32 +392,28 @@ async def serve(
     ``parts`` (from `build`) lets a caller keep hold of the exporter and source.
     """
     parts = parts if parts is not None else build(settings)
+    # before anything starts: a taken port is a settings error (exit 2), not a traceback
+    check_port(settings.metrics_host, parts.server.port, "RAG_MONITOR_METRICS_PORT")
     stop = stop if stop is not None else _signal_event()
-    for start in parts.starters:
-        await start()
-    await parts.server.start()
-    try:
-        await parts.source.start()
-        try:
-            pipeline = parts.pipeline(settings)
-            log.info(
-                "monitor running",
-                topic=settings.kafka_topic,
-                group=settings.kafka_group_id,
-                sample_rate=settings.sample_rate,
-                token_budget=str(settings.token_budget),
-                metrics_port=parts.server.port,
+    async with parts.running():
+        pipeline = parts.pipeline(settings)
+        if parts.judge.kind == "local" and ambient_api_key(settings):
+            log.warning(
+                "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is "
+                "unused and the local judge scores (a screen, not a verdict)"
             )
-            await pipeline.run(stop)
-        finally:
-            await parts.source.stop()
-    finally:
-        for close in parts.closers:
-            try:
-                await close()
-            except Exception:
-                log.exception("close failed")
-        await parts.server.stop()
+        log.info(
+            "monitor running",
+            judge=parts.judge.kind,
+            judge_model=judge_model(parts.judge, settings),
+            judge_endpoint=judge_endpoint(settings),
+            topic=settings.kafka_topic,
+            group=settings.kafka_group_id,
+            sample_rate=settings.sample_rate,
+            token_budget=str(settings.token_budget),
+            metrics_port=parts.server.port,
+        )
+        await pipeline.run(stop)
     log.info("monitor stopped")
     return 0
 

@@ -1,59 +1,27 @@
-"""The token budget: a fixed allowance per window, and a sample rate that spreads it. Pure.
+"""The token budget, in one place; no I/O (docs/design.md, "Budget and sampling").
 
-The budget is per deployment, and it is spent *by partition*: each of the
-topic's partitions may use ``budget ÷ partitions`` tokens per window, and a
-replica spends the allowance of the partitions assigned to it, pooled. What a
-window has spent travels with the partitions: every offset commit carries, in
-its metadata (`LedgerEntry`), the replica's spend so far in the window spread
-evenly over the partitions it owns (`TokenBudget.ledger`), and a replica that
-is assigned partitions starts from what their last commits say
-(`TokenBudget.assign`). So a replica that was alone while the others were
-still joining, or that takes over the partitions of one that left, does not
-spend again what the other already spent: the replicas of one consumer group
-together stay within the budget with nothing but Kafka's offset storage
-between them. Between a revoke and the next assignment a replica reserves
-nothing (`TokenBudget.revoke`).
-
-What holds: within a window, the tokens the judges are billed by all replicas
-together exceed the budget by no more than what calls used beyond their
-reservation, plus what a replica that died without committing spent since
-its last commit. Reservations still open at a
-rebalance are counted both in the ledger and when they settle, which errs
-towards spending less. A broker that drops commit metadata (Tansu) leaves
-each replica with its share only, as if every rebalance started afresh.
-
-`TokenBudget` is the judge's `prompt.TokenGate`: every judge call reserves its
-estimated tokens before it is sent (`BudgetExhausted` when the window cannot
-cover it) and reconciles with the real ``usage`` afterwards. Windows are
-aligned to the clock (``200000/h`` = 200000 tokens in each clock hour), so
-that every replica agrees which window a ledger entry belongs to;
-reservations still open at a window change are carried into the new window.
-
-`AdaptiveRate` turns the budget into a *scale* on the sampler's rates, so the
-budget lasts until the end of the window instead of running dry early. The
-window's allowance is one bucket: the rate is lowered only when the tokens the
-rest of the window is projected to need exceed what is left in it::
-
-    scale = min(1, remaining / (arrival_rate × seconds_left × tokens_per_record))
-
-where ``arrival_rate`` is the rate of records the sampler would keep at full
-rate over the last ``horizon_seconds`` (a burst counts spread over the horizon,
-not as a pace it will keep for the rest of the window), and
-``tokens_per_record`` an average of recent spend. A burst the bucket can pay
-for is scored whole. Both take an injected clock (seconds) for tests.
+`TokenBudget` is the allowance per window (the judges' `TokenGate`: reserve, reconcile),
+`AdaptiveRate` the scale on the sampler's rates that spreads it over the window,
+`BudgetedScorer` the pipeline's scorer under it, and `PartitionLedger` the spend that
+travels with the partitions in the offset commits' metadata (`LedgerEntry`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from monitor.config import TokenBudgetSpec
 from monitor.judges import BudgetExhausted
+from monitor.records import Interaction, ScoredRecord
+from monitor.scoring import RecordScorer
 
 Clock = Callable[[], float]
+
+#: the skip reason of a record the budget cannot pay for (a judge's `BudgetExhausted`)
+BUDGET = BudgetExhausted.REASON
 
 #: the first field of a ledger entry in an offset commit's metadata
 LEDGER_TAG = "rag-monitor-tokens"
@@ -284,3 +252,87 @@ class AdaptiveRate:
         if demand <= 0:
             return 1.0
         return max(self.min_scale, min(1.0, self.budget.remaining() / demand))
+
+
+class BudgetedScorer:
+    """The scorer under the token budget: the pre-check, the spend, the offered rate and
+    the fallback, in one place (`monitor.pipeline` only calls it).
+
+    A record is skipped with reason ``budget`` when the window is spent before it starts,
+    or when a judge call it needs cannot be reserved (`BudgetExhausted`); with a
+    ``fallback`` (the zero-token local judge) such a record is scored by it instead.
+    """
+
+    def __init__(
+        self,
+        scorer: RecordScorer,
+        budget: TokenBudget,
+        *,
+        fallback: RecordScorer | None = None,
+        adaptive: AdaptiveRate | None = None,
+    ) -> None:
+        self.scorer = scorer
+        self.budget = budget
+        self.fallback = fallback
+        self.adaptive = adaptive if adaptive is not None else AdaptiveRate(budget)
+
+    async def score(self, interaction: Interaction) -> ScoredRecord:
+        if self.budget.exhausted():
+            scored = ScoredRecord(interaction=interaction, error=BUDGET)
+        else:
+            scored = await self.scorer.score(interaction)
+            self.adaptive.spent(scored.usage.total_tokens)
+        if scored.error == BUDGET and self.fallback is not None:
+            scored = await self.fallback.score(interaction)
+        return scored
+
+    def offered(self, rate: float) -> None:
+        """A consumed record the full rate would keep with probability ``rate``."""
+        self.adaptive.offered(rate)
+
+    def scale(self) -> float:
+        """What the sampler's rates are multiplied by (`AdaptiveRate.scale`)."""
+        return self.adaptive.scale()
+
+    def remaining(self) -> float:
+        return self.budget.remaining()
+
+
+class PartitionLedger:
+    """The budget's spend as the offset commits carry it, one entry per partition held.
+
+    Handed to the Kafka source's rebalance listener: `load` on an assignment (with the
+    metadata of the partitions' last commits), `revoke` after the revoke's last commit;
+    every commit carries `entries`, and a partition whose entry is `unsent` is committed
+    again at the same offset (`sent` records what went out).
+    """
+
+    def __init__(self, budget: TokenBudget) -> None:
+        self.budget = budget
+        #: the entry last committed per partition
+        self._sent: dict[int, str] = {}
+
+    def load(self, metadata: Mapping[int, str | None], total: int) -> None:
+        """The partitions now held, each with its last commit's metadata (None: not read, or
+        no commit), of ``total``."""
+        for partition, text in metadata.items():
+            if text is not None:
+                self._sent[partition] = text
+        self.budget.assign(metadata, total)
+
+    def entries(self) -> dict[int, str]:
+        """The entry each held partition's next commit carries (`TokenBudget.ledger`)."""
+        return self.budget.ledger()
+
+    def unsent(self, entries: Mapping[int, str]) -> list[int]:
+        """The partitions whose entry differs from the one they last committed."""
+        return [p for p, entry in entries.items() if entry != self._sent.get(p)]
+
+    def sent(self, entries: Mapping[int, str]) -> None:
+        self._sent.update(entries)
+
+    def revoke(self, partitions: Iterable[int]) -> None:
+        """Partitions gone (their entries committed): nothing is reserved until `load`."""
+        self.budget.revoke()
+        for partition in partitions:
+            self._sent.pop(partition, None)

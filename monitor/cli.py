@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from monitor import __version__
 from monitor.config import ConfigError
 
 #: stdout was closed by its reader (128 + SIGPIPE, what a shell reports for `yes | head`)
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Settings come from RAG_MONITOR_* environment variables or a --config file; "
         "rag-monitor COMMAND --help describes each command.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"rag-monitor {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     parser.add_argument(
         "--config",
         metavar="FILE",

@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -48,12 +49,11 @@ PREFIX = "RAG_MONITOR_"
 #: the ``RAG_MONITOR_*`` variables that are read outside the settings tree, and by what;
 #: load_settings accepts them (every other variable of the prefix must name a setting)
 NOT_SETTINGS: Mapping[str, str] = {
-    "RAG_MONITOR_TEST_BROKER": "the demo's and the Kafka tests' embedded broker: noida or tansu",
-    "RAG_MONITOR_TEST_RAGAS_PYTHON": "the test suite: the Python of a venv with Ragas installed",
-    "RAG_MONITOR_TEST_SCREENSHOTS": "the test suite: a folder for the review page's screenshots",
+    "RAG_MONITOR_TEST_BROKER": "the demo's (and the Kafka tests') embedded broker: noida or tansu",
 }
 
-#: reserved for the test suite's own variables: accepted, never a setting
+#: reserved for the test suite's own variables (it names them, not this package):
+#: accepted, never a setting
 TEST_PREFIX = f"{PREFIX}TEST_"
 
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     # --- judge
     judge_base_url: str | None = None
     judge_model: str = "gpt-4o-mini"
+    #: what decides support in the zero-token local judge: its word rules, or the trained
+    #: support model (docs/model.md)
+    local_judge: Literal["rules", "model"] = "rules"
     judge_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices(f"{PREFIX}JUDGE_API_KEY", "judge_api_key", "OPENAI_API_KEY"),
@@ -228,6 +231,35 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, value: object) -> object:
         """An empty value (a chart that mounts nothing) means unset."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("kafka_bootstrap_servers", mode="after")
+    @classmethod
+    def _host_ports(cls, value: str) -> str:
+        """HOST:PORT[,HOST:PORT…]: a missing or bad port is a settings error, not "unreachable"."""
+        for address in (part.strip() for part in value.split(",")):
+            host, colon, port = address.rpartition(":")
+            if not address or not colon or not host or host.endswith(":"):
+                raise ValueError(f"{address!r} has no port: write HOST:PORT, e.g. kafka:9092")
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{address!r}: the port must be a number from 1 to 65535")
+        return value
+
+    @field_validator("pg_dsn", mode="after")
+    @classmethod
+    def _dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        """A postgresql:// URL with a numeric port, if any (the DSN itself is never shown)."""
+        if value is None:
+            return None
+        parts = urlsplit(value.get_secret_value())
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError(
+                "not a Postgres URL: write postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+            )
+        try:
+            parts.port  # noqa: B018 (urllib checks the port when it is read)
+        except ValueError:
+            raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
+        return value
 
     @field_validator("thresholds", mode="after")
     @classmethod
@@ -321,13 +353,41 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     _check_json_variables(set(overrides))
     token = _config_file.set(None if config_file is None else Path(config_file))
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
+        path = None if config_file is None else Path(config_file)
+        raise ConfigError(_explain(exc, path, set(overrides))) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
     finally:
         _config_file.reset(token)
+    _check_judge_choice(settings)
+    return settings
+
+
+def ambient_api_key(settings: Settings) -> bool:
+    """Whether the judge's API key is only the environment's ``OPENAI_API_KEY``.
+
+    Such a key is set for other programs as often as for this one: with no judge URL it
+    is left unused (the start-up log says so) rather than refused.
+    """
+    key = settings.judge_api_key
+    if key is None or any(name.upper() == f"{PREFIX}JUDGE_API_KEY" for name in os.environ):
+        return False
+    return os.environ.get("OPENAI_API_KEY") == key.get_secret_value()
+
+
+def _check_judge_choice(settings: Settings) -> None:
+    """A judge key with no judge URL is a deployment that meant an LLM judge and forgot its
+    endpoint: refused, since the local judge would run in its place unnoticed."""
+    if settings.judge_api_key is None or settings.judge_base_url or ambient_api_key(settings):
+        return
+    raise ConfigError(
+        "invalid configuration:\n"
+        f"  {PREFIX}JUDGE_API_KEY: set, but {PREFIX}JUDGE_BASE_URL is not; the key is for an "
+        "LLM judge, which needs its endpoint (e.g. https://api.openai.com/v1). Set "
+        f"{PREFIX}JUDGE_BASE_URL, or unset the key to run the local judge"
+    )
 
 
 def setting_variables() -> dict[str, str]:
@@ -420,15 +480,61 @@ def _check_json_variables(overridden: set[str]) -> None:
         raise ConfigError("\n".join(["invalid configuration:", *lines]))
 
 
-def _explain(exc: ValidationError) -> str:
+def _explain(exc: ValidationError, config_file: Path | None, overridden: set[str]) -> str:
+    """One line per error, naming the setting where it was given: the environment
+    variable, or the key as written in the YAML file."""
+    in_file = _file_keys(config_file)
+    in_environment = {k.upper() for k in os.environ}
     lines = ["invalid configuration:"]
     for err in exc.errors(include_input=False, include_url=False):
         loc = [str(p) for p in err["loc"]]
         name = loc[0] if loc else "?"
         where = ".".join(loc[1:])
-        setting = f"{PREFIX}{name.upper()}" + (f" [{where}]" if where else "")
+        variable = f"{PREFIX}{name.upper()}"
         message = err["msg"]
-        if err["type"] == "extra_forbidden" and not where:
-            message = _not_a_setting(setting, setting_variables(), in_environment=False)
+        from_file = (
+            config_file is not None
+            and name.lower() in in_file
+            and name not in overridden
+            and not _in_environment(name, in_environment)
+        )
+        if from_file and config_file is not None:
+            setting = f"{config_file}: {in_file[name.lower()]}" + (f" [{where}]" if where else "")
+            if err["type"] == "extra_forbidden" and not where:
+                message = _not_a_key(name.lower())
+        else:
+            setting = variable + (f" [{where}]" if where else "")
+            if err["type"] == "extra_forbidden" and not where:
+                message = _not_a_setting(variable, setting_variables(), in_environment=False)
         lines.append(f"  {setting}: {message}")
     return "\n".join(lines)
+
+
+def _in_environment(name: str, environment: set[str]) -> bool:
+    """Whether a variable for setting ``name`` is set (its aliases included)."""
+    return any(field == name and variable in environment
+               for variable, field in setting_variables().items())  # fmt: skip
+
+
+def _file_keys(config_file: Path | None) -> dict[str, str]:
+    """The YAML file's keys as written, by the name the settings read them under."""
+    if config_file is None:
+        return {}
+    try:
+        loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {str(key).lower().removeprefix(PREFIX.lower()): str(key) for key in loaded}
+
+
+def _not_a_key(name: str) -> str:
+    """Why the file's key ``name`` (lower case, no prefix) is refused, naming the nearest."""
+    for field, info in Settings.model_fields.items():
+        if name.startswith(field + "_") and get_origin(info.annotation) in (dict, list):
+            return f"not a setting; did you mean {field}?"
+    nearest = difflib.get_close_matches(name, list(Settings.model_fields), n=1, cutoff=0.6)
+    if nearest:
+        return f"not a setting; did you mean {nearest[0]}?"
+    return "not a setting (docs/configuration.md lists every setting)"

@@ -4,18 +4,23 @@
   OpenMetrics (with exemplars: the trace behind a score) when the scraper's
   ``Accept`` header asks for ``application/openmetrics-text``;
 - ``GET /healthz`` — 200 while the event loop answers (liveness);
-- ``GET /readyz`` — 200 when every readiness check passes, else 503; the body
-  is JSON ``{"ready": bool, "checks": {name: bool}}``.
+- ``GET /readyz`` — 200 when every gating readiness check passes, else 503; the
+  body is JSON ``{"ready": bool, "checks": {name: bool}}`` with every check, the
+  ones that only inform included.
 
-Readiness checks are async callables returning a bool (partitions assigned,
-judge reachable, Postgres reachable); each gets ``check_timeout`` seconds.
+Readiness checks are async callables returning a bool (Kafka reachable,
+partitions assigned, judge reachable, Postgres reachable); each gets
+``check_timeout`` seconds. ``gating`` names the checks that decide readiness
+(None: all of them); the sidecar gates on ``kafka`` alone, see `monitor.app`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -23,6 +28,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.exposition import choose_encoder
+
+from monitor.config import ConfigError
 
 log = structlog.get_logger("monitor.http")
 
@@ -38,11 +45,14 @@ class MetricsServer:
         checks: Mapping[str, ReadinessCheck] | None = None,
         *,
         check_timeout: float = 2.0,
+        gating: frozenset[str] | None = None,
     ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
         self.checks = dict(checks or {})
+        #: the checks whose failure makes /readyz answer 503 (None: every check)
+        self.gating = gating
         self.check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
 
@@ -96,10 +106,44 @@ class MetricsServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         checks = await self.readiness()
-        ready = all(checks.values())
+        gating = self.gating
+        ready = all(ok for name, ok in checks.items() if gating is None or name in gating)
         body = json.dumps({"ready": ready, "checks": checks}) + "\n"
         status = 200 if ready else 503
         return web.Response(text=body, status=status, content_type="application/json")
+
+
+class PortUnavailable(ConfigError):
+    """A port this process was told to listen on is taken (or not ours to take)."""
+
+
+def check_port(host: str, port: int, option: str) -> None:
+    """Raise PortUnavailable naming ``option`` unless ``host:port`` can be listened on now.
+
+    Called before anything starts, so a taken port is one line and exit code 2, not a
+    traceback after the other servers came up. Port 0 (any free port) always can. The
+    probe binds as aiohttp's server does (SO_REUSEADDR), so a port in TIME_WAIT passes.
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)  # fmt: skip
+    except socket.gaierror as exc:
+        raise PortUnavailable(f"{option}: cannot resolve {host!r}: {exc.strerror}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+                probe.listen(1)
+            except OSError as exc:
+                shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                why = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                raise PortUnavailable(
+                    f"{option}: cannot listen on {shown}:{port}: {why} "
+                    "(choose another port, or 0 for any free one)"
+                ) from None
 
 
 async def tcp_reachable(host: str, port: int, within_seconds: float = 1.0) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
@@ -34,7 +34,7 @@ from tqdm import tqdm
 from monitor.backlog.migrations import check_schema
 from monitor.backlog.rows import ANNOTATED, BacklogRow
 from monitor.backlog.store import BacklogStore
-from monitor.budget import TokenBudget
+from monitor.budget import BUDGET, TokenBudget
 from monitor.config import Settings
 from monitor.judges.factory import build_judge
 from monitor.metrics import noise_sensitivity as ns
@@ -44,7 +44,6 @@ from monitor.scoring import OFFLINE_METRICS, Scorer
 NOISE = ns.NAME
 NOISE_RELEVANT = f"{NOISE}_relevant"
 NOISE_IRRELEVANT = f"{NOISE}_irrelevant"
-BUDGET = "budget"
 #: the online faithfulness stored on the row, reported when the run did not score faithfulness
 ONLINE_FAITHFULNESS = "faithfulness (online)"
 
@@ -358,10 +357,6 @@ class OfflineRunner:
                 row.online_scores.get("faithfulness")
             )
         bar.update(1)
-
-    @staticmethod
-    def default_metrics() -> Sequence[str]:
-        return OFFLINE_METRICS
 
 
 async def run_offline(

@@ -1,35 +1,24 @@
 """source → validate → sample → score → sinks, read top to bottom.
 
-Each stage is one module, and this one only calls them in order:
+This module only calls each stage's module in order (the drawing: docs/design.md,
+"Data flow"). For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
 
-| stage    | module                                                        | here                |
-|----------|---------------------------------------------------------------|---------------------|
-| source   | `monitor.sources` (`kafka`; `traces` for OTLP spans)          | `Source.fetch`      |
-| validate | `monitor.records` (`check_record`)                            | `Pipeline._read`    |
-| sample   | `monitor.sampling` (`Sampler.decide`), `monitor.budget`       | `Pipeline._decide`  |
-| score    | `monitor.scoring` over `monitor.metrics` and `monitor.judges` | `Pipeline._score`   |
-| sinks    | `monitor.sinks`, written in the order of `monitor.checkpoint` | `Checkpoint.commit` |
-
-For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
-
-1. **validate** — `Pipeline._read`: a record its source found invalid (an OTLP
-   message that does not decode), one over ``max_record_bytes`` (cheap, no
-   parsing) and one `records.check_record` refuses (a hand check of the usual
-   shape, the full model only for the rest) go to the dead-letter topic,
-   whatever the sampler would have decided;
+1. **validate** — `Pipeline._read`: a record its source found invalid (over
+   ``max_record_bytes``, an OTLP message that does not decode) and one
+   `records.parse_record` refuses go to the dead-letter topic, whatever the
+   sampler would have decided;
 2. **sample** — `Pipeline._decide`: the one sampling decision
    (`sampling.Sampler.decide`), on the record's key (else its id) and
-   metadata, with the budget's scale. A dropped record never becomes an
-   Interaction and is finished at once; one the configured rate would keep but
-   the budget's scale drops is counted as
-   ``records_skipped_total{reason="budget_thinned"}``; a kept one carries its
-   inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
+   metadata, with the budget's scale. A dropped record is finished at once;
+   one the configured rate would keep but the budget's scale drops is counted
+   as ``records_skipped_total{reason="budget_thinned"}``; a kept one carries
+   its inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
    sampled-out record costs no task;
 3. **score** — under a bounded number of concurrent records; a record the
    budget cannot afford, or that the judge failed on, is *skipped* with the
    reason (``records_skipped_total{reason}``), never given a made-up score.
-   With a ``fallback`` scorer (the local judge), records skipped for
-   ``budget`` are scored by it instead;
+   Under a token budget the scorer is `budget.BudgetedScorer` (the budget's
+   pre-check, spend and fallback live there);
 4. **sinks** — scored records wait in the `checkpoint.Checkpoint` until it has
    written them to every sink: every ``checkpoint_interval``, or as soon as
    half of the in-flight window is pending.
@@ -54,30 +43,28 @@ from typing import Protocol
 
 import structlog
 
-from monitor.budget import AdaptiveRate, TokenBudget
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.records import (
-    CheckedRecord,
-    Interaction,
-    InvalidRecord,
-    ScoredRecord,
-    check_record,
-)
+from monitor.records import Interaction, InvalidRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
+from monitor.scoring import RecordScorer
 from monitor.sinks import Sink
 from monitor.sources import DeadLetterError, Source, SourceRecord
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
 
-BUDGET = "budget"
 
+class Budget(Protocol):
+    """The token budget as the pipeline sees it (`monitor.budget.BudgetedScorer`, which is
+    also the scorer): the sampler's scale, the rate each record was offered at, and what
+    is left for the gauge."""
 
-class RecordScorer(Protocol):
-    """`monitor.scoring.Scorer`: never raises for a judge failure, sets ``error`` instead."""
+    def scale(self) -> float: ...
 
-    async def score(self, interaction: Interaction) -> ScoredRecord: ...
+    def offered(self, rate: float) -> None: ...
+
+    def remaining(self) -> float: ...
 
 
 class Backoff:
@@ -96,16 +83,6 @@ class Backoff:
         self.delay = 0.0
 
 
-def _with_timestamp(checked: CheckedRecord | Interaction, record: SourceRecord) -> Interaction:
-    """The record's Interaction; without a timestamp of its own, the Kafka record's."""
-    default = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
-    if isinstance(checked, CheckedRecord):
-        return checked.interaction(default_timestamp=default)
-    if checked.timestamp is None:
-        return checked.model_copy(update={"timestamp": default})
-    return checked
-
-
 class Pipeline:
     def __init__(
         self,
@@ -116,9 +93,7 @@ class Pipeline:
         exporter: Exporter,
         settings: Settings,
         *,
-        budget: TokenBudget | None = None,
-        adaptive: AdaptiveRate | None = None,
-        fallback: RecordScorer | None = None,
+        budget: Budget | None = None,
         concurrency: int | None = None,
         checkpoint_interval: float = 0.5,
     ) -> None:
@@ -129,8 +104,6 @@ class Pipeline:
         self.exporter = exporter
         self.settings = settings
         self.budget = budget
-        self.adaptive = adaptive
-        self.fallback = fallback
         self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
         self._checkpoint = Checkpoint(source, self.sinks, exporter)
@@ -205,37 +178,34 @@ class Pipeline:
         self.exporter.records_sampled.inc()
         return decision.kept
 
-    def _read(self, record: SourceRecord) -> CheckedRecord | Interaction | InvalidRecord | None:
-        """Step 1: the record validated, or why it is invalid; None when its source left
-        it unread (`SourceRecord.unread`: the sampler drops it on its key)."""
+    def _read(self, record: SourceRecord) -> Interaction | InvalidRecord | None:
+        """Step 1: the record validated, or why it is invalid (its source's verdict first:
+        over the size limit, an OTLP message that does not decode); None when its source
+        left it unread (`SourceRecord.unread`: the sampler drops it on its key)."""
         if record.invalid is not None:
             return record.invalid
         if record.unread:
             return None
-        if record.size > self.settings.max_record_bytes:
-            detail = f"{record.size} bytes > limit {self.settings.max_record_bytes}"
-            return InvalidRecord("too_large", detail)
+        default = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
         try:
-            return check_record(record.value, record.key, max_bytes=self.settings.max_record_bytes)
+            return parse_record(record.value, record.key, default_timestamp=default)
         except InvalidRecord as invalid:
             return invalid
 
-    def _decide(self, record: SourceRecord, read: CheckedRecord | Interaction | None) -> Decision:
+    def _decide(self, record: SourceRecord, read: Interaction | None) -> Decision:
         """Step 2: the sampler's one decision, on the record's key (else its id), its
-        metadata and the budget's scale; its Interaction is built only if it may be kept."""
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        metadata and the budget's scale."""
+        scale = self.budget.scale() if self.budget is not None else 1.0
         if read is None:
             return self.sampler.decide(record.key or b"", None, None, scale)
         unit = record.key or read.id.encode("utf-8")
-        return self.sampler.decide(
-            unit, read.metadata, lambda: _with_timestamp(read, record), scale
-        )
+        return self.sampler.decide(unit, read.metadata, lambda: read, scale)
 
     async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
         if isinstance(verdict, InvalidRecord):
             await self._dead_letter(record, verdict)
             return
-        scored = await self._score(verdict.interaction)
+        scored = await self.scorer.score(verdict.interaction)
         if scored.error is not None:
             self._skip(record, scored.error, verdict.interaction.trace_id)
             return
@@ -246,20 +216,9 @@ class Pipeline:
             # records: flush now rather than let the window wait for the timer
             self._flush_soon.set()
 
-    async def _score(self, interaction: Interaction) -> ScoredRecord:
-        if self.budget is not None and self.budget.exhausted():
-            scored = ScoredRecord(interaction=interaction, error=BUDGET)
-        else:
-            scored = await self.scorer.score(interaction)
-            if self.adaptive is not None:
-                self.adaptive.spent(scored.usage.total_tokens)
-        if scored.error == BUDGET and self.fallback is not None:
-            scored = await self.fallback.score(interaction)
-        return scored
-
     def _offered(self, rate: float) -> None:
-        if self.adaptive is not None:
-            self.adaptive.offered(rate)
+        if self.budget is not None:
+            self.budget.offered(rate)
 
     def _skip(self, record: SourceRecord, reason: str, trace_id: str | None = None) -> None:
         self.exporter.records_skipped.labels(reason=reason).inc()
@@ -313,7 +272,7 @@ class Pipeline:
                 self._retry_at = time.monotonic() + self._sink_backoff.failed()
 
     def _gauges(self) -> None:
-        scale = self.adaptive.scale() if self.adaptive is not None else 1.0
+        scale = self.budget.scale() if self.budget is not None else 1.0
         self.exporter.sample_rate.set(self.sampler.rate * scale)
         if self.budget is not None:
             self.exporter.token_budget_remaining.set(self.budget.remaining())

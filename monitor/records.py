@@ -5,7 +5,6 @@ Pure types, no I/O. Everything else in the package speaks in these.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from datetime import datetime
@@ -18,12 +17,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
-#: Largest record value accepted from Kafka or a file, in bytes.
-DEFAULT_MAX_RECORD_BYTES = 1_000_000
 #: what a trace or span id may look like (hex from OpenTelemetry; a metadata id that does
 #: not fit is ignored, so an exemplar label never carries text)
 _TRACE_ID = r"^[0-9A-Za-z_.:-]{1,64}$"
@@ -61,8 +60,21 @@ class Interaction(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _trace_from_metadata(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or data.get("trace_id") is not None:
+    def _fill_in(cls, data: Any, info: ValidationInfo) -> Any:
+        """The transport's id and time where the record has none (`parse_record`), and the
+        trace from ``metadata.trace_id``/``span_id``."""
+        if not isinstance(data, dict):
+            return data
+        arrival = info.context
+        if arrival is not None:
+            if "id" not in data and arrival.key:
+                try:
+                    data["id"] = arrival.key.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise PydanticCustomError(_KEY_NOT_UTF8, "record key is not UTF-8") from None
+            if data.get("timestamp") is None and arrival.timestamp is not None:
+                data["timestamp"] = arrival.timestamp
+        if data.get("trace_id") is not None:
             return data
         metadata = data.get("metadata")
         if not isinstance(metadata, dict):
@@ -104,141 +116,73 @@ class InvalidRecord(Exception):
         self.detail = detail
 
 
+def too_large(size: int, limit: int) -> InvalidRecord | None:
+    """The InvalidRecord of a record of ``size`` bytes over ``limit``; None within it.
+
+    Checked once, where records come in (the Kafka source, the file `score` reads), before
+    anything parses them.
+    """
+    if size <= limit:
+        return None
+    return InvalidRecord("too_large", f"{size} bytes > limit {limit}")
+
+
 def parse_record(
     value: bytes | None,
     key: bytes | None = None,
     *,
-    max_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     default_timestamp: datetime | None = None,
 ) -> Interaction:
     """Bytes from Kafka (or a file line) to an Interaction, or InvalidRecord.
 
-    Reasons: ``too_large``, ``not_utf8``, ``not_json``, ``not_object``, ``schema``,
+    One pass of pydantic's JSON validation (`Interaction.model_validate_json`): the
+    Kafka key stands in for a missing ``id``, ``default_timestamp`` for a missing
+    ``timestamp``. Reasons: ``not_utf8``, ``not_json``, ``not_object``, ``schema``,
     ``empty_response`` (a response that is empty or blank: the RAG service answered
-    nothing, so there is nothing to score). The detail names the field but never
-    quotes the record's text.
+    nothing, so there is nothing to score). The detail names the field but never quotes
+    the record's text.
     """
     if value is None:
         raise InvalidRecord("not_json", "empty value (tombstone)")
-    if len(value) > max_bytes:
-        raise InvalidRecord("too_large", f"{len(value)} bytes > limit {max_bytes}")
+    context = _Arrival(key, default_timestamp) if key or default_timestamp else None
     try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidRecord("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # the message may end in "at" ("Unterminated string starting at"): the position
-        # follows a colon, as in json's own message
-        raise InvalidRecord(
-            "not_json", f"{exc.msg}: line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise InvalidRecord("not_json", "nested too deeply") from None
-    if not isinstance(data, dict):
-        raise InvalidRecord("not_object", f"top level is {type(data).__name__}, not an object")
-    if "id" not in data and key:
+        interaction = Interaction.model_validate_json(value, context=context)
+    except ValidationError as exc:
+        raise _invalid(value, exc) from None
+    if not interaction.response.strip():
+        raise InvalidRecord("empty_response", "response: empty or blank")
+    return interaction
+
+
+class _Arrival(NamedTuple):
+    """What the transport knows of a record (`parse_record`'s validation context)."""
+
+    key: bytes | None
+    timestamp: datetime | None
+
+
+def _invalid(value: bytes, exc: ValidationError) -> InvalidRecord:
+    """The InvalidRecord a failed `Interaction.model_validate_json` stands for."""
+    errors = exc.errors(include_input=False, include_url=False)
+    kind = errors[0]["type"] if len(errors) == 1 else ""
+    if kind == "json_invalid":
         try:
-            data["id"] = key.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidRecord("not_utf8", "record key is not UTF-8 and no id field") from None
-    if data.get("timestamp") is None and default_timestamp is not None:
-        data["timestamp"] = default_timestamp
-    return validate_record(data)
+            value.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return InvalidRecord("not_utf8", f"invalid UTF-8 at byte {bad.start}")
+        return InvalidRecord("not_json", errors[0]["msg"].removeprefix("Invalid JSON: "))
+    if kind == "model_type" and not errors[0]["loc"]:
+        first = value.lstrip()[:1]
+        found = _JSON_KINDS.get(first, "number")
+        return InvalidRecord("not_object", f"top level is {found}, not an object")
+    if kind == _KEY_NOT_UTF8:
+        return InvalidRecord("not_utf8", "record key is not UTF-8 and no id field")
+    return InvalidRecord("schema", describe_validation_error(exc))
 
 
-class CheckedRecord(NamedTuple):
-    """A record `check_record` found valid without building its Interaction (`interaction`)."""
-
-    data: dict[str, Any]
-    id: str
-    metadata: dict[str, Any]
-
-    def interaction(self, default_timestamp: datetime | None = None) -> Interaction:
-        if self.data.get("timestamp") is None and default_timestamp is not None:
-            self.data["timestamp"] = default_timestamp
-        return validate_record(self.data)
-
-
-_CONTEXTS = ("retrieved_contexts", "contexts", "documents")
-_RESPONSE = ("response", "answer")
-_FIELDS = (("user_input", "question", "query"), _CONTEXTS, _RESPONSE)
-#: a ``\uD800``-``\uDFFF`` escape: a surrogate, which a string field refuses unless paired
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def check_record(
-    value: bytes | None, key: bytes | None = None, *, max_bytes: int = DEFAULT_MAX_RECORD_BYTES
-) -> CheckedRecord | Interaction:
-    """Validate a record as `parse_record` does, at a third of its cost for the usual shapes.
-
-    The common shape (string fields, contexts as strings or ``{text, id?, score?}``, an
-    object or no ``metadata``, no ``timestamp``) is checked by hand and returned as a
-    CheckedRecord, whose Interaction is built only if it is needed. Anything else goes
-    through `parse_record`: its Interaction, or its InvalidRecord. The hand check accepts
-    nothing `parse_record` refuses (it declines whatever it is unsure of).
-    """
-    checked = _check_common(value, key, max_bytes)
-    if checked is not None:
-        return checked
-    return parse_record(value, key, max_bytes=max_bytes)
-
-
-def _check_common(value: bytes | None, key: bytes | None, max_bytes: int) -> CheckedRecord | None:
-    if value is None or len(value) > max_bytes:
-        return None
-    if b"\\" in value and _SURROGATE.search(value):  # one byte: memchr, unlike b"\\u"
-        return None
-    try:
-        data = json.loads(value.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("timestamp") is not None:
-        return None
-    rid = data.get("id")
-    if rid is None and "id" not in data and key:
-        try:
-            rid = data["id"] = key.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(rid, str) or not rid:
-        return None
-    for aliases in _FIELDS:
-        for alias in aliases:  # the first alias present is the one validated
-            if alias in data:
-                present = data[alias]
-                break
-        else:
-            return None
-        if aliases is _CONTEXTS:
-            if not isinstance(present, list) or not all(map(_plain_context, present)):
-                return None
-        elif not isinstance(present, str) or (aliases is _RESPONSE and not present.strip()):
-            return None  # a blank response: `validate_record` says why it is invalid
-    reference = data["reference"] if "reference" in data else data.get("ground_truth")
-    metadata = data["metadata"] if "metadata" in data else {}
-    if reference is not None and not isinstance(reference, str):
-        return None
-    if not isinstance(metadata, dict):
-        return None
-    return CheckedRecord(data, rid, metadata)
-
-
-def _plain_context(item: object) -> bool:
-    if isinstance(item, str):
-        return True
-    if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-        return False
-    cid, score = item.get("id"), item.get("score")
-    return (cid is None or isinstance(cid, str)) and (
-        score is None
-        or (type(score) is float and math.isfinite(score))
-        or (type(score) is int and abs(score) <= _EXACT_INT)
-    )
-
-
-_EXACT_INT = 2**53
+_KEY_NOT_UTF8 = "key_not_utf8"
+#: a JSON value's kind by its first byte (the rest are numbers)
+_JSON_KINDS = {b"[": "an array", b'"': "a string", b"t": "true", b"f": "false", b"n": "null"}
 
 
 def validate_record(data: dict[str, Any]) -> Interaction:

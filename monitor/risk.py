@@ -124,13 +124,6 @@ class RiskCalibrator:
         """The decayed number of observations behind the current histogram."""
         return sum(self._counts)
 
-    @property
-    def mean_risk(self) -> float:
-        total = self.observed
-        if total == 0:
-            return math.nan
-        return sum(c * self._center(i) for i, c in enumerate(self._counts)) / total
-
     def observe(self, risk: float) -> None:
         """Add one record's risk to the running distribution."""
         r = 1.0 if math.isnan(risk) else min(1.0, max(0.0, risk))
@@ -197,11 +190,6 @@ class RiskAdjuster:
         risk = self.screen(interaction)
         self.calibrator.observe(risk)
         return self.calibrator.probability(risk, rate)
-
-
-def horvitz_thompson(values: Sequence[float], probabilities: Sequence[float]) -> float:
-    """Σ y/p over the sampled records: an unbiased estimate of the population total Σ y."""
-    return sum(y / p for y, p in zip(values, probabilities, strict=True))
 
 
 def build_adjuster(settings: Settings) -> RiskAdjuster:

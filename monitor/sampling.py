@@ -142,8 +142,8 @@ class Sampler:
             return False
         return unit_hash(unit) >= self.rate
 
-    def rate_for(self, metadata: Mapping[str, Any], scale: float = 1.0) -> float:
-        """The configured rate, or the first matching rule's rate, times ``scale``.
+    def rate_for(self, metadata: Mapping[str, Any]) -> float:
+        """The configured rate, or the first matching rule's rate.
 
         A rule matches when every one of its keys holds exactly that string in the metadata.
         """
@@ -152,7 +152,7 @@ class Sampler:
             if all(metadata.get(k) == v for k, v in rule.match.items()):
                 rate = rule.rate
                 break
-        return _clamp(rate * scale)
+        return _clamp(rate)
 
 
 def _clamp(rate: float) -> float:

@@ -17,15 +17,23 @@ import json
 import math
 import sys
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from tqdm import tqdm
 
+from monitor.flags import flag_reasons
 from monitor.judges import Judge
-from monitor.records import Interaction, InvalidRecord, ScoredRecord, Usage, parse_record
+from monitor.records import (
+    Interaction,
+    InvalidRecord,
+    ScoredRecord,
+    Usage,
+    parse_record,
+    too_large,
+)
 from monitor.scoring import Scorer
 
 #: records scored at once when no concurrency is given, by judge kind
@@ -153,6 +161,7 @@ def invalid_line(raw: bytes, error: InvalidRecord, number: int) -> dict[str, Any
     return {
         "id": record_id,
         "scores": {},
+        "flags": [],
         "details": {},
         "usage": Usage().model_dump(),
         "error": f"invalid record on line {number}: {error.reason}: {error.detail}",
@@ -168,6 +177,7 @@ async def score_file(
     concurrency: int,
     max_bytes: int,
     total: int,
+    thresholds: Mapping[str, float] | None = None,
 ) -> Summary:
     """Score every line, ``concurrency`` records at a time, writing results in input order."""
     summary = Summary(judge_kind=judge.kind)
@@ -181,12 +191,15 @@ async def score_file(
     async def score(interaction: Interaction) -> dict[str, Any]:
         record = await scorer.score(interaction)
         summary.add(record)
-        return record.output_line()
+        return output_line(record, thresholds)
 
     try:
         for number, raw in _lines(path):
             try:
-                interaction = parse_record(raw, max_bytes=max_bytes)
+                oversized = too_large(len(raw), max_bytes)
+                if oversized is not None:
+                    raise oversized
+                interaction = parse_record(raw)
             except InvalidRecord as exc:
                 line = invalid_line(raw, exc, number)
                 summary.add_invalid(line["error"])
@@ -209,6 +222,24 @@ async def score_file(
         progress.close()
         await judge.aclose()
     return summary
+
+
+#: decimals of a score in the output: enough for any threshold, and Ragas's guard against an
+#: empty denominator (one useful context scores 0.9999999999) reads as the 1.0 it means
+SCORE_DECIMALS = 6
+
+
+def output_line(record: ScoredRecord, thresholds: Mapping[str, float] | None) -> dict[str, Any]:
+    """The record's JSON line: its scores (rounded), ``flags`` (the reasons the sidecar would
+    queue it in the backlog for; none when the judge failed, as the sidecar skips it), then
+    the details, the usage and any error."""
+    line = record.output_line()
+    scores = {name: None if value is None else round(value, SCORE_DECIMALS)
+              for name, value in line["scores"].items()}  # fmt: skip
+    failed = record.error is not None
+    flags = [] if failed else flag_reasons(record, thresholds or {})
+    return {"id": line["id"], "scores": scores, "flags": flags,
+            **{k: v for k, v in line.items() if k not in ("id", "scores")}}  # fmt: skip
 
 
 def _resolved(line: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:

@@ -17,7 +17,7 @@ Call patterns, with identical definitions (same scores on a deterministic judge)
   context_utility of a record with contexts and a response are asked as one
   ``grounding`` request (`fuses_grounding`), so the contexts are sent once;
   a malformed grounding answer makes both metrics of that record ask their
-  basic steps instead (`monitor.metrics._statements.ground`), and a judge
+  basic steps instead (`monitor.metrics._steps.ground`), and a judge
   with ``fuse_grounding`` False (``RAG_MONITOR_JUDGE_FUSE_GROUNDING``) is
   never asked it.
 - ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
@@ -29,7 +29,7 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -62,6 +62,12 @@ OFFLINE_METRICS: tuple[str, ...] = (
 ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
 
 NO_REFERENCE = "no reference"
+
+
+class RecordScorer(Protocol):
+    """`Scorer` as its users see it: never raises for a judge failure, sets ``error``."""
+
+    async def score(self, interaction: Interaction) -> ScoredRecord: ...
 
 
 class UnknownMetric(ValueError):
@@ -137,7 +143,7 @@ class _LRU:
         return len(self._items)
 
 
-class _RecordSteps:
+class _RecordRunner:
     """The `StepRunner` of one record: sharing, caching, topping up choices, billing."""
 
     def __init__(
@@ -286,7 +292,7 @@ class Scorer:
         return self._cache.hits
 
     async def score(self, interaction: Interaction) -> ScoredRecord:
-        steps = _RecordSteps(
+        steps = _RecordRunner(
             self.judge,
             self.call_pattern,
             self._cache,
@@ -307,7 +313,7 @@ class Scorer:
         )
 
     async def _one(
-        self, metric: Metric, steps: _RecordSteps, interaction: Interaction
+        self, metric: Metric, steps: _RecordRunner, interaction: Interaction
     ) -> MetricResult:
         if metric.needs_reference and interaction.reference is None:
             result = MetricResult(metric=metric.name, score=NAN, details={"reason": NO_REFERENCE})

@@ -158,6 +158,13 @@ class Exporter:
         self.trace_buffer_bytes = Gauge(
             p + "trace_buffer_bytes", "Estimated bytes of the spans held there.", registry=r
         )
+        self.judge_info = Gauge(
+            p + "judge_info",
+            "The judge that scores (always 1): kind (llm or local), model, and role (primary, "
+            "or fallback: the local judge for records the token budget cannot afford).",
+            ["kind", "model", "role"],
+            registry=r,
+        )
         self.calibration = CalibrationCollector()
         r.register(self.calibration)
 

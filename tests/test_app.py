@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
+import pytest
+from prometheus_client import generate_latest
 from pydantic import SecretStr
 
-from monitor.app import build
+from monitor.app import Service, build
 from monitor.config import Settings
+from monitor.kafka.client import KafkaUnreachable
 from monitor.scoring import Scorer
+from tests.support.records import samples
 
 
 async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
@@ -20,7 +27,42 @@ async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
     parts = build(settings)
     assert isinstance(parts.fallback, Scorer) and parts.fallback.judge.kind == "local"
     assert parts.judge.kind == "llm"
-    closers = list(parts.closers)
-    assert parts.judge.aclose in closers and parts.fallback.judge.aclose in closers
-    for close in closers:
-        await close()
+    info = samples(generate_latest(parts.exporter.registry).decode(), "rag_monitor_judge_info")
+    assert info == {
+        (("kind", "llm"), ("model", "gpt-4o-mini"), ("role", "primary")): 1.0,
+        (("kind", "local"), ("model", "builtin"), ("role", "fallback")): 1.0,
+    }
+    stops = [service.stop for service in parts.services]
+    assert parts.judge.aclose in stops and parts.fallback.judge.aclose in stops
+    await parts.close()
+
+
+async def test_what_started_stops_in_reverse_even_when_a_later_start_fails() -> None:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", metrics_port=0)
+    parts = build(settings)
+    events: list[str] = []
+
+    def service(name: str) -> Service:
+        async def start() -> None:
+            events.append(f"start {name}")
+
+        async def stop() -> None:
+            events.append(f"stop {name}")
+
+        return Service(name, start, stop)
+
+    parts.services[:] = [service("judge"), service("sink")]
+    with pytest.raises(KafkaUnreachable):  # the source, started last, finds no broker
+        async with parts.running():
+            events.append("pipeline")  # never reached
+    assert events == ["start judge", "start sink", "stop sink", "stop judge"]
+    assert parts.server.port != 0  # the server had started (first) ...
+    assert await asyncio.to_thread(_refused, parts.server.port)  # ... and is stopped again
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False

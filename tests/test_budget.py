@@ -4,9 +4,17 @@ import math
 
 import pytest
 
-from monitor.budget import AdaptiveRate, LedgerEntry, TokenBudget
+from monitor.budget import (
+    BUDGET,
+    AdaptiveRate,
+    BudgetedScorer,
+    LedgerEntry,
+    PartitionLedger,
+    TokenBudget,
+)
 from monitor.config import TokenBudgetSpec
 from monitor.judges import BudgetExhausted
+from monitor.records import Interaction, ScoredRecord, Usage
 
 #: the start of a clock hour (and so of a minute): windows are aligned to the clock
 START = 3600.0 * 500_000
@@ -209,3 +217,72 @@ def test_a_partition_that_comes_back_keeps_what_this_replica_wrote() -> None:
 def test_damaged_entries_are_ignored(text: str) -> None:
     assert LedgerEntry.decode(text) is None
     assert LedgerEntry.decode(LedgerEntry(7, 42).encode()) == LedgerEntry(7, 42)
+
+
+# --- the budgeted scorer and the partition ledger
+
+
+class Spender:
+    """A scorer that reserves and spends ``tokens`` per record from ``budget`` (a judge's
+    reserve / reconcile), or skips the record for ``budget`` when it cannot reserve them."""
+
+    def __init__(self, budget: TokenBudget, tokens: int) -> None:
+        self.budget = budget
+        self.tokens = tokens
+        self.scored = 0
+
+    async def score(self, interaction: Interaction) -> ScoredRecord:
+        self.scored += 1
+        try:
+            self.budget.reserve(self.tokens)
+        except BudgetExhausted as exc:
+            return ScoredRecord(interaction=interaction, error=exc.reason)
+        self.budget.reconcile(self.tokens, self.tokens)
+        return ScoredRecord(
+            interaction=interaction, usage=Usage(calls=1, prompt_tokens=self.tokens)
+        )
+
+
+RECORD = Interaction(id="r", user_input="q", retrieved_contexts=(), response="a")
+
+
+async def test_the_budgeted_scorer_spends_until_the_window_is_gone_then_skips() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("250/h"), clock=Clock())
+    judge = Spender(budget, 100)
+    scorer = BudgetedScorer(judge, budget)
+    outcomes = [(await scorer.score(RECORD)).error for _ in range(3)]
+    assert outcomes == [None, None, BUDGET]  # the third cannot reserve its 100 (50 left)
+    assert judge.scored == 3
+    assert scorer.adaptive.tokens_per_record == 100  # the spend reached the sampler's scale
+    budget.reserve(50)
+    assert scorer.remaining() == 0
+    assert (await scorer.score(RECORD)).error == BUDGET
+    assert judge.scored == 3  # a spent window: the judge is not even asked
+
+
+async def test_what_the_budget_cannot_pay_for_goes_to_the_fallback() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("150/h"), clock=Clock())
+    free = TokenBudget(TokenBudgetSpec.parse("0"))  # the local judge spends no tokens
+    fallback = Spender(free, 0)
+    scorer = BudgetedScorer(Spender(budget, 100), budget, fallback=fallback)
+    assert [(await scorer.score(RECORD)).error for _ in range(3)] == [None, None, None]
+    assert fallback.scored == 2  # the one cut short by BudgetExhausted, the one not started
+
+
+def test_the_partition_ledger_sends_each_changed_entry_once() -> None:
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=clock)
+    ledger = PartitionLedger(budget)
+    window = int(START // 3600)
+    # partition 1 comes with 300 tokens another replica spent this window
+    ledger.load({0: None, 1: LedgerEntry(window, 300).encode()}, 4)
+    assert budget.allowance == 500 and budget.remaining() == 200
+    entries = ledger.entries()
+    assert ledger.unsent(entries) == [0, 1]  # the spend is spread over both now
+    ledger.sent(entries)
+    assert ledger.unsent(ledger.entries()) == []
+    budget.reserve(50)
+    assert ledger.unsent(ledger.entries()) == [0, 1]
+    ledger.revoke([0, 1])
+    with pytest.raises(BudgetExhausted):
+        budget.reserve(1)  # nothing is reserved between a revoke and the next load

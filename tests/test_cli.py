@@ -118,3 +118,21 @@ def test_run_help_is_written_for_users() -> None:
     assert "Exit codes: 0 stopped cleanly, 2 invalid settings, 3 Kafka unreachable" in " ".join(
         result.stdout.split()
     )
+
+
+def test_version_is_the_packages_and_exits_0() -> None:
+    import subprocess
+    import sys
+    import tomllib
+
+    from tests.support import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "monitor", "--version"], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=ROOT)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"rag-monitor {project['version']}\n",
+        "",
+    )

@@ -5,7 +5,7 @@
   nor between modules. The text helpers both the metrics and the judges use live below
   both (`monitor.text`), and the judge steps with the judges (`monitor.judges.steps`).
 - No runtime module imports a build script (`is_build_script`: anything under
-  ``scripts/``, or a module named ``build_*``).
+  ``scripts/`` or ``training/``, or a module named ``build_*``).
 - Sources and sinks never import each other: each is handed what it reports to.
 - aiokafka does not reach past the Kafka edge (`monitor.kafka`, `monitor.sources.kafka`).
 
@@ -24,7 +24,8 @@ import pytest
 from tests.support import ROOT
 
 PACKAGE = ROOT / "monitor"
-SCRIPTS = ROOT / "scripts"
+#: where the build scripts live (`is_build_script`): a runtime module must import none
+BUILD_ROOTS = (ROOT / "scripts", ROOT / "training")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -100,6 +101,20 @@ def test_aiokafka_is_imported_only_at_the_kafka_edge() -> None:
     assert outside == set()
 
 
+@pytest.mark.parametrize(
+    ("library", "edge"), [("openai", "monitor.judges.llm"), ("asyncpg", "monitor.backlog.store")]
+)
+def test_the_other_network_libraries_are_each_imported_in_one_module(
+    library: str, edge: str
+) -> None:
+    importers = {
+        module_name(path)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if any(within(m, library) for m in imported_modules(path))
+    }
+    assert importers == {edge}
+
+
 def test_the_import_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
     # the walk itself, on the real tree: a top-level import and a relative package name
     kafka = imported_modules(PACKAGE / "sources" / "kafka.py")
@@ -124,15 +139,18 @@ def test_the_import_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
 Graph = dict[str, set[str]]
 
 
-def import_graph(package: Path = PACKAGE, scripts: Path = SCRIPTS) -> Graph:
-    """Every module under ``package`` → the modules under it or under ``scripts`` it imports.
+def import_graph(package: Path = PACKAGE, build_roots: tuple[Path, ...] = BUILD_ROOTS) -> Graph:
+    """Every module under ``package`` → the modules under it or under ``build_roots`` (the
+    build scripts' folders) it imports.
 
     An imported name is resolved to the longest module it starts with (``from
     monitor.judges import Prompt`` → ``monitor.judges``); a module's import of itself
     is left out, and so is an import of anything else (the standard library, numpy).
     """
     paths = {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
-    known = set(paths) | {module_name(path, scripts) for path in sorted(scripts.rglob("*.py"))}
+    known = set(paths) | {
+        module_name(path, root) for root in build_roots for path in sorted(root.rglob("*.py"))
+    }
     graph: Graph = {}
     for name, path in paths.items():
         targets: set[str] = set()
@@ -295,6 +313,7 @@ def test_the_cycle_check_finds_and_prints_a_cycle(tmp_path: Path) -> None:
         "d/left.py": "from monitor.d import right\n",
         "d/right.py": "import monitor.d.left\nimport scripts.build_word_table\n",
         "d/build_index.py": "from monitor.d import left\n",
+        "e.py": "def judge() -> None:\n    from training.fit import auroc\n",
     }
     for name, text in sources.items():
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +321,15 @@ def test_the_cycle_check_finds_and_prints_a_cycle(tmp_path: Path) -> None:
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     (scripts / "build_word_table.py").write_text("import monitor.d.left\n", encoding="utf-8")
-    graph = import_graph(tree, scripts)
+    training = tmp_path / "training"
+    training.mkdir()
+    (training / "__init__.py").write_text("", encoding="utf-8")
+    (training / "fit.py").write_text("def auroc() -> None: ...\n", encoding="utf-8")
+    graph = import_graph(tree, (scripts, training))
+    assert runtime_imports_of_build_scripts(graph) == {
+        "monitor.d.right": ["scripts.build_word_table"],
+        "monitor.e": ["training.fit"],
+    }
     assert cycles(package_graph(graph)) == [["monitor.a", "monitor.b", "monitor.c", "monitor.a"]]
     assert cycles(graph) == [
         ["monitor.a.one", "monitor.b.two", "monitor.c", "monitor.a.one"],

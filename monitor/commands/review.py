@@ -16,6 +16,7 @@ from typing import cast
 
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
+from monitor.http import PortUnavailable, check_port
 from monitor.review.app import ReviewApp
 from monitor.review.auth import TokenError, parse_tokens
 
@@ -60,6 +61,11 @@ def _review(args: argparse.Namespace) -> int:
             settings.review_tokens.get_secret_value() if settings.review_tokens else None
         )
     except TokenError as exc:
+        print(f"rag-monitor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        check_port(args.host, args.port, "--port")
+    except PortUnavailable as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:

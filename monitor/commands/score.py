@@ -1,7 +1,9 @@
 """``rag-monitor score FILE.jsonl``: score a file of interactions with the sidecar's scorer.
 
 One JSON line per input line, in input order (docs/design.md, "Contracts"):
-``{"id", "scores": {metric: float | null}, "details": {...}, "usage": {...}, "error"?}``.
+``{"id", "scores": {metric: float | null}, "flags": [reason, ...], "details": {...},
+"usage": {...}, "error"?}``: scores rounded to 6 decimals, ``flags`` the reasons the
+sidecar would queue the record in the backlog for (``control`` aside, a draw of chance).
 A line that is not a valid record gets ``{"id": <its id or null>, ..., "error": "invalid
 record ..."}`` and the run goes on; a judge failure gets the failing step's reason as
 ``error``. A progress bar and a summary table (mean, count and unscoreable per metric; judge
@@ -112,6 +114,7 @@ def handle(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency or DEFAULT_CONCURRENCY.get(judge.kind, 8),
                 max_bytes=settings.max_record_bytes,
                 total=total,
+                thresholds=settings.thresholds,
             )
         )
     except OSError as exc:

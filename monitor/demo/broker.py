@@ -94,6 +94,16 @@ class Broker:
             raise BrokerError("broker not started")
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process (the leader of its own process group) while started."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Its temporary directory (data and log) while started."""
+        return self._data_dir
+
     #: broker-specific consumer timings (Tansu's join waits about half the session timeout)
     @property
     def session_timeout_ms(self) -> int:

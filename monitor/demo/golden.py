@@ -18,6 +18,22 @@ from monitor.demo.traffic import PROBLEM_LABELS, TrafficRecord
 from monitor.telemetry import Exporter
 
 
+async def rows_to_leave(settings: Settings, dsn: str, count: int) -> set[str]:
+    """The ``count`` newest backlog rows: left pending, with no verdict, for a person to
+    review on the review page (the played reviewer and the annotation skip them)."""
+    if count <= 0:
+        return set()
+    from monitor.backlog.store import BacklogStore
+
+    store = BacklogStore(dsn, settings)
+    try:
+        await store.start()
+        ids = [row.id async for row in store.rows()]  # oldest first
+    finally:
+        await store.close()
+    return set(ids[-count:])
+
+
 async def annotate(
     settings: Settings,
     dsn: str,
@@ -25,8 +41,11 @@ async def annotate(
     workdir: Path,
     report: DemoReport,
     stop: asyncio.Event,
+    *,
+    leave: frozenset[str] = frozenset(),
 ) -> None:
-    """Write references.jsonl for the pending rows, then import it like `backlog import`."""
+    """Write references.jsonl for the pending rows (but ``leave``), then import it like
+    `backlog import`."""
     from monitor.backlog.annotations import read_annotations
     from monitor.backlog.rows import PENDING
     from monitor.backlog.store import BacklogStore
@@ -39,7 +58,7 @@ async def annotate(
         lines = [
             json.dumps({"id": row.id, "reference": references[row.id]}, ensure_ascii=False)
             async for row in store.rows(PENDING)
-            if row.id in references
+            if row.id in references and row.id not in leave
         ]
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         imported = await until(
@@ -59,8 +78,11 @@ async def play_reviewer(
     traffic: Sequence[TrafficRecord],
     report: DemoReport,
     stop: asyncio.Event,
+    *,
+    leave: frozenset[str] = frozenset(),
 ) -> None:
-    """Save a verdict on every reason of every answer, from the labels, then calibrate.
+    """Save a verdict on every reason of every answer (of the rows not in ``leave``), from the
+    labels, then calibrate.
 
     ``hallucination`` and ``control``: confirmed when the answer is labelled
     hallucinated; any other reason: confirmed when the label is a bad answer.
@@ -73,7 +95,7 @@ async def play_reviewer(
     store = BacklogStore(dsn, settings)
     try:
         await until(store.start(), stop, what="connecting to Postgres")
-        rows = [row async for row in store.rows()]
+        rows = [row async for row in store.rows() if row.id not in leave]
         for row in rows:
             verdicts = []
             for answer in row.answers:
@@ -149,19 +171,20 @@ async def backlog_summary(settings: Settings, dsn: str, report: DemoReport) -> N
 
 async def refresh_series(settings: Settings, dsn: str, exporter: Exporter) -> None:
     """The exporter's backlog series (rows per status, the calibration) read again from
-    Postgres with the backlog sink's own code, after the phases that changed it.
+    Postgres with the sidecar's own code, after the phases that changed it.
 
     The sidecar's sink stops with the sidecar, before the backlog is annotated, reviewed
     and evaluated: without this, /metrics would go on serving the sizes and the
     calibration it last read, while the report describes the backlog as it is now.
     """
+    from monitor.backlog.gauges import BacklogGauges
     from monitor.backlog.store import BacklogStore
-    from monitor.sinks.backlog import BacklogSink
 
-    sink = BacklogSink(BacklogStore(dsn, settings), settings, exporter, stats_interval=0)
+    store = BacklogStore(dsn, settings)
+    gauges = BacklogGauges(store, exporter)
     try:
-        await sink.start()
-        await sink.refresh_stats()
-        await sink.refresh_calibration()
+        await store.start()
+        await gauges.refresh_stats()
+        await gauges.refresh_calibration()
     finally:
-        await sink.aclose()
+        await store.close()

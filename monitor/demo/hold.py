@@ -56,6 +56,7 @@ async def hold(
     try:
         await until(store.start(), stop, what="connecting to Postgres")
         server.checks = held_checks(store, bootstrap_servers)
+        server.gating = None  # every part the hold keeps up decides, unlike the sidecar's
         if review is not None and review_port is not None:
             try:
                 await review.start(HOST, review_port)

@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, judge_error
+from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, at_edge, judge_error
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.statistics import Confusion, RateEstimate, Tally, confusion, estimate_rate
 from monitor.demo.traffic import PROBLEM_LABELS
@@ -59,6 +59,8 @@ class DemoReport:
     #: the played reviewer: verdicts saved, answers reviewed, and the calibration
     review_verdicts: int = 0
     review_answers: int = 0
+    #: backlog rows left pending, unreviewed, for a person on the review page
+    left_pending: int = 0
     flag_precision: dict[str, float | None] = field(default_factory=dict)
     flag_reviewed: dict[str, int] = field(default_factory=dict)
     calibrated_rate: float | None = None
@@ -143,6 +145,16 @@ class DemoReport:
                 f"{self.review_verdicts} reviewer verdicts"
             )
             add(f"  calibrated:   {CALIBRATED_MEANING}")
+            edge = at_edge(
+                self.calibrated_rate,
+                self.calibrated_low,
+                self.calibrated_high,
+                self.flag_precision.get(HALLUCINATION),
+                self.control_hallucination_share,
+                self.control_reviewed,
+            )
+            if edge is not None:
+                add(f"                {edge}")
             add(f"  raw (judge):  {raw}")
             add(f"                {RAW_MEANING}")
         else:
@@ -166,12 +178,16 @@ class DemoReport:
                     f"  flag precision {reason:<14} {_pct(value):>6} of "
                     f"{self.flag_reviewed.get(reason, 0)} reviewed flags confirmed"
                 )
+        if self.left_pending:
+            add(
+                f"  left for you: the {self.left_pending} newest backlog rows, pending and "
+                "unreviewed (the review page's queue, status pending)"
+            )
         return lines
 
     def render(self) -> str:
         lines: list[str] = []
         add = lines.append
-        add("")
         add("rag-monitor demo — report")
         add("=" * 25)
         add(f"judge:        {self.judge}")
@@ -384,6 +400,6 @@ def describe_judge(settings: Settings) -> str:
             f"(embeddings: {settings.embedding_model})"
         )
     return (
-        "local judge (zero tokens: lexical checks and MiniLM embeddings in-process; "
+        "local judge (zero tokens: a trained support model and MiniLM embeddings in-process; "
         "set RAG_MONITOR_JUDGE_BASE_URL for an LLM judge)"
     )

@@ -48,13 +48,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry
 
+from monitor.budget import BUDGET
 from monitor.config import Settings, load_settings
 from monitor.demo import DemoError, golden
 from monitor.demo.hold import hold
@@ -70,6 +71,8 @@ from monitor.demo.report import (
 from monitor.demo.statistics import Tally
 from monitor.demo.steps import PHASE_TIMEOUT, Interrupted, in_thread, until
 from monitor.demo.traffic import TrafficRecord, otlp_traffic, read_traffic
+from monitor.demo.watchdog import Watchdog
+from monitor.sampling import BUDGET_THINNED
 
 TOPIC = "rag-interactions"
 DLQ_TOPIC = "rag-interactions-dlq"
@@ -100,6 +103,8 @@ class DemoOptions:
     traffic_format: str = "interaction"
     #: produce the traffic at this many records per second (None: all at once)
     pace: float | None = None
+    #: backlog rows the played reviewer leaves pending, for a person on the review page
+    leave_pending: int = 0
     #: give up (and say so) when the sidecar has not finished the traffic by then
     timeout_seconds: float = 600.0
     #: ... or has not consumed a single record by then (no partitions assigned?)
@@ -131,7 +136,12 @@ class Demo:
         progress = Progress(self.err, len(traffic) if messages is None else len(messages))
         broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
         postgres = EmbeddedPostgres()
+        self.check_settings(broker, traffic)  # a settings error starts no server
+        watchdog = Watchdog()  # stops the broker and Postgres if this process is killed
+        watchdog.start()
         self.workdir = self._make_workdir()
+        if not self.options.keep_dir:
+            watchdog.path(self.workdir)
         cleanup: list[tuple[str, Any]] = []
         try:
             progress.step(f"{len(traffic)} interactions; work directory {self.workdir}")
@@ -139,10 +149,20 @@ class Demo:
                 "until the report, Ctrl-C stops the run and everything it started (exit 130)"
             )
             progress.step(f"starting the Kafka-protocol broker ({broker.kind})")
-            await in_thread(broker.start, stop)
+            try:
+                await in_thread(broker.start, stop)
+            finally:  # watched from the moment it exists, even if the start was interrupted
+                if broker.pid is not None and broker.data_dir is not None:
+                    watchdog.group(broker.pid)
+                    watchdog.path(broker.data_dir)
             progress.step(f"broker listening on {broker.bootstrap_servers}")
             progress.step("starting Postgres")
-            dsn = await in_thread(postgres.start, stop)
+            try:
+                dsn = await in_thread(postgres.start, stop)
+            finally:
+                with contextlib.suppress(Exception):  # not created: nothing to watch
+                    watchdog.postmaster(postgres.data_dir)
+                    watchdog.path(postgres.directory)
             progress.step(f"Postgres listening on 127.0.0.1:{postgres.port} ({dsn})")
             settings = self._settings(broker, dsn, traffic)
             report = DemoReport(judge=describe_judge(settings), judge_kind=judge_kind(settings))
@@ -164,6 +184,7 @@ class Demo:
                     progress.step(f"producing {self.options.pace:g} records/s meanwhile")
                 progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
                 await self._sidecar(parts, settings, len(values), progress, report, stop, feeding)
+                nothing_scored(report)
                 ends = await feeding
             finally:
                 if not feeding.done():
@@ -171,10 +192,12 @@ class Demo:
                     with contextlib.suppress(BaseException):
                         await feeding
             report.end_offsets = {str(p): o for p, o in sorted(ends.items())}
+            leave = frozenset(await golden.rows_to_leave(settings, dsn, self.options.leave_pending))
+            report.left_pending = len(leave)
             progress.step("annotating the backlog from the traffic set's references")
-            await golden.annotate(settings, dsn, traffic, self.workdir, report, stop)
+            await golden.annotate(settings, dsn, traffic, self.workdir, report, stop, leave=leave)
             progress.step("playing the reviewer from the traffic set's labels")
-            await golden.play_reviewer(settings, dsn, traffic, report, stop)
+            await golden.play_reviewer(settings, dsn, traffic, report, stop, leave=leave)
             progress.step("running the offline metrics on the annotated rows")
             await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
             await golden.backlog_summary(settings, dsn, report)
@@ -206,6 +229,7 @@ class Demo:
         finally:
             progress.done()
             await self._cleanup(cleanup, broker, postgres)
+            await asyncio.shield(asyncio.to_thread(watchdog.release))
 
     # --- phases
 
@@ -215,13 +239,28 @@ class Demo:
             parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix="rag-monitor-demo-", dir=parent))
 
-    def _settings(self, broker: Any, dsn: str, traffic: Sequence[TrafficRecord]) -> Settings:
+    def check_settings(self, broker: Any, traffic: Sequence[TrafficRecord]) -> None:
+        """The run's settings and wiring, with the addresses the servers will have standing
+        in: ConfigError (exit code 2) before the broker or Postgres starts, not after."""
+        from monitor.app import build
+
+        build(self._settings(broker, "postgresql://demo@127.0.0.1:5432/demo", traffic,
+                             bootstrap_servers="127.0.0.1:9092"))  # fmt: skip
+
+    def _settings(
+        self,
+        broker: Any,
+        dsn: str,
+        traffic: Sequence[TrafficRecord],
+        *,
+        bootstrap_servers: str | None = None,
+    ) -> Settings:
         routes = sorted({r.route for r in traffic if r.route is not None})[:MAX_ROUTES]
         # explicit values win over the environment and --config; the judge settings do not
         # appear here, so RAG_MONITOR_JUDGE_* (and the file) choose the judge
         return load_settings(
             self.options.config,
-            kafka_bootstrap_servers=broker.bootstrap_servers,
+            kafka_bootstrap_servers=bootstrap_servers or broker.bootstrap_servers,
             kafka_topic=TOPIC,
             kafka_dlq_topic=DLQ_TOPIC,
             kafka_group_id=GROUP_ID,
@@ -252,7 +291,13 @@ class Demo:
         from monitor.app import build
 
         parts = build(settings)
-        await parts.server.start()
+        try:
+            await parts.server.start()
+        except OSError as exc:  # taken since the command checked it
+            raise DemoError(
+                f"cannot serve /metrics on 127.0.0.1:{settings.metrics_port}: "
+                f"{exc.strerror or exc}; try --metrics-port 0"
+            ) from exc
         cleanup.append(("server", parts.server))
         report.metrics_url = f"http://127.0.0.1:{parts.server.port}/metrics"
         return parts
@@ -307,20 +352,13 @@ class Demo:
 
         tally = Tally(dict(settings.thresholds))
         parts.sinks.append(tally)
-        closers = list(parts.closers)
-        try:
-            for start in parts.starters:
-                await until(start(), stop, what="starting the backlog sink")
-            await until(parts.source.start(), stop, what="starting the Kafka source")
-            try:
-                pipeline = parts.pipeline(settings)
-                await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
-            finally:
-                await parts.source.stop()
-        finally:
-            for close in closers:
-                with contextlib.suppress(Exception):
-                    await close()
+
+        async def starting(started: Awaitable[object], what: str) -> None:
+            await until(started, stop, what=f"starting {what}")
+
+        async with parts.running(server=False, starting=starting):
+            pipeline = parts.pipeline(settings)
+            await self._consume(pipeline, parts, tally, progress, total, stop, feeding)
         read_sidecar(report, parts.exporter.registry, tally, settings)
         committed = await until(
             committed_offsets(settings.kafka_bootstrap_servers, GROUP_ID, TOPIC, PARTITIONS),
@@ -414,6 +452,43 @@ class Demo:
                 print(f"demo: kept {self.workdir}", file=self.err, flush=True)
             else:
                 shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+#: what to check when the judge failed on every record, by skip reason
+_JUDGE_HINTS = {
+    "connection": "nothing accepted the connection: is the judge running at "
+    "RAG_MONITOR_JUDGE_BASE_URL?",
+    "timeout": "the judge did not answer in time: check it, or raise "
+    "RAG_MONITOR_JUDGE_TIMEOUT_SECONDS",
+    "auth": "the judge refused the key: check RAG_MONITOR_JUDGE_API_KEY",
+    "bad_request": "the judge refused the requests: check RAG_MONITOR_JUDGE_MODEL and "
+    "RAG_MONITOR_JUDGE_API_KEY",
+    "rate_limited": "the judge's rate limit: lower --records or the judge's concurrency "
+    "(RAG_MONITOR_JUDGE_CONCURRENCY)",
+    "server_error": "the judge answered with server errors",
+    "invalid_output": "the judge's answers were not the JSON asked for: try a larger model",
+}
+
+
+def nothing_scored(report: DemoReport) -> None:
+    """DemoError naming the judge and the cause when records were sampled but none was scored
+    (the demo's numbers would all be n/a: exit code 1, as for ``rag-monitor score``)."""
+    if not report.sampled or report.scored:
+        return
+    budget = {BUDGET, BUDGET_THINNED}
+    failures = {k: v for k, v in report.skipped.items() if k not in budget}
+    if not failures:
+        raise DemoError(
+            f"no record scored: all {report.sampled} sampled records were skipped for lack of "
+            f"token budget ({report.token_budget}); raise RAG_MONITOR_TOKEN_BUDGET"
+        )
+    cause, _ = max(failures.items(), key=lambda item: item[1])
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+    hint = _JUDGE_HINTS.get(cause, "see the judge's own logs")
+    raise DemoError(
+        f"no record scored: the {report.judge} failed on every sampled record ({counts} of "
+        f"{report.sampled}); {hint}"
+    )
 
 
 def embedded_services_missing() -> bool:

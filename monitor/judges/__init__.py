@@ -76,11 +76,11 @@ class Embedded:
 
 
 class JudgeError(Exception):
-    """A judge step that failed for good (after the SDK's own retries and one re-ask).
+    """A judge step that failed for good (after the judge's retries and one re-ask).
 
     ``reason`` is a short bounded label used in metrics and logs:
-    ``timeout``, ``rate_limited``, ``server_error``, ``connection``,
-    ``bad_request``, ``invalid_output``, ``budget``.
+    ``timeout``, ``rate_limited``, ``server_error``, ``connection``, ``auth`` (the
+    key refused: HTTP 401 or 403), ``bad_request``, ``invalid_output``, ``budget``.
     """
 
     def __init__(self, reason: str, detail: str = "", *, retryable: bool = False) -> None:
@@ -93,8 +93,11 @@ class JudgeError(Exception):
 class BudgetExhausted(JudgeError):
     """The token budget cannot cover this call now."""
 
+    #: its `JudgeError.reason`, and the skip reason of a record it stopped (`monitor.budget`)
+    REASON = "budget"
+
     def __init__(self, needed: int, available: int) -> None:
-        super().__init__("budget", f"needs ~{needed} tokens, {available} left", retryable=True)
+        super().__init__(self.REASON, f"needs ~{needed} tokens, {available} left", retryable=True)
         self.needed = needed
         self.available = available
 

@@ -42,7 +42,7 @@ def build_judge(
     if kind == "auto":
         kind = "llm" if settings.judge_base_url else "local"
     if kind == "local":
-        return _local_judge()
+        return _local_judge(settings)
     if kind != "llm":
         raise JudgeConfigError(f"unknown judge kind {kind!r}: auto, llm or local")
     if not settings.judge_base_url:
@@ -89,7 +89,11 @@ def _minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-def _local_judge() -> Judge:
+def _local_judge(settings: Settings) -> Judge:
+    if settings.local_judge == "model":
+        from monitor.judges.local.learned import LearnedJudge
+
+        return LearnedJudge()
     from monitor.judges.local.judge import LocalJudge
 
     return LocalJudge()

@@ -1,52 +1,9 @@
-"""The LLM judge: prompts over HTTP to any OpenAI-compatible endpoint. The only `openai` import.
+"""The LLM judge over any OpenAI-compatible endpoint; the only `openai` import.
 
-`OpenAIJudge` implements `monitor.judges.Judge` with the AsyncOpenAI SDK:
-
-- **Structured output.** ``response_format`` ``json_schema`` (strict) named
-  after the step; an endpoint that rejects it with a 400-class error gets
-  ``json_object`` with the schema spelled out in the system message instead,
-  and keeps getting it once that worked. Every answer is validated with
-  pydantic; an invalid answer is re-asked once (the bad answer and a short
-  correction appended), then the step fails for good: ``invalid_output``.
-  A prompt's pinned list lengths (`monitor.judges.Prompt.lengths`) go into the
-  schema as ``minItems``/``maxItems`` and are checked on the answer; a prompt
-  with ``reask`` False (the fused ``grounding`` step) is not re-asked: its
-  metrics fall back to the basic steps (outcome ``fallback_steps``). A
-  ``statements`` answer's statements are cut at sentence boundaries
-  (`monitor.judges.replies.one_claim_per_sentence`).
-- **n choices.** ``n`` is sent as is; when the endpoint returns fewer choices
-  (llama.cpp beyond its slots, servers that ignore ``n``) the missing ones are
-  requested with ``n=1`` calls.
-- **One retry layer.** The SDK retries 429, 5xx, timeouts and connection
-  errors (``max_retries``); when it gives up, the exception *class* becomes a
-  `JudgeError` reason: ``timeout``, ``rate_limited``, ``server_error``,
-  ``connection`` (retryable) or ``bad_request`` (permanent). A request that
-  timed out is retried only after waiting as long as its timeout (outcome
-  ``timeout_backoff`` for each such wait): the endpoint may still be working
-  on the abandoned request, and an immediate re-send would queue behind it.
-- **Budget.** With a `TokenGate`, every HTTP request reserves its estimated
-  prompt tokens (exact, `monitor.tokens`) plus the expected completion before
-  it is sent (`BudgetExhausted`: nothing is sent) and reconciles with the
-  response's ``usage`` after — with 0 when no response came back, except
-  after a timeout: the endpoint may still have done, and billed, an attempt
-  its client abandoned, so each timed-out attempt is charged its reservation
-  (a retry after one is sent only when the budget covers that charge).
-- **Bounds.** A timeout per request attempt (``step_timeouts`` per step, else
-  ``timeout_seconds``) and a semaphore of ``concurrency`` requests in flight.
-- **CPU.** Requests go through the SDK's generic ``post`` (auth, retries,
-  timeouts and error classes as usual) with the JSON body built here and the
-  answer read as plain JSON, over the SDK's aiohttp transport: the typed
-  ``create`` methods and the httpx connection pool cost more CPU per record
-  than everything else the sidecar does (docs/benchmarks.md, Sidecar ingest).
-- **Observability** without a Prometheus import: a `JudgeObserver` hears every
-  request's outcome and duration and every response's tokens per metric.
-
-A prompt's chat messages and strict schema come from `monitor.judges.wire`;
-the response bodies are read and validated by `monitor.judges.replies`. What
-stays here is what touches the SDK: one concept, longer than most, that reads best whole.
-
-The API key lives in a `SecretStr`; it is handed to the SDK and never appears
-in a repr or a log line.
+`OpenAIJudge` implements `monitor.judges.Judge`: structured output, re-asks, n choices,
+one metered request (budget, retries, observer) for chat and embeddings alike
+(docs/design.md, "The LLM judge's requests"). Prompts become messages in
+`monitor.judges.wire`; answers are read in `monitor.judges.replies`.
 """
 
 from __future__ import annotations
@@ -54,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import openai
 from pydantic import SecretStr
 
-from monitor.judges import BudgetExhausted, Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
 from monitor.judges.replies import (
     Invalid,
     chat_contents,
@@ -78,8 +34,8 @@ from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 
 log = logging.getLogger(__name__)
-#: the tokens reserved for the request being sent, for a timed-out attempt's charge
-_ATTEMPT_TOKENS: ContextVar[int] = ContextVar("judge_attempt_tokens", default=0)
+
+R = TypeVar("R")
 
 ResponseMode = Literal["json_schema", "json_object"]
 
@@ -103,7 +59,7 @@ class JudgeObserver(Protocol):
     ``outcome`` is ``ok``, ``invalid_output``, ``fallback`` (json_schema
     rejected, retried as json_object), ``fallback_steps`` (a fused step's
     answer was invalid: its metrics are asked the basic steps instead),
-    ``timeout_backoff`` (an attempt timed out; the SDK's retry waits as long as
+    ``timeout_backoff`` (an attempt timed out; the retry waits as long as
     the timeout first; ``seconds`` is that timeout) or a `JudgeError` reason.
     """
 
@@ -123,14 +79,37 @@ class Embedder(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass
+class _Reply(Generic[R]):
+    """What `OpenAIJudge._metered` made of one answered request."""
+
+    value: R
+    prompt_tokens: int
+    completion_tokens: int
+    #: the observer's outcome for the request (``invalid_output`` when a choice is not valid)
+    outcome: str = "ok"
+
+
 class _SchemaRejected(Exception):
     """The endpoint refused ``response_format`` json_schema (internal: triggers the fallback)."""
 
 
-def _classify(exc: openai.OpenAIError) -> JudgeError:
-    """The SDK gave up: exception class → bounded reason (never the message text)."""
+def _classify(exc: openai.OpenAIError, secret: str = "") -> JudgeError:
+    """The SDK gave up: exception class → bounded reason (never chosen by the message text).
+
+    A refused key (HTTP 401 or 403) is ``auth``: its detail keeps what the server said
+    (``secret``, the key, cut out should the server echo it) and names the setting.
+    """
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        said = _server_message(exc)
+        if secret:
+            said = said.replace(secret, "***")
+        return JudgeError(
+            "auth", f"HTTP {status}: {said}; check RAG_MONITOR_JUDGE_API_KEY" if said else
+            f"HTTP {status}; check RAG_MONITOR_JUDGE_API_KEY",
+        )  # fmt: skip
     detail = f"{name} (HTTP {status})" if status is not None else name
     refused = _connection_error(exc)
     if refused is not None:  # what the OS said, by class (the SDK may call it a timeout)
@@ -148,6 +127,19 @@ def _classify(exc: openai.OpenAIError) -> JudgeError:
     if isinstance(exc, openai.APIResponseValidationError):
         return JudgeError("invalid_output", detail)
     return JudgeError("bad_request", detail)
+
+
+def _server_message(exc: openai.APIStatusError, limit: int = 300) -> str:
+    """The error message of the server's JSON body (OpenAI's ``error.message``), else its text."""
+    body = exc.body
+    message: object = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+    if not isinstance(message, str) or not message.strip():
+        message = exc.response.text if exc.response is not None else ""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 #: the OS's connection errors in words, for a JudgeError's detail
@@ -248,12 +240,11 @@ class OpenAIJudge:
     @property
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            self._client = _BackingOffClient(
-                on_backoff=self._on_backoff,
+            self._client = openai.AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key.get_secret_value() or NO_KEY,
                 timeout=self.timeout_seconds,
-                max_retries=self.max_retries,
+                max_retries=0,  # the one retry layer is `_metered`
                 http_client=openai.DefaultAioHttpClient(
                     timeout=max([self.timeout_seconds, *self.step_timeouts.values()])
                 ),
@@ -263,17 +254,6 @@ class OpenAIJudge:
     def timeout_of(self, step: str) -> float:
         """The timeout of one attempt of ``step``'s requests."""
         return self.step_timeouts.get(step, self.timeout_seconds)
-
-    def _on_backoff(self, seconds: float) -> None:
-        log.info("judge request timed out; waiting before the retry", extra={"seconds": seconds})
-        if self.observer is not None:
-            self.observer.on_request("timeout_backoff", seconds)
-        tokens = _ATTEMPT_TOKENS.get()
-        if self.gate is not None and tokens:
-            # the abandoned attempt is charged what it reserved; BudgetExhausted here
-            # leaves the SDK's retry loop: no retry is sent
-            self.gate.reserve(tokens)
-            self.gate.reconcile(tokens, tokens)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -378,7 +358,8 @@ class OpenAIJudge:
         usage: Usage,
         mode: ResponseMode,
     ) -> list[OutT | Invalid]:
-        """One HTTP request: each choice validated (the model, or why it is not valid)."""
+        """One chat request (retried by `_metered`): each choice validated (the model, or why
+        it is not valid)."""
         messages: list[dict[str, str]] = render_messages(
             prompt, schema_in_text=mode == "json_object"
         )
@@ -402,65 +383,135 @@ class OpenAIJudge:
             body["temperature"] = temperature
         estimate = estimate_prompt_tokens(messages, self.model)
 
+        def read(data: object) -> _Reply[list[OutT | Invalid]]:
+            contents, reported = chat_contents(data)
+            prompt_tokens, completion_tokens = token_usage(reported, estimate, contents, self.model)
+            answers = [try_parse(prompt.output, c, prompt.lengths) for c in contents]
+            invalid = any(isinstance(a, Invalid) for a in answers)
+            outcome = ("invalid_output" if prompt.reask else "fallback_steps") if invalid else "ok"
+            return _Reply(answers, prompt_tokens, completion_tokens, outcome)
+
+        # the SDK's generic request with the body as built here: `chat.completions.create`
+        # would walk the body against its typed parameters and build the response as SDK
+        # models, which cost more CPU than everything else in scoring a record
+        reply = await self._metered(
+            "/chat/completions",
+            body,
+            step=prompt.step,
+            metric=prompt.metric,
+            reserved=estimate + self.completion_reserve * n,
+            read=read,
+            schema_fallback=mode == "json_schema",
+        )
+        usage.calls += 1
+        usage.prompt_tokens += reply.prompt_tokens
+        usage.completion_tokens += reply.completion_tokens
+        return reply.value
+
+    async def _metered(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        step: str,
+        metric: str,
+        reserved: int,
+        read: Callable[[object], _Reply[R]],
+        schema_fallback: bool = False,
+    ) -> _Reply[R]:
+        """POST ``body`` under the budget, with the judge's one retry layer; ``read`` turns the
+        response into a `_Reply`.
+
+        Every attempt reserves ``reserved`` before it is sent (`BudgetExhausted`: it is not)
+        and is reconciled when it ends: with its tokens, with 0 when no answer came, with its
+        reservation when it timed out (the endpoint may have done, and billed, the work its
+        client abandoned). Retryable failures are retried up to ``max_retries`` times (see
+        `_retry_wait`). The observer hears the request's final outcome, its duration and the
+        tokens of the answer; with ``schema_fallback`` a rejected request raises
+        `_SchemaRejected`.
+        """
+        timeout = self.timeout_of(step)
         async with self._semaphore:
-            reserved = estimate + self.completion_reserve * n
             if self.gate is not None:
                 self.gate.reserve(reserved)  # BudgetExhausted: nothing is sent
-            used = 0
             started = time.perf_counter()
             outcome = "ok"
-            attempt = _ATTEMPT_TOKENS.set(reserved)
+            retries = 0
             try:
-                # the SDK's generic request (auth, retries, timeouts, error classes) with the
-                # body as built here: `chat.completions.create` would walk the body against its
-                # typed parameters and build the response as SDK models, which cost more CPU
-                # than everything else in scoring a record
-                data = await self.client.post(
-                    "/chat/completions",
-                    cast_to=object,
-                    body=body,
-                    options={"timeout": self.timeout_of(prompt.step)},
-                )
-                contents, reported = chat_contents(data)
-                prompt_tokens, completion_tokens = token_usage(
-                    reported, estimate, contents, self.model
-                )
-                used = prompt_tokens + completion_tokens
-                usage.calls += 1
-                usage.prompt_tokens += prompt_tokens
-                usage.completion_tokens += completion_tokens
-                if self.observer is not None:
-                    self.observer.on_tokens(prompt.metric, prompt_tokens, completion_tokens)
-                answers = [try_parse(prompt.output, c, prompt.lengths) for c in contents]
-                if any(isinstance(a, Invalid) for a in answers):
-                    outcome = "invalid_output" if prompt.reask else "fallback_steps"
-                return answers
-            except JudgeError as exc:  # the body is not a chat completion, or no retry
+                while True:
+                    charged = 0
+                    try:
+                        data = await self.client.post(
+                            path, cast_to=object, body=body, options={"timeout": timeout}
+                        )
+                        reply = read(data)
+                        charged = reply.prompt_tokens + reply.completion_tokens
+                        outcome = reply.outcome
+                        if self.observer is not None:
+                            self.observer.on_tokens(
+                                metric, reply.prompt_tokens, reply.completion_tokens
+                            )
+                        return reply
+                    except openai.OpenAIError as exc:
+                        timed_out = _timed_out(exc)
+                        if timed_out:  # abandoned, maybe billed
+                            charged = reserved
+                        if schema_fallback and isinstance(
+                            exc, openai.BadRequestError | openai.UnprocessableEntityError
+                        ):
+                            raise _SchemaRejected() from exc
+                        error = _classify(exc, self._api_key.get_secret_value())
+                        if not error.retryable or retries >= self.max_retries:
+                            raise error from None
+                        wait = self._retry_wait(exc, retries, timeout if timed_out else None)
+                    finally:
+                        if self.gate is not None:
+                            self.gate.reconcile(reserved, charged)
+                    retries += 1
+                    if self.gate is not None:
+                        self.gate.reserve(reserved)  # BudgetExhausted: no retry is sent
+                    try:
+                        await asyncio.sleep(wait)
+                    except BaseException:
+                        if self.gate is not None:
+                            self.gate.reconcile(reserved, 0)
+                        raise
+            except JudgeError as exc:
                 outcome = exc.reason
-                if isinstance(exc, BudgetExhausted):  # the timed-out attempt before it
-                    used = reserved
                 raise
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if mode == "json_schema":
-                    outcome = "fallback"
-                    raise _SchemaRejected() from exc
-                outcome = "bad_request"
-                raise _classify(exc) from None
-            except openai.OpenAIError as exc:
-                error = _classify(exc)
-                outcome = error.reason
-                if _timed_out(exc):  # the last attempt was abandoned, maybe billed
-                    used = reserved
-                raise error from None
+            except _SchemaRejected:
+                outcome = "fallback"
+                raise
             except asyncio.CancelledError:
                 outcome = "cancelled"
                 raise
             finally:
-                _ATTEMPT_TOKENS.reset(attempt)
-                if self.gate is not None:
-                    self.gate.reconcile(reserved, used)
                 if self.observer is not None:
                     self.observer.on_request(outcome, time.perf_counter() - started)
+
+    def _retry_wait(self, exc: openai.OpenAIError, retries: int, timed_out: float | None) -> float:
+        """How long to wait before retry number ``retries + 1``.
+
+        After an attempt that timed out (``timed_out`` is its timeout), as long as that
+        timeout, less up to a quarter at random: a server that goes on working on a request
+        its client abandoned (llama.cpp's, most self-hosted ones) is not sent it again while
+        still busy with it. Else what the endpoint asked for (``retry-after-ms`` or
+        ``Retry-After`` in seconds, up to a minute), or half a second doubling per retry up
+        to 8 s, less up to a quarter at random.
+        """
+        jitter = 1 - 0.25 * random.random()
+        if timed_out is not None:
+            log.info(
+                "judge request timed out; waiting before the retry", extra={"seconds": timed_out}
+            )
+            if self.observer is not None:
+                self.observer.on_request("timeout_backoff", timed_out)
+            return timed_out * jitter
+        if isinstance(exc, openai.APIStatusError):
+            asked = _retry_after(exc.response.headers)
+            if asked is not None:
+                return asked
+        return float(min(8.0, 0.5 * 2**retries) * jitter)
 
     # --- Judge: embed
 
@@ -478,53 +529,26 @@ class OpenAIJudge:
         # endpoints reject empty inputs: embed the others, give empty texts zero vectors
         present = [i for i, t in enumerate(texts) if t.strip()]
         send = [texts[i] for i in present] if present else [" "]
-        # embeddings are billed like chat calls: reserved before sending, reconciled after
+        # embeddings are billed like chat calls: reserved before sending, reconciled after;
         # counted with the chat model's encoding: an estimate for the reservation only (the
         # endpoint's usage replaces it), and one encoding in memory instead of two (~55 MB)
         estimate = sum(count_tokens(t, self.model) for t in send)
-        if self.gate is not None:
-            self.gate.reserve(estimate)  # BudgetExhausted: nothing is sent
-        used = 0
-        #: what the budget is charged: the usage, or the reservation of an abandoned attempt
-        charged = 0
-        async with self._semaphore:
-            started = time.perf_counter()
-            outcome = "ok"
-            attempt = _ATTEMPT_TOKENS.set(estimate)
-            try:
-                # the SDK's generic request, base64 vectors decoded here: the typed
-                # `embeddings.create` builds every number through its model layer
-                data = await self.client.post(
-                    "/embeddings",
-                    cast_to=object,
-                    options={"timeout": self.timeout_of(EMBEDDINGS_METRIC)},
-                    body={
-                        "model": self.embedding_model,
-                        "input": send,
-                        "encoding_format": "base64",
-                    },
-                )
-                got, reported = embedding_vectors(data, len(send))
-                used = charged = reported if reported else estimate
-            except JudgeError as exc:
-                outcome = exc.reason
-                if isinstance(exc, BudgetExhausted):  # the timed-out attempt before it
-                    charged = estimate
-                raise
-            except openai.OpenAIError as exc:
-                error = _classify(exc)
-                outcome = error.reason
-                if _timed_out(exc):  # the last attempt was abandoned, maybe billed
-                    charged = estimate
-                raise error from None
-            finally:
-                _ATTEMPT_TOKENS.reset(attempt)
-                if self.gate is not None:
-                    self.gate.reconcile(estimate, charged)
-                if self.observer is not None:
-                    self.observer.on_request(outcome, time.perf_counter() - started)
-                    if used:
-                        self.observer.on_tokens(EMBEDDINGS_METRIC, used, 0)
+
+        def read(data: object) -> _Reply[list[list[float]]]:
+            got, reported = embedding_vectors(data, len(send))
+            return _Reply(got, reported if reported else estimate, 0)
+
+        # the SDK's generic request, base64 vectors decoded here: the typed
+        # `embeddings.create` builds every number through its model layer
+        reply = await self._metered(
+            "/embeddings",
+            {"model": self.embedding_model, "input": send, "encoding_format": "base64"},
+            step=EMBEDDINGS_METRIC,
+            metric=EMBEDDINGS_METRIC,
+            reserved=estimate,
+            read=read,
+        )
+        got, used = reply.value, reply.prompt_tokens
         usage.calls += 1
         usage.prompt_tokens += used
         dimension = len(got[0])
@@ -535,35 +559,20 @@ class OpenAIJudge:
         return vectors
 
 
-class _BackingOffClient(openai.AsyncOpenAI):
-    """The SDK's client with one change to its own retries: after an attempt that timed out
-    (not a refused connection), the retry waits as long as that attempt's timeout (less up
-    to a quarter, at random) instead of half a second. A server that does not stop working
-    on a request its client abandoned (llama.cpp's, most self-hosted ones) is then not sent
-    the same request again while it is still busy with the first."""
-
-    def __init__(self, *, on_backoff: Callable[[float], None], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._on_backoff = on_backoff
-
-    async def _sleep_for_retry(
-        self, *, retries_taken: int, max_retries: int, options: Any, response: Any
-    ) -> None:
-        # called by the SDK inside its ``except`` for the failed attempt: the exception
-        # being handled says whether it timed out
-        failure = sys.exc_info()[1]
-        if response is None and _timed_out(failure):
-            timeout = options.timeout if isinstance(options.timeout, int | float) else None
-            wait = float(timeout if timeout is not None else self.timeout)  # type: ignore[arg-type]
-            self._on_backoff(wait)
-            await asyncio.sleep(wait * (1 - 0.25 * random.random()))
-            return
-        await super()._sleep_for_retry(
-            retries_taken=retries_taken,
-            max_retries=max_retries,
-            options=options,
-            response=response,
-        )
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait an endpoint asked for (``retry-after-ms``, else ``Retry-After`` in seconds),
+    when it is a number from 0 to 60 seconds."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if 0 <= seconds <= 60:
+            return seconds
+    return None
 
 
 def _timed_out(failure: BaseException | None) -> bool:

@@ -37,7 +37,7 @@ class StepRunner(Protocol):
     @property
     def fuse_grounding(self) -> bool:
         """Whether this record's faithfulness and context_utility are asked as one
-        ``grounding`` step (`monitor.metrics._statements.ground`) instead of their
+        ``grounding`` step (`monitor.metrics._steps.ground`) instead of their
         ``statements``, ``verify`` and ``usefulness`` steps."""
         ...
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from monitor.judges.steps import ContextVerdict
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
 from monitor.records import Interaction, MetricResult
 

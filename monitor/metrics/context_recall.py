@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from monitor.judges.steps import join_contexts
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
 from monitor.records import Interaction, MetricResult
 

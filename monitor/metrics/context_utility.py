@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 from monitor.metrics._base import StepRunner, unscoreable
 from monitor.metrics.context_precision import average_precision, context_details
 from monitor.records import Interaction, MetricResult

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
 from monitor.metrics.context_precision import context_details
 from monitor.records import Interaction, MetricResult

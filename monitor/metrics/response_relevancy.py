@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 from monitor.metrics._base import StepRunner, cosine
 from monitor.records import Interaction, MetricResult
 

@@ -10,7 +10,6 @@ app sends forbids inline scripts, so even a missed escape could not run code.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -416,8 +415,3 @@ def login_page(csrf: str, error: str | None = None) -> str:
 
 def error_page(status: int, message: str) -> str:
     return _page(str(status), f"<h1>{status}</h1><p>{esc(message)}</p>")
-
-
-def json_script_safe(data: object) -> str:
-    """JSON that can sit in an HTML attribute (escaped)."""
-    return esc(json.dumps(data))

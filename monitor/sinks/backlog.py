@@ -13,18 +13,16 @@ exporter's ``scored_weight_total`` and ``hallucination_weight_total``), the
 denominator of the raw and the calibrated hallucination rate: in the transaction
 that queues its records, or, for a batch with nothing to queue, when Postgres
 next answers (held in memory until then, so an outage holds no offsets back
-that it did not hold before; lost, like the counters, if the process dies first). While started, the
-sink also refreshes the backlog's size and calibration series on the exporter.
+that it did not hold before; lost, like the counters, if the process dies first).
+The backlog's size and calibration series are `monitor.backlog.gauges`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from monitor.backlog.calibration import Calibration, Traffic
+from monitor.backlog.calibration import Traffic
 from monitor.backlog.entries import backlog_reasons, build_entry
 from monitor.backlog.store import NAME, BacklogStore, StoreError
 from monitor.config import Settings
@@ -39,8 +37,7 @@ log = logging.getLogger(__name__)
 class BacklogSink:
     """A `Sink` over a `BacklogStore`, which it owns: `aclose` closes the store too.
 
-    Construction has no side effects; `start` opens the store and the refresh
-    tasks, `aclose` stops them and closes the store.
+    Construction has no side effects; `start` opens the store, `aclose` closes it.
     """
 
     name = NAME
@@ -50,23 +47,12 @@ class BacklogSink:
         store: BacklogStore,
         settings: Settings,
         exporter: Exporter | None = None,
-        *,
-        stats_interval: float = 30.0,
-        calibration_interval: float | None = None,
     ) -> None:
         self.store = store
         self._settings = settings
         self.exporter = exporter
-        self._stats_interval = stats_interval
-        self._calibration_interval = (
-            settings.calibration_interval_seconds
-            if calibration_interval is None
-            else calibration_interval
-        )
         #: traffic totals of batches with nothing to queue, not yet in Postgres
         self._pending = Traffic()
-        self._stats_task: asyncio.Task[None] | None = None
-        self._calibration_task: asyncio.Task[None] | None = None
 
     async def start(self, *, check: bool = True) -> None:
         """Open the store; with ``check``, fail now (SinkError) if Postgres is unreachable."""
@@ -74,25 +60,8 @@ class BacklogSink:
             await self.store.start(check=check)
         except StoreError as exc:
             raise _sink_error(exc) from exc
-        if self.exporter is None or self._stats_interval <= 0:
-            return
-        if self._stats_task is None:
-            self._stats_task = asyncio.create_task(
-                _every(self._stats_interval, self.refresh_stats, "stats"), name="backlog-stats"
-            )
-        if self._calibration_interval > 0 and self._calibration_task is None:
-            self._calibration_task = asyncio.create_task(
-                _every(self._calibration_interval, self.refresh_calibration, "calibration"),
-                name="backlog-calibration",
-            )
 
     async def aclose(self) -> None:
-        for task in (self._stats_task, self._calibration_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._stats_task = self._calibration_task = None
         await self.flush()
         if self._pending.scored:
             log.warning(
@@ -145,30 +114,6 @@ class BacklogSink:
             return
         self._pending -= pending  # what other batches added meanwhile stays held
 
-    # --- the exporter's backlog series
-
-    async def refresh_stats(self) -> None:
-        """Read the rows per status and set the exporter's size gauge."""
-        stats = await self.store.stats()
-        if self.exporter is not None:
-            for status, n in stats.counts.items():
-                self.exporter.backlog_size.labels(status=status).set(n)
-
-    async def refresh_calibration(self) -> Calibration:
-        """Read the verdicts and set the exporter's calibration series."""
-        calibration, verdicts = await self.store.calibration_snapshot()
-        if self.exporter is not None:
-            c = calibration
-            rate = (
-                (c.calibrated_rate, c.lower or 0.0, c.upper or 0.0)
-                if c.calibrated_rate is not None
-                else None
-            )
-            self.exporter.calibration.update(
-                c.flag_precision, c.control_hallucination_share, rate, verdicts
-            )
-        return calibration
-
 
 def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -> Traffic:
     """The records of ``batch`` with a faithfulness score, and the hallucinations among
@@ -181,16 +126,6 @@ def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -
         weight = record.weight
         total += Traffic(1, int(hallucinated), weight, weight if hallucinated else 0.0)
     return total
-
-
-async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what: str) -> None:
-    """Run ``refresh`` every ``interval`` seconds until cancelled; a failed one is logged."""
-    while True:
-        try:
-            await refresh()
-        except StoreError as exc:
-            log.warning("backlog %s refresh failed: %s", what, exc)
-        await asyncio.sleep(interval)
 
 
 def _sink_error(exc: StoreError) -> SinkError:

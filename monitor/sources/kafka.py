@@ -1,59 +1,8 @@
-"""The Kafka source the pipeline reads: fetch with backpressure, commit, dead-letter.
+"""The Kafka source the pipeline reads: consume, track, commit (docs/design.md, "The Kafka source").
 
-`KafkaSource` is a consumer-group member with manual commits. Every fetched
-record is tracked (`offsets.OffsetTracker`) until the pipeline calls
-`finish` (sampled out, dead-lettered, skipped, or in every sink); `commit`
-moves each partition to its first unfinished record, never further. At most
-``max_in_flight`` records are unfinished: while the window is full `fetch`
-hands out nothing. If it stays full for ``pause_after_seconds`` (a stall: the
-judge or a sink is down), the assigned partitions are paused, and resumed once
-half of the window is done. On a rebalance the revoked
-partitions' work gets ``revoke_timeout_seconds`` to finish, what is finished
-is committed, the rest is dropped (it will be redelivered to the new owner).
-
-Memory. While the window is full the client holds at most one fetch response
-per partition (aiokafka fetches a partition again only once its buffered
-records are handed out), so a momentary full window needs no pause — and a
-pause would cost memory, not save it: aiokafka drops a paused partition's
-buffered records and fetches them again on resume. A response holds at most
-``FETCH_MAX_BYTES`` on brokers that honour the limit (noida-db does not: it
-answers with the whole rest of each partition). `monitor.kafka.frames` keeps
-aiokafka from holding a connection's last frame beside the records decoded from it.
-
-Invalid records go to the dead-letter topic with their original key and
-value and the error in headers (``rag-monitor-error-reason``,
-``rag-monitor-error-detail``, plus the source coordinates). Lag is the fetch
-high watermark minus the commit position (`consumer.highwater`, not
-``end_offsets()``, which some brokers report wrong).
-
-The token budget's ledger (`PartitionBudget`, `monitor.budget`) rides on the
-commits: every commit carries each assigned partition's entry in its offset
-metadata (a partition whose entry changed is committed again at the same
-offset, in the same request: no commit is sent for the ledger alone, so a
-rebalance sees no more commits than before), a revoke and `stop` commit every
-changed entry before the partitions go, and an assignment reads the entries of
-the partitions it brings (at most ``LEDGER_READ_SECONDS``; unread, they count
-0). A partition with neither a record seen nor an earlier commit is committed
-at offset 0, which with ``auto_offset_reset=earliest`` means what no commit
-means: from the start of its log; where the assignment could not read its last
-commit, no ledger-only commit is sent for it (a guessed 0 would rewind it).
-
-With ``kafka_group_instance_id`` set the consumer is a *static* member
-(KIP-345): a replica restarted with the same id (a crashed container in the
-same pod) rejoins as its old member at once. It does not leave the group when
-it stops, so a replica that is gone for good gives up its partitions only when
-its session times out.
-
-A replica whose event loop stood still for longer than the session timeout
-(a frozen container, SIGSTOP, a VM paused, a CPU starved) has, as far as the
-group knows, left it: its partitions may already be another member's. The
-source notices the gap itself (a tick every ``STALL_TICK_SECONDS``, checked
-again by `owns`) and *fences* itself before any of that work reaches a sink:
-every held partition is let go as in a revoke (its records in flight and
-scored-but-unwritten are dropped; the checkpoint writes only what `owns`
-still holds), the budget reserves nothing, and the consumer rejoins the group,
-whose assignment starts each partition again from its last commit. So a zombie
-writes no stale duplicates and commits nothing over the new owner.
+`KafkaSource` is a consumer-group member with manual commits: each partition is committed
+up to its first unfinished record (`monitor.sources.offsets`), the token budget's ledger
+rides on the commits, and a full in-flight window is the backpressure.
 """
 
 from __future__ import annotations
@@ -65,42 +14,33 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from monitor.config import Settings
 from monitor.kafka.client import (
-    MAX_REQUEST_BYTES,
     KafkaUnreachable,
     client_options,
     quiet_client_log,
     why_unreachable,
 )
+from monitor.kafka.dead_letter import DeadLetterFailed, DeadLetterProducer
 from monitor.kafka.frames import release_frames
+from monitor.kafka.probe import PROBE_SECONDS, BrokerProbe
+from monitor.records import too_large
 from monitor.sources import DeadLetterError, SourceRecord
 from monitor.sources.offsets import OffsetTracker, Partition
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.sources.kafka")
 
-HEADER_REASON = "rag-monitor-error-reason"
-HEADER_DETAIL = "rag-monitor-error-detail"
-HEADER_TOPIC = "rag-monitor-source-topic"
-HEADER_PARTITION = "rag-monitor-source-partition"
-HEADER_OFFSET = "rag-monitor-source-offset"
-HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
-
 #: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
 #: The client holds up to about twice this per broker while it reads and decodes a response.
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 #: how long the in-flight window must stay full before the partitions are paused
 PAUSE_AFTER_SECONDS = 30.0
-#: the brokers are probed this often while they answer; while they do not, the probe
-#: backs off from a fifth of it to PROBE_BACKOFF_CAP
-PROBE_SECONDS = 5.0
-PROBE_BACKOFF_CAP = 30.0
-PROBE_TIMEOUT_SECONDS = 10.0
 #: how long an assignment waits for the ledger entries of its partitions
 LEDGER_READ_SECONDS = 10.0
 #: how often the source notes that its event loop runs (a gap longer than the session
@@ -108,17 +48,24 @@ LEDGER_READ_SECONDS = 10.0
 STALL_TICK_SECONDS = 0.25
 
 
-class PartitionBudget(Protocol):
-    """The spend that travels with the partitions (`monitor.budget.TokenBudget`)."""
+class Ledger(Protocol):
+    """The spend that travels with the partitions (`monitor.budget.PartitionLedger`)."""
 
-    def assign(self, ledger: Mapping[int, str | None], total: int) -> None: ...
+    def load(self, metadata: Mapping[int, str | None], total: int) -> None: ...
 
-    def revoke(self) -> None: ...
+    def entries(self) -> dict[int, str]: ...
 
-    def ledger(self) -> dict[int, str]: ...
+    def unsent(self, entries: Mapping[int, str]) -> list[int]: ...
+
+    def sent(self, entries: Mapping[int, str]) -> None: ...
+
+    def revoke(self, partitions: Iterable[int]) -> None: ...
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """The source's listener: it finishes and commits what it can on a revoke (the ledger's
+    entries with it) and reads the commits of what it is assigned."""
+
     def __init__(self, source: KafkaSource) -> None:
         self._source = source
 
@@ -141,6 +88,9 @@ class KafkaSource:
         revoke_timeout_seconds: float = 10.0,
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
         probe_seconds: float = PROBE_SECONDS,
+        ledger: Ledger | None = None,
+        on_assigned: Callable[[int, int], None] | None = None,
+        held: Callable[[Partition], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -149,33 +99,31 @@ class KafkaSource:
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
         self.pause_after = pause_after_seconds
-        self.probe_seconds = probe_seconds
-        #: whether the brokers answered the last probe (`_watch`; ``/readyz`` check ``kafka``)
-        self.reachable = False
-        self._watcher: asyncio.Task[None] | None = None
+        self._probe: BrokerProbe | None = None
+        self._probe_seconds = probe_seconds
         self._ticker: asyncio.Task[None] | None = None
         #: the clock of the stall check, and when the event loop was last seen running
         self._clock = clock
         self._ticked: float | None = None
+        self._dead_letters = DeadLetterProducer(settings, client_id=f"{client_id}-dlq")
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
         #: called at the start of a revoke so the pipeline can checkpoint finished work
         self.on_revoke: Callable[[], Awaitable[object]] | None = None
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
-        self.held: Callable[[Partition], int] | None = None
+        self.held = held
         #: called after every assignment with (assigned partitions, the topic's partitions)
-        self.on_assigned: Callable[[int, int], None] | None = None
-        #: the token budget whose ledger the commits carry (None: offsets only)
-        self.budget: PartitionBudget | None = None
-        #: the ledger entry last committed per partition of the topic
-        self._ledger_committed: dict[int, str] = {}
+        self.on_assigned = on_assigned
+        #: the token budget's ledger, which the commits carry (None: offsets only)
+        self.ledger = ledger
         #: partitions of the topic whose last commit (or its absence) the assignment read
         self._commits_read: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
-        self._producer: AIOKafkaProducer | None = None
+        #: reads the group's commits with their metadata (the ledger entries) on assignment
+        self._admin: AIOKafkaAdminClient | None = None
         self._paused = False
         #: since when the in-flight window has been full (None: there is room)
         self._full_since: float | None = None
@@ -184,33 +132,42 @@ class KafkaSource:
 
     # --- lifecycle
 
+    @property
+    def reachable(self) -> bool:
+        """Whether the brokers answered the last probe (``/readyz`` check ``kafka``)."""
+        return self._probe is not None and self._probe.reachable
+
     async def start(self) -> None:
         """Start the DLQ producer and the consumer; KafkaUnreachable when no broker answers."""
         release_frames()
         with quiet_client_log():  # its "Unable connect" lines: KafkaUnreachable says why
             await self._start()
-        self.reachable = True
-        self._watcher = asyncio.create_task(self._watch(), name="kafka-watch")
+        consumer = self._require_consumer()
+        self._probe = BrokerProbe(
+            consumer.topics, self.settings.kafka_bootstrap_servers, every=self._probe_seconds
+        )
+        self._probe.start()
         self._ticked = self._clock()
         self._ticker = asyncio.create_task(self._tick(), name="kafka-stall-check")
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
         options = client_options(self.settings)
-        producer = AIOKafkaProducer(
-            **options,
-            client_id=f"{self.client_id}-dlq",
-            acks="all",
-            max_request_size=MAX_REQUEST_BYTES,
-        )
-        try:
-            await producer.start()
-        except KafkaError as exc:
-            await producer.stop()  # closes its client: no "Unclosed AIOKafkaProducer" later
-            raise KafkaUnreachable(
-                self.settings.kafka_bootstrap_servers, await why_unreachable(self.settings, exc)
-            ) from None
-        self._producer = producer
+        await self._dead_letters.start()
+        if self.ledger is not None:
+            admin = AIOKafkaAdminClient(
+                **options, client_id=f"{self.client_id}-ledger", request_timeout_ms=5000
+            )
+            try:
+                await admin.start()
+            except KafkaError as exc:
+                await admin.close()
+                await self._dead_letters.stop()
+                raise KafkaUnreachable(
+                    self.settings.kafka_bootstrap_servers,
+                    await why_unreachable(self.settings, exc),
+                ) from None
+            self._admin = admin
         consumer = AIOKafkaConsumer(
             **options,
             client_id=self.client_id,
@@ -239,8 +196,8 @@ class KafkaSource:
             await consumer.start()
         except BaseException as exc:
             await consumer.stop()
-            await producer.stop()
-            self._producer = None
+            await self._dead_letters.stop()
+            await self._close_admin()
             if isinstance(exc, KafkaError):
                 detail = await why_unreachable(self.settings, exc)
                 raise KafkaUnreachable(self.settings.kafka_bootstrap_servers, detail) from None
@@ -249,21 +206,21 @@ class KafkaSource:
 
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
-        for task in (self._watcher, self._ticker):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._watcher = self._ticker = None
+        if self._probe is not None:
+            await self._probe.stop()
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
                 await self._commit_with(consumer, ledger=True)
             finally:
                 await consumer.stop()
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
+        await self._dead_letters.stop()
+        await self._close_admin()
         log.info("kafka source stopped", topic=self.topic)
 
     # --- what the pipeline calls
@@ -314,6 +271,7 @@ class KafkaSource:
             await asyncio.sleep(wait_seconds)
             return []
         out: list[SourceRecord] = []
+        limit = self.settings.max_record_bytes  # checked here, once: nothing parses them first
         for tp, messages in batches.items():
             key = (tp.topic, tp.partition)
             generation = self.tracker.generation(key)
@@ -328,6 +286,7 @@ class KafkaSource:
                     value=m.value,
                     timestamp_ms=m.timestamp,
                     generation=generation,
+                    invalid=too_large(len(m.value or b""), limit),
                 )
                 if self.tracker.start(key, m.offset, generation):
                     out.append(record)
@@ -350,29 +309,11 @@ class KafkaSource:
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         """Send the original key and value to the DLQ topic; raises DeadLetterError."""
-        producer = self._producer
-        if producer is None:
-            raise DeadLetterError("the source is not started")
-        headers = [
-            (HEADER_REASON, reason.encode()),
-            (HEADER_DETAIL, detail[:1000].encode("utf-8", "replace")),
-            (HEADER_TOPIC, record.topic.encode()),
-            (HEADER_PARTITION, str(record.partition).encode()),
-            (HEADER_OFFSET, str(record.offset).encode()),
-        ]
-        value = record.value
+        coordinates = (record.topic, record.partition, record.offset)
         try:
-            try:
-                await producer.send_and_wait(
-                    self.settings.kafka_dlq_topic, value=value, key=record.key, headers=headers
-                )
-            except MessageSizeTooLargeError:
-                headers.append((HEADER_VALUE_DROPPED, b"too_large"))
-                await producer.send_and_wait(
-                    self.settings.kafka_dlq_topic, value=None, key=record.key, headers=headers
-                )
-        except KafkaError as exc:
-            raise DeadLetterError(f"{type(exc).__name__}") from exc
+            await self._dead_letters.send(coordinates, record.key, record.value, reason, detail)
+        except DeadLetterFailed as exc:
+            raise DeadLetterError(str(exc)) from exc
         self.exporter.records_invalid.labels(reason=reason).inc()
 
     async def commit(self) -> dict[Partition, int]:
@@ -390,7 +331,8 @@ class KafkaSource:
             await asyncio.sleep(STALL_TICK_SECONDS)
 
     def _check_stall(self) -> None:
-        """Fence the replica when the loop was last seen running a session timeout ago."""
+        """Fence the replica when the loop was last seen running a session timeout ago: to
+        the group it has left, its partitions may be another member's (docs/design.md)."""
         now = self._clock()
         last, self._ticked = self._ticked, now
         if last is None or now - last <= self.settings.kafka_session_timeout_ms / 1000:
@@ -398,8 +340,8 @@ class KafkaSource:
         held = self.tracker.partitions()
         for tp in held:
             self.tracker.revoke(tp)
-        if self.budget is not None:
-            self.budget.revoke()
+        if self.ledger is not None:
+            self.ledger.revoke(p for t, p in held if t == self.topic)
         self._room.set()
         # aiokafka has no public call for it; the join then tells whether the member
         # is still known (the same partitions come back) or expired (a new assignment)
@@ -412,36 +354,6 @@ class KafkaSource:
             partitions=sorted(p for _, p in held),
         )
 
-    async def _watch(self) -> None:
-        """Probe the brokers (a metadata request) every ``probe_seconds``; back off while down.
-
-        The client reconnects by itself; this only notices, logs the outage and its end,
-        and keeps ``reachable`` for ``/readyz``.
-        """
-        delay = 0.0
-        while self._consumer is not None:
-            try:
-                await asyncio.wait_for(self._consumer.topics(), PROBE_TIMEOUT_SECONDS)
-            except (KafkaError, TimeoutError) as exc:
-                delay = min(PROBE_BACKOFF_CAP, delay * 2) if delay else self.probe_seconds / 5
-                event = "cannot reach Kafka: retrying" if self.reachable else "Kafka still away"
-                (log.warning if self.reachable else log.info)(
-                    event,
-                    bootstrap_servers=self.settings.kafka_bootstrap_servers,
-                    error=type(exc).__name__,
-                    retry_in=round(delay, 2),
-                )
-                self.reachable = False
-                await asyncio.sleep(delay)
-                continue
-            if not self.reachable:
-                log.info(
-                    "Kafka reachable again", bootstrap_servers=self.settings.kafka_bootstrap_servers
-                )
-            self.reachable = True
-            delay = 0.0
-            await asyncio.sleep(self.probe_seconds)
-
     async def _commit_with(
         self, consumer: AIOKafkaConsumer, *, ledger: bool = False
     ) -> dict[Partition, int]:
@@ -452,12 +364,12 @@ class KafkaSource:
         """
         async with self._commit_lock:
             positions = self.tracker.committable()
-            entries = self.budget.ledger() if self.budget is not None else {}
+            entries = self.ledger.entries() if self.ledger is not None else {}
             if not positions and not ledger:
                 return {}
-            for partition, entry in entries.items():
+            for partition in self.ledger.unsent(entries) if self.ledger is not None else ():
                 tp = (self.topic, partition)
-                if entry != self._ledger_committed.get(partition) and tp not in positions:
+                if tp not in positions:
                     # the entry changed, the offset did not: the same offset again, where
                     # that offset is known (never a guessed 0 over a commit not read)
                     at = self._at(tp)
@@ -475,15 +387,16 @@ class KafkaSource:
                 await consumer.commit(offsets)
             except KafkaError as exc:
                 # a rebalance or a broker hiccup: the positions stay, the next commit retries
-                # (while the brokers are away, `_watch` has said so: once, not every commit)
+                # (while the brokers are away, the probe has said so: once, not every commit)
                 (log.warning if self.reachable else log.debug)(
                     "commit failed", error=type(exc).__name__, partitions=len(offsets)
                 )
                 return {}
             self.tracker.mark_committed(positions)
-            for (topic, partition), _ in positions.items():
-                if topic == self.topic and partition in entries:
-                    self._ledger_committed[partition] = entries[partition]
+            if self.ledger is not None:
+                self.ledger.sent(
+                    {p: entries[p] for t, p in positions if t == self.topic and p in entries}
+                )
             return positions
 
     def _at(self, tp: Partition) -> int | None:
@@ -500,15 +413,16 @@ class KafkaSource:
     async def _read_ledger(self, assigned: list[Partition]) -> dict[int, str | None]:
         """The last commit's ledger entry of each assigned partition of the topic."""
         mine = [tp for tp in assigned if tp[0] == self.topic]
-        member = self._member
-        if not mine or member is None:
+        admin = self._admin
+        if not mine or admin is None:
             return {}
         try:
-            # the coordinator call behind `consumer.committed()`, which returns the offset
-            # only: the metadata is what is wanted here
+            # `consumer.committed()` returns the offset only; the admin client's offset fetch
+            # returns each commit with its metadata, which is what is wanted here
             got = await asyncio.wait_for(
-                member._coordinator.fetch_committed_offsets(
-                    [TopicPartition(t, p) for t, p in mine]
+                admin.list_consumer_group_offsets(
+                    self.settings.kafka_group_id,
+                    partitions=[TopicPartition(t, p) for t, p in mine],
                 ),
                 LEDGER_READ_SECONDS,
             )
@@ -521,10 +435,14 @@ class KafkaSource:
         for tp, committed in got.items():
             if committed is None or committed.offset < 0:
                 continue
-            out[tp.partition] = committed.metadata
-            self._ledger_committed[tp.partition] = committed.metadata or ""
+            out[tp.partition] = committed.metadata or ""
             self.tracker.mark_committed({(tp.topic, tp.partition): committed.offset})
         return out
+
+    async def _close_admin(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            await admin.close()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -565,11 +483,13 @@ class KafkaSource:
         # (the first assignment can come while `start` is still waiting for the consumer)
         held = [tp for tp in self.tracker.partitions() if tp[0] == self.topic]
         total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
-        if self.budget is not None:
-            ledger = await self._read_ledger(held)
-            self.budget.assign(ledger, total)
+        if self.ledger is not None:
+            self.ledger.load(await self._read_ledger(held), total)
         if self.on_assigned is not None:
             self.on_assigned(len(held), total)
+
+    def _held(self, tp: Partition) -> int:
+        return self.held(tp) if self.held is not None else 0
 
     async def _on_revoked(self, revoked: list[Partition]) -> None:
         if not revoked:
@@ -578,19 +498,17 @@ class KafkaSource:
         while time.monotonic() < deadline:
             if self.on_revoke is not None:
                 await self.on_revoke()
-            held = self.held or (lambda tp: 0)
-            if all(self.tracker.in_flight(tp) <= held(tp) for tp in revoked):
+            if all(self.tracker.in_flight(tp) <= self._held(tp) for tp in revoked):
                 break
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
         if self._consumer is not None:
             await self._commit_with(self._consumer, ledger=True)  # the entries go with them
-        if self.budget is not None:
-            self.budget.revoke()  # nothing reserved until the new assignment has read them
+        if self.ledger is not None:  # nothing reserved until the new assignment reads them
+            self.ledger.revoke(p for t, p in revoked if t == self.topic)
         for topic, partition in revoked:
             self.tracker.revoke((topic, partition))
             if topic == self.topic:
-                self._ledger_committed.pop(partition, None)
                 self._commits_read.discard(partition)
             try:
                 self.exporter.consumer_lag.remove(str(partition))

@@ -56,18 +56,31 @@ class _TraceRecord(SourceRecord):
     trace: ClosedTrace[MessageKey] | None = None
 
 
+def trace_buffer(settings: Settings) -> TraceBuffer[MessageKey, Partition]:
+    """The buffer of a `TraceSource`, made first: its `held` goes to the Kafka source."""
+    return TraceBuffer(
+        grace=settings.trace_grace_seconds,
+        timeout=settings.trace_timeout_seconds,
+        max_traces=settings.trace_buffer_max_traces,
+        max_bytes=settings.trace_buffer_max_bytes,
+    )
+
+
 class TraceSource:
     """The `monitor.sources.Source` over a `KafkaSource` of OTLP span messages."""
 
     def __init__(
         self,
         inner: KafkaSource,
+        buffer: TraceBuffer[MessageKey, Partition],
         settings: Settings,
         exporter: Exporter,
         *,
         sampler: Sampler | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        """``inner`` was made with ``held=buffer.held``: a revoke does not wait for the
+        messages buffered traces hold (`trace_buffer`)."""
         if settings.input_format == "interaction":
             raise ValueError("TraceSource reads otlp_proto or otlp_json")
         self.inner = inner
@@ -76,16 +89,10 @@ class TraceSource:
         self.format: OtlpFormat = settings.input_format
         self.route_attribute = settings.trace_route_attribute
         self.clock = clock or time.monotonic
-        self.buffer: TraceBuffer[MessageKey, Partition] = TraceBuffer(
-            grace=settings.trace_grace_seconds,
-            timeout=settings.trace_timeout_seconds,
-            max_traces=settings.trace_buffer_max_traces,
-            max_bytes=settings.trace_buffer_max_bytes,
-        )
+        self.buffer = buffer
         #: the messages buffered traces hold, without their bytes (for `finish`)
         self._messages: dict[MessageKey, SourceRecord] = {}
         self._generations: dict[Partition, int] = {}
-        inner.held = self.buffer.held
         #: traces the sampler drops on their id alone (`Sampler.drops_unread`) are neither
         #: kept nor assembled; the pipeline drops their unread record on the trace id
         self._certain_drop: Callable[[str], bool] | None = None
@@ -125,9 +132,8 @@ class TraceSource:
         now = self.clock()
         out: list[SourceRecord] = []
         for message in messages:
-            if message.size > self.settings.max_record_bytes:
-                detail = f"{message.size} bytes > limit {self.settings.max_record_bytes}"
-                out.append(replace(message, invalid=InvalidRecord("too_large", detail)))
+            if message.invalid is not None:  # over the size limit: the inner source said so
+                out.append(message)
                 continue
             try:
                 spans = decode_spans(

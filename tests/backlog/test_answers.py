@@ -13,6 +13,7 @@ import pytest
 from monitor.backlog.annotations import parse_csv, parse_jsonl
 from monitor.backlog.entries import is_control
 from monitor.backlog.export import export_rows
+from monitor.backlog.gauges import BacklogGauges
 from monitor.backlog.migrations import apply_migrations, migration_files
 from monitor.backlog.reviews import ImportRow, ReviewProblem, VerdictInput
 from monitor.backlog.store import BacklogStore
@@ -77,7 +78,7 @@ async def test_control_answers_are_never_merged_with_flagged_ones(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     settings = make_settings(control_share=1.0)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
     await sink.start()
     try:
         await sink.store.migrate()
@@ -277,7 +278,7 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = make_settings(control_share=0.5)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
     await sink.start()
     try:
         await sink.store.migrate()
@@ -342,8 +343,10 @@ async def test_calibration_series_are_refreshed_from_postgres(
     exporter = Exporter()
     settings = make_settings(migrate_on_start=True)
     store = BacklogStore(pg_dsn, settings)
-    sink = BacklogSink(store, settings, exporter, stats_interval=0.05, calibration_interval=0.05)
+    sink = BacklogSink(store, settings, exporter)
+    gauges = BacklogGauges(store, exporter, stats_interval=0.05, calibration_interval=0.05)
     await sink.start()
+    await gauges.start()
 
     def sample(name: str, **labels: str) -> float | None:
         value: float | None = exporter.registry.get_sample_value(name, labels)
@@ -380,6 +383,7 @@ async def test_calibration_series_are_refreshed_from_postgres(
         )
         assert sample("rag_monitor_hallucination_rate_calibrated") is None  # no controls
     finally:
+        await gauges.aclose()
         await sink.aclose()
 
 

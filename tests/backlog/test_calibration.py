@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monitor.backlog.calibration import Cell, Traffic, estimate, stratum
+from monitor.backlog.calibration import Cell, Traffic, at_edge, estimate, stratum
 
 P = 0.5  # the sample rate
 SHARE = 0.05  # the control share
@@ -170,3 +170,33 @@ def test_traffic_totals_replace_the_estimated_ones() -> None:
     flags_only = estimate(cells[:2], traffic)
     assert flags_only.raw_rate == pytest.approx(0.10) and flags_only.calibrated_rate is None
     assert estimate(cells, Traffic()).raw_rate == estimated.raw_rate  # empty totals: estimated
+
+
+def test_a_point_on_the_end_of_its_interval_says_why() -> None:
+    """No reviewed control answer hallucinated: the point is the interval's lower end, and
+    the words say so (the demo's --records 20 case: 2 controls reviewed, none confirmed)."""
+    cells = [  # every flagged answer reviewed: their precision is known, not estimated
+        Cell(("hallucination",), {"hallucination": "confirmed"}, 3, 3, 3, 3),
+        Cell(("hallucination",), {"hallucination": "false_alarm"}, 6, 6, 6, 6),
+        Cell(("control",), {"control": "false_alarm"}, 2, 4, 8, 8),
+    ]
+    traffic = Traffic(scored=17, hallucinations=9, scored_weight=17.0, hallucination_weight=9.0)
+    result = estimate(cells, traffic)
+    assert result.calibrated_rate == pytest.approx(9 / 17 / 3)  # the demo's 17.6 %
+    assert result.control_hallucination_share == 0.0
+    assert result.calibrated_rate is not None and result.lower is not None
+    assert result.upper is not None and result.upper > result.calibrated_rate
+    assert result.lower == result.calibrated_rate  # every draw allows some misses: above it
+    said = at_edge(result.calibrated_rate, result.lower, result.upper,
+                   result.flag_precision["hallucination"], 0.0, 2)  # fmt: skip
+    assert said is not None and said.startswith("at the interval's lower end: none of the 2")
+    inside = [
+        Cell(("hallucination",), {"hallucination": "confirmed"}, 30, 30, 30, 30),
+        Cell(("hallucination",), {"hallucination": "false_alarm"}, 60, 60, 60, 60),
+        Cell(("control",), {"control": "confirmed"}, 5, 40, 320, 320),
+        Cell(("control",), {"control": "false_alarm"}, 45, 360, 2880, 2880),
+    ]
+    fine = estimate(inside)
+    assert fine.lower is not None and fine.upper is not None and fine.calibrated_rate
+    assert fine.lower < fine.calibrated_rate < fine.upper
+    assert at_edge(fine.calibrated_rate, fine.lower, fine.upper, 1 / 3, 0.1, 50) is None

@@ -14,6 +14,7 @@ import pytest
 
 from monitor.backlog.entries import is_control, normalise_question, question_hash
 from monitor.backlog.export import export_rows
+from monitor.backlog.gauges import BacklogGauges
 from monitor.backlog.migrations import MigrationError, apply_migrations, migration_files
 from monitor.backlog.reviews import ImportRow
 from monitor.backlog.store import BacklogStore, StoreError
@@ -131,7 +132,8 @@ async def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -
         dsn = f"postgresql://nobody@127.0.0.1:{listener.getsockname()[1]}/none"
         settings = make_settings()
         tasks = asyncio.all_tasks()
-        sink = BacklogSink(BacklogStore(dsn, settings), settings, Exporter(), stats_interval=0.01)
+        sink = BacklogSink(BacklogStore(dsn, settings), settings, Exporter())
+        BacklogGauges(sink.store, Exporter(), stats_interval=0.01)
         await asyncio.sleep(0.2)  # whatever construction scheduled has run by now
         assert asyncio.all_tasks() == tasks  # no stats or calibration task
         with pytest.raises(BlockingIOError):
@@ -241,7 +243,7 @@ async def test_control_share_queues_unflagged_records(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     settings = make_settings(control_share=1.0)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
     await sink.start()
     try:
         await sink.store.migrate()
@@ -264,7 +266,7 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
     settings = make_settings(
         redaction_patterns=[RedactionPattern(name="employee_id", pattern=r"\bEMP-\d{6}\b")]
     )
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
     await sink.start()
     try:
         await sink.store.migrate()
@@ -299,7 +301,7 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
 
 async def test_redaction_can_be_turned_off(pg_dsn: str, make_settings: SettingsFactory) -> None:
     settings = make_settings(redact_pii=False)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
     await sink.start()
     try:
         await sink.store.migrate()
@@ -374,7 +376,7 @@ async def test_write_raises_retryable_when_postgres_is_unreachable(
     settings = make_settings()
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     store = BacklogStore(dsn, settings, connect_timeout=1.0)
-    sink = BacklogSink(store, settings, exporter, stats_interval=0)
+    sink = BacklogSink(store, settings, exporter)
     with pytest.raises(SinkError) as failed_start:
         await sink.start()
     assert failed_start.value.retryable
@@ -394,7 +396,7 @@ async def test_write_before_migrate_is_retried_not_dropped(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     settings = make_settings()
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter(), stats_interval=0)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
     await sink.start()
     try:
         with pytest.raises(SinkError) as failed:
@@ -411,8 +413,10 @@ async def test_write_before_migrate_is_retried_not_dropped(
 async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: SettingsFactory) -> None:
     exporter = Exporter()
     settings = make_settings(migrate_on_start=True)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, exporter, stats_interval=0.05)
+    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, exporter)
+    gauges = BacklogGauges(sink.store, exporter, stats_interval=0.05)
     await sink.start()
+    await gauges.start()
     try:
         await sink.write([scored("a", "q1"), scored("b", "q2")])
         await sink.store.discard(["b"])
@@ -424,6 +428,7 @@ async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: Settings
         assert counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1
         assert counter(exporter, "rag_monitor_backlog_size", status="evaluated") == 0
     finally:
+        await gauges.aclose()
         await sink.aclose()
 
 

@@ -69,7 +69,7 @@ def run_cli(argv: list[str]) -> int:
 
 def seed(dsn: str, settings: Settings, n: int) -> None:
     async def go() -> None:
-        sink = BacklogSink(BacklogStore(dsn, settings), settings, stats_interval=0)
+        sink = BacklogSink(BacklogStore(dsn, settings), settings)
         await sink.start()
         try:
             await sink.write(
@@ -302,9 +302,26 @@ def test_commands_report_an_unreachable_database(
 ) -> None:
     from monitor.demo.postgres import free_port
 
-    monkeypatch.setenv("RAG_MONITOR_PG_DSN", f"postgresql://x@127.0.0.1:{free_port()}/x")
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", f"postgresql://x:hunter2@127.0.0.1:{port}/x")
     assert run_cli(["backlog", "stats"]) == 3
-    assert "unreachable" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [
+        f"rag-monitor: backlog: cannot reach Postgres at 127.0.0.1:{port}: connection refused"
+    ]
+    monkeypatch.setenv("RAG_MONITOR_PG_DSN", "postgresql://x:hunter2@rag-monitor.invalid/x")
+    assert run_cli(["backlog", "stats"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(  # the reason is the resolver's, in its words
+        "rag-monitor: backlog: cannot reach Postgres at rag-monitor.invalid:5432: "
+        "cannot resolve the host ("
+    ), err
+    monkeypatch.setenv(
+        "RAG_MONITOR_PG_DSN", f"postgresql://x:hunter2@127.0.0.1:{port}/x?sslmode=on"
+    )
+    assert run_cli(["backlog", "stats"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("rag-monitor: backlog: RAG_MONITOR_PG_DSN cannot be used: ")
+    assert "sslmode" in err and "hunter2" not in err and "Error" not in err
     monkeypatch.delenv("RAG_MONITOR_PG_DSN")
     assert run_cli(["migrate"]) == 2
 

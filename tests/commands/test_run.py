@@ -19,6 +19,7 @@ from tests.support import ROOT
 from tests.support.judge_server import RecordingJudge
 from tests.support.monitor import RUN, Monitor, environment
 from tests.support.records import encode, expected_sample, interaction
+from tests.support.waits import wait_until_sync
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(
     first = Monitor(env, port, tmp_path / "first.log")
     monitors.append(first)
     first.wait_metric("rag_monitor_records_scored_total", 10, within=60)
-    time.sleep(1.0)  # let a commit or two happen
+    wait_until_sync(lambda: sum(p or 0 for p in committed(topic).values()) > 0, 30, "a commit")
     scored_before_kill = set(recording_judge.scored)
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(10)
@@ -114,10 +115,9 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(
     monitors.append(second)
     remaining = n - sum(p or 0 for p in positions.values())
     second.wait_metric("rag_monitor_records_consumed_total", remaining, within=60)
-    deadline = time.monotonic() + 30
-    while committed(topic) != {p: c for p, c in _ends(coordinates).items()}:
-        assert time.monotonic() < deadline, (committed(topic), _ends(coordinates))
-        time.sleep(0.3)
+    wait_until_sync(
+        lambda: committed(topic) == _ends(coordinates), 30, "every record committed", interval=0.3
+    )
     second.process.send_signal(signal.SIGTERM)
     assert second.process.wait(20) == 0, second.output()
     missing = expected - set(recording_judge.scored)
@@ -135,7 +135,9 @@ def _ends(coordinates: list[tuple[int, int]]) -> dict[int, int]:
 @pytest.mark.parametrize(
     ("variable", "value"),
     [("RAG_MONITOR_SAMPLE_RATE", "2"), ("RAG_MONITOR_TOKEN_BUDGET", "lots"),
-     ("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes")],
+     ("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes"),
+     ("RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS", "kafka"),
+     ("RAG_MONITOR_PG_DSN", "pg:5432/rag")],
 )  # fmt: skip
 def test_invalid_configuration_fails_at_start_naming_the_setting(variable: str, value: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
@@ -192,3 +194,144 @@ def test_unreachable_kafka_at_start_is_one_line_and_exit_code_3() -> None:
     assert errors == [f"rag-monitor: cannot reach Kafka at 127.0.0.1:{port}: connection refused"]
     assert "Traceback" not in result.stderr and "Unclosed" not in result.stderr
     assert '"level": "error"' not in result.stderr  # the client's own connect errors are muted
+
+
+# --- the judge is a visible, deliberate choice
+
+
+def test_a_judge_key_without_a_judge_url_is_a_settings_error() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env.pop("OPENAI_API_KEY", None)
+    env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_PORT": "0",
+                "RAG_MONITOR_JUDGE_API_KEY": "sk-meant-for-an-llm"})  # fmt: skip
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "rag-monitor: invalid configuration:", result.stderr
+    assert lines[1].startswith("  RAG_MONITOR_JUDGE_API_KEY: set, but RAG_MONITOR_JUDGE_BASE_URL")
+    assert "sk-meant-for-an-llm" not in result.stderr
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("kind", ["llm", "local"])
+def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path, kind: str,
+) -> None:  # fmt: skip
+    port = free_port()
+    env = environment(broker, topic, recording_judge, port, RAG_MONITOR_JUDGE_MODEL="judge-7b")
+    if kind == "local":  # no judge URL; a key for other programs in the environment
+        del env["RAG_MONITOR_JUDGE_BASE_URL"], env["RAG_MONITOR_JUDGE_API_KEY"]
+        env["OPENAI_API_KEY"] = "sk-ambient-key"
+    monitor = Monitor(env, port, tmp_path / "m.log")
+    monitors.append(monitor)
+    running = monitor.wait_log("monitor running", within=60)
+    model = "judge-7b" if kind == "llm" else "builtin"
+    assert (running["judge"], running["judge_model"]) == (kind, model)
+    info = monitor.series("rag_monitor_judge_info")
+    assert info == {(("kind", kind), ("model", model), ("role", "primary")): 1.0}
+    if kind == "llm":
+        assert running["judge_endpoint"] == recording_judge.base_url
+    else:
+        assert running["judge_endpoint"] is None
+        warning = monitor.wait_log(
+            "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is unused and "
+            "the local judge scores (a screen, not a verdict)",
+            within=5,
+        )
+        assert warning["level"] == "warning"
+        assert "sk-ambient-key" not in monitor.output()
+
+
+# --- readiness: consuming and exporting
+
+
+def readyz(port: int) -> tuple[int, dict[str, object]]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.kafka
+def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metrics(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    port, judge_port, pg_port = free_port(), free_port(), free_port()  # nothing listens on two
+    env = environment(broker, topic, recording_judge, port)
+    env["RAG_MONITOR_JUDGE_BASE_URL"] = f"http://127.0.0.1:{judge_port}/v1"
+    env["RAG_MONITOR_JUDGE_MAX_RETRIES"] = "0"
+    env["RAG_MONITOR_PG_DSN"] = f"postgresql://monitor:pw@127.0.0.1:{pg_port}/rag"
+    monitor = Monitor(env, port, tmp_path / "m.log")
+    monitors.append(monitor)
+    monitor.wait_log("monitor running", within=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the Kafka probe, then the assignment
+        answer = readyz(port)
+        if answer[0] == 200 and answer[1]["checks"]["partitions"]:  # type: ignore[index]
+            break
+        time.sleep(0.2)
+    status, body = answer
+    assert status == 200, body
+    assert body["ready"] is True
+    assert body["checks"] == {"kafka": True, "partitions": True, "judge": False,
+                              "postgres": False, "schema": False}  # fmt: skip
+    produce_sync(topic, range(20))
+    monitor.wait_metric("rag_monitor_judge_requests_total", 1, within=60)
+    failed = {labels: v for labels, v in monitor.series("rag_monitor_judge_requests_total").items()
+              if ("outcome", "ok") not in labels}  # fmt: skip
+    assert sum(failed.values()) >= 1, failed
+    assert readyz(port)[0] == 200
+
+
+# --- a taken port
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_taken_metrics_port_is_one_line_and_exit_2_before_kafka(host: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+        env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_HOST": host,
+                    "RAG_MONITOR_METRICS_PORT": str(port),
+                    # nothing listens there: exit 3 would mean Kafka was tried first
+                    "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"})  # fmt: skip
+        result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60,
+                                cwd=ROOT, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rag-monitor: RAG_MONITOR_METRICS_PORT: cannot listen on {host}:{port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]
+
+
+def test_the_review_command_checks_its_port_before_connecting() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+        # a Postgres nobody runs: the port is checked first
+        env["PYTHONPATH"] = str(ROOT)
+        env["RAG_MONITOR_PG_DSN"] = f"postgresql://u@127.0.0.1:{free_port()}/db"
+        result = subprocess.run([*RUN[:-1], "review", "--port", str(port)], env=env,
+                                capture_output=True, text=True, timeout=60, cwd=ROOT,
+                                stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rag-monitor: --port: cannot listen on 127.0.0.1:{port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]

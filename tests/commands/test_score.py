@@ -71,19 +71,25 @@ def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path)
     out = read_lines(result.stdout)
     assert [line["id"] for line in out] == ["vacation", None, "no-response", "second"]
     first = out[0]
-    assert set(first) == {"id", "scores", "details", "usage"}
+    assert list(first) == ["id", "scores", "flags", "details", "usage"]
     assert first["scores"] == {
         "faithfulness": 0.5,
         "response_relevancy": pytest.approx(first["scores"]["response_relevancy"]),
-        "context_utility": 1 / (1 + 1e-10),
+        "context_utility": 1.0,  # Ragas's 1 / (1 + 1e-10), rounded as every score is
     }
+    assert all(round(v, 6) == v for v in first["scores"].values())
+    # faithfulness 0.5 is not below its 0.5 threshold: flagged only for what is
+    low_relevancy = first["scores"]["response_relevancy"] < 0.5
+    assert first["flags"] == (["low_relevancy"] if low_relevancy else [])
     assert first["details"]["faithfulness"]["statements"][1]["verdict"] == 0
     assert first["usage"]["calls"] == 3  # grounding (fused), questions (n=3), embed
     assert first["usage"]["prompt_tokens"] > 0
     assert out[1]["error"].startswith("invalid record on line 2: not_json")
+    assert out[1]["flags"] == [] and out[2]["flags"] == []
     assert "response: Field required" in out[2]["error"]
     assert out[3]["scores"]["response_relevancy"] == 0.0
     assert out[3]["details"]["response_relevancy"]["all_noncommittal"] is True
+    assert "low_relevancy" in out[3]["flags"]  # what the backlog sink would queue it for
     # the summary table on stderr
     assert "faithfulness" in result.stderr and "unscoreable" in result.stderr
     assert "4 read, 2 scored, 2 invalid" in result.stderr
@@ -126,6 +132,7 @@ def test_judge_failure_is_an_error_line_not_a_zero(
     result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", [GOOD])))
     [line] = read_lines(result.stdout)
     assert line["error"] == "server_error"
+    assert line["flags"] == []  # skipped, as the sidecar skips it: never queued
     online = ("faithfulness", "response_relevancy", "context_utility")
     assert line["scores"] == {m: None for m in online}
     # nothing got a value: not a success
@@ -135,6 +142,24 @@ def test_judge_failure_is_an_error_line_not_a_zero(
         "rag-monitor score: no record scored: the judge failed on 1 of 1 record "
         "(server_error: InternalServerError (HTTP 503))"
     )
+
+
+def test_a_refused_key_exits_1_naming_the_setting_and_keeping_the_servers_words(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    from tests.support.judge_server import Fault
+
+    judge_server.inject(Fault.UNAUTHORIZED, times=50)
+    result = run_score(judge_server, str(write_lines(tmp_path / "in.jsonl", [GOOD])),
+                       env={"RAG_MONITOR_JUDGE_API_KEY": "sk-real-secret"})  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    [line] = read_lines(result.stdout)
+    assert line["error"] == "auth"
+    assert result.stderr.splitlines()[-1] == (
+        "rag-monitor score: no record scored: the judge failed on 1 of 1 record (auth: HTTP "
+        "401: Incorrect API key provided: ***.; check RAG_MONITOR_JUDGE_API_KEY)"
+    )
+    assert "sk-real-secret" not in result.stderr + result.stdout
 
 
 def test_an_unreachable_judge_exits_1_naming_the_cause(
@@ -186,7 +211,7 @@ def test_scored_means_at_least_one_value(judge_server: JudgeServer, tmp_path: Pa
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1] == (
         "rag-monitor score: no record scored: every line is invalid (invalid record on line 1: "
-        "not_json: Unterminated string starting at: line 1 column 27)"
+        "not_json: EOF while parsing a string at line 1 column 39)"
     )
 
 

@@ -171,9 +171,24 @@ def test_report_rounds_for_people_and_keeps_full_precision_in_json() -> None:
     )  # fmt: skip
     report.offline_means = {"context_utility": 0.9999999999}
     text = report.render()
+    assert text.startswith("rag-monitor demo — report\n")  # no empty line before it
     assert "n = 255\n" in text and "255.0" not in text
     assert "0.9999999999" not in text and "1.000" in text
     assert "not calibrated" in text  # no verdicts: the raw rate leads, and says so
     data = report.as_json()
     assert data["offline_means"]["context_utility"] == 0.9999999999
     assert data["hallucination"]["rate"] == 1 / 3
+
+
+def test_a_calibrated_rate_on_the_end_of_its_interval_says_why() -> None:
+    report = DemoReport(judge="j", judge_kind="local")
+    report.calibrated_rate, report.calibrated_low, report.calibrated_high = 0.176, 0.176, 0.449
+    report.control_hallucination_share, report.control_reviewed = 0.0, 2
+    report.review_verdicts = 34
+    lines = report.render().splitlines()
+    at = lines.index("hallucination rate: 17.6% (95% interval 17.6% – 44.9%), calibrated by "
+                     "34 reviewer verdicts")  # fmt: skip
+    said = "at the interval's lower end: none of the 2 reviewed control answers was a "
+    assert lines[at + 2].strip().startswith(said + "hallucination")
+    report.calibrated_low = 0.12
+    assert "interval's lower end" not in report.render()

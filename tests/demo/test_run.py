@@ -452,14 +452,15 @@ def test_demo_with_an_llm_judge_reports_the_tokens_the_judge_counted(
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-def test_sigterm_mid_run_stops_everything(workdir: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_mid_run_stops_everything(workdir: Path, sig: signal.Signals) -> None:
     demo = start_demo(["--workdir", str(workdir), "--keep-dir"])
     try:
         pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
         demo.note_postgres(pg_port)
         demo.wait_for_line(r"running the sidecar", 120)
         time.sleep(1.0)
-        demo.proc.send_signal(signal.SIGTERM)
+        demo.proc.send_signal(sig)
         code = demo.finish(timeout=90)
     finally:
         if demo.proc.poll() is None:
@@ -505,3 +506,131 @@ def test_math_helpers_never_export_nan() -> None:
     rate = estimate_rate([(False, 1.0)] * 5)
     assert rate.rate == 0.0 and rate.low == 0.0
     assert rate.high is not None and not math.isnan(rate.high)
+
+
+# --- exits before anything starts: a taken port, a settings error
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port of 127.0.0.1 another process listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("option", ["--metrics-port", "--review-port"])
+def test_a_taken_port_is_one_line_and_exit_2_before_anything_starts(
+    option: str, taken_port: int, workdir: Path
+) -> None:
+    args = ["--workdir", str(workdir), option, str(taken_port)]
+    demo = start_demo([*args, "--review"] if option == "--review-port" else args)
+    code = demo.finish(timeout=60)
+    errors = "".join(demo.stderr)
+    assert code == 2, errors
+    assert errors.splitlines() == [
+        f"rag-monitor demo: {option}: cannot listen on 127.0.0.1:{taken_port}: already in use "
+        "(choose another port, or 0 for any free one)"
+    ]
+    assert not demo.pids and not workdir.exists()  # no broker, no Postgres, no files
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("RAG_MONITOR_ONLINE_METRICS", "faithfulness,vibes"),
+     ("RAG_MONITOR_JUDGE_API_KEY", "sk-meant-for-an-llm")],
+)  # fmt: skip
+def test_a_settings_error_exits_2_before_the_broker_or_postgres_starts(
+    variable: str, value: str, workdir: Path
+) -> None:
+    demo = start_demo(["--workdir", str(workdir)], env={variable: value})
+    code = demo.finish(timeout=60)
+    errors = "".join(demo.stderr)
+    assert code == 2, errors
+    assert errors.startswith("rag-monitor: ") and variable in errors
+    assert "starting" not in errors and "Traceback" not in errors
+    assert not demo.pids and not workdir.exists()
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_a_judge_that_fails_on_every_record_fails_the_demo_naming_it(workdir: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # bound, not listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        demo = start_demo(["--workdir", str(workdir), "--records", "20"],
+                          env={"RAG_MONITOR_JUDGE_BASE_URL": url,
+                               "RAG_MONITOR_JUDGE_MAX_RETRIES": "0"})  # fmt: skip
+        code = demo.finish(timeout=300)
+    errors = "".join(demo.stderr)
+    assert code == 1, errors
+    last = errors.splitlines()[-1]
+    assert last == (
+        f"rag-monitor demo: no record scored: the LLM judge gpt-4o-mini at {url} (embeddings: "
+        "text-embedding-3-small) failed on every sampled record (connection 20 of 20); "
+        "nothing accepted the connection: is the judge running at RAG_MONITOR_JUDGE_BASE_URL?"
+    ), errors
+    assert "control_share" not in errors + demo.output
+    assert demo.output == ""  # no report of n/a figures
+    demo.assert_nothing_left()
+    assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_a_killed_demo_leaves_no_broker_postgres_or_directory_behind(workdir: Path) -> None:
+    demo = start_demo(["--workdir", str(workdir)])
+    try:
+        pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
+        demo.note_postgres(pg_port)
+        demo.wait_for_line(r"running the sidecar", 120)
+        os.kill(demo.proc.pid, signal.SIGKILL)  # nothing in the demo runs after this
+        code = demo.finish(timeout=30)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.kill()
+            demo.finish(timeout=30)
+    assert code == -signal.SIGKILL
+    assert demo.pids, "the watcher saw no broker or Postgres process"
+    assert demo.dirs, "the watcher saw no data directory"
+    demo.assert_nothing_left()  # the watchdog ended them and removed their directories
+    deadline = time.monotonic() + 15
+    while any(workdir.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the work directory goes last
+    assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_rows_left_pending_for_a_person_to_review(tmp_path: Path, workdir: Path) -> None:
+    from tests.support.demo import backlog_cli
+
+    report_path = tmp_path / "report.json"
+    demo = start_demo(["--records", "40", "--workdir", str(workdir), "--hold", "300",
+                       "--leave-pending", "3", "--report-json", str(report_path)])  # fmt: skip
+    try:
+        held = demo.wait_for_line(r"demo: holding for 300 s: .*Postgres at (\S+)", 240)
+        dsn = held.group(1)
+        demo.note_postgres(int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 5)
+                               .group(1)))  # fmt: skip
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        stats = json.loads(backlog_cli(dsn, "stats", "--json"))
+        pending = [json.loads(line) for line in backlog_cli(dsn, "export").splitlines()]
+        demo.proc.send_signal(signal.SIGTERM)
+        code = demo.finish(timeout=60)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.send_signal(signal.SIGTERM)
+        demo.finish(timeout=60)
+    assert code == 0, "".join(demo.stderr)
+    assert report["left_pending"] == 3 and stats["rows"] > 3
+    assert stats["counts"]["pending"] == 3, stats
+    assert len(pending) == 3
+    assert all(not row["reference"] for row in pending)  # not annotated
+    assert "left for you: the 3 newest backlog rows" in demo.output
+    demo.assert_nothing_left()

@@ -150,7 +150,8 @@ def test_tuned_promtool_tests_fail_against_the_default_rules(tmp_path: Path) -> 
     shutil.copy(TUNED / "tuned.yaml", tmp_path / "tuned.yaml")
     result = run_promtool("test", "rules", "tuned.yaml", cwd=tmp_path)
     assert result.returncode != 0, "the tuned cases pass at the defaults: they test nothing"
-    for name in ("fast burn", "slow burn", "no context above 10%", "judge errors", "lag above 50"):
+    for name in ("fast burn", "slow burn", "calibrated rate above a 2% SLO",
+                 "no context above 10%", "judge errors", "lag above 50"):  # fmt: skip
         assert f"name: {name}" in result.stdout + result.stderr, name
 
 
@@ -199,12 +200,25 @@ MUTATIONS = {
         "rag_monitor:records_scored:increase6h >= 0",
     ),
     "page short window": (
-        "rag_monitor:hallucination_ratio:rate5m > (14.4 * 0.05)",
-        "rag_monitor:hallucination_ratio:rate5m >= 0",
+        'rag_monitor:hallucination_ratio:rate5m{judge="llm"} > (14.4 * 0.05)',
+        'rag_monitor:hallucination_ratio:rate5m{judge="llm"} >= 0',
     ),
     "page long window": (
-        "rag_monitor:hallucination_ratio:rate1h > (14.4 * 0.05)",
-        "rag_monitor:hallucination_ratio:rate1h >= 0",
+        'rag_monitor:hallucination_ratio:rate1h{judge="llm"} > (14.4 * 0.05)',
+        'rag_monitor:hallucination_ratio:rate1h{judge="llm"} >= 0',
+    ),
+    # no page from a judge's known bias: the local judge's raw rate is not held to the SLO
+    "burn on any judge": ('{judge="llm"}', ""),
+    "ratios across judges": ("sum by (namespace, job, judge)", "sum by (namespace, job)"),
+    "calibrated point, not its lower bound": (
+        "(rag_monitor_hallucination_rate_calibrated_lower) > 0.05",
+        "(rag_monitor_hallucination_rate_calibrated) > 0.05",
+    ),
+    "calibrated duration": (
+        "for: 1h\n        labels:\n          severity: warning\n        "
+        "annotations:\n          summary: \"Reviewers' verdicts",
+        "for: 1m\n        labels:\n          severity: warning\n        "
+        "annotations:\n          summary: \"Reviewers' verdicts",
     ),
     "ticket burn rate": ("(6 * 0.05)", "(3 * 0.05)"),
     "spike baseline": ("[1h] offset 1d", "[1h]"),

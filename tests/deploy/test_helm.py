@@ -32,7 +32,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from monitor.config import Settings
+from monitor.config import ConfigError, Settings, load_settings
 from monitor.http import MetricsServer
 from tests.support import ROOT
 
@@ -115,15 +115,26 @@ ALL_ON: dict[str, Any] = {
 }
 
 
-def render(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    chart = helm.Chart.load(str(CHART))
-    rendered = chart.render(values, name="prod", namespace="rag", is_install=True)
+def render(
+    values: dict[str, Any] | None = None, *, prometheus_operator: bool = True
+) -> list[dict[str, Any]]:
+    """The manifests at ``values``; the SDK renders without a cluster to ask, so
+    ``prometheus_operator`` stands in for a cluster that serves monitoring.coreos.com/v1."""
     docs: list[dict[str, Any]] = []
-    for path, text in sorted(rendered.items()):
+    for path, text in sorted(rendered_files(values, prometheus_operator).items()):
         if path.endswith("NOTES.txt"):
             continue
         docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
     return docs
+
+
+def rendered_files(values: dict[str, Any] | None, prometheus_operator: bool) -> dict[str, str]:
+    values = dict(values or {})
+    if prometheus_operator:
+        values.setdefault("prometheusOperator", {"assumeInstalled": True})
+    chart = helm.Chart.load(str(CHART))
+    rendered: dict[str, str] = chart.render(values, name="prod", namespace="rag", is_install=True)
+    return rendered
 
 
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -247,6 +258,7 @@ def test_schema_settings_match_the_config_module() -> None:
         "kafka_topic",
         "kafka_group_id",
         "kafka_dlq_topic",
+        "judge_base_url",
         "judge_model",
         "embedding_model",
         "sample_rate",
@@ -281,6 +293,80 @@ def test_configmap_holds_settings_the_monitor_can_load(monkeypatch: pytest.Monke
     assert settings.sample_rules[0].rate == 0.5
     assert settings.token_budget.tokens == 200_000
     assert settings.metrics_port == 9108
+
+
+def deployment_environment(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The RAG_MONITOR_* variables a consumer pod gets: the ConfigMap, then the Secret."""
+    kinds = by_kind(docs)
+    (config,) = [c for c in kinds["ConfigMap"] if not c["metadata"]["name"].endswith("dashboard")]
+    env: dict[str, str] = dict(config["data"])
+    for key, value in chart_secret(docs)["data"].items():
+        env[key] = base64.b64decode(value).decode()
+    return env
+
+
+@pytest.mark.parametrize("url", ["", "https://judge.example.com/v1"])
+def test_the_judge_is_chosen_in_the_values(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {"secret": {"judgeApiKey": "sk-test"}, "settings": {"judge_model": "judge-7b"}}
+    if url:
+        values["settings"]["judge_base_url"] = url
+    env = deployment_environment(render(values))
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_") or k == "OPENAI_API_KEY"]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if not url:  # a key and no URL: the pod would run the local judge, so it refuses to start
+        with pytest.raises(ConfigError, match="RAG_MONITOR_JUDGE_BASE_URL is not"):
+            load_settings()
+        return
+    settings = load_settings()
+    assert (settings.judge_base_url, settings.judge_model) == (url, "judge-7b")
+
+
+OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+
+
+def test_operator_resources_need_the_operators_api() -> None:
+    values = {"podMonitor": {"enabled": True, "selector": {"app": "rag-service"}}}
+    without = {doc["kind"] for doc in render(values, prometheus_operator=False)}
+    assert without & OPERATOR_KINDS == set()
+    assert {"Deployment", "Service", "ConfigMap"} <= without  # the rest is unchanged
+    notes = rendered_files(values, prometheus_operator=False)["rag-monitor/templates/NOTES.txt"]
+    assert "No ServiceMonitor, PodMonitor or PrometheusRule was rendered" in notes
+    assert "Alerts: disabled" in notes
+    with_operator = {doc["kind"] for doc in render(values)}
+    assert OPERATOR_KINDS <= with_operator
+    notes = rendered_files(values, prometheus_operator=True)["rag-monitor/templates/NOTES.txt"]
+    assert "No ServiceMonitor" not in notes
+
+
+def test_notes_warn_while_the_image_is_the_charts_placeholder() -> None:
+    notes = rendered_files(None, True)["rag-monitor/templates/NOTES.txt"]
+    assert "WARNING: image.repository is the chart's placeholder" in notes
+    mine = {"image": {"repository": "registry.example.com/rag-monitor"}}
+    assert "WARNING" not in rendered_files(mine, True)["rag-monitor/templates/NOTES.txt"]
+
+
+def test_the_memory_request_covers_the_local_judges_measured_peak(tmp_path: Path) -> None:
+    """The default settings score with the local judge: its peak RSS, measured on the
+    demo's traffic with `rag-monitor score`, fits in the consumer's memory request."""
+    (deployment,) = by_kind(render())["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    request = container["resources"]["requests"]["memory"]
+    assert request.endswith("Mi")
+    traffic = ROOT / "monitor" / "demo" / "traffic.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env["PYTHONPATH"] = str(ROOT)
+    argv = [sys.executable, "-m", "monitor", "score", str(traffic), "--judge", "local",
+            "--out", str(tmp_path / "scores.jsonl")]  # fmt: skip
+    with open(tmp_path / "stderr", "wb") as err:
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)  # this child's own peak, in KiB
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, (tmp_path / "stderr").read_text()
+    peak_mib = usage.ru_maxrss / 1024
+    assert peak_mib > 200, peak_mib  # it did load the model
+    assert peak_mib * 1.2 <= int(request.removesuffix("Mi")), (peak_mib, request)
 
 
 def test_secrets_stay_in_the_secret() -> None:
@@ -449,6 +535,7 @@ def test_sidecar_mounts_kafka_tls_and_extra_volumes_in_the_parent_pod(tmp_path: 
             "extraVolumes": [{"name": "judge-ca", "configMap": {"name": "judge-ca"}}],
             "extraVolumeMounts": [{"name": "judge-ca", "mountPath": "/etc/judge-ca"}],
             "podMonitor": {"enabled": True, "selector": {"app": "rag-service"}},
+            "prometheusOperator": {"assumeInstalled": True},  # no cluster to ask
         }
     }
     (parent / "values.yaml").write_text(yaml.safe_dump(values))

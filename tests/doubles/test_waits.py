@@ -60,4 +60,12 @@ async def test_a_timed_out_read_is_not_yet_and_other_errors_end_the_wait() -> No
 
 
 async def test_the_condition_is_asked_at_least_once_even_with_no_time() -> None:
-    await wait_until(lambda: True, 0, "an immediate answer")
+    asked: list[float] = []
+
+    def now() -> bool:
+        asked.append(time.monotonic())
+        return True
+
+    started = time.monotonic()
+    await wait_until(now, 0, "an immediate answer", interval=10)
+    assert len(asked) == 1 and asked[0] - started < 1  # asked once, at once: no interval slept

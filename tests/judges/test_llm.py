@@ -31,6 +31,7 @@ from monitor.judges.wire import render_messages, strict_schema
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import Fault, JudgeServer
+from tests.support.waits import wait_until
 
 MODEL = "gpt-4o-mini"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
@@ -160,7 +161,7 @@ async def test_usage_per_metric_and_kind(server: JudgeServer, make_judge: MakeJu
 
 
 @pytest.mark.parametrize("fault", [Fault.RATE_LIMIT, Fault.SERVER_ERROR])
-async def test_sdk_retries_once_then_succeeds(
+async def test_a_retryable_failure_is_retried_once_then_succeeds(
     server: JudgeServer, make_judge: MakeJudge, fault: Fault
 ) -> None:
     observer = Observer()
@@ -169,7 +170,7 @@ async def test_sdk_retries_once_then_succeeds(
     judged = await judge.generate(statements_prompt())
     assert judged.value.statements
     stats = server.stats.snapshot()
-    assert stats.chat_requests == 2  # the SDK's retry, no second layer
+    assert stats.chat_requests == 2  # one retry layer: ours (the SDK's is off)
     assert stats.faults_applied == [fault.value]
     assert judged.usage.calls == 1  # one answered request
     assert observer.outcomes == ["ok"]
@@ -178,7 +179,7 @@ async def test_sdk_retries_once_then_succeeds(
 @pytest.mark.parametrize(
     ("fault", "reason"), [(Fault.RATE_LIMIT, "rate_limited"), (Fault.SERVER_ERROR, "server_error")]
 )
-async def test_sdk_gives_up_and_the_class_becomes_the_reason(
+async def test_the_retries_give_up_and_the_class_becomes_the_reason(
     server: JudgeServer, make_judge: MakeJudge, fault: Fault, reason: str
 ) -> None:
     observer = Observer()
@@ -190,6 +191,37 @@ async def test_sdk_gives_up_and_the_class_becomes_the_reason(
     assert caught.value.retryable is True
     assert server.stats.snapshot().chat_requests == 2
     assert observer.outcomes == [reason]
+
+
+async def test_a_retry_waits_as_long_as_the_endpoint_asked(server: JudgeServer) -> None:
+    server.retry_after_ms = 600
+    judge = OpenAIJudge(base_url=server.base_url, model=MODEL, max_retries=1)
+    server.inject(Fault.RATE_LIMIT)
+    try:
+        started = time.monotonic()
+        judged = await judge.generate(statements_prompt())
+    finally:
+        await judge.aclose()
+    assert judged.value.statements
+    assert server.stats.snapshot().chat_requests == 2
+    assert time.monotonic() - started >= 0.6  # its retry-after-ms, not a shorter wait of ours
+
+
+async def test_a_refused_key_says_which_setting_and_keeps_the_servers_words(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    judge = make_judge(observer=observer, max_retries=2)
+    server.inject(Fault.UNAUTHORIZED, times=3)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "auth" and caught.value.retryable is False
+    assert caught.value.detail == (
+        "HTTP 401: Incorrect API key provided: ***.; check RAG_MONITOR_JUDGE_API_KEY"
+    )
+    assert SECRET not in str(caught.value)
+    assert server.stats.snapshot().chat_requests == 1  # a refused key is not retried
+    assert observer.outcomes == ["auth"]
 
 
 async def test_invalid_output_twice_fails_for_good(
@@ -340,7 +372,9 @@ async def test_an_attempt_that_timed_out_is_charged_its_reservation(
     judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
     server.inject(Fault.SLOW, seconds=1.0)
     judged = await judge.generate(statements_prompt())
-    await asyncio.sleep(1.0)  # the abandoned attempt is answered (and counted) by now
+    await wait_until(
+        lambda: server.stats.in_flight == 0, 10, "the abandoned attempt answered (and counted)"
+    )
     stats = server.stats.snapshot()
     assert stats.chat_requests == 2
     reserve = _reservation(256)
@@ -664,7 +698,7 @@ async def test_each_step_has_its_own_timeout(server: JudgeServer, make_judge: Ma
 
 
 async def test_no_retry_is_sent_at_once_after_a_timeout() -> None:
-    """The endpoint is still working on the abandoned request: the SDK's retry waits as long
+    """The endpoint is still working on the abandoned request: the retry waits as long
     as the timeout first, and the wait is counted (outcome timeout_backoff)."""
     arrivals: list[float] = []
 
@@ -706,7 +740,7 @@ async def test_a_refused_connection_is_retried_without_the_long_wait(
     with pytest.raises(JudgeError) as caught:
         await judge.generate(statements_prompt())
     assert caught.value.reason == "connection"
-    assert time.monotonic() - started < 5  # the SDK's usual half second, not 30 s
+    assert time.monotonic() - started < 5  # the usual half second, not 30 s
     assert "timeout_backoff" not in observer.outcomes
 
 

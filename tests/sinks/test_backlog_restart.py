@@ -22,6 +22,7 @@ from monitor.sinks import SinkError
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import started
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -50,7 +51,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
     exporter = Exporter()
     settings = Settings(control_share=0.0, migrate_on_start=True)
     store = BacklogStore(own_postgres.dsn, settings, connect_timeout=1.0, command_timeout=5.0)
-    sink = BacklogSink(store, settings, exporter, stats_interval=0)
+    sink = BacklogSink(store, settings, exporter)
     await sink.start()
     batches = [[record(b * BATCH_SIZE + k) for k in range(BATCH_SIZE)] for b in range(BATCHES)]
     written = asyncio.Event()
@@ -80,7 +81,8 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
         await written.wait()
         await asyncio.to_thread(own_postgres.stop)
         await asyncio.wait_for(outage_seen.wait(), timeout=30)
-        await asyncio.sleep(0.5)
+        first = retries
+        await wait_until(lambda: retries >= first + 2, 60, "more retries while Postgres is away")
         await asyncio.to_thread(own_postgres.start)
 
     try:

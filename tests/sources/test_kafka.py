@@ -9,19 +9,22 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from monitor.app import build, serve
-from monitor.config import Settings
+from monitor.budget import PartitionLedger, TokenBudget
+from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.broker import Broker
 from monitor.kafka import frames
+from monitor.kafka.dead_letter import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.sampling import unit_hash
 from monitor.sources import SourceRecord
-from monitor.sources.kafka import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON, KafkaSource
+from monitor.sources.kafka import KafkaSource
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction, samples
+from tests.support.waits import wait_until
 
 # --- the pure bookkeeping
 
@@ -258,11 +261,9 @@ async def test_malformed_records_go_to_the_dlq_and_consumption_goes_on(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if parts.exporter.records_scored._value.get() >= 6:
-                break
-            await asyncio.sleep(0.2)
+        await wait_until(
+            lambda: parts.exporter.records_scored._value.get() >= 6, 60, "six records scored"
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -306,12 +307,14 @@ async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            consumed = parts.exporter.records_consumed.labels(topic=topic.name)._value.get()
-            if consumed >= len(mixed) and parts.source.in_flight == 0:
-                break
-            await asyncio.sleep(0.2)
+        await wait_until(
+            lambda: (
+                parts.exporter.records_consumed.labels(topic=topic.name)._value.get() >= len(mixed)
+                and parts.source.in_flight == 0
+            ),
+            60,
+            "every record consumed and finished",
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -337,23 +340,12 @@ class _RecordingConsumer:
         self.commits.append(offsets)
 
 
-class _Ledger:
-    def __init__(self, entries: dict[int, str]) -> None:
-        self.entries = entries
-
-    def assign(self, ledger: object, total: int) -> None:
-        pass
-
-    def revoke(self) -> None:
-        pass
-
-    def ledger(self) -> dict[int, str]:
-        return dict(self.entries)
-
-
 async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_not_read() -> None:
-    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter())
-    source.budget = _Ledger({0: "rag-monitor-tokens:1:100", 1: "rag-monitor-tokens:1:100"})
+    budget = TokenBudget(TokenBudgetSpec.parse("10000/h"))
+    ledger = PartitionLedger(budget)
+    ledger.load({0: None, 1: None}, 2)
+    budget.reserve(200)  # spent on both partitions: both entries change
+    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter(), ledger=ledger)
     for partition in (0, 1):
         source.tracker.assign((source.topic, partition))
     # partition 0's last commit was read (it has none); partition 1's read failed
@@ -365,4 +357,5 @@ async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_n
         tp.partition: (om.offset, om.metadata)  # type: ignore[attr-defined]
         for tp, om in offsets.items()
     }
-    assert committed == {0: (0, "rag-monitor-tokens:1:100")}
+    assert committed == {0: (0, ledger.entries()[0])}
+    assert ledger.unsent(ledger.entries()) == [1]  # sent once partition 1's commit is read

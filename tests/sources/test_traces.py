@@ -18,8 +18,8 @@ from prometheus_client import generate_latest
 from monitor.app import build, serve
 from monitor.demo.broker import Broker
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
+from monitor.kafka.dead_letter import HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
-from monitor.sources.kafka import HEADER_REASON
 from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
@@ -171,19 +171,24 @@ async def test_a_revoke_does_not_wait_for_messages_buffered_traces_hold() -> Non
     from monitor.sources.kafka import KafkaSource
     from monitor.telemetry import Exporter
 
-    source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.5)
+    holding = {"spans": 3}
     tp = ("otlp_spans", 0)
+
+    def held(partition: tuple[str, int]) -> int:
+        return holding["spans"] if partition == tp else 0
+
+    source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.5, held=held)
     generation = source.tracker.assign(tp)
     for offset in range(3):
         source.tracker.start(tp, offset, generation)
-    source.held = lambda partition: 3 if partition == tp else 0  # three spans' messages held
+    # three spans' messages held
     started = time.monotonic()
     await source._on_revoked([tp])
     assert time.monotonic() - started < 1.0
     source.tracker.assign(tp)
     generation = source.tracker.generation(tp) or 0
     source.tracker.start(tp, 0, generation)
-    source.held = lambda partition: 0  # unfinished work that is not held: the revoke waits
+    holding["spans"] = 0  # unfinished work that is not held: the revoke waits
     started = time.monotonic()
     await source._on_revoked([tp])
     assert time.monotonic() - started >= 1.5

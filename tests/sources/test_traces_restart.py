@@ -27,6 +27,7 @@ from tests.support.judge_server import JudgeServer
 from tests.support.monitor import Monitor, environment
 from tests.support.records import interaction
 from tests.support.spans import T0
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 WHOLE = 16  # traces produced whole before the kill
@@ -116,10 +117,11 @@ async def test_sigkill_mid_trace_then_restart_loses_nothing_and_stores_each_trac
     second = Monitor(env, port, tmp_path / "second.log")
     try:
         await asyncio.to_thread(second.wait_metric, "rag_monitor_traces_total", WHOLE + HALF, 90)
-        for _ in range(100):
-            if len(await rows(pg_dsn)) >= WHOLE + HALF:
-                break
-            await asyncio.sleep(0.2)
+
+        async def all_stored() -> bool:
+            return len(await rows(pg_dsn)) >= WHOLE + HALF
+
+        await wait_until(all_stored, 20, "every trace in the backlog")
         await asyncio.sleep(1.0)
         second.process.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(second.process.wait, 30) == 0, second.output()

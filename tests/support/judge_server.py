@@ -64,9 +64,9 @@ DEFAULT_MODEL = "rag-monitor-test-judge"
 class Fault(StrEnum):
     """Faults the server can apply to one request."""
 
-    #: HTTP 429 with ``Retry-After: 0`` (and ``retry-after-ms``): the SDK retries
+    #: HTTP 429 with ``Retry-After: 0`` (and ``retry-after-ms``): the judge retries
     RATE_LIMIT = "rate_limit"
-    #: HTTP 500: the SDK retries
+    #: HTTP 500: the judge retries
     SERVER_ERROR = "server_error"
     #: a 200 whose content is not JSON
     INVALID_JSON = "invalid_json"
@@ -80,6 +80,8 @@ class Fault(StrEnum):
     REJECT_JSON_SCHEMA = "reject_json_schema"
     #: HTTP 400 whatever the request (a permanent client error)
     BAD_REQUEST = "bad_request"
+    #: HTTP 401 whose message echoes the key it was sent, as a careless server might
+    UNAUTHORIZED = "unauthorized"
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,12 @@ class JudgeStats:
         with self._lock:
             self._data = StatsSnapshot()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (counted once their answer is sent)."""
+        with self._lock:
+            return self._in_flight
+
     # --- used by the handler
 
     def enter(self) -> None:
@@ -219,7 +227,7 @@ class JudgeServer:
         self.embed: EmbedFn = embed if embed is not None else _default_embed
         self.model = model
         self.stats = JudgeStats()
-        #: ``retry-after-ms`` sent with 429/500/503, so the SDK's retries are quick in tests
+        #: ``retry-after-ms`` sent with 429/500/503, so the judge's retries are quick in tests
         self.retry_after_ms = retry_after_ms
         #: persistent switches (faults in the queue apply to one request each)
         self.ignore_n = False
@@ -558,6 +566,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(500, "server error (injected)", kind="server_error", retry=True)
         if fault is Fault.BAD_REQUEST:
             raise _HTTPError(400, "bad request (injected)")
+        if fault is Fault.UNAUTHORIZED:
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            raise _HTTPError(401, f"Incorrect API key provided: {key}.", kind="invalid_api_key")
         if fault is Fault.SLOW and injected is not None:
             owner._sleep(injected.seconds)
         if fmt == "json_schema" and (owner.reject_json_schema or fault is Fault.REJECT_JSON_SCHEMA):

@@ -65,6 +65,26 @@ class Monitor:
             return -1.0
         return sum(samples(text, name).values())
 
+    def series(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """The samples of ``name`` on /metrics, keyed by their sorted labels."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+            return samples(r.read().decode(), name)
+
+    def wait_log(self, event: str, within: float) -> dict[str, object]:
+        """The first JSON log line whose event is ``event``, once the process has written it."""
+        deadline = time.monotonic() + within
+        while True:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if line.startswith("{") and f'"{event}"' in line:
+                    found: dict[str, object] = json.loads(line)
+                    if found.get("event") == event:
+                        return found
+            if self.process.poll() is not None:
+                raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {event!r} log line after {within}s:\n{self.output()}")
+            time.sleep(0.1)
+
     def wait_metric(self, name: str, at_least: float, within: float) -> None:
         deadline = time.monotonic() + within
         while self.metric(name) < at_least:

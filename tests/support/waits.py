@@ -1,4 +1,5 @@
-"""Waiting on a condition inside a running event loop: the suite's one polling helper."""
+"""Waiting on a condition: the suite's one polling helper (`wait_until` inside a running
+event loop, `wait_until_sync` in plain test code)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,15 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within:g} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+def wait_until_sync(
+    condition: Callable[[], bool], within: float, what: str, *, interval: float = 0.1
+) -> None:
+    """`wait_until` for a plain condition outside an event loop (a subprocess's output, a
+    broker read through a helper that runs its own loop)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:g} s waiting for {what}")
+        time.sleep(interval)

@@ -287,3 +287,14 @@ PodMonitor (podMonitor.enabled).
 {{- $ctx := include "rag-monitor.sidecarContext" . | fromJson }}
 {{- include "rag-monitor.volumes" (dict "ctx" $ctx "kafka" true "tmpVolume" "rag-monitor-tmp" "tlsVolume" "rag-monitor-kafka-tls") }}
 {{- end }}
+
+{{/*
+"true" when the Prometheus Operator's resources (ServiceMonitor, PodMonitor,
+PrometheusRule) can be applied: the cluster serves monitoring.coreos.com/v1
+(`helm install` asks it; `helm template` knows it only from
+--api-versions monitoring.coreos.com/v1), or prometheusOperator.assumeInstalled.
+Empty otherwise: the resources are left out instead of failing the install.
+*/}}
+{{- define "rag-monitor.prometheusOperator" -}}
+{{- if or .Values.prometheusOperator.assumeInstalled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") }}true{{ end }}
+{{- end }}

@@ -39,31 +39,38 @@ Expects the root context; the knobs are under .Values.prometheusRule.
 {{- end -}}
 # Hallucination SLO: at most {{ $pct }} of scored answers hallucinated, weighted by
 # 1/p (p = inclusion probability) so the rate is an unbiased estimate for all
-# traffic. Error budget = {{ $o }}. Multi-window, multi-burn-rate alerts (Google
-# SRE workbook, ch. 5):
-#   fast burn: 1h and 5m windows above {{ $slo.fastBurnFactor }} x {{ $o }} = {{ mulf $slo.fastBurnFactor $o }}
-#   slow burn: 6h and 30m windows above {{ $slo.slowBurnFactor }} x {{ $o }} = {{ mulf $slo.slowBurnFactor $o }}
-# Both also need at least {{ $n }} scored records in the long window, so a handful
-# of samples on a quiet service cannot page anyone.
+# traffic. Error budget = {{ $o }}. No page comes from a judge's known bias: only
+# rates that can be believed are held against the SLO.
+#   - the LLM judge's raw rate (judge="llm"), in multi-window, multi-burn-rate
+#     alerts (Google SRE workbook, ch. 5):
+#       fast burn: 1h and 5m windows above {{ $slo.fastBurnFactor }} x {{ $o }} = {{ mulf $slo.fastBurnFactor $o }}
+#       slow burn: 6h and 30m windows above {{ $slo.slowBurnFactor }} x {{ $o }} = {{ mulf $slo.slowBurnFactor $o }}
+#     both also need at least {{ $n }} scored records in the long window, so a
+#     handful of samples on a quiet service cannot page anyone;
+#   - the calibrated rate (reviewer verdicts), with any judge: its 95% lower
+#     bound above {{ $o }};
+#   - the local judge is a screen: its raw rate is never compared with the SLO,
+#     only with its own value a day earlier (the spike alert, per judge).
 groups:
   - name: rag-monitor.recording
     interval: 1m
     rules:
-      # Weighted hallucination ratio over the SLO windows, per deployment.
+      # Weighted hallucination ratio over the SLO windows, per deployment and
+      # judge (llm, or local: a screen whose raw rate is not held against the SLO).
       {{- range $w := list "5m" "30m" "1h" "6h" }}
       - record: rag_monitor:hallucination_ratio:rate{{ $w }}
         expr: |
-          sum by (namespace, job) (rate(rag_monitor_hallucination_weight_total[{{ $w }}]))
+          sum by (namespace, job, judge) (rate(rag_monitor_hallucination_weight_total[{{ $w }}]))
             /
-          sum by (namespace, job) (rate(rag_monitor_scored_weight_total[{{ $w }}]))
+          sum by (namespace, job, judge) (rate(rag_monitor_scored_weight_total[{{ $w }}]))
       {{- end }}
       # The same hour one day earlier, from the raw counters (works from the
       # first day the counters exist, not the first day the rules exist).
       - record: rag_monitor:hallucination_ratio:rate1h_offset1d
         expr: |
-          sum by (namespace, job) (rate(rag_monitor_hallucination_weight_total[1h] offset 1d))
+          sum by (namespace, job, judge) (rate(rag_monitor_hallucination_weight_total[1h] offset 1d))
             /
-          sum by (namespace, job) (rate(rag_monitor_scored_weight_total[1h] offset 1d))
+          sum by (namespace, job, judge) (rate(rag_monitor_scored_weight_total[1h] offset 1d))
       # Weighted share of the answers with a faithfulness score that had no
       # retrieved context (retrieval failures). The hallucination ratios above
       # leave these answers out: scored_weight_total counts only answers with a
@@ -100,30 +107,40 @@ groups:
 {{- if has "RagMonitorHallucinationBudgetBurnFast" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorHallucinationBudgetBurnFast"
         "expr" (printf `
-rag_monitor:hallucination_ratio:rate1h > %s
+rag_monitor:hallucination_ratio:rate1h{judge="llm"} > %s
 and
-rag_monitor:hallucination_ratio:rate5m > %s
-and
+rag_monitor:hallucination_ratio:rate5m{judge="llm"} > %s
+and on (namespace, job)
 rag_monitor:records_scored:increase1h >= %v` $fast $fast $n)
         "summary" (printf "Hallucination rate is burning the %s SLO budget %vx too fast" $pct $slo.fastBurnFactor)
         "description" (printf `
 %s in %s: %s
-of weighted scored answers in the last hour were hallucinated
+of weighted answers the LLM judge scored in the last hour were hallucinated
 (SLO: at most %s); the last 5 minutes agree.` $job $ns $value $pct))) }}
 {{- end }}
 {{- if has "RagMonitorHallucinationBudgetBurnSlow" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorHallucinationBudgetBurnSlow"
         "expr" (printf `
-rag_monitor:hallucination_ratio:rate6h > %s
+rag_monitor:hallucination_ratio:rate6h{judge="llm"} > %s
 and
-rag_monitor:hallucination_ratio:rate30m > %s
-and
+rag_monitor:hallucination_ratio:rate30m{judge="llm"} > %s
+and on (namespace, job)
 rag_monitor:records_scored:increase6h >= %v` $slow $slow $n)
         "summary" (printf "Hallucination rate is burning the %s SLO budget %vx too fast" $pct $slo.slowBurnFactor)
         "description" (printf `
 %s in %s: %s
-of weighted scored answers in the last 6 hours were hallucinated
+of weighted answers the LLM judge scored in the last 6 hours were hallucinated
 (SLO: at most %s); the last 30 minutes agree.` $job $ns $value $pct))) }}
+{{- end }}
+{{- if has "RagMonitorCalibratedRateAboveSlo" $alerts }}
+{{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorCalibratedRateAboveSlo"
+        "expr" (printf `
+max by (namespace, job) (rag_monitor_hallucination_rate_calibrated_lower) > %v` $o)
+        "summary" (printf "Reviewers' verdicts put the hallucination rate above the %s SLO" $pct)
+        "description" (printf `
+%s in %s: the calibrated hallucination rate
+(the judge's flags corrected by reviewer verdicts) is above %s even at the
+lower end of its 95%% interval, {{ $value | humanizePercentage }}.` $job $ns $pct))) }}
 {{- end }}
 {{- if has "RagMonitorHallucinationSpike" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorHallucinationSpike"
@@ -133,13 +150,13 @@ rag_monitor:hallucination_ratio:rate1h
 and
 rag_monitor:hallucination_ratio:rate1h
   - rag_monitor:hallucination_ratio:rate1h_offset1d > 0.02
-and
+and on (namespace, job)
 rag_monitor:records_scored:increase1h >= %v` $n)
-        "summary" "Hallucination rate doubled against the same hour yesterday"
+        "summary" "The {{ $labels.judge }} judge's hallucination rate doubled against the same hour yesterday"
         "description" (printf `
 %s in %s: the weighted hallucination
-rate of the last hour is %s, more than
-twice (and 2 points above) the same hour one day earlier.` $job $ns $value))) }}
+rate of the {{ $labels.judge }} judge in the last hour is %s, more than
+twice (and 2 points above) its own rate in the same hour one day earlier.` $job $ns $value))) }}
 {{- end }}
 {{- if has "RagMonitorNoContext" $alerts }}
 {{- $nc := $r.alerts.RagMonitorNoContext }}

@@ -6,7 +6,12 @@ four judge steps (statements, verify, questions, usefulness) with sentence
 splitting, lexical checks and MiniLM similarity, at zero tokens. Both are
 imported lazily by `monitor.judges.factory`; nothing here touches the network.
 
-The judge's steps and rules: `statements` (which sentences assert; noncommittal
+`learned.LearnedJudge` (``RAG_MONITOR_LOCAL_JUDGE=model``) answers the same
+steps with every support decision made by the trained support model
+(`entailment.SupportModel`, shipped in ``model/``; card: docs/model.md) over
+evidence `windows`.
+
+The rule judge's steps and rules: `statements` (which sentences assert; noncommittal
 answers), `verify` (rules 1–7 of the verify step), `support` (a clause's
 graded support in one context window), `swaps` (a name, number or role said
 where the context says another), `contexts` (a context prepared once),

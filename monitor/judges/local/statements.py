@@ -8,7 +8,9 @@ judges share (`monitor.text.evasive`) — never a sentence with a number. A
 response that declines and asserts nothing is noncommittal
 (`Statements.noncommittal`: faithfulness is then unscoreable, never 0). A
 sentence that starts by referring back ("They expire on 30 June.") joins the
-one before it in one statement; other pronouns are not resolved.
+one before it in one statement; other pronouns are not resolved. A statement
+of a few words only ("Arthur's Magazine.") answers the question and says
+nothing on its own: `standalone` reads it after its question.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from __future__ import annotations
 import re
 
 from monitor.text.evasive import asserts, declines
-from monitor.text.sentences import sentences
+from monitor.text.sentences import sentences, words
+
+#: A statement of at most this many words is a phrase that answers the question.
+PHRASE_WORDS = 4
 
 #: A sentence that starts by referring to the one before it.
 _REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b")
@@ -37,3 +42,10 @@ def statements(text: str) -> list[str]:
         else:
             kept.append(s)
     return kept
+
+
+def standalone(found: list[str], question: str | None) -> list[str]:
+    """``found``, each phrase-only statement read after ``question`` (see the module docstring)."""
+    if not question or not question.strip():
+        return found
+    return [f"{question.strip()} {s}" if len(words(s)) <= PHRASE_WORDS else s for s in found]

@@ -1,4 +1,4 @@
-"""The judge steps every metric is built from, with their instructions, each defined once.
+"""The judge steps as the metrics ask them: each step's instruction, once, and its call.
 
 The step models live in `monitor.judges.steps` (the contract with the
 judges); this module holds the instruction each step is sent with and the

@@ -1,9 +1,9 @@
-"""monitor.metrics._statements: every instruction is composed of rules written once."""
+"""monitor.metrics._steps: every instruction is composed of rules written once."""
 
 from __future__ import annotations
 
 from monitor.judges.steps import FUSED_STEPS, GROUNDING, STEPS, join_contexts
-from monitor.metrics import _statements as st
+from monitor.metrics import _steps as st
 
 
 def test_the_fused_step_asks_what_the_basic_steps_ask() -> None:

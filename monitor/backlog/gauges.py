@@ -1,0 +1,84 @@
+"""The backlog's series on the exporter: rows per status and the calibration, read from
+Postgres by a task of their own (docs/operations.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from monitor.backlog.calibration import Calibration
+from monitor.backlog.store import BacklogStore, StoreError
+from monitor.telemetry import Exporter
+
+log = logging.getLogger(__name__)
+
+
+class BacklogGauges:
+    """Refreshes ``backlog_size`` every ``stats_interval`` seconds and the calibration
+    series every ``calibration_interval`` (0: never) from a started `BacklogStore`, which
+    it does not own. Construction has no side effects; `start` starts the task, `aclose`
+    stops it."""
+
+    def __init__(
+        self,
+        store: BacklogStore,
+        exporter: Exporter,
+        *,
+        stats_interval: float = 30.0,
+        calibration_interval: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.exporter = exporter
+        self.stats_interval = stats_interval
+        self.calibration_interval = calibration_interval
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="backlog-gauges")
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def refresh_stats(self) -> None:
+        """Read the rows per status and set the size gauge."""
+        stats = await self.store.stats()
+        for status, n in stats.counts.items():
+            self.exporter.backlog_size.labels(status=status).set(n)
+
+    async def refresh_calibration(self) -> Calibration:
+        """Read the verdicts and set the calibration series."""
+        c, verdicts = await self.store.calibration_snapshot()
+        rate = (
+            (c.calibrated_rate, c.lower or 0.0, c.upper or 0.0)
+            if c.calibrated_rate is not None
+            else None
+        )
+        self.exporter.calibration.update(
+            c.flag_precision, c.control_hallucination_share, rate, verdicts
+        )
+        return c
+
+    async def _run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(_every(self.stats_interval, self.refresh_stats, "stats"))
+            if self.calibration_interval > 0:
+                group.create_task(
+                    _every(self.calibration_interval, self.refresh_calibration, "calibration")
+                )
+
+
+async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what: str) -> None:
+    """Run ``refresh`` every ``interval`` seconds until cancelled; a failed one is logged."""
+    while True:
+        try:
+            await refresh()
+        except StoreError as exc:
+            log.warning("backlog %s refresh failed: %s", what, exc)
+        await asyncio.sleep(interval)

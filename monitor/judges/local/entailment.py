@@ -1,0 +1,193 @@
+"""The support model: does this evidence say what this statement says?
+
+Every support decision of the learned local judge (`learned.LearnedJudge`) comes
+from here: a MiniLM-L6 cross-encoder trained on human-written NLI and
+fact-verification pairs (`training/`, card: docs/model.md), shipped as an int8
+ONNX graph in ``model/`` with its sha256 pinned, run on onnxruntime.
+`SupportModel.support` reads each statement against its few nearest evidence
+windows (`windows`) and returns the probability that the best of them supports
+it, with that window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.windows import TOP, nearest, windows_of
+
+MODEL_DIR = Path(__file__).with_name("model")
+#: The probability at and above which a statement counts as supported.
+THRESHOLD = 0.5
+#: Word pieces of one (statement, window) pair, as in training.
+MAX_TOKENS = 160
+#: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
+PINNED = {
+    "support.onnx": "b68bf9625871c32908d027528833613ec9552f1709b755cf261fc0b4e28e5218",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+
+
+class ModelFileError(RuntimeError):
+    """The shipped model is missing or is not the pinned one."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """How well one statement is supported, and by which window."""
+
+    #: the probability that ``window`` supports the statement, in [0, 1]
+    probability: float
+    #: the evidence window read as the best one ("" when there was no evidence)
+    window: str
+
+    @property
+    def supported(self) -> bool:
+        return self.probability >= THRESHOLD
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class SupportModel:
+    """The cross-encoder, loaded on first use; safe to call from many threads.
+
+    ``embedder`` picks each statement's nearest windows; ``threads`` is
+    onnxruntime's intra-op thread count per call (the local judge runs calls in
+    its own worker threads, so 1 keeps every core busy without oversubscribing).
+    The last ``cache_size`` pairs' logits are kept: metrics of one record read
+    the same statement against the same window (faithfulness and context
+    utility), and retrieved chunks repeat across records.
+    """
+
+    def __init__(
+        self,
+        embedder: MiniLMEmbedder,
+        *,
+        threads: int = 1,
+        batch_size: int = 16,
+        top: int = TOP,
+        cache_size: int = 8192,
+        model_dir: Path = MODEL_DIR,
+        pinned: dict[str, str] | None = None,
+    ) -> None:
+        if threads < 1 or batch_size < 1 or top < 1:
+            raise ValueError("threads, batch_size and top must be >= 1")
+        self.embedder = embedder
+        self.threads = threads
+        self.batch_size = batch_size
+        self.top = top
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self.model_dir = model_dir
+        self.pinned = PINNED if pinned is None else pinned
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        #: pairs read by the model (cache misses), for tests and benchmarks
+        self.pairs = 0
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                for name, digest in self.pinned.items():
+                    path = self.model_dir / name
+                    if not path.is_file():
+                        raise ModelFileError(f"support model file missing: {path}")
+                    if _sha256(path) != digest:
+                        raise ModelFileError(f"{path} is not the pinned file (sha256 differs)")
+                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                tokenizer.enable_truncation(MAX_TOKENS)
+                tokenizer.enable_padding()
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self.threads
+                options.inter_op_num_threads = 1
+                self._session = ort.InferenceSession(
+                    str(self.model_dir / "support.onnx"),
+                    options,
+                    providers=["CPUExecutionProvider"],
+                )
+                self._tokenizer = tokenizer
+            return self._session, self._tokenizer
+
+    def warm_up(self) -> None:
+        """Load the model now (and run it once), not on the first record."""
+        self.logits([("warm-up", "warm-up")])
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """The model's logit of support for each (statement, evidence) pair, in order."""
+        out = np.zeros(len(pairs), dtype=np.float32)
+        missing: dict[tuple[str, str], list[int]] = {}
+        with self._cache_lock:
+            for k, pair in enumerate(pairs):
+                known = self._cache.get(pair)
+                if known is None:
+                    missing.setdefault(pair, []).append(k)
+                else:
+                    self._cache.move_to_end(pair)
+                    out[k] = known
+        if missing:
+            todo = list(missing)
+            found = self._run(todo)
+            with self._cache_lock:
+                for pair, z in zip(todo, found, strict=True):
+                    out[missing[pair]] = z
+                    if self.cache_size:
+                        self._cache[pair] = float(z)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        session, tokenizer = self._load()
+        # similar lengths share a batch: less padding
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        out = np.zeros(len(pairs), dtype=np.float32)
+        for k in range(0, len(order), self.batch_size):
+            idx = order[k : k + self.batch_size]
+            enc = tokenizer.encode_batch([pairs[i] for i in idx])
+            feeds = {
+                "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+            }
+            out[idx] = session.run(["logits"], feeds)[0][:, 0]
+        self.pairs += len(pairs)
+        return out
+
+    def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
+        """Each statement's support by ``contexts``: its best window's probability, and that window.
+
+        A statement is read against its ``top`` nearest windows only (MiniLM cosine),
+        so the cost per statement is bounded however long the contexts are. Without
+        any evidence the probability is 0.
+        """
+        if not statements:
+            return []
+        windows = windows_of(contexts)
+        if not windows:
+            return [Support(0.0, "") for _ in statements]
+        chosen = nearest(self.embedder, statements, windows, self.top)
+        pairs = [(s, windows[i]) for s, idx in zip(statements, chosen, strict=True) for i in idx]
+        z = self.logits(pairs)
+        found, k = [], 0
+        for idx in chosen:
+            best = int(np.argmax(z[k : k + len(idx)]))
+            p = float(1.0 / (1.0 + np.exp(-z[k + best])))
+            found.append(Support(round(p, 6), windows[idx[best]]))
+            k += len(idx)
+        return found

@@ -1,0 +1,265 @@
+"""`LearnedJudge`: the local judge with every support decision made by the support model.
+
+Chosen with ``RAG_MONITOR_LOCAL_JUDGE=model`` (the default is the word rules of
+`judge.LocalJudge`, which the model does not yet beat on every held-out set:
+docs/model.md). It speaks the same four steps as the LLM judge
+(`monitor.judges.steps`), so every metric — online and reference-based — runs
+unchanged on it. It is a thin adapter over two models: every "is this
+statement supported by this text?" goes to the support model
+(`monitor.judges.local.entailment`, a trained cross-encoder, docs/model.md), and
+similarity to MiniLM (`monitor.judges.local.embedder`).
+
+``statements``
+    The sentences that assert something; a response that only declines is
+    noncommittal (`statements`). A one-phrase answer ("Arthur's Magazine")
+    is read with its question before it, so it is a claim the model can check.
+``verify``
+    Each statement against the text it is checked against: supported when the
+    support model's probability for its best window is at least
+    `entailment.THRESHOLD`; the reason gives the probability and that window.
+``questions``
+    No question is generated: the response stands in for one, marked as such
+    (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
+    response_relevancy becomes cosine(embed(response), embed(user_input));
+    ``noncommittal`` as the statements step decides it.
+``usefulness``
+    A context is useful when it supports at least one of the answer's statements.
+
+CPU work runs in the judge's own worker threads (``threads``) so the event
+loop stays free; onnxruntime releases the GIL, so records score in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.judges.local import statements as st
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.entailment import Support, SupportModel
+from monitor.judges.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdict,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    StatementVerdict,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+    VerifySource,
+)
+from monitor.records import Usage
+from monitor.text import evasive
+
+T = TypeVar("T")
+
+KIND = "local"
+#: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
+MODEL_NAME = "support-model"
+
+#: What the ``questions`` step's question starts with: the local judge generates no question,
+#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
+RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
+
+#: Steps answered on the caller's thread: a regex on the response costs less than the hop
+#: to a worker thread (the others run a model).
+INLINE_STEPS = frozenset({QUESTIONS})
+
+#: How a reason names what statements were checked against.
+WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
+
+
+def excerpt(text: str, limit: int = 160) -> str:
+    """``text`` quoted for a reason, cut at ``limit`` characters."""
+    text = " ".join(text.split())
+    return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"
+
+
+def reason(found: Support, source: VerifySource = "context") -> str:
+    """What a verdict rests on: the probability and the window it was read against."""
+    if not found.window:
+        return f"{WHERE[source]} is empty: nothing supports it (p=0.00)"
+    said = "supported" if found.supported else "not supported"
+    return (
+        f"{said} (p={found.probability:.2f}); closest in {WHERE[source]}: {excerpt(found.window)}"
+    )
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The risk screen of one record (`LocalJudge.screen`)."""
+
+    #: hallucination risk in [0, 1]: 1 − the weakest statement's support probability
+    risk: float
+    #: local faithfulness (supported / statements), NaN without statements
+    faithfulness: float
+    #: the reason of the weakest statement
+    reason: str
+    #: the mean support probability of the statements, NaN without statements
+    support: float = float("nan")
+
+
+@dataclass
+class LearnedJudge:
+    """The Judge protocol answered in-process by the support model (zero tokens)."""
+
+    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
+    #: the support model (built over ``embedder`` when not given)
+    model: SupportModel | None = None
+    #: worker threads for the CPU work (see the module docstring)
+    threads: int = 8
+    kind: str = KIND
+    model_name: str = MODEL_NAME
+    #: it answers the basic steps only, never the fused ``grounding`` step
+    fuse_grounding: ClassVar[bool] = False
+    #: deterministic: every choice of a prompt is the same answer
+    varies_choices: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ValueError("threads must be >= 1")
+        self.support_model = self.model or SupportModel(self.embedder)
+        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="learned-judge")
+
+    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)`` in one of the judge's threads (with the caller's context vars)."""
+        call = functools.partial(contextvars.copy_context().run, work, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def aclose(self) -> None:
+        """Let the worker threads go (idle ones at once; running steps finish)."""
+        self._executor.shutdown(wait=False)
+
+    # --- the Judge protocol
+
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if prompt.step in INLINE_STEPS:
+            answer = self.answer(prompt)
+        else:
+            answer = await self._in_thread(self.answer, prompt)
+        return Judged(values=[answer] * n, usage=Usage())
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        # the response standing in for a generated question is embedded as the response
+        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
+        vectors = await self._in_thread(self.embedder.embed, texts)
+        # a repeated text (the relevancy questions) has the same vector: converted once
+        rows: dict[str, list[float]] = {}
+        for text, vector in zip(texts, vectors, strict=True):
+            if text not in rows:
+                rows[text] = vector.tolist()
+        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
+
+    # --- synchronous answers (also usable without an event loop)
+
+    def answer(self, prompt: Prompt[OutT]) -> OutT:
+        """The local answer to one prompt, validated as the prompt's output model."""
+        inputs = prompt.inputs
+        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
+        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
+            result = Statements(
+                statements=self.statements(inputs.text, inputs.question),
+                noncommittal=int(self.noncommittal(inputs.text)),
+            )
+        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+            found = self.verify(inputs.context, inputs.statements)
+            result = Verdicts(
+                verdicts=[
+                    StatementVerdict(
+                        statement=s, reason=reason(f, inputs.source), verdict=int(f.supported)
+                    )
+                    for s, f in zip(inputs.statements, found, strict=True)
+                ]
+            )
+        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
+            result = self.question(inputs.response)
+        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
+            result = ContextVerdicts(
+                verdicts=self.usefulness(inputs.answer, inputs.contexts, inputs.question)
+            )
+        else:
+            raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
+        return prompt.output.model_validate(result.model_dump())
+
+    # statements
+
+    def statements(self, text: str, question: str | None = None) -> list[str]:
+        """The sentences of ``text`` that assert something (`statements.statements`)."""
+        return st.standalone(st.statements(text), question)
+
+    def noncommittal(self, text: str) -> bool:
+        """``text`` only declines, defers or says it does not know (`evasive.noncommittal`)."""
+        return evasive.noncommittal(text)
+
+    # verify
+
+    def verify(self, context: str, statements: Sequence[str]) -> list[Support]:
+        """The support of each statement by ``context`` (one passage a line)."""
+        return self.support_model.support(statements, context.split("\n"))
+
+    # the risk screen (not a judge step: a record-level score for risk-based sampling)
+
+    def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
+        """A hallucination risk for one record, in [0, 1] (1 = surely unsupported):
+        1 − the support probability of the response's weakest statement."""
+        said = self.statements(response, question) or ([response] if response.strip() else [])
+        if not said:
+            return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
+        found = self.support_model.support(said, contexts)
+        worst = min(found, key=lambda f: f.probability)
+        return Screen(
+            risk=round(1.0 - worst.probability, 6),
+            faithfulness=sum(f.supported for f in found) / len(found),
+            reason=reason(worst),
+            support=sum(f.probability for f in found) / len(found),
+        )
+
+    # questions
+
+    def question(self, response: str) -> GeneratedQuestion:
+        """No question is generated: the response stands in for one, marked as such
+        (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
+        noncommittal = (
+            bool(evasive.NONCOMMITTAL.search(response.lower()))
+            or not response.strip()
+            or self.noncommittal(response)
+        )
+        return GeneratedQuestion(
+            question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
+        )
+
+    # usefulness
+
+    def usefulness(
+        self, answer: str, contexts: Sequence[str], question: str | None = None
+    ) -> list[ContextVerdict]:
+        """A context is useful when it supports at least one statement of the answer."""
+        said = self.statements(answer, question) or ([answer] if answer.strip() else [])
+        verdicts: list[ContextVerdict] = []
+        for context in contexts:
+            found = self.support_model.support(said, [context]) if said else []
+            if not found:
+                verdicts.append(ContextVerdict(reason="the answer states nothing", verdict=0))
+                continue
+            best = max(range(len(found)), key=lambda k: found[k].probability)
+            p = found[best].probability
+            if found[best].supported:
+                why = f"supports {excerpt(said[best], 80)} (p={p:.2f})"
+            else:
+                why = f"supports none of the answer's statements (best p={p:.2f})"
+            verdicts.append(ContextVerdict(reason=why, verdict=int(found[best].supported)))
+        return verdicts

@@ -1,0 +1,82 @@
+"""The support model's training mix: every source loads, labels map, nothing evaluated leaks in."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from training import nli
+from training.cross_encoder import DEFAULT_MIX, batches, held_out
+
+pytestmark = pytest.mark.skipif(
+    not nli.SHARED_NLI.is_dir(), reason="../shared/nli is not beside this checkout"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "at_least"),
+    [
+        ("vitaminc_real", 30000),
+        ("vitaminc_synthetic", 20000),
+        ("fever_symmetric", 1000),
+        ("fever_adversarial", 700),
+        ("fever-nli", 18000),
+        ("mnli", 19000),
+        ("factcheck-gpt", 3000),
+        ("wice", 600),
+        ("snli", 19000),
+    ],
+)
+def test_each_source_loads_with_both_labels(source: str, at_least: int) -> None:
+    pairs = nli.SOURCES[source](nli.SHARED_NLI)
+    assert len(pairs) >= at_least
+    labels = Counter(p.label for p in pairs)
+    assert set(labels) == {0, 1}
+    assert all(p.premise.strip() and p.hypothesis.strip() for p in pairs)
+    # FEVER's tokenised brackets are turned back into text
+    assert not any("-LRB-" in p.premise or "-LRB-" in p.hypothesis for p in pairs)
+
+
+def test_only_full_support_is_supported() -> None:
+    stances = {p.hypothesis: p.label for p in nli.factcheck_gpt(nli.SHARED_NLI)}
+    assert 0 < sum(stances.values()) < len(stances)
+    wice = nli.wice(nli.SHARED_NLI)
+    # partially supported claims are the "added claim" case: not supported
+    assert sum(p.label for p in wice) < len(wice) / 2
+
+
+def test_the_default_mix_names_known_sources_and_no_evaluation_set() -> None:
+    weights = dict(x.split("=") for x in DEFAULT_MIX.split(","))
+    assert set(weights) <= set(nli.SOURCES)
+    for name in nli.SOURCES:
+        assert "halueval" not in name and "realistic" not in name and "demo" not in name
+
+
+def test_held_out_claims_never_train() -> None:
+    pairs = nli.vitaminc(nli.SHARED_NLI, "vitaminc_real")
+    dev = {p.hypothesis for p in pairs if held_out(p)}
+    train = {p.hypothesis for p in pairs if not held_out(p)}
+    assert dev and not dev & train
+    assert 0.01 < len(dev) / len(dev | train) < 0.04
+
+
+def test_contrastive_edits_change_one_fact_against_the_same_premise() -> None:
+    pairs = [
+        nli.Pair("The park opened in 1998 and has 40 rides.", "The park opened in 1998.", 1, "x"),
+        nli.Pair("Ada Lovelace met Charles Babbage in London.", "Ada met Babbage.", 0, "x"),
+    ]
+    made = nli.contrastive_edits(pairs, random.Random(3), share=1.0)
+    assert len(made) == 1
+    [edit] = made
+    assert edit.label == 0 and edit.premise == pairs[0].premise
+    assert edit.hypothesis != pairs[0].hypothesis
+    assert edit.hypothesis.replace("1998", "") != edit.hypothesis or "40" in edit.hypothesis
+
+
+def test_batches_cover_every_pair_once() -> None:
+    pairs = [nli.Pair("p" * (k % 7 + 1), "h", k % 2, "x") for k in range(100)]
+    found = batches(pairs, 16, random.Random(1))
+    assert sorted(i for b in found for i in b) == list(range(100))
+    assert all(len(b) <= 16 for b in found)

@@ -171,8 +171,9 @@ class Pipeline:
         self._offered(decision.offered)
         if decision.kept is None:
             if decision.skipped is not None:
-                self.exporter.records_skipped.labels(reason=decision.skipped).inc()
-            self.source.finish(record)
+                self._skip(record, decision.skipped)
+            else:
+                self.source.finish(record)
             return None
         self.exporter.records_sampled.inc()
         return decision.kept

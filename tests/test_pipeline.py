@@ -365,18 +365,25 @@ async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
     parts = build(settings)
     first = 5 if budget == "12000/h" else burst  # a first wave teaches the cost of a record
     await records(topic, range(first), supported=lambda i: True)
+    from structlog.testing import capture_logs
+
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, stop, parts))
-    try:
-        await wait_until(settled(parts, topic, first), 120, "the first wave consumed")
-        await records(topic, range(first, burst), supported=lambda i: True)
-        await wait_until(settled(parts, topic, burst), 120, "the burst consumed")
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
+    with capture_logs() as logs:
+        task = asyncio.create_task(serve(settings, stop, parts))
+        try:
+            await wait_until(settled(parts, topic, first), 120, "the first wave consumed")
+            await records(topic, range(first, burst), supported=lambda i: True)
+            await wait_until(settled(parts, topic, burst), 120, "the burst consumed")
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(task, 30) == 0
     sampled = value(parts, "rag_monitor_records_sampled_total")
     thinned = value(parts, "rag_monitor_records_skipped_total", reason="budget_thinned")
     assert sampled + thinned == burst  # every record is either sampled or counted as thinned
+    # each thinned record is also logged with its coordinates, as every skipped one is
+    said = {(e["partition"], e["offset"]) for e in logs
+            if e["event"] == "record skipped" and e["reason"] == "budget_thinned"}  # fmt: skip
+    assert len(said) == thinned
     if budget == "100m/h":  # the window's bucket pays for the whole burst: nothing thinned
         assert thinned == 0
         assert value(parts, "rag_monitor_records_scored_total") == burst

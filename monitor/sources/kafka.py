@@ -8,6 +8,7 @@ rides on the commits, and a full in-flight window is the backpressure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
@@ -42,6 +43,9 @@ FETCH_MAX_BYTES = 16 * 1024 * 1024
 PAUSE_AFTER_SECONDS = 30.0
 #: how long an assignment waits for the ledger entries of its partitions
 LEDGER_READ_SECONDS = 10.0
+#: how often the source notes that its event loop runs (a gap longer than the session
+#: timeout between two notes means the group may have given its partitions away)
+STALL_TICK_SECONDS = 0.25
 
 
 class Ledger(Protocol):
@@ -87,6 +91,7 @@ class KafkaSource:
         ledger: Ledger | None = None,
         on_assigned: Callable[[int, int], None] | None = None,
         held: Callable[[Partition], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.exporter = exporter
@@ -96,6 +101,10 @@ class KafkaSource:
         self.pause_after = pause_after_seconds
         self._probe: BrokerProbe | None = None
         self._probe_seconds = probe_seconds
+        self._ticker: asyncio.Task[None] | None = None
+        #: the clock of the stall check, and when the event loop was last seen running
+        self._clock = clock
+        self._ticked: float | None = None
         self._dead_letters = DeadLetterProducer(settings, client_id=f"{client_id}-dlq")
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
@@ -138,6 +147,8 @@ class KafkaSource:
             consumer.topics, self.settings.kafka_bootstrap_servers, every=self._probe_seconds
         )
         self._probe.start()
+        self._ticked = self._clock()
+        self._ticker = asyncio.create_task(self._tick(), name="kafka-stall-check")
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
@@ -196,7 +207,12 @@ class KafkaSource:
     async def stop(self) -> None:
         """Commit what is finished, leave the group, close both clients."""
         if self._probe is not None:
-            await self._probe.stop()  # stopped: it consumes nothing (``/readyz``)
+            await self._probe.stop()
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
@@ -286,7 +302,9 @@ class KafkaSource:
             self._room.set()
 
     def owns(self, record: SourceRecord) -> bool:
-        """False once the record's partition was revoked (its work can be dropped)."""
+        """False once the record's partition was revoked (its work can be dropped), or the
+        replica stood still past the session timeout (`_check_stall`)."""
+        self._check_stall()
         return self.tracker.generation(record.tp) == record.generation
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
@@ -306,6 +324,35 @@ class KafkaSource:
         return await self._commit_with(consumer)
 
     # --- internals
+
+    async def _tick(self) -> None:
+        while True:
+            self._check_stall()
+            await asyncio.sleep(STALL_TICK_SECONDS)
+
+    def _check_stall(self) -> None:
+        """Fence the replica when the loop was last seen running a session timeout ago: to
+        the group it has left, its partitions may be another member's (docs/design.md)."""
+        now = self._clock()
+        last, self._ticked = self._ticked, now
+        if last is None or now - last <= self.settings.kafka_session_timeout_ms / 1000:
+            return
+        held = self.tracker.partitions()
+        for tp in held:
+            self.tracker.revoke(tp)
+        if self.ledger is not None:
+            self.ledger.revoke(p for t, p in held if t == self.topic)
+        self._room.set()
+        # aiokafka has no public call for it; the join then tells whether the member
+        # is still known (the same partitions come back) or expired (a new assignment)
+        coordinator = getattr(self._member, "_coordinator", None)
+        if coordinator is not None:
+            coordinator.request_rejoin()
+        log.warning(
+            "stood still past the session timeout: work in flight let go, rejoining the group",
+            stalled_seconds=round(now - last, 1),
+            partitions=sorted(p for _, p in held),
+        )
 
     async def _commit_with(
         self, consumer: AIOKafkaConsumer, *, ledger: bool = False

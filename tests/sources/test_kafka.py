@@ -132,6 +132,46 @@ async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
         await source.stop()
 
 
+@pytest.mark.kafka
+async def test_a_replica_that_stood_still_past_its_session_lets_its_work_go_and_reads_it_again(
+    broker: Broker, topic: Topic
+) -> None:
+    """A zombie (frozen past the session timeout, its partitions maybe given away) owns
+    nothing it fetched before: the checkpoint drops that work instead of writing stale
+    results, and the rejoined group hands the same records out again from the last commit."""
+    settings = monitor_settings(broker, topic, None)
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(8)])
+    skew = [0.0]
+    source = KafkaSource(settings, Exporter(), clock=lambda: time.monotonic() + skew[0])
+    await source.start()
+    try:
+        held: list[SourceRecord] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 8 and time.monotonic() < deadline:
+            held += await source.fetch(0.2)
+        assert len(held) == 8
+        assert all(source.owns(r) for r in held)
+        skew[0] += settings.kafka_session_timeout_ms / 1000 + 1  # the loop stood still
+        assert not any(source.owns(r) for r in held)
+        again: list[SourceRecord] = []
+        while len(again) < 8 and time.monotonic() < deadline + 30:
+            again += await source.fetch(0.2)
+        assert sorted((r.partition, r.offset) for r in again) == sorted(
+            (r.partition, r.offset) for r in held
+        )
+        assert all(source.owns(r) for r in again) and not any(source.owns(r) for r in held)
+        for record in again:
+            source.finish(record)
+        await source.commit()
+    finally:
+        await source.stop()
+    ends: dict[int, int] = {}
+    for r in held:
+        ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 1)
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert {p: c for p, c in positions.items() if p in ends} == ends
+
+
 def test_the_frame_releasing_reader_fits_the_installed_aiokafka() -> None:
     # a new aiokafka with a changed reader is left alone: this test says so
     assert frames.release_frames()

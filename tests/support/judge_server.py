@@ -35,6 +35,7 @@ import importlib
 import json
 import re
 import struct
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -394,6 +395,12 @@ class _Server(ThreadingHTTPServer):
     #: listen backlog (socketserver's default is 5): benchmarks open 64+ connections at once
     request_queue_size = 256
     owner: JudgeServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a replica killed by a bench) is no error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _HTTPError(Exception):

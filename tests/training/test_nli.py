@@ -7,12 +7,15 @@ from collections import Counter
 
 import pytest
 
+from tests.support.tools import missing
 from training import nli
 from training.cross_encoder import DEFAULT_MIX, batches, held_out
 
-pytestmark = pytest.mark.skipif(
-    not nli.SHARED_NLI.is_dir(), reason="../shared/nli is not beside this checkout"
-)
+
+@pytest.fixture(autouse=True)
+def _shared_nli() -> None:
+    if not nli.SHARED_NLI.is_dir():
+        missing(f"{nli.SHARED_NLI} is not beside this checkout", "lay shared/ beside it")
 
 
 @pytest.mark.parametrize(

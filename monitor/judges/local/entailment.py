@@ -32,7 +32,7 @@ THRESHOLD = 0.5
 MAX_TOKENS = 160
 #: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
 PINNED = {
-    "support.onnx": "b68bf9625871c32908d027528833613ec9552f1709b755cf261fc0b4e28e5218",
+    "support.onnx": "f8f6b73ef7d3d5192b57899dbfb25fe9d07420fa68e17f709ed42897145bc9e3",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 }
 

@@ -13,7 +13,7 @@ runs unchanged on it. Its answers are documented approximations, not an LLM's:
     numbers and roles, restatement (`verify`, `support`, `swaps`).
 ``questions``
     No question is generated: the response stands in for one, marked as such
-    (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
+    (`base.RESPONSE_AS_QUESTION`, which `InProcessJudge.embed` leaves out), so
     response_relevancy becomes cosine(embed(response), embed(user_input));
     ``noncommittal`` is set by phrases ("I don't know", "no information",
     "cannot answer", …) and for a response the ``statements`` step calls
@@ -44,18 +44,13 @@ are any; concurrent records' calls share forward passes in the embedder.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
 
-from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import statements as st
+from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.contexts import Context, Contexts
-from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim
 from monitor.judges.local.lexical.vocabulary import coverage
 from monitor.judges.local.lexical.wordforms import content_words
@@ -80,90 +75,20 @@ from monitor.judges.steps import (
     VerifyInput,
     VerifySource,
 )
-from monitor.records import Usage
-from monitor.text import evasive
 from monitor.text.numerals import numbers
-
-T = TypeVar("T")
-
-KIND = "local"
-
-#: What the ``questions`` step's question starts with: the local judge generates no question,
-#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
-RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
-
-#: Steps answered on the caller's thread: a regex on the response costs less than the hop
-#: to a worker thread (the others split sentences, read contexts or call MiniLM).
-INLINE_STEPS = frozenset({QUESTIONS})
-
-
-@dataclass(frozen=True)
-class Screen:
-    """The risk screen of one record (`LocalJudge.screen`)."""
-
-    #: hallucination risk in [0, 1]; feed it to `monitor.risk`
-    risk: float
-    #: local faithfulness (supported / statements), NaN without statements
-    faithfulness: float
-    #: the reason of the weakest statement
-    reason: str
-    #: graded local faithfulness: the mean `Check.support` of the statements, NaN without
-    #: statements (what faithfulness would be if the metric averaged supports)
-    support: float = float("nan")
 
 
 @dataclass
-class LocalJudge:
-    """The Judge protocol answered in-process (``kind = "local"``, zero tokens)."""
+class LocalJudge(InProcessJudge):
+    """The Judge protocol answered in-process by word rules (``kind = "local"``, zero tokens)."""
 
-    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
     thresholds: LocalThresholds = field(default_factory=LocalThresholds)
     #: prepared context chunks kept (chunks repeat across metrics and records)
     context_cache_size: int = 4096
-    #: worker threads for the CPU work (see the module docstring)
-    threads: int = 32
-    kind: str = KIND
-    #: it answers the basic steps only, never the fused ``grounding`` step
-    fuse_grounding: ClassVar[bool] = False
-    #: deterministic: every choice of a prompt is the same answer
-    varies_choices: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        if self.threads < 1:
-            raise ValueError("threads must be >= 1")
+        super().__post_init__()
         self._contexts = Contexts(self.thresholds.window_sentences, self.context_cache_size)
-        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="local-judge")
-
-    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
-        """``work(*args)`` in one of the judge's threads (with the caller's context vars)."""
-        call = functools.partial(contextvars.copy_context().run, work, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    async def aclose(self) -> None:
-        """Let the worker threads go (idle ones at once; running steps finish)."""
-        self._executor.shutdown(wait=False)
-
-    # --- the Judge protocol
-
-    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if prompt.step in INLINE_STEPS:
-            answer = self.answer(prompt)
-        else:
-            answer = await self._in_thread(self.answer, prompt)
-        return Judged(values=[answer] * n, usage=Usage())
-
-    async def embed(self, texts: Sequence[str]) -> Embedded:
-        # the response standing in for a generated question is embedded as the response
-        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
-        vectors = await self._in_thread(self.embedder.embed, texts)
-        # a repeated text (the relevancy questions) has the same vector: converted once
-        rows: dict[str, list[float]] = {}
-        for text, vector in zip(texts, vectors, strict=True):
-            if text not in rows:
-                rows[text] = vector.tolist()
-        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
 
     # --- synchronous answers (also usable without an event loop)
 
@@ -200,10 +125,6 @@ class LocalJudge:
     def statements(self, text: str) -> list[str]:
         """The sentences of ``text`` that assert something (`statements.statements`)."""
         return st.statements(text)
-
-    def noncommittal(self, text: str) -> bool:
-        """``text`` only declines, defers or says it does not know (`evasive.noncommittal`)."""
-        return evasive.noncommittal(text)
 
     # verify
 
@@ -263,20 +184,6 @@ class LocalJudge:
             faithfulness=sum(c.verdict for c in found) / len(found),
             reason=worst.reason,
             support=sum(c.support for c in found) / len(found),
-        )
-
-    # questions
-
-    def question(self, response: str) -> GeneratedQuestion:
-        """No question is generated: the response stands in for one, marked as such
-        (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
-        noncommittal = (
-            bool(evasive.NONCOMMITTAL.search(response.lower()))
-            or not response.strip()
-            or self.noncommittal(response)
-        )
-        return GeneratedQuestion(
-            question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
         )
 
     # usefulness

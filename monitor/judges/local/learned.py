@@ -19,7 +19,7 @@ similarity to MiniLM (`monitor.judges.local.embedder`).
     `entailment.THRESHOLD`; the reason gives the probability and that window.
 ``questions``
     No question is generated: the response stands in for one, marked as such
-    (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out), so
+    (`base.RESPONSE_AS_QUESTION`, which `InProcessJudge.embed` leaves out), so
     response_relevancy becomes cosine(embed(response), embed(user_input));
     ``noncommittal`` as the statements step decides it.
 ``usefulness``
@@ -31,17 +31,13 @@ loop stays free; onnxruntime releases the GIL, so records score in parallel.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
-from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import statements as st
-from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.entailment import Support, SupportModel
 from monitor.judges.steps import (
     QUESTIONS,
@@ -60,22 +56,9 @@ from monitor.judges.steps import (
     VerifyInput,
     VerifySource,
 )
-from monitor.records import Usage
-from monitor.text import evasive
 
-T = TypeVar("T")
-
-KIND = "local"
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "support-model"
-
-#: What the ``questions`` step's question starts with: the local judge generates no question,
-#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
-RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
-
-#: Steps answered on the caller's thread: a regex on the response costs less than the hop
-#: to a worker thread (the others run a model).
-INLINE_STEPS = frozenset({QUESTIONS})
 
 #: How a reason names what statements were checked against.
 WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
@@ -97,72 +80,20 @@ def reason(found: Support, source: VerifySource = "context") -> str:
     )
 
 
-@dataclass(frozen=True)
-class Screen:
-    """The risk screen of one record (`LocalJudge.screen`)."""
-
-    #: hallucination risk in [0, 1]: 1 − the weakest statement's support probability
-    risk: float
-    #: local faithfulness (supported / statements), NaN without statements
-    faithfulness: float
-    #: the reason of the weakest statement
-    reason: str
-    #: the mean support probability of the statements, NaN without statements
-    support: float = float("nan")
-
-
 @dataclass
-class LearnedJudge:
+class LearnedJudge(InProcessJudge):
     """The Judge protocol answered in-process by the support model (zero tokens)."""
 
-    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
     #: the support model (built over ``embedder`` when not given)
     model: SupportModel | None = None
-    #: worker threads for the CPU work (see the module docstring)
+    #: worker threads (onnxruntime releases the GIL: a few per core keep them busy)
     threads: int = 8
-    kind: str = KIND
     model_name: str = MODEL_NAME
-    #: it answers the basic steps only, never the fused ``grounding`` step
-    fuse_grounding: ClassVar[bool] = False
-    #: deterministic: every choice of a prompt is the same answer
-    varies_choices: ClassVar[bool] = False
+    thread_name: ClassVar[str] = "learned-judge"
 
     def __post_init__(self) -> None:
-        if self.threads < 1:
-            raise ValueError("threads must be >= 1")
+        super().__post_init__()
         self.support_model = self.model or SupportModel(self.embedder)
-        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="learned-judge")
-
-    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
-        """``work(*args)`` in one of the judge's threads (with the caller's context vars)."""
-        call = functools.partial(contextvars.copy_context().run, work, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    async def aclose(self) -> None:
-        """Let the worker threads go (idle ones at once; running steps finish)."""
-        self._executor.shutdown(wait=False)
-
-    # --- the Judge protocol
-
-    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if prompt.step in INLINE_STEPS:
-            answer = self.answer(prompt)
-        else:
-            answer = await self._in_thread(self.answer, prompt)
-        return Judged(values=[answer] * n, usage=Usage())
-
-    async def embed(self, texts: Sequence[str]) -> Embedded:
-        # the response standing in for a generated question is embedded as the response
-        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
-        vectors = await self._in_thread(self.embedder.embed, texts)
-        # a repeated text (the relevancy questions) has the same vector: converted once
-        rows: dict[str, list[float]] = {}
-        for text, vector in zip(texts, vectors, strict=True):
-            if text not in rows:
-                rows[text] = vector.tolist()
-        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
 
     # --- synchronous answers (also usable without an event loop)
 
@@ -201,10 +132,6 @@ class LearnedJudge:
         """The sentences of ``text`` that assert something (`statements.statements`)."""
         return st.standalone(st.statements(text), question)
 
-    def noncommittal(self, text: str) -> bool:
-        """``text`` only declines, defers or says it does not know (`evasive.noncommittal`)."""
-        return evasive.noncommittal(text)
-
     # verify
 
     def verify(self, context: str, statements: Sequence[str]) -> list[Support]:
@@ -226,20 +153,6 @@ class LearnedJudge:
             faithfulness=sum(f.supported for f in found) / len(found),
             reason=reason(worst),
             support=sum(f.probability for f in found) / len(found),
-        )
-
-    # questions
-
-    def question(self, response: str) -> GeneratedQuestion:
-        """No question is generated: the response stands in for one, marked as such
-        (`RESPONSE_AS_QUESTION`, which `embed` leaves out)."""
-        noncommittal = (
-            bool(evasive.NONCOMMITTAL.search(response.lower()))
-            or not response.strip()
-            or self.noncommittal(response)
-        )
-        return GeneratedQuestion(
-            question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
         )
 
     # usefulness

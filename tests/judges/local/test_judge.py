@@ -13,8 +13,9 @@ from pydantic import BaseModel
 
 from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import support
+from monitor.judges.local.base import RESPONSE_AS_QUESTION
 from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
-from monitor.judges.local.judge import RESPONSE_AS_QUESTION, LocalJudge
+from monitor.judges.local.judge import LocalJudge
 from monitor.judges.local.lexical.names import acronyms
 from monitor.judges.local.lexical.negation import denials
 from monitor.judges.local.lexical.vocabulary import Vocabulary

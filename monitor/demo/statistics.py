@@ -89,7 +89,8 @@ def wilson_interval(rate: float, n: float, z: float = Z95) -> tuple[float, float
     denominator = 1.0 + z2 / n
     centre = (rate + z2 / (2 * n)) / denominator
     half = z * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval holds the observed rate; at 0 and 1 rounding would leave it a hair outside
+    return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
 def estimate_rate(

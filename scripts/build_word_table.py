@@ -6,7 +6,8 @@ without a table) over every table word (`monitor.judges.local.words.table_words`
 and stores each unit vector as int8 rows with one float32 factor per row, with
 the graph's fingerprint. The runtime only reads the file
 (`monitor.judges.local.words.load`); nothing under ``monitor/`` imports this
-script. Rebuild after changing the int8 rewrite (about 15 s on 2 cores):
+script. Rebuild after rebuilding the embedder's graph
+(``scripts/build_embedder_graph.py``; about 15 s on 2 cores):
 
     python3 scripts/build_word_table.py            # writes monitor/judges/local/words.npz
     python3 scripts/build_word_table.py OUT.npz    # writes OUT.npz

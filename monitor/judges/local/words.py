@@ -19,12 +19,13 @@ keeps those constants, computed once by the exact graph the embedder runs
   a stored vector is within cosine 0.9998 of the computed one (the int8
   graph itself is within 0.998 of float32).
 - **Staleness:** the table records the sha256 of the graph it was computed
-  with (the model bytes onnxruntime loads, after `monitor.judges.local.int8`'s
-  rewrite, plus the disabled optimisers). `MiniLMEmbedder` uses it only when
-  its own graph has the same fingerprint: a changed rewrite, another model
-  file or float32 arithmetic (a CPU without VNNI) just computes every word
-  as before. Rebuild with ``python3 scripts/build_word_table.py`` after changing
-  the rewrite; the tests fail until the shipped table matches.
+  with (the model bytes onnxruntime loads, the shipped
+  ``model/embedder-int8.onnx``, plus the disabled optimisers). `MiniLMEmbedder`
+  uses it only when its own graph has the same fingerprint: a rebuilt graph,
+  another model file or float32 arithmetic (a CPU without VNNI) just computes
+  every word as before. Rebuild with ``python3 scripts/build_word_table.py``
+  after ``scripts/build_embedder_graph.py`` changed the graph; the tests fail
+  until the shipped table matches.
 
 This module only reads the table: the build (the model run over every word) is
 that script, which no runtime module imports.

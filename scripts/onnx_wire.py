@@ -1,7 +1,8 @@
-"""ONNX protobuf read and written without the ``onnx`` package: only what the int8 rewrite needs.
+"""ONNX protobuf read and written without the ``onnx`` package: what the int8 rewrite needs.
 
-The model is protobuf; the few messages `int8` touches (ModelProto,
-GraphProto, NodeProto, TensorProto, AttributeProto) are read field by field
+Build side only (``scripts/build_embedder_graph.py``). The model is protobuf; the
+few messages `scripts.minilm_int8` touches (ModelProto, GraphProto, NodeProto,
+TensorProto, AttributeProto) are read field by field
 (`fields`, each keeping its encoding so it is re-emitted unchanged) and new
 nodes and initializers written (`node_field`, `tensor_field`). Field numbers
 are those of onnx.proto.
@@ -181,7 +182,7 @@ def graph_names(graph_fields: Sequence[Field], number: int) -> list[str]:
 
 
 def node_of(entry: bytes) -> Node:
-    """The `Node` of a ``GraphProto.node`` field as `int8_graph` emits it."""
+    """The `Node` of a ``GraphProto.node`` field as `node_field` writes it."""
     body = next(f.value for f in fields(entry))
     assert isinstance(body, bytes)
     return parse_node(body)

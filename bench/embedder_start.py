@@ -8,7 +8,8 @@ archive``; or this working tree's), builds ``MiniLMEmbedder(threads=1)`` with it
 defaults, loads it (``warm_up``: the graph, the tokenizer, the word table, the
 onnxruntime session) and embeds a few sentences. The two trees alternate, round
 after round, and the medians are reported: the time to import the module, to
-load, to the first vectors (from the import on), and the process's peak RSS.
+load, to the first vectors (from the import on), the first-vector time over the
+baseline's of the same round, and the process's peak RSS.
 The first vectors of both trees are compared (smallest cosine, largest
 difference), on the same machine in the same run.
 """
@@ -117,12 +118,21 @@ def main() -> None:
         f"median of {args.rounds} interleaved rounds, fresh processes)\n"
     )
     keys = ("import", "load", "first vectors")
-    print("| tree | arithmetic | " + " | ".join(f"{k} (ms)" for k in keys) + " | peak RSS (MiB) |")
-    print("|---|---|" + "---|" * (len(keys) + 1))
+    base = runs[f"@{args.baseline}"]
+    print(
+        "| tree | arithmetic | "
+        + " | ".join(f"{k} (ms)" for k in keys)
+        + " | first vectors × baseline | peak RSS (MiB) |"
+    )
+    print("|---|---|" + "---|" * (len(keys) + 2))
     for label, found in runs.items():
         times = " | ".join(f"{1000 * statistics.median(r[k] for r in found):.0f}" for k in keys)
+        # each round's time over the baseline's of the same round: steadier on a shared machine
+        ratio = statistics.median(
+            r["first vectors"] / b["first vectors"] for r, b in zip(found, base, strict=True)
+        )
         rss = statistics.median(r["peak RSS"] for r in found)
-        print(f"| {label} | {found[0]['arithmetic']} | {times} | {rss:.0f} |")
+        print(f"| {label} | {found[0]['arithmetic']} | {times} | {ratio:.2f} | {rss:.0f} |")
     old, new = (np.array(runs[label][0]["vectors"], np.float32) for label in trees)
     print(
         f"\nfirst vectors, working tree vs @{args.baseline} ({len(TEXTS)} texts): smallest "

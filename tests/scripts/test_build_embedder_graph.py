@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from monitor.judges.local.embedder import GRAPH_PATH, GRAPH_SHA256
 from scripts import build_embedder_graph
 from scripts.minilm_int8 import OUTLIERS, int8_graph, model_matches
 from scripts.onnx_wire import fields, len_field, parse_node
+from tests.support import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,10 @@ def test_the_shipped_graph_is_pinned_and_the_script_rebuilds_it_byte_for_byte(
     assert hashlib.sha256(shipped).hexdigest() == GRAPH_SHA256
     assert model_matches(source) and not model_matches(b"another model")
     assert int8_graph(source) == shipped  # deterministic, and what ships
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["monitor"]
+    relative = GRAPH_PATH.relative_to(ROOT / "monitor").as_posix()
+    assert any(fnmatch.fnmatch(relative, p) for p in patterns)  # in the wheel
 
 
 def test_check_and_pin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

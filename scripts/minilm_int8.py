@@ -146,7 +146,7 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
     and attention are fused (`_fuse`) and the graph re-assembled
     (`_assemble`). Raises ValueError when the graph holds no such product.
     """
-    graph = _Graph.parse(model)
+    graph = ParsedModel.parse(model)
     products, dead = _weight_products(graph.nodes, graph.tensors)
     if not products:
         raise ValueError("no int8-weight MatMul to rewrite")
@@ -170,7 +170,7 @@ def int8_graph(model: bytes, outliers: dict[str, tuple[int, ...]] = OUTLIERS) ->
 
 
 @dataclass
-class _Graph:
+class ParsedModel:
     """A ModelProto's fields, its graph's fields, nodes and raw-data initializers."""
 
     model_fields: list[Field]
@@ -179,7 +179,7 @@ class _Graph:
     tensors: dict[str, Array]
 
     @classmethod
-    def parse(cls, model: bytes) -> _Graph:
+    def parse(cls, model: bytes) -> ParsedModel:
         model_fields = list(fields(model))
         graph = next(f for f in model_fields if f.number == MODEL_GRAPH)
         assert isinstance(graph.value, bytes)
@@ -319,7 +319,7 @@ def _per_row(op: str, x: str, y: str) -> bytes:
     return node_field(op, [x], [y], ints={"keepdims": 1}, int_lists={"axes": [-1]})
 
 
-def _assemble(graph: _Graph, body: list[bytes], new_tensors: list[bytes]) -> bytes:
+def _assemble(graph: ParsedModel, body: list[bytes], new_tensors: list[bytes]) -> bytes:
     """The model with its graph's nodes replaced by ``body`` and ``new_tensors`` appended
     to its initializers; the ``com.microsoft`` opset imported when it was not."""
     fields_ = graph.graph_fields

@@ -99,8 +99,8 @@ def vnni() -> bool:
         flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
     except OSError:
         return False
-    words = set(flags.split())
-    return "avx512_vnni" in words or "avx_vnni" in words
+    found = set(flags.split())
+    return "avx512_vnni" in found or "avx_vnni" in found
 
 
 def read_pinned(path: Path, digest: str) -> bytes:

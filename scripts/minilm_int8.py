@@ -422,8 +422,102 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
         else:
             fused = node_field("Gelu", [x], times.outputs, domain="com.microsoft")
         replace[id(times)] = fused
+    return _replaced(nodes, replace) if replace else nodes
+
+
+@dataclass
+class _Walk:
+    """Steps along a graph's edges: to a tensor's producer, to its consumers."""
+
+    producer: dict[str, Node]
+    consumers: dict[str, list[Node]]
+
+    def up(self, name: str, *ops: str) -> Node | None:
+        """Walk producers through ``ops`` in order (each node's first input); the last
+        node reached, or None."""
+        node = None
+        for op in ops:
+            node = self.producer.get(name)
+            if node is None or node.op != op:
+                return None
+            name = node.inputs[0]
+        return node
+
+    def down(self, name: str, op: str) -> Node | None:
+        """The one consumer of ``name`` that is an ``op``, or None."""
+        found = [c for c in self.consumers.get(name, []) if c.op == op]
+        return found[0] if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """One self-attention block as `_attention_block` found it."""
+
+    merged: Node  # its last node (heads merged back), whose place the fused node takes
+    inputs: list[str]  # the Q, K and V products before their biases
+    bias: Array  # the Q, K and V biases, concatenated
+    heads: int
+
+
+def _attention_block(walk: _Walk, softmax: Node, tensors: dict[str, Array]) -> _Attention | None:
+    """The attention block around ``softmax``, or None when it does not have the
+    exported shape (Q and K scaled by head_size^(-1/4) each, masked with Where)."""
+    scores = walk.up(softmax.inputs[0], "Add", "MatMul")
+    if scores is None:
+        return None
+    q_scale, k_scale = walk.producer.get(scores.inputs[0]), walk.producer.get(scores.inputs[1])
+    q = walk.up(scores.inputs[0], "Mul", "Transpose", "Reshape")
+    k = walk.up(scores.inputs[1], "Mul", "Reshape", "Transpose", "Reshape", "Transpose", "Reshape")
+    where = walk.down(softmax.outputs[0], "Where")
+    weighted = walk.down(where.outputs[0], "MatMul") if where else None
+    v = walk.up(weighted.inputs[1], "Transpose", "Reshape") if weighted else None
+    back = walk.down(weighted.outputs[0], "Transpose") if weighted else None
+    merged = walk.down(back.outputs[0], "Reshape") if back else None
+    if not (q_scale and k_scale and q and k and v and merged):
+        return None
+    biases = [walk.producer.get(x.inputs[0]) for x in (q, k, v)]
+    values = [tensors.get(b.inputs[1]) if b is not None and b.op == "Add" else None for b in biases]
+    if any(b is None for b in values):
+        return None
+    bias = np.concatenate([b.reshape(-1) for b in values if b is not None])
+    hidden = bias.size // 3
+    # each side scaled by head_size^(-1/4): the product by 1/√head_size
+    scale = _scalar(tensors, q_scale.inputs[1])
+    if not scale or _scalar(tensors, k_scale.inputs[1]) != scale:
+        return None
+    head = round(scale**-4)
+    if abs(scale**-4 - head) > 1e-3 or hidden % head:
+        return None
+    inputs = [b.inputs[0] for b in biases if b is not None]
+    return _Attention(merged, inputs, bias, hidden // head)
+
+
+def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, list[bytes]]:
+    walk = _Walk(*_links(nodes))
+    mask = "int8/attention_mask"
+    replace: dict[int, bytes] = {}
+    new_tensors: list[bytes] = []
+    for _, softmax in nodes:
+        block = _attention_block(walk, softmax, tensors) if softmax.op == "Softmax" else None
+        if block is None:
+            continue
+        name = f"int8/attention/{len(replace)}"
+        new_tensors.append(tensor_field(f"{name}/bias", block.bias.astype(np.float32)))
+        replace[id(block.merged)] = node_field(
+            "MultiHeadAttention",
+            [*block.inputs, f"{name}/bias", mask],
+            block.merged.outputs,
+            domain="com.microsoft",
+            ints={"num_heads": block.heads},
+        )
     if not replace:
-        return nodes
+        return nodes, []
+    cast = node_field("Cast", [ATTENTION_MASK], [mask], ints={"to": INT32})
+    return [(cast, node_of(cast)), *_replaced(nodes, replace)], new_tensors
+
+
+def _replaced(nodes: _Nodes, replace: dict[int, bytes]) -> _Nodes:
+    """``nodes`` with each node whose id is in ``replace`` swapped for that node field."""
     out: _Nodes = []
     for entry, node in nodes:
         if id(node) in replace:
@@ -431,80 +525,6 @@ def _fuse_gelu(nodes: _Nodes, tensors: dict[str, Array]) -> _Nodes:
             node = node_of(entry)
         out.append((entry, node))
     return out
-
-
-def _fuse_attention(nodes: _Nodes, tensors: dict[str, Array]) -> tuple[_Nodes, list[bytes]]:
-    producer, consumers = _links(nodes)
-
-    def up(name: str, *ops: str) -> Node | None:
-        """Walk producers through ``ops`` in order; the last node reached, or None."""
-        node = None
-        for op in ops:
-            node = producer.get(name)
-            if node is None or node.op != op:
-                return None
-            name = node.inputs[0]
-        return node
-
-    def down(name: str, op: str) -> Node | None:
-        found = [c for c in consumers.get(name, []) if c.op == op]
-        return found[0] if len(found) == 1 else None
-
-    mask = "int8/attention_mask"
-    replace: dict[int, bytes] = {}
-    new_tensors: list[bytes] = []
-    for _, softmax in nodes:
-        if softmax.op != "Softmax":
-            continue
-        scores = up(softmax.inputs[0], "Add", "MatMul")
-        if scores is None:
-            continue
-        q_scale, k_scale = producer.get(scores.inputs[0]), producer.get(scores.inputs[1])
-        q = up(scores.inputs[0], "Mul", "Transpose", "Reshape")
-        k = up(scores.inputs[1], "Mul", "Reshape", "Transpose", "Reshape", "Transpose", "Reshape")
-        where = down(softmax.outputs[0], "Where")
-        weighted = down(where.outputs[0], "MatMul") if where else None
-        v = up(weighted.inputs[1], "Transpose", "Reshape") if weighted else None
-        back = down(weighted.outputs[0], "Transpose") if weighted else None
-        merged = down(back.outputs[0], "Reshape") if back else None
-        if None in (q_scale, k_scale, q, k, v, merged):
-            continue
-        assert q_scale and k_scale and q and k and v and merged
-        biases = [producer.get(x.inputs[0]) for x in (q, k, v)]
-        values = [
-            tensors.get(b.inputs[1]) if b is not None and b.op == "Add" else None for b in biases
-        ]
-        if any(b is None for b in values):
-            continue
-        bias = np.concatenate([b.reshape(-1) for b in values if b is not None])
-        hidden = bias.size // 3
-        # each side scaled by head_size^(-1/4): the product by 1/√head_size
-        scale = _scalar(tensors, q_scale.inputs[1])
-        if not scale or _scalar(tensors, k_scale.inputs[1]) != scale:
-            continue
-        head = round(scale**-4)
-        if abs(scale**-4 - head) > 1e-3 or hidden % head:
-            continue
-        name = f"int8/attention/{len(replace)}"
-        new_tensors.append(tensor_field(f"{name}/bias", bias.astype(np.float32)))
-        inputs = [b.inputs[0] for b in biases if b is not None]
-        replace[id(merged)] = node_field(
-            "MultiHeadAttention",
-            [*inputs, f"{name}/bias", mask],
-            merged.outputs,
-            domain="com.microsoft",
-            ints={"num_heads": hidden // head},
-        )
-    if not replace:
-        return nodes, []
-    cast = node_field("Cast", [ATTENTION_MASK], [mask], ints={"to": INT32})
-    out: _Nodes = [(cast, node_of(cast))]
-    for entry, node in nodes:
-        if id(node) in replace:
-            entry = replace[id(node)]
-            node = node_of(entry)
-        out.append((entry, node))
-    return out, new_tensors
 
 
 def _prune(nodes: _Nodes, outputs: Sequence[str]) -> _Nodes:

@@ -1,0 +1,55 @@
+"""The fault bench's short version as a regression test: a replica killed for good, the broker
+restarted under load and Postgres down, each on real processes (bench/faults.py --quick).
+
+The full bench (every scenario, the soak, the throughput table) is a benchmark run by hand;
+docs/operations.md has its table. This keeps the three faults the issue names for CI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+@pytest.mark.timeout(900)
+def test_nothing_is_lost_duplicated_or_overspent_under_the_short_fault_bench(
+    tmp_path: Path,
+) -> None:
+    rows_file = tmp_path / "rows.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "faults.py"),
+            "--quick",
+            "--scenarios",
+            "kill,broker,postgres",
+            "--json",
+            str(rows_file),
+            "--clean",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        stdin=subprocess.DEVNULL,
+    )
+    output = (result.stdout + result.stderr)[-6000:]
+    assert rows_file.exists(), output
+    rows = {row["scenario"]: row for row in json.loads(rows_file.read_text())}
+    assert set(rows) == {"kill", "broker", "postgres"}, output
+    for name, row in rows.items():
+        assert "FAILED" not in row["note"] and "NOT CAUGHT UP" not in row["note"], (name, output)
+        assert row["produced"] > 0 and row["scored"] > 0, (name, output)
+        assert row["lost"] == 0, (name, output)
+        assert row["dup_backlog"] == 0 and row["backlog_missing"] == 0, (name, output)
+        if row["broker"] != "tansu":  # Tansu drops the commit metadata the spend ledger rides on
+            assert row["budget"] <= 1.0, (name, output)
+    assert result.returncode == 0, output

@@ -27,14 +27,11 @@ A record is *finished* when it was sampled out, dead-lettered, skipped, or is
 in every sink; only then may its offset be committed (`Checkpoint.commit`: write
 and flush sinks, then commit — the at-least-once order, in one method).
 
-Waiting has one shape: whatever cannot take records now says how long to wait
-(`sinks.SinkBackpressure` from a sink, `sources.DeadLetterError` from the
-dead-letter topic, each with its ``retry_after``), and `Pipeline._wait` waits it
-out; the records stay pending, so unfinished, and the source's in-flight window
-holds the fetching back. A sink that refuses a record for good (`sinks.SinkError`)
-gives up on that record only. `run` stops fetching when asked, lets in-flight
-work finish within the grace period, checkpoints, and returns; the caller closes
-the source after.
+A sink or the dead-letter topic that cannot take records now says how long to
+wait (`SinkBackpressure`, `DeadLetterError`: ``retry_after``); `Pipeline._wait`
+waits it out while the records stay unfinished (docs/design.md, "Data flow").
+`run` stops fetching when asked, lets in-flight work finish within the grace
+period, checkpoints, and returns; the caller closes the source after.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
 from monitor.scoring import RecordScorer, Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
+from monitor.sources import RevokeHook
 from monitor.sources.kafka import KafkaSource
 from monitor.sources.traces import TraceSource, trace_buffer
 from monitor.telemetry import Exporter, JudgeMetrics
@@ -107,6 +108,8 @@ class Components:
     sinks: list[Sink]
     source: KafkaSource | TraceSource
     server: MetricsServer
+    #: what the source calls on a revoke, and the pipeline answers (`RevokeHook`)
+    revoke: RevokeHook
     #: what runs beside the pipeline, in start order (downstream first); the metrics
     #: server starts before them and the source after them (`running`)
     services: list[Service] = field(default_factory=list)
@@ -148,6 +151,7 @@ class Components:
             self.exporter,
             settings,
             budget=self.budgeted,
+            revoke=self.revoke,
         )
 
 
@@ -185,11 +189,15 @@ def build(settings: Settings) -> Components:
     # OTLP span messages are assembled per trace; a revoke does not wait for the messages
     # buffered traces hold
     buffer = trace_buffer(settings) if settings.input_format != "interaction" else None
+    # made before the source and the pipeline, handed to both: on a revoke the source
+    # asks the pipeline to checkpoint
+    revoke = RevokeHook()
     kafka = KafkaSource(
         settings,
         exporter,
         # the window's spend travels with the partitions
         ledger=PartitionLedger(budget) if not budget.unlimited else None,
+        on_revoke=revoke,
         on_assigned=_budget_share(budget, exporter),
         held=buffer.held if buffer is not None else None,
     )
@@ -202,7 +210,7 @@ def build(settings: Settings) -> Components:
     )
     parts = Components(
         exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
-        fallback, sampler, sinks, source, server
+        fallback, sampler, sinks, source, server, revoke
     )  # fmt: skip
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)

@@ -9,13 +9,15 @@
 3. **commit** the source's offsets (`Source.commit`: each partition up to its first
    unfinished record).
 
-A sink that fails keeps its records pending, so they stay unfinished and their
-offsets uncommitted: a retryable failure is tried again at the next checkpoint
-(the caller's backoff), a permanent one is narrowed to the records the sink
-refuses, which are counted (``records_skipped_total{reason="sink_<name>"}``) and
-given up on. A sink that already holds a record is not asked again; sink writes are
-idempotent, so a redelivery after a crash changes nothing. A pending record whose
-partition was revoked is let go: its new owner re-reads it.
+A sink that asks to wait (`SinkBackpressure`) keeps its records pending, so they
+stay unfinished and their offsets uncommitted; `commit` does the rest (the other
+sinks, the records they all hold, the commit) and then raises the longest wait a
+sink asked for, which the pipeline waits out. A sink that refuses records for good
+(`SinkError`) is narrowed to the records it refuses, which are counted
+(``records_skipped_total{reason="sink_<name>"}``) and given up on. A sink that
+already holds a record is not asked again; sink writes are idempotent, so a
+redelivery after a crash changes nothing. A pending record whose partition was
+revoked is let go: its new owner re-reads it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from monitor.records import ScoredRecord
-from monitor.sinks import Sink, SinkError
+from monitor.sinks import Sink, SinkBackpressure, SinkError
 from monitor.sources import Source, SourceRecord
 from monitor.telemetry import Exporter
 
@@ -58,20 +60,22 @@ class Checkpoint:
         """``scored`` waits for the next `commit`; ``record`` stays unfinished until then."""
         self.pending.append(Pending(record, scored))
 
-    async def commit(self) -> bool:
+    async def commit(self) -> None:
         """Write pending records to every sink and flush, finish them, commit offsets.
 
-        Returns False when a sink failed (its records stay pending and uncommitted). One
-        commit at a time: a rebalance's commit waits for the timer's.
+        Raises `SinkBackpressure` (the longest wait asked for) when a sink could not take
+        its records now: they stay pending and uncommitted. One commit at a time: a
+        rebalance's commit waits for the timer's.
         """
         async with self._lock:
             self.pending = [p for p in self.pending if self.source.owns(p.record)]
             batch = list(self.pending)
-            healthy = True
+            waits: list[SinkBackpressure] = []
             for index, sink in enumerate(self.sinks):
                 todo = [p for p in batch if index not in p.delivered]
-                if todo and not await self._deliver(index, sink, todo):
-                    healthy = False
+                wait = await self._deliver(index, sink, todo) if todo else None
+                if wait is not None:
+                    waits.append(wait)
             done = [p for p in batch if len(p.delivered) == len(self.sinks)]
             if done:
                 finished = {id(p) for p in done}
@@ -83,30 +87,34 @@ class Checkpoint:
                               trace_id=p.scored.interaction.trace_id,
                               span_id=p.scored.interaction.span_id)  # fmt: skip
             await self.source.commit()
-            return healthy
+            if waits:
+                raise max(waits, key=lambda w: w.retry_after)
 
-    async def _deliver(self, index: int, sink: Sink, todo: list[Pending]) -> bool:
-        """Write and flush ``todo`` to ``sink``; False when it failed retryably."""
+    async def _deliver(
+        self, index: int, sink: Sink, todo: list[Pending]
+    ) -> SinkBackpressure | None:
+        """Write and flush ``todo`` to ``sink``; the sink's backpressure when it asked to wait."""
         name = sink.name
         try:
             await sink.write([p.scored for p in todo])
             await sink.flush()
-        except SinkError as exc:
-            if exc.retryable:
-                log.warning("sink write failed", sink=name, records=len(todo), error=str(exc))
-                return False
-            # permanent: find the records the sink refuses, give up on those only
+        except SinkBackpressure as wait:
+            log.warning("sink write failed", sink=name, records=len(todo), error=str(wait),
+                        retry_in=wait.retry_after)  # fmt: skip
+            return wait
+        except SinkError:
+            # refused for good: find the records the sink refuses, give up on those only
             for p in todo:
                 try:
                     await sink.write([p.scored])
                     await sink.flush()
+                except SinkBackpressure as wait:
+                    return wait
                 except SinkError as one:
-                    if one.retryable:
-                        return False
                     log.error("sink refused record", sink=name, error=str(one))
                     self.exporter.records_skipped.labels(reason=f"sink_{name}").inc()
                 p.delivered.add(index)
-            return True
+            return None
         for p in todo:
             p.delivered.add(index)
-        return True
+        return None

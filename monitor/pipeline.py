@@ -25,11 +25,13 @@ This module only calls each stage's module in order (the drawing: docs/design.md
 
 A record is *finished* when it was sampled out, dead-lettered, skipped, or is
 in every sink; only then may its offset be committed (`Checkpoint.commit`: write
-and flush sinks, then commit — the at-least-once order, in one method). A sink
-error keeps the records pending and is retried with backoff; pending records
-count as unfinished, so the source pauses its partitions when too many pile
-up. `run` stops fetching when asked, lets in-flight work finish within the
-grace period, checkpoints, and returns; the caller closes the source after.
+and flush sinks, then commit — the at-least-once order, in one method).
+
+A sink or the dead-letter topic that cannot take records now says how long to
+wait (`SinkBackpressure`, `DeadLetterError`: ``retry_after``); `Pipeline._wait`
+waits it out while the records stay unfinished (docs/design.md, "Data flow").
+`run` stops fetching when asked, lets in-flight work finish within the grace
+period, checkpoints, and returns; the caller closes the source after.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ from monitor.config import Settings
 from monitor.records import Interaction, InvalidRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
 from monitor.scoring import RecordScorer
-from monitor.sinks import Sink
-from monitor.sources import DeadLetterError, Source, SourceRecord
+from monitor.sinks import Sink, SinkBackpressure
+from monitor.sources import DeadLetterError, RevokeHook, Source, SourceRecord
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
@@ -67,22 +69,6 @@ class Budget(Protocol):
     def remaining(self) -> float: ...
 
 
-class Backoff:
-    """Exponential delay between retries of a failing sink or DLQ write."""
-
-    def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.delay = 0.0
-
-    def failed(self) -> float:
-        self.delay = self.first if self.delay == 0 else min(self.cap, self.delay * 2)
-        return self.delay
-
-    def succeeded(self) -> None:
-        self.delay = 0.0
-
-
 class Pipeline:
     def __init__(
         self,
@@ -94,9 +80,12 @@ class Pipeline:
         settings: Settings,
         *,
         budget: Budget | None = None,
+        revoke: RevokeHook | None = None,
         concurrency: int | None = None,
         checkpoint_interval: float = 0.5,
     ) -> None:
+        """``revoke`` is the hook the source calls on a revoke (`RevokeHook`): the pipeline
+        answers it with a checkpoint while it runs."""
         self.source = source
         self.sampler = sampler
         self.scorer = scorer
@@ -104,14 +93,13 @@ class Pipeline:
         self.exporter = exporter
         self.settings = settings
         self.budget = budget
+        self.revoke = revoke
         self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
         self._checkpoint = Checkpoint(source, self.sinks, exporter)
         self._tasks: set[asyncio.Task[None]] = set()
         #: set when half the in-flight window waits for the sinks: checkpoint before the timer
-        self._flush_soon = asyncio.Event()
-        self._sink_backoff = Backoff()
-        self._retry_at = 0.0
+        self._checkpoint_due = asyncio.Event()
         self._stopping = False
 
     @property
@@ -125,7 +113,15 @@ class Pipeline:
         """Consume until ``stop`` is set, then drain within ``grace_seconds``."""
         grace = self.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
         slots = asyncio.Semaphore(self.concurrency)
-        self.source.on_revoke = self.checkpoint
+        serving = (
+            self.revoke.served_by(self._revoked)
+            if self.revoke is not None
+            else contextlib.nullcontext()
+        )
+        with serving:
+            await self._consume(stop, slots, grace)
+
+    async def _consume(self, stop: asyncio.Event, slots: asyncio.Semaphore, grace: float) -> None:
         checkpoints = asyncio.create_task(self._checkpoint_loop(stop), name="checkpoints")
         try:
             while not stop.is_set():
@@ -213,8 +209,8 @@ class Pipeline:
         self._checkpoint.add(record, scored)
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted
-            # records: flush now rather than let the window wait for the timer
-            self._flush_soon.set()
+            # records: checkpoint now rather than let the window wait for the timer
+            self._checkpoint_due.set()
 
     def _offered(self, rate: float) -> None:
         if self.budget is not None:
@@ -227,14 +223,12 @@ class Pipeline:
         self.source.finish(record)
 
     async def _dead_letter(self, record: SourceRecord, invalid: InvalidRecord) -> None:
-        backoff = Backoff()
         while self.source.owns(record):
             try:
                 await self.source.dead_letter(record, invalid.reason, invalid.detail)
             except DeadLetterError as exc:
-                delay = backoff.failed()
-                log.warning("dead-letter write failed", error=str(exc), retry_in=delay)
-                await asyncio.sleep(delay)
+                log.warning("dead-letter write failed", error=str(exc), retry_in=exc.retry_after)
+                await self._wait(exc.retry_after)
                 continue
             log.info(
                 "record dead-lettered",
@@ -248,28 +242,44 @@ class Pipeline:
 
     # --- the at-least-once order (`monitor.checkpoint`): sinks first, then offsets
 
-    async def checkpoint(self) -> bool:
+    async def checkpoint(self) -> None:
         """`Checkpoint.commit` (write and flush sinks, finish, commit), then the gauges.
 
-        Returns False when a sink failed (its records stay pending and uncommitted).
+        Raises `SinkBackpressure` when a sink asked to wait (its records stay pending
+        and uncommitted).
         """
-        healthy = await self._checkpoint.commit()
-        self._gauges()
-        return healthy
+        try:
+            await self._checkpoint.commit()
+        finally:
+            self._gauges()
 
     async def _checkpoint_loop(self, stop: asyncio.Event) -> None:
+        """A checkpoint every ``checkpoint_interval``, or as soon as half the window waits
+        for the sinks; a sink that asked to wait is waited for first."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._flush_soon.wait(), self.checkpoint_interval)
-            self._flush_soon.clear()
-            wait = self._retry_at - time.monotonic()
-            if wait > 0:  # sinks failing: their backoff, whatever asks for a flush
-                await asyncio.sleep(min(wait, self.checkpoint_interval))
-                continue
-            if await self.checkpoint():
-                self._sink_backoff.succeeded()
-            else:
-                self._retry_at = time.monotonic() + self._sink_backoff.failed()
+                await asyncio.wait_for(self._checkpoint_due.wait(), self.checkpoint_interval)
+            self._checkpoint_due.clear()
+            try:
+                await self.checkpoint()
+            except SinkBackpressure as wait:
+                await self._wait(wait.retry_after)
+
+    async def _revoked(self, deadline: float) -> None:
+        """A revoke (`RevokeHook`): checkpoint what is finished before the partitions go,
+        waiting for a sink no later than ``deadline``."""
+        try:
+            await self.checkpoint()
+        except SinkBackpressure as wait:
+            await self._wait(wait.retry_after, deadline)
+
+    async def _wait(self, retry_after: float, deadline: float | None = None) -> None:
+        """The one place the pipeline waits: a sink or the dead-letter topic could not
+        take records now and asked to be asked again in ``retry_after`` seconds (the
+        wait ends at ``deadline`` at the latest)."""
+        if deadline is not None:
+            retry_after = max(0.0, min(retry_after, deadline - time.monotonic()))
+        await asyncio.sleep(retry_after)
 
     def _gauges(self) -> None:
         scale = self.budget.scale() if self.budget is not None else 1.0
@@ -289,12 +299,12 @@ class Pipeline:
             if late:
                 await asyncio.wait(late, timeout=5.0)
                 log.warning("shutdown: unfinished records left for redelivery", records=len(late))
-        backoff = Backoff()
         while True:
-            if await self.checkpoint() or not self.pending:
-                break
-            delay = backoff.failed()
-            if time.monotonic() + delay > deadline:
-                log.warning("shutdown: sinks still failing", pending=len(self.pending))
-                break
-            await asyncio.sleep(delay)
+            try:
+                await self.checkpoint()
+                return
+            except SinkBackpressure as wait:
+                if time.monotonic() + wait.retry_after > deadline:
+                    log.warning("shutdown: sinks still failing", pending=len(self.pending))
+                    return
+                await self._wait(wait.retry_after)

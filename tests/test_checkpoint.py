@@ -8,11 +8,13 @@ The same order with a real broker is in tests/test_pipeline.py.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+
+import pytest
 
 from monitor.checkpoint import Checkpoint
 from monitor.records import Interaction, ScoredRecord
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure, SinkError
 from monitor.sources import SourceRecord
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
@@ -22,8 +24,6 @@ TP = ("interactions", 0)
 
 class JournalSource:
     """The Source contract over an OffsetTracker; every call is written to ``journal``."""
-
-    on_revoke: Callable[[], Awaitable[object]] | None = None
 
     def __init__(self, journal: list[str]) -> None:
         self.journal = journal
@@ -57,8 +57,8 @@ class JournalSource:
 
 
 class JournalSink:
-    """A sink that stores what it is given; ``down`` fails every write (retryable),
-    ``refuses`` fails permanently for those interaction ids."""
+    """A sink that stores what it is given; ``down`` asks to wait on every write
+    (`SinkBackpressure`), ``refuses`` refuses those interaction ids for good."""
 
     def __init__(self, name: str, journal: list[str], refuses: Sequence[str] = ()) -> None:
         self.name = name
@@ -71,9 +71,9 @@ class JournalSink:
         ids = [r.interaction.id for r in batch]
         self.journal.append(f"write {self.name} {','.join(ids)}")
         if self.down:
-            raise SinkError(self.name, "unavailable")
+            raise SinkBackpressure(self.name, "unavailable", 0.5)
         if self.refuses.intersection(ids):
-            raise SinkError(self.name, "refused", retryable=False)
+            raise SinkError(self.name, "refused")
         self.stored.extend(ids)
 
     async def flush(self) -> None:
@@ -104,7 +104,7 @@ def setup(
 
 async def test_sinks_are_flushed_before_records_finish_and_offsets_commit() -> None:
     checkpoint, source, first, second, exporter, journal = setup(3)
-    assert await checkpoint.commit()
+    await checkpoint.commit()
     assert journal == [
         "write a r0,r1,r2", "flush a", "write b r0,r1,r2", "flush b",
         "finish 0", "finish 1", "finish 2", "commit 3",
@@ -116,14 +116,16 @@ async def test_sinks_are_flushed_before_records_finish_and_offsets_commit() -> N
 async def test_a_failing_sink_holds_every_offset_until_it_recovers() -> None:
     checkpoint, source, first, second, exporter, journal = setup(3)
     second.down = True
-    assert not await checkpoint.commit()
+    with pytest.raises(SinkBackpressure) as wait:
+        await checkpoint.commit()
+    assert wait.value.retry_after == 0.5
     # offsets commit, but not past the first record: none is finished
     assert journal == ["write a r0,r1,r2", "flush a", "write b r0,r1,r2", "commit 0"]
     assert len(checkpoint.pending) == 3 and source.committed == {TP: 0}
     assert exporter.records_scored._value.get() == 0
     journal.clear()
     second.down = False
-    assert await checkpoint.commit()
+    await checkpoint.commit()
     # the sink that holds them already is not asked again
     assert journal == [
         "write b r0,r1,r2", "flush b", "finish 0", "finish 1", "finish 2", "commit 3"
@@ -133,7 +135,7 @@ async def test_a_failing_sink_holds_every_offset_until_it_recovers() -> None:
 
 async def test_a_record_a_sink_refuses_is_counted_and_the_rest_commit() -> None:
     checkpoint, source, first, second, exporter, journal = setup(3, refuses=["r1"])
-    assert await checkpoint.commit()
+    await checkpoint.commit()
     assert second.stored == ["r0", "r2"] and first.stored == ["r0", "r1", "r2"]
     assert exporter.records_skipped.labels(reason="sink_b")._value.get() == 1
     assert checkpoint.pending == [] and source.committed == {TP: 3}
@@ -144,6 +146,6 @@ async def test_records_of_a_revoked_partition_are_let_go_unwritten() -> None:
     checkpoint, source, first, second, exporter, journal = setup(2)
     source.tracker.revoke(TP)
     source.generation = source.tracker.assign(TP)  # the partition is back, a new generation
-    assert await checkpoint.commit()
+    await checkpoint.commit()
     assert checkpoint.pending == [] and first.stored == [] and second.stored == []
     assert journal == ["commit None"]  # nothing finished: the new owner re-reads them

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from monitor.demo.broker import Broker
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure
 from monitor.sources.kafka import KafkaSource
 from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
@@ -131,20 +132,25 @@ async def test_judge_failures_skip_with_a_reason_and_scoring_resumes(
 
 
 class FlakySink:
-    """A real sink that refuses the first ``failures`` writes (like Postgres being away)."""
+    """A real sink that asks to wait ``retry_after`` on the first ``failures`` writes (like
+    Postgres being away)."""
 
     name = "flaky"
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, retry_after: float = 0.3) -> None:
         self.failures = failures
+        self.retry_after = retry_after
         self.attempts = 0
+        #: when each write that failed came
+        self.failed_at: list[float] = []
         self.stored: Counter[str] = Counter()
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
         self.attempts += 1
         if self.failures > 0:
             self.failures -= 1
-            raise SinkError(self.name, "unavailable")
+            self.failed_at.append(time.monotonic())
+            raise SinkBackpressure(self.name, "unavailable", self.retry_after)
         for record in batch:
             self.stored[record.interaction.id] += 1
 
@@ -168,12 +174,14 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
     await source.start()
     stop = asyncio.Event()
     pipeline = Pipeline(parts.source, parts.sampler, parts.scorer, parts.sinks, parts.exporter,
-                        settings, checkpoint_interval=0.1)  # fmt: skip
+                        settings, revoke=parts.revoke, checkpoint_interval=0.1)  # fmt: skip
     task = asyncio.create_task(pipeline.run(stop, grace_seconds=5))
     try:
         await wait_until(lambda: len(pipeline.pending) == 8, 60, "records scored, sink failing")
         failed = sink.attempts
         await wait_until(lambda: sink.attempts >= failed + 3, 30, "several retries")
+        waits = [b - a for a, b in zip(sink.failed_at, sink.failed_at[1:], strict=False)]
+        assert min(waits) >= sink.retry_after * 0.95, "each retry waits as the sink asked"
         positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
         assert all(p in (None, 0) for p in positions.values()), positions  # nothing past rec 0
         assert value(parts, "rag_monitor_records_scored_total") == 0
@@ -223,7 +231,7 @@ async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
     await parts.source.start()
     stop = asyncio.Event()
     pipeline = Pipeline(parts.source, parts.sampler, scorer, parts.sinks, parts.exporter,
-                        settings, checkpoint_interval=3600)  # fmt: skip
+                        settings, revoke=parts.revoke, checkpoint_interval=3600)  # fmt: skip
     task = asyncio.create_task(pipeline.run(stop, grace_seconds=10))
     try:
         # with only the timer, the window would stay full of pending records: a stall

@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
+from monitor.backoff import Backoff
 from monitor.config import Settings
 from monitor.kafka.client import (
     MAX_REQUEST_BYTES,
@@ -27,7 +28,12 @@ HEADER_VALUE_DROPPED = "rag-monitor-value-dropped"
 
 
 class DeadLetterFailed(Exception):
-    """The dead-letter topic did not take the record (the message names the error class)."""
+    """The dead-letter topic did not take the record (the message names the error class);
+    ask again in ``retry_after`` seconds."""
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class DeadLetterProducer:
@@ -37,6 +43,8 @@ class DeadLetterProducer:
         self.settings = settings
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
+        #: the wait a failed send asks for, longer with each failure in a row
+        self._backoff = Backoff()
 
     async def start(self) -> None:
         """Connect; KafkaUnreachable (saying why) when no broker answers."""
@@ -69,10 +77,13 @@ class DeadLetterProducer:
         detail: str,
     ) -> None:
         """Send the original ``key`` and ``value`` of the record at ``source`` (topic,
-        partition, offset); returns once the topic has it, else DeadLetterFailed."""
+        partition, offset); returns once the topic has it, else DeadLetterFailed (with the
+        wait to ask for)."""
         producer = self._producer
         if producer is None:
-            raise DeadLetterFailed("the dead-letter producer is not started")
+            raise DeadLetterFailed(
+                "the dead-letter producer is not started", self._backoff.failed()
+            )
         topic, partition, offset = source
         headers = [
             (HEADER_REASON, reason.encode()),
@@ -89,4 +100,5 @@ class DeadLetterProducer:
                 headers.append((HEADER_VALUE_DROPPED, b"too_large"))
                 await producer.send_and_wait(dlq, value=None, key=key, headers=headers)
         except KafkaError as exc:
-            raise DeadLetterFailed(type(exc).__name__) from exc
+            raise DeadLetterFailed(type(exc).__name__, self._backoff.failed()) from exc
+        self._backoff.succeeded()

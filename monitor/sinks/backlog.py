@@ -3,13 +3,14 @@
 Which records go (`monitor.backlog.entries.backlog_reasons`) and what is stored
 for each (`build_entry`, PII-redacted) is decided here; the store
 (`monitor.backlog.store`) writes a batch in one transaction, idempotent per
-interaction id. A failed write raises ``SinkError``: retryable when Postgres
-cannot be reached and for errors an operator fixes (schema not migrated,
-missing privilege, read-only server), so the pipeline keeps the offsets and
-retries and ``backlog_write_errors_total`` rises; permanent only for data
-errors about the record itself. Every batch also adds its records to the
-backlog's traffic totals (`traffic_of`: the same records and weights as the
-exporter's ``scored_weight_total`` and ``hallucination_weight_total``), the
+interaction id. A failed write raises ``SinkBackpressure`` when Postgres cannot
+be reached and for errors an operator fixes (schema not migrated, missing
+privilege, read-only server): the pipeline keeps the offsets and asks again
+after a delay that doubles up to 5 s, and ``backlog_write_errors_total`` rises.
+Only data errors about the record itself raise ``SinkError`` (refused for good).
+Every batch also adds its records to the backlog's traffic totals (`traffic_of`:
+the same records and weights as the exporter's ``scored_weight_total`` and
+``hallucination_weight_total``), the
 denominator of the raw and the calibrated hallucination rate: in the transaction
 that queues its records, or, for a batch with nothing to queue, when Postgres
 next answers (held in memory until then, so an outage holds no offsets back
@@ -25,10 +26,11 @@ from collections.abc import Mapping, Sequence
 from monitor.backlog.calibration import Traffic
 from monitor.backlog.entries import backlog_reasons, build_entry
 from monitor.backlog.store import NAME, BacklogStore, StoreError
+from monitor.backoff import Backoff
 from monitor.config import Settings
 from monitor.flags import is_hallucination
 from monitor.records import ScoredRecord
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure, SinkError
 from monitor.telemetry import Exporter
 
 log = logging.getLogger(__name__)
@@ -53,13 +55,16 @@ class BacklogSink:
         self.exporter = exporter
         #: traffic totals of batches with nothing to queue, not yet in Postgres
         self._pending = Traffic()
+        #: how long a write that failed asks the pipeline to wait
+        self._backoff = Backoff()
 
     async def start(self, *, check: bool = True) -> None:
-        """Open the store; with ``check``, fail now (SinkError) if Postgres is unreachable."""
+        """Open the store; with ``check``, fail now if Postgres is unreachable
+        (`SinkBackpressure`) or the settings are wrong (`SinkError`)."""
         try:
             await self.store.start(check=check)
         except StoreError as exc:
-            raise _sink_error(exc) from exc
+            raise self._failed(exc) from exc
 
     async def aclose(self) -> None:
         await self.flush()
@@ -94,7 +99,8 @@ class BacklogSink:
         except StoreError as exc:
             if self.exporter is not None:
                 self.exporter.backlog_write_errors.inc()
-            raise _sink_error(exc) from exc
+            raise self._failed(exc) from exc
+        self._backoff.succeeded()
         self._pending -= held
         if self.exporter is not None:
             for entry in queued:
@@ -114,6 +120,12 @@ class BacklogSink:
             return
         self._pending -= pending  # what other batches added meanwhile stays held
 
+    def _failed(self, exc: StoreError) -> SinkBackpressure | SinkError:
+        """Postgres away, or a fix an operator makes: wait and ask again; else refused."""
+        if exc.retryable:
+            return SinkBackpressure(NAME, exc.detail, self._backoff.failed())
+        return SinkError(NAME, exc.detail)
+
 
 def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -> Traffic:
     """The records of ``batch`` with a faithfulness score, and the hallucinations among
@@ -126,7 +138,3 @@ def traffic_of(batch: Sequence[ScoredRecord], thresholds: Mapping[str, float]) -
         weight = record.weight
         total += Traffic(1, int(hallucinated), weight, weight if hallucinated else 0.0)
     return total
-
-
-def _sink_error(exc: StoreError) -> SinkError:
-    return SinkError(NAME, exc.detail, retryable=exc.retryable)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from monitor.backoff import Backoff
 from monitor.config import Settings
 from monitor.flags import flag_reasons
 from monitor.records import ScoredRecord
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure, SinkError
 
 SINK = "scores_topic"
 
@@ -76,6 +77,8 @@ class ScoresTopicSink:
         self.settings = settings
         self.topic = settings.scores_topic
         self.clock = clock or (lambda: datetime.now(UTC))
+        #: how long a batch Kafka did not take asks the pipeline to wait
+        self._backoff = Backoff()
 
     async def write(self, batch: Sequence[ScoredRecord]) -> None:
         if not batch:
@@ -91,7 +94,10 @@ class ScoresTopicSink:
         try:
             await self.publisher.publish(self.topic, messages)
         except PublishError as exc:
-            raise SinkError(SINK, str(exc), retryable=exc.retryable) from exc
+            if exc.retryable:  # Kafka not answering: wait and ask again
+                raise SinkBackpressure(SINK, str(exc), self._backoff.failed()) from exc
+            raise SinkError(SINK, str(exc)) from exc  # a record Kafka will never take
+        self._backoff.succeeded()
 
     async def flush(self) -> None:
         """`write` waits for the acknowledgements; nothing is buffered."""

@@ -9,7 +9,8 @@ source finds its own state again when the pipeline hands a record back
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,13 +47,46 @@ class SourceRecord:
 
 
 class DeadLetterError(Exception):
-    """The dead-letter topic did not take the record (retryable: the record stays unfinished)."""
+    """The dead-letter topic did not take the record now: it stays unfinished, and the
+    pipeline asks again in ``retry_after`` seconds."""
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class RevokeHook:
+    """What a source calls at the start of a revoke, before it waits for its records: the
+    pipeline's checkpoint, while a pipeline serves the hook (`Pipeline.run`).
+
+    The app makes it before the source and the pipeline and hands it to both
+    (`monitor.app.build`), so neither sets hooks on the other; a revoke while no
+    pipeline runs calls nothing.
+    """
+
+    def __init__(self) -> None:
+        self._checkpoint: Callable[[float], Awaitable[object]] | None = None
+
+    @contextlib.contextmanager
+    def served_by(self, checkpoint: Callable[[float], Awaitable[object]]) -> Iterator[None]:
+        """``checkpoint(deadline)`` answers the revokes that come while the block runs."""
+        if self._checkpoint is not None:
+            raise RuntimeError("the revoke hook is served by another pipeline")
+        self._checkpoint = checkpoint
+        try:
+            yield
+        finally:
+            self._checkpoint = None
+
+    async def __call__(self, deadline: float) -> None:
+        """Checkpoint what is finished, waiting for a sink no later than ``deadline``
+        (`time.monotonic`)."""
+        if self._checkpoint is not None:
+            await self._checkpoint(deadline)
 
 
 class Source(Protocol):
     """What the pipeline needs from a source (`monitor.sources.kafka.KafkaSource`)."""
-
-    on_revoke: Callable[[], Awaitable[object]] | None
 
     async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]: ...
 

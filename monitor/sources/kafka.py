@@ -1,8 +1,9 @@
 """The Kafka source the pipeline reads: consume, track, commit (docs/design.md, "The Kafka source").
 
 `KafkaSource` is a consumer-group member with manual commits: each partition is committed
-up to its first unfinished record (`monitor.sources.offsets`), the token budget's ledger
-rides on the commits, and a full in-flight window is the backpressure.
+up to its first unfinished record (`monitor.sources.offsets`), with the token budget's
+ledger on the commits. Its backpressure is `monitor.sources.window`, its lag gauge
+`monitor.sources.lag`, its dead letters and broker probe are in `monitor.kafka`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 import structlog
@@ -30,8 +31,10 @@ from monitor.kafka.dead_letter import DeadLetterFailed, DeadLetterProducer
 from monitor.kafka.frames import release_frames
 from monitor.kafka.probe import PROBE_SECONDS, BrokerProbe
 from monitor.records import too_large
-from monitor.sources import DeadLetterError, SourceRecord
+from monitor.sources import DeadLetterError, RevokeHook, SourceRecord
+from monitor.sources.lag import ConsumerLag
 from monitor.sources.offsets import OffsetTracker, Partition
+from monitor.sources.window import PAUSE_AFTER_SECONDS, InFlightWindow
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.sources.kafka")
@@ -39,8 +42,6 @@ log = structlog.get_logger("monitor.sources.kafka")
 #: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
 #: The client holds up to about twice this per broker while it reads and decodes a response.
 FETCH_MAX_BYTES = 16 * 1024 * 1024
-#: how long the in-flight window must stay full before the partitions are paused
-PAUSE_AFTER_SECONDS = 30.0
 #: how long an assignment waits for the ledger entries of its partitions
 LEDGER_READ_SECONDS = 10.0
 #: how often the source notes that its event loop runs (a gap longer than the session
@@ -89,6 +90,7 @@ class KafkaSource:
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
         probe_seconds: float = PROBE_SECONDS,
         ledger: Ledger | None = None,
+        on_revoke: RevokeHook | None = None,
         on_assigned: Callable[[int, int], None] | None = None,
         held: Callable[[Partition], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -98,7 +100,6 @@ class KafkaSource:
         self.topic = settings.kafka_topic
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
-        self.pause_after = pause_after_seconds
         self._probe: BrokerProbe | None = None
         self._probe_seconds = probe_seconds
         self._ticker: asyncio.Task[None] | None = None
@@ -108,8 +109,13 @@ class KafkaSource:
         self._dead_letters = DeadLetterProducer(settings, client_id=f"{client_id}-dlq")
         self.max_in_flight = settings.max_in_flight
         self.tracker = OffsetTracker()
-        #: called at the start of a revoke so the pipeline can checkpoint finished work
-        self.on_revoke: Callable[[], Awaitable[object]] | None = None
+        #: the backpressure: at most ``max_in_flight`` unfinished records
+        self.window = InFlightWindow(
+            self.max_in_flight, self.tracker.in_flight, pause_after=pause_after_seconds
+        )
+        self._lag = ConsumerLag(exporter)
+        #: called at the start of a revoke: the pipeline checkpoints what it finished
+        self.on_revoke = on_revoke
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
         self.held = held
@@ -124,10 +130,8 @@ class KafkaSource:
         self._member: AIOKafkaConsumer | None = None
         #: reads the group's commits with their metadata (the ledger entries) on assignment
         self._admin: AIOKafkaAdminClient | None = None
-        self._paused = False
-        #: since when the in-flight window has been full (None: there is room)
-        self._full_since: float | None = None
-        self._room = asyncio.Event()
+        #: the consumer's rebalance listener (subscribed again by the stall fence)
+        self._listener = _Rebalance(self)
         self._commit_lock = asyncio.Lock()
 
     # --- lifecycle
@@ -190,7 +194,7 @@ class KafkaSource:
                 self.settings.kafka_session_timeout_ms, int((self.revoke_timeout + 5) * 1000)
             ),
         )
-        consumer.subscribe([self.topic], listener=_Rebalance(self))
+        consumer.subscribe([self.topic], listener=self._listener)
         self._member = consumer
         try:
             await consumer.start()
@@ -236,34 +240,20 @@ class KafkaSource:
     @property
     def paused(self) -> bool:
         """True while the partitions are paused (the window has been full for a stall)."""
-        return self._paused
+        return self.window.paused
 
     async def fetch(self, wait_seconds: float = 0.5) -> list[SourceRecord]:
         """Up to ``max_in_flight`` minus unfinished records; nothing while the window is full.
 
-        Waits up to ``wait_seconds`` for room (half the window finished). A window
-        full for ``pause_after_seconds`` pauses the partitions (see the module docstring).
+        Waits up to ``wait_seconds`` for room (half the window finished); a window
+        full for ``pause_after_seconds`` pauses the partitions (`InFlightWindow`).
         """
         consumer = self._require_consumer()
-        room = self.max_in_flight - self.tracker.in_flight()
+        room = self.window.room()
         if room <= 0:
-            # Full: usually the pipeline is simply busy (it is the bottleneck while it
-            # scores), and the partitions stay fetchable: the client holds at most one
-            # response per partition. Pause only a stall: aiokafka drops the records it
-            # has buffered for a paused partition, so every pause costs their new fetch.
-            now = time.monotonic()
-            if self._full_since is None:
-                self._full_since = now
-            self._room.clear()
-            try:
-                await asyncio.wait_for(self._room.wait(), wait_seconds)
-            except TimeoutError:
-                if time.monotonic() - self._full_since >= self.pause_after:
-                    self._pause(consumer)
+            await self.window.wait(consumer, wait_seconds)
             return []
-        self._full_since = None
-        if self._paused and self.tracker.in_flight() <= self.max_in_flight // 2:
-            self._resume(consumer)
+        self.window.opened(consumer)
         try:
             batches = await consumer.getmany(timeout_ms=int(wait_seconds * 1000), max_records=room)
         except KafkaError as exc:  # the client retries connections itself; report and go on
@@ -292,14 +282,17 @@ class KafkaSource:
                     out.append(record)
         if out:
             self.exporter.records_consumed.labels(topic=self.topic).inc(len(out))
-        self._update_lag(consumer)
+        self._lag.update(
+            self.tracker.partitions(),
+            lambda tp: consumer.highwater(TopicPartition(*tp)),
+            self.tracker.position,
+        )
         return out
 
     def finish(self, record: SourceRecord) -> None:
         """The record needs nothing more: its offset may be committed."""
         self.tracker.finish(record.tp, record.offset, record.generation)
-        if self.tracker.in_flight() <= self.max_in_flight // 2:
-            self._room.set()
+        self.window.freed()
 
     def owns(self, record: SourceRecord) -> bool:
         """False once the record's partition was revoked (its work can be dropped), or the
@@ -313,7 +306,7 @@ class KafkaSource:
         try:
             await self._dead_letters.send(coordinates, record.key, record.value, reason, detail)
         except DeadLetterFailed as exc:
-            raise DeadLetterError(str(exc)) from exc
+            raise DeadLetterError(str(exc), exc.retry_after) from exc
         self.exporter.records_invalid.labels(reason=reason).inc()
 
     async def commit(self) -> dict[Partition, int]:
@@ -342,12 +335,13 @@ class KafkaSource:
             self.tracker.revoke(tp)
         if self.ledger is not None:
             self.ledger.revoke(p for t, p in held if t == self.topic)
-        self._room.set()
-        # aiokafka has no public call for it; the join then tells whether the member
-        # is still known (the same partitions come back) or expired (a new assignment)
-        coordinator = getattr(self._member, "_coordinator", None)
-        if coordinator is not None:
-            coordinator.request_rejoin()
+        self.window.freed()
+        # subscribing again makes the consumer join again (a dynamic member leaves first
+        # and joins as a new one, a static member keeps its id); the assignment starts
+        # each partition from its last commit, and its revoke finds nothing to wait for
+        if self._member is not None:
+            self._member.unsubscribe()
+            self._member.subscribe([self.topic], listener=self._listener)
         log.warning(
             "stood still past the session timeout: work in flight let go, rejoining the group",
             stalled_seconds=round(now - last, 1),
@@ -449,34 +443,11 @@ class KafkaSource:
             raise RuntimeError("KafkaSource.start() was not awaited")
         return self._consumer
 
-    def _pause(self, consumer: AIOKafkaConsumer) -> None:
-        if not self._paused:
-            consumer.pause(*consumer.assignment())
-            self._paused = True
-            log.info("backpressure: partitions paused", in_flight=self.tracker.in_flight())
-
-    def _resume(self, consumer: AIOKafkaConsumer) -> None:
-        consumer.resume(*consumer.assignment())
-        self._paused = False
-        log.info("backpressure: partitions resumed", in_flight=self.tracker.in_flight())
-
-    def _update_lag(self, consumer: AIOKafkaConsumer) -> None:
-        for topic, partition in self.tracker.partitions():
-            highwater = consumer.highwater(TopicPartition(topic, partition))
-            if highwater is None:
-                continue
-            position = self.tracker.position((topic, partition))
-            if position is None:
-                continue
-            self.exporter.consumer_lag.labels(partition=str(partition)).set(
-                max(0, highwater - position)
-            )
-
     async def _on_assigned(self, assigned: list[Partition]) -> None:
         for tp in assigned:
             self.tracker.assign(tp)
-        if self._paused and self._consumer is not None:
-            self._consumer.pause(*self._consumer.assignment())
+        if self._consumer is not None:
+            self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
         if self._member is None:
             return
@@ -497,7 +468,7 @@ class KafkaSource:
         deadline = time.monotonic() + self.revoke_timeout
         while time.monotonic() < deadline:
             if self.on_revoke is not None:
-                await self.on_revoke()
+                await self.on_revoke(deadline)
             if all(self.tracker.in_flight(tp) <= self._held(tp) for tp in revoked):
                 break
             await asyncio.sleep(0.05)
@@ -510,11 +481,8 @@ class KafkaSource:
             self.tracker.revoke((topic, partition))
             if topic == self.topic:
                 self._commits_read.discard(partition)
-            try:
-                self.exporter.consumer_lag.remove(str(partition))
-            except KeyError:
-                pass
-        self._room.set()
+            self._lag.forget(partition)
+        self.window.freed()
         log.info(
             "partitions revoked",
             partitions=sorted(p for _, p in revoked),

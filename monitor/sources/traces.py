@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import structlog
@@ -115,14 +115,6 @@ class TraceSource:
     def in_flight(self) -> int:
         """Unfinished messages (those held by buffered traces included)."""
         return self.inner.in_flight
-
-    @property
-    def on_revoke(self) -> Callable[[], Awaitable[object]] | None:
-        return self.inner.on_revoke
-
-    @on_revoke.setter
-    def on_revoke(self, callback: Callable[[], Awaitable[object]] | None) -> None:
-        self.inner.on_revoke = callback
 
     # --- the pipeline's Source
 

@@ -21,7 +21,7 @@ from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import RedactionPattern, Settings
 from monitor.demo.postgres import free_port
 from monitor.records import MetricResult
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.support.backlog import fetch, scored
@@ -369,7 +369,7 @@ async def test_sql_injection_strings_are_stored_verbatim(backlog: BacklogSink, p
 # --- durability
 
 
-async def test_write_raises_retryable_when_postgres_is_unreachable(
+async def test_write_asks_to_wait_when_postgres_is_unreachable(
     make_settings: SettingsFactory,
 ) -> None:
     exporter = Exporter()
@@ -377,13 +377,13 @@ async def test_write_raises_retryable_when_postgres_is_unreachable(
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     store = BacklogStore(dsn, settings, connect_timeout=1.0)
     sink = BacklogSink(store, settings, exporter)
-    with pytest.raises(SinkError) as failed_start:
+    with pytest.raises(SinkBackpressure) as failed_start:
         await sink.start()
-    assert failed_start.value.retryable
+    assert failed_start.value.retry_after > 0
     try:
-        with pytest.raises(SinkError) as failed:
+        with pytest.raises(SinkBackpressure) as failed:
             await sink.write([scored("lost", "q")])
-        assert failed.value.retryable
+        assert failed.value.retry_after > failed_start.value.retry_after  # it backs off
         assert counter(exporter, "rag_monitor_backlog_write_errors_total") == 1
         # nothing to store: no connection needed, no error
         await sink.write([scored("fine", "q", faithfulness=1.0)])
@@ -399,9 +399,10 @@ async def test_write_before_migrate_is_retried_not_dropped(
     sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
     await sink.start()
     try:
-        with pytest.raises(SinkError) as failed:
+        with pytest.raises(SinkBackpressure) as failed:
             await sink.write([scored("a", "q")])
-        assert failed.value.retryable  # an operator runs `rag-monitor migrate`, then it works
+        # not refused for good: an operator runs `rag-monitor migrate`, then it works
+        assert failed.value.retry_after > 0
         assert "42P01" in str(failed.value)
         await sink.store.migrate()
         await sink.write([scored("a", "q")])

@@ -1,8 +1,8 @@
 """Postgres stopped mid-stream and restarted: every flagged record ends up stored exactly once.
 
-The sink is driven the way the pipeline drives it: a batch whose write raised a
-retryable SinkError is written again (its offsets were not committed), and after
-the outage the last batches are redelivered as a restarted consumer would.
+The sink is driven the way the pipeline drives it: a batch whose write raised
+SinkBackpressure is written again (its offsets were not committed), and after the
+outage the last batches are redelivered as a restarted consumer would.
 Always uses an embedded server of its own (it is stopped during the test).
 """
 
@@ -18,7 +18,7 @@ from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
 from monitor.demo.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import started
@@ -65,8 +65,8 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
                 try:
                     await sink.write(batch)
                     break
-                except SinkError as exc:
-                    assert exc.retryable, exc
+                except SinkBackpressure as exc:
+                    assert 0 < exc.retry_after <= 5.0
                     retries += 1
                     outage_seen.set()
                     await asyncio.sleep(0.05)

@@ -15,7 +15,7 @@ from monitor.demo.broker import Broker
 from monitor.kafka.publisher import KafkaPublisher
 from monitor.kafka.topics import committed_offsets, create_topics, produce
 from monitor.records import MetricResult, ScoredRecord, validate_record
-from monitor.sinks import SinkError
+from monitor.sinks import SinkBackpressure
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
@@ -44,13 +44,13 @@ def test_the_message_carries_ids_scores_flags_and_judge() -> None:
     json.dumps(message, allow_nan=False)  # unscoreable is null, never NaN
 
 
-async def test_a_publisher_kafka_does_not_take_is_a_retryable_sink_error() -> None:
+async def test_a_batch_kafka_does_not_take_asks_the_pipeline_to_wait() -> None:
     settings = Settings(scores_topic="scores", kafka_bootstrap_servers="127.0.0.1:9")
     sink = ScoresTopicSink(KafkaPublisher(settings), settings)  # never started: nothing sent
     record = ScoredRecord(interaction=validate_record(interaction(2)))
-    with pytest.raises(SinkError) as info:
+    with pytest.raises(SinkBackpressure) as info:
         await sink.write([record])
-    assert info.value.retryable
+    assert info.value.retry_after > 0
 
 
 @pytest.mark.kafka

@@ -16,7 +16,7 @@ from monitor.kafka import frames
 from monitor.kafka.dead_letter import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.sampling import unit_hash
-from monitor.sources import SourceRecord
+from monitor.sources import RevokeHook, SourceRecord
 from monitor.sources.kafka import KafkaSource
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
@@ -225,6 +225,33 @@ async def test_the_last_fetch_response_is_not_kept_beside_its_records(
     )
     kept = sum(stat.size for stat in held_frames.statistics("filename"))
     assert kept < 256 * 1024, f"{kept} bytes of response frames still held"
+
+
+async def test_a_revoke_asks_the_pipeline_that_serves_the_hook_to_checkpoint() -> None:
+    hook = RevokeHook()
+    source = KafkaSource(Settings(), Exporter(), revoke_timeout_seconds=1.0, on_revoke=hook)
+    tp = (source.topic, 0)
+    asked: list[float] = []
+
+    async def checkpoint(deadline: float) -> None:
+        asked.append(deadline)
+
+    source.tracker.assign(tp)
+    await source._on_revoked([tp])  # no pipeline serves it: nothing to ask
+    assert asked == []
+    with hook.served_by(checkpoint):
+        with pytest.raises(RuntimeError):  # one pipeline at a time
+            with hook.served_by(checkpoint):
+                pass
+        source.tracker.assign(tp)
+        started = time.monotonic()
+        await source._on_revoked([tp])
+        ended = time.monotonic()
+    # with the revoke's deadline, 1 s after it started
+    assert len(asked) == 1 and started + 1.0 <= asked[0] <= ended + 1.0
+    source.tracker.assign(tp)
+    await source._on_revoked([tp])
+    assert len(asked) == 1, "the pipeline stopped serving it"
 
 
 def _text(source: KafkaSource) -> str:

@@ -32,7 +32,7 @@ from monitor.judges.local.contexts import Context, segments_of
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim, Segment, segments
 from monitor.judges.local.lexical.names import NAME_PARTS, names
-from monitor.judges.local.lexical.numerals import Quantity, quantities
+from monitor.judges.local.lexical.quantities import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import COMPARISONS, OPPOSITES
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import DISCOURSE, GENERIC, content_words, fold, stem

@@ -66,7 +66,7 @@ from monitor.judges.local.contexts import Context, segments_of
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim
 from monitor.judges.local.lexical.names import NAME_PARTS, names
-from monitor.judges.local.lexical.numerals import Quantity, quantities
+from monitor.judges.local.lexical.quantities import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import COMPARISONS, SAME_COMPARISON, negated_word
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import fold, stem

@@ -7,7 +7,8 @@ over the context instead of said together in one place.
 
 - `wordforms`: tokens, the folded form and stem words are compared on, stopwords;
 - `thesaurus`: how much a word says (its weight), synonyms, opposites, comparisons;
-- `numerals`: numbers and quantities, compared by value;
+- `quantities`: numbers with their units, and ranges, compared by value
+  (the numbers themselves come from `monitor.text.numerals`);
 - `names`: capitalised names, acronyms and the phrases they spell;
 - `negation`: what a negator denies;
 - `vocabulary`: what a text holds, for membership tests;

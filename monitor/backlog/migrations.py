@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
-import logging
 import re
 from collections.abc import Collection
 from typing import Protocol
 
+import structlog
+
 from monitor.backlog.queries import Connection
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.backlog.migrations")
 
 MIGRATE_COMMAND = "rag-monitor migrate"
 
@@ -77,7 +78,7 @@ async def apply_migrations(conn: Connection) -> list[str]:
                     checksum,
                 )
             applied.append(version)
-            log.info("applied migration %s", version)
+            log.info("applied migration", version=version)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
     return applied

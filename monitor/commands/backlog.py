@@ -48,6 +48,7 @@ from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
 from monitor.flags import CONTROL, HALLUCINATION
+from monitor.logging import configure_logging
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -167,7 +168,9 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(cast(str | None, args.config))
+    settings = load_settings(cast(str | None, args.config))
+    configure_logging(settings.log_level, force=True)
+    return settings
 
 
 def _dsn(settings: Settings) -> str | None:

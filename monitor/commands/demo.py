@@ -192,7 +192,7 @@ def handle(args: argparse.Namespace) -> int:
         leave_pending=leave,
     )
     # the progress line and the report own the terminal: logs only for trouble
-    configure_logging("warning")
+    configure_logging("warning", force=True)
     return asyncio.run(_main(options))
 
 

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, force=True)
     try:
         return asyncio.run(serve(settings))
     except KafkaUnreachable as exc:

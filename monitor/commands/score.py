@@ -23,6 +23,7 @@ from typing import IO
 
 from monitor.config import load_settings
 from monitor.judges.factory import JudgeConfigError, build_judge
+from monitor.logging import configure_logging
 from monitor.score_file import DEFAULT_CONCURRENCY, score_file
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
@@ -71,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    configure_logging(settings.log_level, force=True)
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:

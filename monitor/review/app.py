@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,6 +50,7 @@ from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import structlog
 from aiohttp import web
 
 from monitor.backlog.calibration import Calibration
@@ -72,7 +72,7 @@ from monitor.review.forms import (
     parse_review,
 )
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.review.app")
 
 COOKIE = "rag_monitor_review"
 CALIBRATION_TTL = 15.0
@@ -155,10 +155,11 @@ class ReviewApp:
         server = cast(Any, site._server)  # the bound port, when 0 was asked for
         self.port = server.sockets[0].getsockname()[1] if server and server.sockets else port
         log.info(
-            "review app listening on %s:%d (%s)",
-            host,
-            self.port,
-            f"{len(self.tokens)} reviewer token(s)" if self.tokens else "loopback, no tokens",
+            "review app listening",
+            host=host,
+            port=self.port,
+            reviewers=len(self.tokens),
+            access="tokens" if self.tokens else "loopback, no tokens",
         )
 
     async def stop(self) -> None:
@@ -222,7 +223,7 @@ class ReviewApp:
                 return _json({"error": str(exc), "field": exc.field}, 422)
             return _html(pages.error_page(422, f"{exc.field}: {exc}"), 422)
         except StoreError as exc:
-            log.warning("review request failed: %s", exc)
+            log.warning("review request failed", error=str(exc))
             if path.startswith("/api/"):
                 return _json({"error": "the backlog is unavailable"}, 503)
             return _html(pages.error_page(503, "The backlog is unavailable."), 503)
@@ -387,7 +388,7 @@ class ReviewApp:
             path="/",
             secure=request.secure,
         )
-        log.info("reviewer %s signed in", name)
+        log.info("reviewer signed in", reviewer=name)
         raise response
 
     async def static(self, request: web.Request) -> web.StreamResponse:

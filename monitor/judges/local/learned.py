@@ -158,8 +158,7 @@ class LearnedJudge(InProcessJudge):
         """A context is useful when it supports at least one statement of the answer."""
         said = self.statements(answer, question) or ([answer] if answer.strip() else [])
         verdicts: list[ContextVerdict] = []
-        for context in contexts:
-            found = self.support_model.support(said, [context]) if said else []
+        for found in self.support_model.support_each(said, contexts):
             if not found:
                 verdicts.append(ContextVerdict(reason="the answer states nothing", verdict=0))
                 continue

@@ -1,18 +1,6 @@
-"""JSON log lines, configured once per process: one stack for structlog and the stdlib.
+"""JSON log lines on stderr, configured once per process, for structlog and the stdlib alike.
 
-One JSON object per line on stderr: ``timestamp``, ``level``, ``logger``,
-``event``, then the event's fields. Both kinds of logger end in the same
-stdlib handler and formatter, so their lines have the same shape:
-
-- structlog loggers (``structlog.get_logger(name)``): the keyword arguments
-  are the fields;
-- stdlib loggers (``logging.getLogger(__name__)``, and libraries such as
-  aiokafka and asyncpg): the formatted message is the ``event`` and the
-  ``extra={...}`` keys are the fields.
-
-Logs carry ids, offsets, reasons and counts, never interaction text or
-secrets: as a last line of defence, fields whose names say they hold text or
-secrets are replaced by ``"[redacted]"``, on both paths.
+See docs/design.md, "Contracts" (logs).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The backlog's schema: the migration runner, and whether a database is up to date.
 
-Hand-written on purpose: a few ordered SQL files (``sql/NNNN_*.sql``), each
-applied once in its own transaction under a Postgres advisory lock and
-remembered with its checksum in ``schema_migrations``, need no migration
-framework and its own dependencies.
-
-The sidecar's ``/readyz`` (check ``schema``) and the backlog commands ask
-`check_schema` before they rely on the tables: a database nobody migrated, or
-one behind the bundled ``sql/`` files, is reported in one line that names the
-fix, ``rag-monitor migrate``, instead of failing later on a missing table.
+See docs/review.md, "The backlog" (``rag-monitor migrate``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """``rag-monitor migrate`` and ``rag-monitor backlog stats|export|import|discard``.
 
-The annotation loop::
-
-    rag-monitor backlog export --status pending --format jsonl --out todo.jsonl
-    # people add "reference" to the lines they can answer (JSONL, or CSV with id,reference)
-    rag-monitor backlog import todo.jsonl      # pending/annotated rows -> annotated
-    rag-monitor offline                        # annotated rows -> evaluated, with a report
-
-`import` checks every line on its own: unknown ids, rows in the wrong status
-(evaluated rows need ``--force``) and broken JSON/CSV lines are reported with
-their line numbers and skipped; the exit code is 1 if any line was rejected.
-A line may also carry reviewer ``verdicts`` (a JSON list of
-``{"interaction_id"?, "reason", "verdict"}``, in a CSV column of that name too)
-and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
-counted, not rejected (a filled-in export leaves most rows blank).
-
-`stats` also prints the calibrated hallucination rate (`monitor.backlog.calibration`).
-
-Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
-discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
-4 the backlog schema is missing migrations (run ``rag-monitor migrate``).
+See docs/review.md, "The backlog" (the annotation loop and the exit codes).
 """
 
 from __future__ import annotations

@@ -1,41 +1,7 @@
-"""`rag-monitor review`: the golden-set backlog in a browser, and the JSON API behind it.
+"""`rag-monitor review`: the review app's routes, security middleware and handlers (aiohttp).
 
-This module holds the routes, the security middleware and the handlers; what a
-request may carry is parsed in `monitor.review.forms`, reviewer tokens in
-`monitor.review.auth`, the HTML in `monitor.review.pages`. It reads and writes
-through the backlog store (`monitor.backlog.store.BacklogStore`).
-
-Built on aiohttp's server: it is installed already (openai[aiohttp] pulls it),
-it runs on the same asyncio loop as the asyncpg pool, and it needs no ASGI
-server next to it.
-
-Pages (server-rendered HTML, one small script, no build step; saving works
-without JavaScript):
-
-- ``GET /`` the queue; ``GET /rows/{id}`` a row with its answers and the review
-  form, posted to ``POST /rows/{id}``; ``GET /calibration`` the judge's accuracy.
-
-API (the page's script saves through it too):
-
-- ``GET /api/rows?status=&reason=&route=&order=&limit=&cursor=`` →
-  ``{"rows": [...], "next": cursor | null}`` (keyset pagination);
-- ``GET /api/rows/{id}``; ``POST /api/rows/{id}/review`` → 200
-  ``{"version": n}``, 409 when the version is stale (with the row as it is now),
-  422 ``{"error", "field"}`` on bad input; ``GET /api/calibration``.
-
-Security: on a loopback address without tokens anyone local may review (as
-``local``). With ``RAG_MONITOR_REVIEW_TOKENS`` (``name:token`` pairs) every
-request needs ``Authorization: Bearer <token>`` or the cookie set by
-``/login``, else 401; the name is recorded as the reviewer. A non-loopback
-address without tokens is refused at start. Form posts carry a CSRF token (an
-HMAC of the reviewer under a per-process key) and must come from the same
-origin; API posts must be JSON (a cross-site page cannot send that without a
-CORS preflight, which is never granted) and, from a browser (an ``Origin``
-header or the sign-in cookie) without a bearer token, carry the CSRF token as
-``X-CSRF-Token``. Every stored text is HTML-escaped, the CSP
-forbids inline script, and only the redacted text the backlog holds is shown.
-Nothing secret is logged (no tokens, no interaction text; aiohttp's access log
-is off).
+Forms are parsed in `monitor.review.forms`, tokens in `monitor.review.auth`, the HTML
+in `monitor.review.pages`. See docs/review.md ("The review page", "Security").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The support model: does this evidence say what this statement says?
+"""`SupportModel`: the trained cross-encoder behind every support decision of the learned judge.
 
-Every support decision of the learned local judge (`learned.LearnedJudge`) comes
-from here: a MiniLM-L6 cross-encoder trained on human-written NLI and
-fact-verification pairs (`training/`, card: docs/model.md), shipped as an int8
-ONNX graph in ``model/`` with its sha256 pinned, run on onnxruntime.
-`SupportModel.support` reads each statement against its few nearest evidence
-windows (`windows`) and returns the probability that the best of them supports
-it, with that window.
+See docs/model.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """What one clause claims, and the parts of a context sentence that each state one fact.
 
-An answer divides into sentences and each sentence into clauses
-(`monitor.text.sentences`), checked one by one (`Claim`: its informative words
-and their weights); a context sentence divides into segments that each state
-one fact (`Segment`), where the swap check looks for a name or number said of
-something else.
+See docs/local-judge.md, "Text analysis".
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.demo.broker import Broker  # noqa: E402
 from tests.support.judge_server import JudgeServer  # noqa: E402
+from tests.support.kafka import LabBroker  # noqa: E402
 
 TARGET_RATIO = 0.7
 TARGET_SCORED = 150.0
@@ -376,7 +376,7 @@ def run_worker(args: argparse.Namespace) -> int:
 def spawn(
     kind: str,
     args: argparse.Namespace,
-    broker: Broker,
+    broker: LabBroker,
     topic: str,
     group: str,
     judge: JudgeServer,
@@ -477,7 +477,7 @@ def main() -> int:
     from monitor.kafka.topics import produce
 
     started = time.perf_counter()
-    broker = Broker(args.broker)
+    broker = LabBroker(args.broker)
     judge = JudgeServer(reuse_port=True)
     try:
         broker.start()

@@ -256,15 +256,15 @@ def main() -> int:
 
     import ingest
 
-    from monitor.demo.broker import Broker
     from monitor.kafka.topics import produce
     from tests.support.judge_server import JudgeServer
+    from tests.support.kafka import LabBroker
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
     print("Once started, before any record (a fresh interpreter):\n", flush=True)
     subprocess.run([sys.executable, __file__, "--startup"], env=env, cwd=ROOT, check=True)
 
-    broker = Broker(args.broker)
+    broker = LabBroker(args.broker)
     judge = JudgeServer()
     try:
         broker.start()

@@ -1,23 +1,6 @@
 """The at-least-once checkpoint: scored records into every sink first, their offsets after.
 
-`Checkpoint.commit` is the whole guarantee, in this order:
-
-1. **write and flush** each pending record to every sink that does not hold it yet
-   (`Sink.write`, then `Sink.flush`);
-2. **finish** the records every sink now holds (`Source.finish`): only a finished
-   record's offset may be committed;
-3. **commit** the source's offsets (`Source.commit`: each partition up to its first
-   unfinished record).
-
-A sink that asks to wait (`SinkBackpressure`) keeps its records pending, so they
-stay unfinished and their offsets uncommitted; `commit` does the rest (the other
-sinks, the records they all hold, the commit) and then raises the longest wait a
-sink asked for, which the pipeline waits out. A sink that refuses records for good
-(`SinkError`) is narrowed to the records it refuses, which are counted
-(``records_skipped_total{reason="sink_<name>"}``) and given up on. A sink that
-already holds a record is not asked again; sink writes are idempotent, so a
-redelivery after a crash changes nothing. A pending record whose partition was
-revoked is let go: its new owner re-reads it.
+See docs/design.md, "Data flow".
 """
 
 from __future__ import annotations

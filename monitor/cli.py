@@ -16,9 +16,14 @@ from collections.abc import Callable, Sequence
 
 from monitor import __version__
 from monitor.config import ConfigError
+from monitor.logging import configure_logging
 
 #: stdout was closed by its reader (128 + SIGPIPE, what a shell reports for `yes | head`)
 EXIT_BROKEN_PIPE = 141
+
+#: the log level until a command has read its settings (their ``log_level`` then wins)
+LOG_LEVEL_ENV = "RAG_MONITOR_LOG_LEVEL"
+_LEVELS = ("debug", "info", "warning", "error")
 
 #: command name -> module under monitor.commands
 COMMANDS = {
@@ -66,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    # before anything logs: JSON lines on stderr, never on stdout (score's JSON lines,
+    # `backlog stats --json`); a command that reads its settings applies their level
+    level = os.environ.get(LOG_LEVEL_ENV, "").strip().lower()
+    configure_logging(level if level in _LEVELS else "info")
     try:
         code = handler(args)
         sys.stdout.flush()  # inside the try: a reader that left shows up here, not at exit

@@ -1,15 +1,6 @@
-"""One frozen settings tree, read from ``RAG_MONITOR_*`` variables and an optional YAML file.
+"""The settings: one frozen tree from ``RAG_MONITOR_*`` variables and an optional YAML file.
 
-Precedence: explicit overrides > environment > YAML file (``--config``) > defaults.
-The YAML file uses the same keys as the variables, without the prefix, in
-lower case (``kafka_topic: interactions``); the upper-case variable spelling
-(``RAG_MONITOR_KAFKA_TOPIC``) is accepted there too. A mapping (``thresholds``)
-given in several places is merged key by key, each key by the same precedence.
-
-A ``RAG_MONITOR_*`` variable that is not a setting is refused, as an unknown key
-in the file is, naming the nearest setting: a typo never leaves a default in
-force unnoticed. The few variables of that prefix that are not settings are
-listed in `NOT_SETTINGS`.
+See docs/configuration.md.
 """
 
 from __future__ import annotations

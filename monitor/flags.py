@@ -1,15 +1,6 @@
-"""When a scored record is suspicious: pure rules over its online scores.
+"""When a scored record is suspicious: the flag reasons, pure rules over its online scores.
 
-Used by the Prometheus sink (hallucination and no-context counters) and the
-backlog sink (what gets queued, with which reasons). Defined once here.
-
-A record whose faithfulness was scored but that had no context (no retrieved
-chunk with any text) is a retrieval failure, ``no_context``, not a
-hallucination: its faithfulness is 0 by definition (nothing supports any
-statement), so counting it as a hallucination would report a retrieval outage
-as a generation problem. It is flagged ``no_context`` instead of
-``hallucination`` and stays out of the hallucination rate (numerator and
-denominator alike).
+See docs/metrics.md, "Quality metrics".
 """
 
 from __future__ import annotations

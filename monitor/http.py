@@ -1,17 +1,6 @@
-"""The exporter's HTTP endpoints on aiohttp's server.
+"""The exporter's HTTP endpoints: ``/metrics``, ``/healthz``, ``/readyz`` (aiohttp).
 
-- ``GET /metrics`` — the Prometheus text format of the exporter's registry, or
-  OpenMetrics (with exemplars: the trace behind a score) when the scraper's
-  ``Accept`` header asks for ``application/openmetrics-text``;
-- ``GET /healthz`` — 200 while the event loop answers (liveness);
-- ``GET /readyz`` — 200 when every gating readiness check passes, else 503; the
-  body is JSON ``{"ready": bool, "checks": {name: bool}}`` with every check, the
-  ones that only inform included.
-
-Readiness checks are async callables returning a bool (Kafka reachable,
-partitions assigned, judge reachable, Postgres reachable); each gets
-``check_timeout`` seconds. ``gating`` names the checks that decide readiness
-(None: all of them); the sidecar gates on ``kafka`` alone, see `monitor.app`.
+See docs/metrics.md, "Prometheus series and endpoints".
 """
 
 from __future__ import annotations

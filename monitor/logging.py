@@ -1,18 +1,6 @@
-"""JSON log lines, configured once per process: one stack for structlog and the stdlib.
+"""JSON log lines on stderr, configured once per process, for structlog and the stdlib alike.
 
-One JSON object per line on stderr: ``timestamp``, ``level``, ``logger``,
-``event``, then the event's fields. Both kinds of logger end in the same
-stdlib handler and formatter, so their lines have the same shape:
-
-- structlog loggers (``structlog.get_logger(name)``): the keyword arguments
-  are the fields;
-- stdlib loggers (``logging.getLogger(__name__)``, and libraries such as
-  aiokafka and asyncpg): the formatted message is the ``event`` and the
-  ``extra={...}`` keys are the fields.
-
-Logs carry ids, offsets, reasons and counts, never interaction text or
-secrets: as a last line of defence, fields whose names say they hold text or
-secrets are replaced by ``"[redacted]"``, on both paths.
+See docs/design.md, "Contracts" (logs).
 """
 
 from __future__ import annotations
@@ -78,13 +66,28 @@ def _head_first(
     return head
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler on whatever ``sys.stderr`` is when a line is written, not when it was made
+    (a test that swaps stderr, an in-process command, gets the lines where it looks)."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def configure_logging(
     level: str = "info", stream: TextIO | None = None, *, force: bool = False
 ) -> None:
-    """Send structlog and stdlib logging to ``stream`` (stderr) as JSON lines.
+    """Send structlog and stdlib logging to ``stream`` (default: stderr) as JSON lines.
 
-    Later calls are no-ops, unless ``force`` (tests, to capture the lines): the
-    handler, its stream and the stdlib levels are then replaced. A structlog
+    The command line calls it before any command runs, so no line ever reaches
+    stdout (structlog's own default). Later calls are no-ops, unless ``force``
+    (a command that has read its settings' level; tests, to capture the lines):
+    the handler, its stream and the stdlib levels are then replaced. A structlog
     logger keeps the level filter it had on first use after a configuration.
     """
     global _configured
@@ -106,7 +109,7 @@ def configure_logging(
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(
         ProcessorFormatter(
             # records that did not come through structlog: ours and the libraries'

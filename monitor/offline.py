@@ -1,23 +1,6 @@
-"""The offline runner: reference-based metrics on annotated backlog rows (docs/design.md).
+"""The offline runner: reference-based metrics on annotated backlog rows, and its report.
 
-Rows are claimed in batches with ``FOR UPDATE SKIP LOCKED`` under a lease
-(`BacklogStore.claim_annotated`), so several runners at once never score a row
-twice, and a crashed runner's rows come back when the lease runs out. Each row
-is scored by the shared `Scorer` (the judge behind it has its own token budget,
-``offline_token_budget``), its scores and statement-level details are stored
-and it becomes ``evaluated``. A row whose scoring ran out of budget is handed
-back (still ``annotated``) and the run stops; other judge failures are stored
-as unscoreable (null) with the error in the details, so one bad row cannot
-block the queue.
-
-``noise_sensitivity`` is stored in both modes, ``noise_sensitivity_relevant``
-and ``noise_sensitivity_irrelevant``: the second is computed from the first's
-verdict matrices with the same pure function, without another judge call.
-
-The report gives means and counts per metric, and applies the reading rules
-of docs/design.md ("Metrics") to the run. `run_offline` is one whole run from
-the settings (``rag-monitor offline`` and the demo call it); `OfflineRunner`
-works on any `OfflineStore`.
+See docs/review.md, "The backlog" (``rag-monitor offline``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """PII redaction before anything is stored in the backlog. Pure: text in, text out.
 
-Default detectors (on unless ``redact_pii`` is off): e-mail addresses, IBANs
-(mod-97 checked), payment card numbers (Luhn checked: a number that only looks
-like a card is kept), phone numbers. Configured patterns (``redaction_patterns``,
-each ``{name, pattern}``) run after the defaults and are replaced by
-``[<NAME>]``. What was redacted is reported as kind + count, never the value.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

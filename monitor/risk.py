@@ -1,23 +1,6 @@
-"""Risk-based sampling: spend the judge on the records a cheap screen finds suspicious. Pure.
+"""Risk-based sampling: the judge spent on the records a cheap screen finds suspicious. Pure.
 
-A local screen (`monitor.judges.local.judge.LocalJudge.screen`) gives every record a
-risk ``r`` in [0, 1]. The record is then kept with probability
-
-    p(r) = min(1, max(floor, c · (ε + r)))
-
-where ``c`` is solved so that the mean of p over recent traffic equals the
-target rate (the same expected number of judged records as uniform sampling
-at that rate), ``ε`` keeps low-risk records in the sample, and ``floor`` makes
-sure no record has probability 0. Because every record has p > 0 and the
-decision is ``u < p`` with ``u`` a stable hash of the record (independent of
-its content), the Horvitz–Thompson estimate Σ y/p over the kept records is an
-unbiased estimate of the total Σ y over all records, whatever the screen's
-quality; a good screen only lowers its variance and raises the share of
-hallucinations among judged records.
-
-`RiskCalibrator` keeps a decayed histogram of observed risks and solves for
-``c`` from it; `RiskAdjuster` plugs the two into the sampler
-(`monitor.sampling.RateAdjuster`).
+See docs/design.md, "Budget and sampling".
 """
 
 from __future__ import annotations

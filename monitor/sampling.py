@@ -1,26 +1,6 @@
-"""Which records get scored: a deterministic, hash-based sampler. Pure, no I/O.
+"""Which records get scored: `Sampler`, a deterministic hash-based decision per record. Pure.
 
-Every record gets a stable number ``u`` in [0, 1): a hash of its *sampling
-unit* — the Kafka key when the record has one, else the interaction id. The
-record is kept when ``u < rate``, where ``rate`` is the configured rate, or
-the rate of the first matching metadata rule, times the budget scale (see
-`budget.AdaptiveRate`). Because ``u`` depends only on the record, every
-replica and every redelivery takes the same decision, and because ``u`` is
-uniform and independent of the metadata, the record's inclusion probability
-is exactly ``rate``; it is stamped on the scored record (weight ``1/p``).
-
-`Sampler.decide` is the one decision, taken once per record after it was
-validated (a malformed record goes to the dead-letter topic whatever the
-sampler would decide). It reads the metadata, so a record it drops never
-becomes an `Interaction`; only a record within the risk adjuster's ceiling is
-built and screened. It answers with the rate the record was offered at (for
-`budget.AdaptiveRate.offered`), the kept record with its probability, or why a
-dropped record counts as skipped: `BUDGET_THINNED` when the configured rate
-keeps it and only the budget's scale dropped it.
-
-`Sampler.drops_unread` lets a source leave a record unread (a trace not
-assembled) when its unit alone decides the drop; `decide` then answers for it
-on the unit.
+See docs/design.md, "Budget and sampling".
 """
 
 from __future__ import annotations

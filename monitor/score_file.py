@@ -1,13 +1,6 @@
-"""A JSON-lines file of interactions scored with the sidecar's scorer, results in input order.
+"""Scoring a JSON-lines file of interactions: results in input order, and a summary.
 
-`score_file` reads one record per non-empty line, scores up to ``concurrency``
-records at a time and writes one JSON line per input line, in input order: the
-record's output line (`ScoredRecord.output_line`), or for a line that is not a
-valid record `invalid_line` (its id if it has one, and the reason as ``error``).
-A `Summary` of the run (mean, count and unscoreable per metric; judge calls and
-tokens per record) is returned for the table `rag-monitor score` prints. A record
-counts as *scored* when at least one of its metrics got a value; `Summary.failure`
-is the one-line cause when no record did.
+See docs/design.md, "Contracts" (``rag-monitor score``).
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Runs metrics' judge steps for one interaction and collects scores, details and spend.
+"""`Scorer`: runs the metrics' judge steps for one interaction and collects scores,
+details and spend; never raises for a judge failure.
 
-`Scorer` is shared by the sidecar, `rag-monitor score` and the offline runner.
-It never raises for a judge failure: a metric whose step failed gets a NaN
-score with ``error`` set to the `JudgeError` reason, and the record's
-``error`` is the first failing metric's reason (the sidecar skips the record
-with that reason; a failure is never a 0).
-
-Call patterns, with identical definitions (same scores on a deterministic judge):
-
-- ``frugal`` (default): a step with the same prompt (step, instruction, inputs,
-  n) is asked once per record and shared between metrics — e.g. the
-  response's statements for faithfulness and noise_sensitivity; usefulness
-  verdicts for all contexts in one request; relevancy questions in one
-  request with ``n=N`` (missing choices are asked for again); an LRU cache of
-  identical judge calls across records. With an LLM judge, faithfulness and
-  context_utility of a record with contexts and a response are asked as one
-  ``grounding`` request (`fuses_grounding`), so the contexts are sent once;
-  a malformed grounding answer makes both metrics of that record ask their
-  basic steps instead (`monitor.metrics._steps.ground`), and a judge
-  with ``fuse_grounding`` False (``RAG_MONITOR_JUDGE_FUSE_GROUNDING``) is
-  never asked it.
-- ``per_call``: one judge call per Ragas step; nothing shared, nothing cached.
+See docs/design.md, "Steps and call patterns".
 """
 
 from __future__ import annotations

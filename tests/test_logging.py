@@ -108,7 +108,7 @@ async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
 
     logged = lines()
     fallback = by_event(logged, "judge endpoint rejected response_format json_schema")
-    judge_logger = OpenAIJudge.__module__  # the stdlib logger is getLogger(__name__)
+    judge_logger = OpenAIJudge.__module__  # the logger is named after the module
     assert (fallback["level"], fallback["logger"], fallback["model"]) == (
         "warning",
         judge_logger,

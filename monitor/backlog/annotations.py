@@ -1,11 +1,6 @@
-"""Annotation files read back: JSON lines or CSV → one `ImportRow` per line, checked.
+"""Annotation files read back: JSON lines or CSV, one checked `ImportRow` per line. Pure.
 
-An annotated export comes back as JSON lines ``{"id", "reference", "verdicts"?,
-"note"?}`` or as CSV with ``id`` and ``reference`` columns (and optionally
-``verdicts``, a JSON list, and ``note``). Every line is checked on its own: a
-broken line becomes a row with ``error`` set, so the import can reject it by
-line number and go on. CSV rows with neither a reference nor verdicts are
-``blank`` (a filled-in export leaves most rows blank). Pure.
+See docs/review.md, "The backlog" (``backlog import``).
 """
 
 from __future__ import annotations

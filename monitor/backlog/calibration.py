@@ -1,60 +1,6 @@
-"""The hallucination rate of all traffic, corrected by reviewer verdicts. Pure.
+"""The hallucination rate of all traffic, corrected by reviewer verdicts, with its interval. Pure.
 
-The judge flags a record as a hallucination when its faithfulness falls below
-the threshold. Reviewers then say, for a random subset of the flagged answers,
-whether the flag was right (``confirmed``) or not (``false_alarm``), and for the
-control share (unflagged answers queued at random) whether the answer was a
-hallucination after all (``confirmed``) or fine (``false_alarm``). With
-
-- F: answers flagged ``hallucination``,
-- N: every other answer: flagged for another reason only (O), or unflagged (C,
-  known through the control answers, each standing for 1/(p*share) records),
-
-the rate is estimated as
-
-    H = P(F) * P(confirmed | F) + P(N) * P(hallucination | N)
-
-where each probability is a ratio of weighted totals (weights 1/pi, pi the
-chance the interaction was queued: the sample rate p, times the control share
-for control answers) and P(hallucination | N) comes from the control verdicts.
-
-Like the sidecar's raw rate, the rate is over records with a faithfulness
-score and a context: answers whose faithfulness could not be scored, and
-answers flagged ``no_context`` (a retrieval failure, `monitor.flags`), count
-for flag precision but not for the rate.
-
-P(F) and the weighted totals come from the traffic totals the backlog sink
-keeps (`Traffic`: every scored record, flagged or not, with its weight) when
-they exist: then P(F) is the raw rate exactly as the sidecar's counters give
-it (``hallucination_weight_total / scored_weight_total``), and only the two
-proportions carry sampling error (the control share then stands for all the
-unflagged traffic, other flags included, which assumption 2 below already
-says). The totals count from migration 0004 on, so on an older backlog the
-rate is over the traffic since then while the proportions use every verdict.
-Without totals the weighted totals are estimated from the answers themselves,
-the unflagged part through the control answers.
-
-Assumptions (also in docs/review.md, "The calibrated hallucination rate"):
-
-1. The reviewed answers of a stratum are a random subset of it (missing at
-   random). If reviewers pick the obvious cases, precision is overstated and
-   the rate is biased in the same direction; review in queue order, not by
-   what looks bad.
-2. Answers flagged only for another reason (low relevancy, low utility,
-   noncommittal) hallucinate at the rate of unflagged answers.
-3. ``unsure`` verdicts carry no information: those answers count as unreviewed.
-4. An answer stands for every interaction merged into it (same question, same
-   normalised text); one verdict covers them all.
-5. The control share was the same while the rows were queued (each control
-   answer stores its own weight, so a change is handled, but the weights of
-   rows queued before the change are what they were).
-
-The 95 % interval is Monte Carlo over the posteriors: each proportion Beta
-with the Jeffreys prior on its Kish effective sample size (with a finite
-population correction when most of a stratum's interactions were reviewed), each weighted total
-Gamma with the Horvitz-Thompson variance sum(1/pi^2 - 1/pi); 2.5 % and 97.5 %
-quantiles of H over the draws (a fixed seed: the same data give the same
-interval).
+See docs/review.md, "The calibrated hallucination rate" (the estimate and its assumptions).
 """
 
 from __future__ import annotations

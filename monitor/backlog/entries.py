@@ -1,16 +1,6 @@
-"""What goes into the backlog: which scored records, their hashes, and the redacted entry stored.
+"""What goes into the backlog: which scored records, their hashes, the redacted entry. Pure.
 
-What is queued: every scored record with a flag reason (`monitor.flags`), plus a
-control share (``settings.control_share``) chosen from a salted hash of the id,
-so a redelivery makes the same choice and the choice is independent of the
-sampler's own hash. Each record is PII-redacted (`monitor.redaction`) before it
-is stored; what was redacted is kept as kind + count.
-
-A row is one normalised question (lower-case, punctuation stripped, whitespace
-collapsed, SHA-256): `question_hash`. Each distinct answer of a question is an
-answer of its row, keyed by `answer_key`; control answers are never merged with
-flagged ones, so each answer belongs to one stratum of the calibration
-(`monitor.backlog.calibration`). Everything here is pure.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

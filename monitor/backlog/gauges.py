@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
+
+import structlog
 
 from monitor.backlog.calibration import Calibration
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.telemetry import Exporter
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.backlog.gauges")
 
 
 class BacklogGauges:
@@ -80,5 +81,5 @@ async def _every(interval: float, refresh: Callable[[], Awaitable[object]], what
         try:
             await refresh()
         except StoreError as exc:
-            log.warning("backlog %s refresh failed: %s", what, exc)
+            log.warning(f"backlog {what} refresh failed", error=str(exc))  # two event names
         await asyncio.sleep(interval)

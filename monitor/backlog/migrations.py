@@ -1,28 +1,21 @@
 """The backlog's schema: the migration runner, and whether a database is up to date.
 
-Hand-written on purpose: a few ordered SQL files (``sql/NNNN_*.sql``), each
-applied once in its own transaction under a Postgres advisory lock and
-remembered with its checksum in ``schema_migrations``, need no migration
-framework and its own dependencies.
-
-The sidecar's ``/readyz`` (check ``schema``) and the backlog commands ask
-`check_schema` before they rely on the tables: a database nobody migrated, or
-one behind the bundled ``sql/`` files, is reported in one line that names the
-fix, ``rag-monitor migrate``, instead of failing later on a missing table.
+See docs/review.md, "The backlog" (``rag-monitor migrate``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.resources
-import logging
 import re
 from collections.abc import Collection
 from typing import Protocol
 
+import structlog
+
 from monitor.backlog.queries import Connection
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.backlog.migrations")
 
 MIGRATE_COMMAND = "rag-monitor migrate"
 
@@ -77,7 +70,7 @@ async def apply_migrations(conn: Connection) -> list[str]:
                     checksum,
                 )
             applied.append(version)
-            log.info("applied migration %s", version)
+            log.info("applied migration", version=version)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
     return applied

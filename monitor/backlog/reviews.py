@@ -1,11 +1,6 @@
 """A reviewer's writes to the backlog: verdicts, references and discards, checked and applied.
 
-Verdicts (``backlog_verdicts``) apply per answer and reason; the latest per
-answer and reason counts, and every save bumps the row's ``version``, so two
-reviewers cannot overwrite each other blindly (a save names the version it was
-made on; a stale one is refused). The functions here run inside the store's
-transaction (`monitor.backlog.store.BacklogStore.review` and
-``import_references``), on text the store has already redacted.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

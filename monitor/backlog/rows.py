@@ -1,10 +1,6 @@
-"""The backlog as read back: statuses, rows, their answers and verdicts, the queue's items.
+"""The backlog as read back: statuses, rows, their answers and verdicts. Pure types.
 
-A row is one normalised question; each distinct answer of it is an `Answer`
-with the interactions merged into it (``seen_count``, ``weight`` = the sum of
-1/pi), and each answer carries its latest reviewer `Verdict` per reason.
-``version`` on a row is bumped by every change a reviewer must not overwrite
-blindly (a new answer or reason, a reference, a review, a discard). Pure types.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""The backlog's Postgres store: the pool, and every query (the only asyncpg import).
+"""`BacklogStore`: the backlog's Postgres pool and every query (the only asyncpg import).
 
-Used alike by the sink (`monitor.sinks.backlog`, which enqueues scored
-records), the offline runner (`monitor.offline`: claim, store, release under a
-lease) and the review app (`monitor.review`: the queue, reviews, calibration).
-
-Idempotence: every interaction id ever queued is remembered in
-``backlog_interactions``; a redelivered id changes nothing. A *new* id whose
-normalised question is already in the backlog increments that row's
-``seen_count`` and adds its reasons instead of adding a row; an interaction
-whose normalised answer the row already holds is merged into that answer (its
-``seen_count`` and ``weight``, the sum of 1/pi, grow). A batch is one
-transaction: stored whole or not at all. The traffic totals (``backlog_traffic``:
-every scored record, queued or not, the calibration's denominator) are added to
-in the same transaction; like the sidecar's counters, they count a record again
-when Kafka redelivers it.
-
-Errors: `StoreError` with ``retryable=True`` when Postgres cannot be reached,
-and also for errors an operator fixes (schema not migrated, missing
-privilege, read-only server): the caller keeps its work and retries. Only data
-errors about the record itself (SQLSTATE classes 22 and 23) are permanent
-(``retryable=False``). Offline claims use ``FOR UPDATE SKIP LOCKED`` under a
-lease, so several runners never score a row twice. SQL is always parameterised.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """``rag-monitor migrate`` and ``rag-monitor backlog stats|export|import|discard``.
 
-The annotation loop::
-
-    rag-monitor backlog export --status pending --format jsonl --out todo.jsonl
-    # people add "reference" to the lines they can answer (JSONL, or CSV with id,reference)
-    rag-monitor backlog import todo.jsonl      # pending/annotated rows -> annotated
-    rag-monitor offline                        # annotated rows -> evaluated, with a report
-
-`import` checks every line on its own: unknown ids, rows in the wrong status
-(evaluated rows need ``--force``) and broken JSON/CSV lines are reported with
-their line numbers and skipped; the exit code is 1 if any line was rejected.
-A line may also carry reviewer ``verdicts`` (a JSON list of
-``{"interaction_id"?, "reason", "verdict"}``, in a CSV column of that name too)
-and a ``note``; CSV rows with neither a reference nor verdicts are skipped and
-counted, not rejected (a filled-in export leaves most rows blank).
-
-`stats` also prints the calibrated hallucination rate (`monitor.backlog.calibration`).
-
-Exit codes: 0 done, 1 some input rejected (import lines, unknown ids to
-discard), 2 usage or settings, 3 Postgres unreachable or a migration failed,
-4 the backlog schema is missing migrations (run ``rag-monitor migrate``).
+See docs/review.md, "The backlog" (the annotation loop and the exit codes).
 """
 
 from __future__ import annotations
@@ -48,6 +29,7 @@ from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
 from monitor.flags import CONTROL, HALLUCINATION
+from monitor.logging import configure_logging
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -167,7 +149,9 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(cast(str | None, args.config))
+    settings = load_settings(cast(str | None, args.config))
+    configure_logging(settings.log_level, force=True)
+    return settings
 
 
 def _dsn(settings: Settings) -> str | None:

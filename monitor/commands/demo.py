@@ -1,14 +1,6 @@
-"""``rag-monitor demo``: the whole product on embedded parts, with a report (`monitor.demo.run`).
+"""``rag-monitor demo``: the whole product on embedded parts, with a report.
 
-Starts a Kafka-protocol broker and a Postgres of its own, produces the bundled
-traffic set, runs the sidecar on it with a live progress line, annotates the
-backlog from the set's reference answers, runs the offline metrics and prints
-a report. SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal) stop everything
-cleanly; nothing is left behind (unless ``--keep-dir``). A SIGKILL, which no process
-can handle, is covered by the demo's watchdog (`monitor.demo.watchdog`): it stops the
-broker and Postgres and removes their files. Exit codes: 0 done, 1 the demo failed
-(a judge that failed on every record included), 2 invalid options or settings or a
-taken port (all checked before anything starts), 130 interrupted.
+See docs/demo.md.
 """
 
 from __future__ import annotations
@@ -192,7 +184,7 @@ def handle(args: argparse.Namespace) -> int:
         leave_pending=leave,
     )
     # the progress line and the report own the terminal: logs only for trouble
-    configure_logging("warning")
+    configure_logging("warning", force=True)
     return asyncio.run(_main(options))
 
 

@@ -17,6 +17,7 @@ from monitor.backlog.migrations import SchemaBehind
 from monitor.backlog.store import StoreError
 from monitor.config import load_settings
 from monitor.judges.factory import JudgeConfigError
+from monitor.logging import configure_logging
 from monitor.offline import run_offline
 from monitor.scoring import OFFLINE_METRICS, UnknownMetric, parse_metric_names
 
@@ -76,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _offline(args: argparse.Namespace) -> int:
     settings = load_settings(cast(str | None, args.config))
+    configure_logging(settings.log_level, force=True)
     if settings.pg_dsn is None:
         print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
         return EXIT_USAGE

@@ -55,7 +55,7 @@ def _review(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from monitor.logging import configure_logging
 
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, force=True)
     try:
         tokens = parse_tokens(
             settings.review_tokens.get_secret_value() if settings.review_tokens else None

@@ -1,14 +1,6 @@
-"""``rag-monitor run``: the sidecar. Kafka in, a scored sample out to Prometheus and Postgres.
+"""``rag-monitor run``: the sidecar.
 
-Start order is downstream first (sinks, the metrics server, then the Kafka
-source); stop order upstream first (source fetching stops, in-flight records
-get ``shutdown_grace_seconds`` to finish, sinks are flushed and offsets
-committed, then the source, the judge, the sinks and the server close).
-SIGTERM and SIGINT start that shutdown; the exit code is then 0. Invalid
-settings exit 2; Kafka unreachable at start exits 3 with one line
-(``cannot reach Kafka at HOST:PORT: why``). Once running, a broker that goes
-away is retried (aiokafka reconnects; `KafkaSource` probes with backoff, logs
-it and ``/readyz`` reports ``"kafka": false``) until it is back.
+See docs/operations.md (running it) and docs/design.md, "Contracts" (exit codes).
 """
 
 from __future__ import annotations
@@ -42,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, force=True)
     try:
         return asyncio.run(serve(settings))
     except KafkaUnreachable as exc:

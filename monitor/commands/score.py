@@ -1,16 +1,6 @@
 """``rag-monitor score FILE.jsonl``: score a file of interactions with the sidecar's scorer.
 
-One JSON line per input line, in input order (docs/design.md, "Contracts"):
-``{"id", "scores": {metric: float | null}, "flags": [reason, ...], "details": {...},
-"usage": {...}, "error"?}``: scores rounded to 6 decimals, ``flags`` the reasons the
-sidecar would queue the record in the backlog for (``control`` aside, a draw of chance).
-A line that is not a valid record gets ``{"id": <its id or null>, ..., "error": "invalid
-record ..."}`` and the run goes on; a judge failure gets the failing step's reason as
-``error``. A progress bar and a summary table (mean, count and unscoreable per metric; judge
-calls and tokens per record) go to stderr. A record is *scored* when at least one of its
-metrics got a value. Exit 0 when at least one record was scored; 1 when none was (the
-cause, e.g. a judge that cannot be reached, in the last line on stderr); 2 on unusable
-input or arguments.
+See docs/design.md, "Contracts" (the output lines and exit codes).
 """
 
 from __future__ import annotations
@@ -23,6 +13,7 @@ from typing import IO
 
 from monitor.config import load_settings
 from monitor.judges.factory import JudgeConfigError, build_judge
+from monitor.logging import configure_logging
 from monitor.score_file import DEFAULT_CONCURRENCY, score_file
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
@@ -71,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    configure_logging(settings.log_level, force=True)
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:

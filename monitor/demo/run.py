@@ -1,42 +1,7 @@
-"""The demo's orchestration: `Demo` starts the real parts, runs the traffic through them, and
+"""The demo's orchestration: `Demo` starts the real parts, runs the traffic through them and
 always stops them; `DemoOptions` is what the command passes in.
 
-The order:
-
-1. a fresh work directory; the traffic set (``monitor/demo/traffic.jsonl``
-   unless ``--traffic``), cut to ``--records``;
-2. an embedded Kafka-protocol broker (`monitor.demo.broker.Broker`) and an
-   embedded Postgres (`monitor.demo.postgres.EmbeddedPostgres`), started
-   in worker threads;
-3. the exporter's ``/metrics`` (every labelled series at 0), before any traffic;
-   the topics, the backlog migrations (the code of ``rag-monitor migrate``), and
-   the traffic produced to the topic, keyed by interaction id (with
-   ``traffic_format="otlp"``: each interaction as an OpenInference trace made
-   with the OpenTelemetry SDK, two OTLP messages keyed by its trace id, as the
-   Collector's Kafka exporter writes them; `otlp_traffic`): all at once, or
-   with ``pace`` at that many messages per second while the sidecar consumes
-   (a Prometheus scraping meanwhile sees real rates);
-4. the sidecar, wired exactly as ``rag-monitor run`` wires it
-   (`monitor.app.build`), plus one extra sink, `Tally`, that keeps each
-   record's outcome for the label report; it runs in-process until every
-   produced record is consumed and finished (sampled out, skipped, or in every
-   sink), with a live progress line on stderr;
-5. the backlog annotated from the traffic set's reference answers (written to
-   ``references.jsonl`` and read back with the code of ``rag-monitor backlog
-   import``), the reviewer played from the labels (a verdict on every answer's
-   every reason, saved as the review page saves them) and the calibration read
-   back, then the offline runner (the code of ``rag-monitor offline``): `golden`;
-6. the report (`monitor.demo.report.DemoReport`): built from what the exporter's registry, the
-   broker's committed offsets and Postgres hold, plus the known labels;
-7. with ``hold_seconds`` or ``review_port``, the hold (`monitor.demo.hold`): /metrics, the
-   broker and Postgres stay up, with the review page on the demo's Postgres for
-   ``review_port``; a line on stderr says at each stage what Ctrl-C does.
-
-The judge is the configured LLM endpoint when ``RAG_MONITOR_JUDGE_BASE_URL``
-is set, else the zero-token local judge; the report names it. A stop event
-(SIGINT/SIGTERM, installed by the command) interrupts any phase; everything
-that was started is stopped, and the work directory removed (unless
-``keep_dir``), whatever happens.
+See docs/demo.md (the run's stages, in order).
 """
 
 from __future__ import annotations

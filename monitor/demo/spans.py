@@ -1,13 +1,6 @@
-"""Interactions as OpenInference traces, made with the real OpenTelemetry SDK (demo, tests, bench).
+"""Interactions as OpenInference traces, made with the OpenTelemetry SDK (demo, tests, bench).
 
-`openinference_trace` records one interaction the way an instrumented RAG service
-does: a CHAIN span around a RETRIEVER span (the documents, in rank order) and an
-LLM span (the messages and the answer), with optional extra spans (an embedding
-call, tool steps) so a trace can have the size of a real one. `encode` turns
-finished spans into the bytes of one OTLP ``ExportTraceServiceRequest`` with the
-SDK's own protobuf encoder, which is what the Collector's Kafka exporter writes
-(``otlp_proto``). Needs the ``demo`` extra (``opentelemetry-sdk`` and
-``opentelemetry-exporter-otlp-proto-common``); the sidecar itself does not.
+See docs/opentelemetry.md.
 """
 
 from __future__ import annotations

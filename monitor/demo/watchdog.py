@@ -1,22 +1,6 @@
-"""Stop what the demo started when the demo itself dies without stopping it.
+"""The demo's watchdog: stops what the demo started when the demo dies without stopping it.
 
-The demo stops its broker and Postgres and removes their directories on every way out
-it sees (the report, an error, Ctrl-C, SIGTERM, SIGHUP). SIGKILL, or a crash of the
-interpreter, it cannot see: the broker runs in a session of its own and Postgres is a
-daemon (pg_ctl leaves it to init), so both would run on under PID 1 with their
-temporary directories left behind. `Watchdog` starts a small process, in its own
-session (a closed terminal's SIGHUP does not reach it), that holds the read end of a
-pipe. The demo writes to it what it starts, one line each:
-
-- ``group PID``: a process group (the broker) to end with SIGTERM, then SIGKILL;
-- ``postmaster DATA_DIR``: the Postgres whose ``DATA_DIR/postmaster.pid`` names the
-  postmaster, ended with SIGQUIT (immediate shutdown), then SIGKILL;
-- ``path DIR``: a directory to remove;
-- ``done``: the demo stopped everything itself; the watchdog exits doing nothing.
-
-When the pipe closes without ``done`` (the kernel closes it whatever killed the demo),
-the watchdog stops the processes, then removes the directories, and exits. It needs
-only the standard library, so it starts in a few tens of milliseconds.
+See docs/demo.md, "The stages, and what Ctrl-C does".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""What a judge is, is asked, answers and fails with: what every judge and metric shares.
+"""What a judge is asked, answers and fails with: the `Judge` contract judges and metrics share.
 
-A `Prompt` is a structured request: a stable instruction (the cacheable
-prefix), the step's inputs as a pydantic model (rendered as JSON after the
-instruction), and the pydantic model the answer must validate against.
-Metrics build prompts (`monitor.metrics`); a `Judge` answers them with
-`Judged` values or embeds text as `Embedded` vectors, and fails for good with a
-`JudgeError` (`BudgetExhausted` when the `TokenGate` cannot cover a call).
-
-The judges: `llm.OpenAIJudge` sends prompts to an OpenAI-compatible endpoint
-(in the chat form of `wire`), the local judge answers them in-process at zero
-tokens, and `factory.build_judge` picks one from the settings.
+See docs/design.md, "Judges".
 """
 
 from __future__ import annotations

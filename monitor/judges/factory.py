@@ -1,11 +1,6 @@
-"""Which judge answers the prompts: the LLM endpoint, or the zero-token local judge.
+"""`build_judge`: the LLM judge or the local judge, chosen from the settings; nothing loaded here.
 
-``auto`` picks the LLM judge when ``RAG_MONITOR_JUDGE_BASE_URL`` is set and
-the local judge otherwise. With ``RAG_MONITOR_EMBEDDING_MODEL=local`` the LLM
-judge embeds with the in-process MiniLM model instead of ``/v1/embeddings``.
-The local modules (onnxruntime, tokenizers) are imported only when used, and
-nothing is loaded or opened here: models load on first use, the HTTP client on
-the first request.
+See docs/design.md, "Judges".
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ one metered request (budget, retries, observer) for chat and embeddings alike
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import openai
+import structlog
 from pydantic import SecretStr
 
 from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
@@ -33,7 +33,7 @@ from monitor.judges.wire import render_messages, request_schema
 from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.judges.llm")
 
 R = TypeVar("R")
 
@@ -307,12 +307,10 @@ class OpenAIJudge:
             raise JudgeError("invalid_output", f"step {prompt.step}: {answer.summary}")
         log.info(
             "judge answer invalid, re-asking once",
-            extra={
-                "step": prompt.step,
-                "metric": prompt.metric,
-                "error": answer.summary,
-                "model": self.model,
-            },
+            step=prompt.step,
+            metric=prompt.metric,
+            error=answer.summary,
+            model=self.model,
         )
         followup = [
             {"role": "assistant", "content": answer.content or ""},
@@ -343,7 +341,7 @@ class OpenAIJudge:
                 log.warning(
                     "judge endpoint rejected response_format json_schema; "
                     "falling back to json_object with the schema in the prompt",
-                    extra={"model": self.model},
+                    model=self.model,
                 )
         answers = await self._request(prompt, followup, n, temperature, usage, "json_object")
         self.response_mode = "json_object"  # it worked: stay with it
@@ -501,9 +499,7 @@ class OpenAIJudge:
         """
         jitter = 1 - 0.25 * random.random()
         if timed_out is not None:
-            log.info(
-                "judge request timed out; waiting before the retry", extra={"seconds": timed_out}
-            )
+            log.info("judge request timed out; waiting before the retry", seconds=timed_out)
             if self.observer is not None:
                 self.observer.on_request("timeout_backoff", timed_out)
             return timed_out * jitter

@@ -1,26 +1,8 @@
-"""The judge steps every metric is built from, each defined once.
+"""The judge steps every metric is built from, each defined once: inputs and answers.
 
-| step         | input                 | output            | used by |
-|--------------|-----------------------|-------------------|---------|
-| `statements` | StatementsInput       | Statements        | faithfulness, context_recall, factual_correctness, noise_sensitivity |
-| `verify`     | VerifyInput           | Verdicts          | faithfulness, context_recall, factual_correctness, noise_sensitivity |
-| `questions`  | QuestionsInput        | GeneratedQuestion | response_relevancy (n choices) |
-| `usefulness` | UsefulnessInput       | ContextVerdicts   | context_utility, context_precision, precision_at_k |
-| `grounding`  | GroundingInput        | Grounding         | faithfulness + context_utility, fused (frugal, LLM judge only) |
-
-The first four are the basic steps every judge answers. `grounding` is the
-three steps faithfulness and context_utility need, asked in one request so the
-contexts are sent once: `statements` of the answer (with the question, both
-levels "high"), `verify` of each against the contexts joined
-(`join_contexts`), and `usefulness` of each context for the answer. Its
-answer is the two verdict lists those steps return, so it decomposes exactly
-into them (a judge can answer it by running the three basic steps).
-
-The step name is the contract between metrics and judges: the LLM judge sends
-it as the JSON-schema name, the local judge dispatches on it.
+See docs/design.md, "Steps and call patterns".
 """
 
-# ruff: noqa: E501  (the table in the docstring)
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,8 +1,6 @@
 """Topics made, records sent, committed positions read: the demo's plain Kafka helpers.
 
-The demo uses them on its embedded broker (create the topics, send the traffic,
-check what the monitor committed); the tests and the benchmarks drive their
-brokers with the same three. The sidecar itself does not use them.
+The sidecar does not use them; see docs/demo.md.
 """
 
 from __future__ import annotations

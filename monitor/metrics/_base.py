@@ -1,10 +1,6 @@
-"""What every metric module shares: the step runner it talks to, and small pure helpers.
+"""What every metric module shares: the step runner it asks, and small pure helpers.
 
-A metric never calls the judge directly. It asks a `StepRunner` (implemented
-per record by `monitor.scoring`) to answer prompts; the runner decides whether
-the answer comes from the in-process cache, from a call already made for
-another metric of the same record, or from the judge, and bills the tokens to
-the prompt's metric.
+See docs/design.md, "Steps and call patterns".
 """
 
 from __future__ import annotations

@@ -1,32 +1,7 @@
-"""The judge steps as the metrics ask them: each step's instruction, once, and its call.
+"""The judge steps as the metrics ask them: each step's instruction, once, and its call
+in the ``frugal`` and ``per_call`` patterns (`ground`: the fused step).
 
-The step models live in `monitor.judges.steps` (the contract with the
-judges); this module holds the instruction each step is sent with and the
-functions metrics call to run a step. The functions are where the two call
-patterns differ:
-
-- ``frugal``: all contexts' usefulness verdicts in one request; the N
-  relevancy questions in one request with ``n=N`` (the runner tops up choices
-  the server did not return);
-- ``per_call``: one usefulness request per context and N question requests,
-  as Ragas makes them.
-
-`ground` is the fused step (`monitor.judges.steps.GROUNDING`): faithfulness's
-statements and verdicts and context_utility's usefulness verdicts in one
-request, the contexts sent once. The runner says when a record uses it
-(`StepRunner.fuse_grounding`); its instruction is composed of the same rules
-as the three basic steps it replaces. A grounding answer that comes back
-malformed (not the schema, or not one verdict per context) is not asked again:
-`ground` returns None and both metrics fall back to the basic steps for that
-record, so one bad answer never voids two metrics.
-
-List lengths the answer must have (one verdict per statement sent, one per
-context) are pinned on the prompt (`monitor.judges.Prompt.lengths`): the LLM
-judge puts them in the schema it sends and rejects an answer with another count.
-
-Sharing identical steps between metrics of a record and the LRU cache are the
-runner's business (`monitor.scoring`), not the metric's: in ``frugal`` two
-metrics that decompose the same text with the same parameters get one call.
+See docs/design.md, "Steps and call patterns".
 """
 
 from __future__ import annotations

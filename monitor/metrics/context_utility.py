@@ -1,10 +1,6 @@
-"""context_utility: context precision without a reference (docs/design.md, "Metrics").
+"""context_utility: context precision without a reference.
 
-Step: ``usefulness`` of each context (retrieval order) for arriving at the
-*response*. score = average precision (`context_precision.average_precision`);
-no contexts → unscoreable. When the runner fuses (`StepRunner.fuse_grounding`)
-the verdicts come from the one ``grounding`` request shared with faithfulness;
-when that answer is malformed, from the ``usefulness`` step.
+See docs/metrics.md, "How the scores are computed".
 """
 
 from __future__ import annotations

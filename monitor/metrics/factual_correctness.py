@@ -1,17 +1,6 @@
 """factual_correctness: do the response's claims and the reference's claims agree?
 
-Steps: ``statements`` of the response and of the reference (claims, with the
-configured atomicity and coverage, no question — as Ragas decomposes claims),
-then ``verify`` of the response's claims against the reference (tp supported,
-fp not) and, unless mode is precision, of the reference's claims against the
-response (fn not supported); each ``verify`` names its source, so the judge's
-reasons say "not in the reference" or "not in the response".
-
-precision = tp/(tp+fp+1e-8), recall = tp/(tp+fn+1e-8),
-fβ = (1+β²)PR/(β²P+R) (0 when P = R = 0), rounded to 2 decimals half-to-even
-(``numpy.round``). Unscoreable when the side the mode needs has no claims:
-precision without response claims, recall without reference claims, f1
-without claims on either side.
+See docs/metrics.md, "How the scores are computed".
 """
 
 from __future__ import annotations

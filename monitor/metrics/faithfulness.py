@@ -1,18 +1,6 @@
 """faithfulness: the share of the response's statements that the retrieved contexts support.
 
-Steps: ``statements`` (response, with the question for reference resolution),
-then ``verify`` of every statement against all contexts joined by newlines.
-score = supported / statements; no statements → unscoreable. With no context
-nothing supports any statement and the score is 0, as defined (`monitor.flags`
-calls that record ``no_context``: a retrieval failure, not a hallucination). An
-answer that only declines, defers or says it does not know is unscoreable too,
-never 0: it asserts nothing that could be unfaithful (details ``noncommittal:
-true``, read by `monitor.flags`). Such an answer is recognised by the rule both
-judges share (`monitor.text.evasive`), before any judge is asked, or by the
-judge's own ``statements`` answer. When the runner fuses
-(`StepRunner.fuse_grounding`) both steps come from the one ``grounding``
-request shared with context_utility; when that answer is malformed, from the
-basic steps.
+See docs/metrics.md, "How the scores are computed".
 """
 
 from __future__ import annotations

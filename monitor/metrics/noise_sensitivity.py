@@ -1,16 +1,6 @@
-"""noise_sensitivity: how often the response states something wrong that a context led it to
-(mode ``relevant`` | ``irrelevant``; lower is better).
+"""noise_sensitivity: how often the response says something wrong a context led it to.
 
-G = statements(reference), A = statements(response). For every context j:
-g[i,j] = Gᵢ inferable from j, a[i,j] = Aᵢ inferable from j; wrong[i] = Aᵢ not
-inferable from the reference; rel[j] = anyᵢ g[i,j].
-
-relevant   = meanᵢ(anyⱼ(rel[j] ∧ a[i,j]) ∧ wrong[i])
-irrelevant = meanᵢ(anyⱼ(¬rel[j] ∧ a[i,j]) ∧ ¬anyⱼ(rel[j] ∧ a[i,j]) ∧ wrong[i])
-
-No response statements → unscoreable. Steps: the two decompositions, then
-per context one ``verify`` of G and one of A, and one ``verify`` of A against
-the reference.
+See docs/metrics.md, "How the scores are computed".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""response_relevancy: do questions generated from the response alone resemble the user's question?
+"""response_relevancy: do questions generated from the response alone resemble the user's?
 
-Steps: ``questions`` (N choices), then embeddings of the user input and of
-each generated question. score = mean cosine(question, user input), × 0 only
-if *all* generated questions are noncommittal; no question generated → 0.
-Details carry ``questions: [{question, noncommittal, similarity}]`` (one per
-choice), ``distinct_questions`` (the different questions the judge generated,
-in order: what a reviewer reads) and ``all_noncommittal`` (read by `monitor.flags`).
+See docs/metrics.md, "How the scores are computed".
 """
 
 from __future__ import annotations

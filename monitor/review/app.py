@@ -1,41 +1,7 @@
-"""`rag-monitor review`: the golden-set backlog in a browser, and the JSON API behind it.
+"""`rag-monitor review`: the review app's routes, security middleware and handlers (aiohttp).
 
-This module holds the routes, the security middleware and the handlers; what a
-request may carry is parsed in `monitor.review.forms`, reviewer tokens in
-`monitor.review.auth`, the HTML in `monitor.review.pages`. It reads and writes
-through the backlog store (`monitor.backlog.store.BacklogStore`).
-
-Built on aiohttp's server: it is installed already (openai[aiohttp] pulls it),
-it runs on the same asyncio loop as the asyncpg pool, and it needs no ASGI
-server next to it.
-
-Pages (server-rendered HTML, one small script, no build step; saving works
-without JavaScript):
-
-- ``GET /`` the queue; ``GET /rows/{id}`` a row with its answers and the review
-  form, posted to ``POST /rows/{id}``; ``GET /calibration`` the judge's accuracy.
-
-API (the page's script saves through it too):
-
-- ``GET /api/rows?status=&reason=&route=&order=&limit=&cursor=`` →
-  ``{"rows": [...], "next": cursor | null}`` (keyset pagination);
-- ``GET /api/rows/{id}``; ``POST /api/rows/{id}/review`` → 200
-  ``{"version": n}``, 409 when the version is stale (with the row as it is now),
-  422 ``{"error", "field"}`` on bad input; ``GET /api/calibration``.
-
-Security: on a loopback address without tokens anyone local may review (as
-``local``). With ``RAG_MONITOR_REVIEW_TOKENS`` (``name:token`` pairs) every
-request needs ``Authorization: Bearer <token>`` or the cookie set by
-``/login``, else 401; the name is recorded as the reviewer. A non-loopback
-address without tokens is refused at start. Form posts carry a CSRF token (an
-HMAC of the reviewer under a per-process key) and must come from the same
-origin; API posts must be JSON (a cross-site page cannot send that without a
-CORS preflight, which is never granted) and, from a browser (an ``Origin``
-header or the sign-in cookie) without a bearer token, carry the CSRF token as
-``X-CSRF-Token``. Every stored text is HTML-escaped, the CSP
-forbids inline script, and only the redacted text the backlog holds is shown.
-Nothing secret is logged (no tokens, no interaction text; aiohttp's access log
-is off).
+Forms are parsed in `monitor.review.forms`, tokens in `monitor.review.auth`, the HTML
+in `monitor.review.pages`. See docs/review.md ("The review page", "Security").
 """
 
 from __future__ import annotations
@@ -43,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,6 +16,7 @@ from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import structlog
 from aiohttp import web
 
 from monitor.backlog.calibration import Calibration
@@ -72,7 +38,7 @@ from monitor.review.forms import (
     parse_review,
 )
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("monitor.review.app")
 
 COOKIE = "rag_monitor_review"
 CALIBRATION_TTL = 15.0
@@ -155,10 +121,11 @@ class ReviewApp:
         server = cast(Any, site._server)  # the bound port, when 0 was asked for
         self.port = server.sockets[0].getsockname()[1] if server and server.sockets else port
         log.info(
-            "review app listening on %s:%d (%s)",
-            host,
-            self.port,
-            f"{len(self.tokens)} reviewer token(s)" if self.tokens else "loopback, no tokens",
+            "review app listening",
+            host=host,
+            port=self.port,
+            reviewers=len(self.tokens),
+            access="tokens" if self.tokens else "loopback, no tokens",
         )
 
     async def stop(self) -> None:
@@ -222,7 +189,7 @@ class ReviewApp:
                 return _json({"error": str(exc), "field": exc.field}, 422)
             return _html(pages.error_page(422, f"{exc.field}: {exc}"), 422)
         except StoreError as exc:
-            log.warning("review request failed: %s", exc)
+            log.warning("review request failed", error=str(exc))
             if path.startswith("/api/"):
                 return _json({"error": "the backlog is unavailable"}, 503)
             return _html(pages.error_page(503, "The backlog is unavailable."), 503)
@@ -387,7 +354,7 @@ class ReviewApp:
             path="/",
             secure=request.secure,
         )
-        log.info("reviewer %s signed in", name)
+        log.info("reviewer signed in", reviewer=name)
         raise response
 
     async def static(self, request: web.Request) -> web.StreamResponse:

@@ -1,10 +1,6 @@
 """The review pages as HTML strings. Pure: every stored text goes through `esc`.
 
-Server-rendered, no template engine: small functions that build markup, each
-interpolated value escaped at the point it is inserted (``esc`` for text and
-attribute values, ``url`` for path segments and query strings). The pages load
-one stylesheet and one script from ``/static``; the Content-Security-Policy the
-app sends forbids inline scripts, so even a missed escape could not run code.
+See docs/review.md, "The review page".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""When an answer only declines: one rule for both judges.
+"""Whether an answer only declines: the one rule both judges and faithfulness share.
 
-An answer that only declines ("I don't know", "it depends on your contract",
-"I'd rather not guess"; an apology in front is set aside), only sends the user
-elsewhere as advice ("I'd recommend checking with a pharmacist") or, while
-declining, sends them elsewhere ("Please contact the billing team") asserts
-nothing that could be unfaithful: its faithfulness is unscoreable, never 0, and
-the record is flagged ``noncommittal``. `monitor.metrics.faithfulness` applies
-`noncommittal` before it asks any judge, so a judge that misses the evasion (a
-small LLM often turns the question into a statement) cannot count it as a
-hallucination; the local judge's statements step (`monitor.judges.local.statements`)
-uses the same `declines` and `asserts` to leave such sentences out. A sentence
-with a number always asserts.
+See docs/metrics.md, "How the scores are computed" (faithfulness).
 """
 
 from __future__ import annotations

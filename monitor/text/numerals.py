@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-#: Spelled numbers taken as values ("one" is left out: it is mostly a pronoun).
-NUMBER_WORDS = {
+#: Spelled cardinals taken as values ("one" is left out: it is mostly a pronoun).
+CARDINAL_WORDS = {
     w: float(i)
     for i, w in enumerate(
         "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -28,11 +28,9 @@ NUMBER_WORDS = {
     "eighty": 80.0,
     "ninety": 90.0,
     "hundred": 100.0,
-    "dozen": 12.0,
-    "twice": 2.0,
-    "double": 2.0,
-    "triple": 3.0,
 }
+#: Every word taken as a number: the cardinals and a few multiples ("a dozen", "twice").
+NUMBER_WORDS = CARDINAL_WORDS | {"dozen": 12.0, "twice": 2.0, "double": 2.0, "triple": 3.0}
 
 #: (the lookahead on the first letters only lets the scan skip quickly: same matches)
 _NUMBER_WORDS_RE = re.compile(

@@ -22,6 +22,7 @@ from monitor.records import MetricResult
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.support.backlog import fetch, scored
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -354,8 +355,9 @@ async def test_calibration_series_are_refreshed_from_postgres(
 
     try:
         await sink.write([scored("m1", "q one"), scored("m2", "q two")])
+        # time for a few refreshes (every 0.05 s) to prove a negative: without verdicts
+        # the series stay absent, not 0
         await asyncio.sleep(0.2)
-        # no verdicts yet: the series are absent, not 0
         assert sample("rag_monitor_flag_precision", reason="hallucination") is None
         assert sample("rag_monitor_hallucination_rate_calibrated") is None
         await sink.store.review(
@@ -364,18 +366,20 @@ async def test_calibration_series_are_refreshed_from_postgres(
         await sink.store.review(
             "m2", version=1, reviewer="ana", verdicts=[VerdictInput("hallucination", "false_alarm")]
         )
-        for _ in range(400):  # a shared, busy machine: up to 20 s
-            # a refresh may land between the two reviews: wait for one that saw both
-            if (
+        # a refresh may land between the two reviews: wait for one that saw both
+        await wait_until(
+            lambda: (
                 sample(
                     "rag_monitor_review_verdicts_total",
                     reason="hallucination",
                     verdict="false_alarm",
                 )
                 is not None
-            ):
-                break
-            await asyncio.sleep(0.05)
+            ),
+            20,  # a shared, busy machine
+            "a refresh that saw both verdicts",
+            interval=0.05,
+        )
         assert sample("rag_monitor_flag_precision", reason="hallucination") == 0.5
         assert (
             sample("rag_monitor_review_verdicts_total", reason="hallucination", verdict="confirmed")

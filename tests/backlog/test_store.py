@@ -25,6 +25,7 @@ from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.support.backlog import fetch, scored
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -421,10 +422,12 @@ async def test_stats_refresh_the_size_gauge(pg_dsn: str, make_settings: Settings
     try:
         await sink.write([scored("a", "q1"), scored("b", "q2")])
         await sink.store.discard(["b"])
-        for _ in range(100):
-            if counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(
+            lambda: counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1,
+            5,
+            "a stats refresh after the discard",
+            interval=0.05,
+        )
         assert counter(exporter, "rag_monitor_backlog_size", status="pending") == 1
         assert counter(exporter, "rag_monitor_backlog_size", status="discarded") == 1
         assert counter(exporter, "rag_monitor_backlog_size", status="evaluated") == 0
@@ -561,7 +564,7 @@ async def test_claims_skip_locked_rows_and_expired_leases_come_back(
                 assert await backlog.store.release(r.id)
             leased = await crashed.claim_annotated(100, lease_seconds=0.05)
             assert {r.id for r in leased} == ids_mine
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # the lease is a clock: 0.05 s must pass, nothing to await
             taken = await other.claim_annotated(100)
             assert {r.id for r in taken} == ids_mine
             # the crashed runner's late result is refused: it no longer holds the lease

@@ -425,3 +425,24 @@ def test_offline_command_reports_the_run(
     assert "2/2" in captured.err  # the progress bar
     assert run_cli(["backlog", "stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["evaluated"] == 2
+
+
+@pytest.mark.postgres
+def test_logs_never_reach_stdout_in_a_fresh_process(cli_dsn: str) -> None:
+    """``migrate`` logs each migration it applies; at debug, in a process that configured
+    nothing before the command (as a user runs it), the lines go to stderr and stdout
+    holds only the output: `backlog stats --json` parses as one JSON document."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAG_MONITOR_LOG_LEVEL": "debug"}
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "monitor", *argv], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    migrated = cli("migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.startswith("applied ") and len(migrated.stdout.splitlines()) == 1
+    logged = [json.loads(line) for line in migrated.stderr.splitlines()]
+    assert {line["event"] for line in logged} >= {"applied migration"}
+    stats = cli("backlog", "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["counts"] is not None

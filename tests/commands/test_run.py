@@ -272,13 +272,15 @@ def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metric
     monitor = Monitor(env, port, tmp_path / "m.log")
     monitors.append(monitor)
     monitor.wait_log("monitor running", within=60)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the Kafka probe, then the assignment
-        answer = readyz(port)
-        if answer[0] == 200 and answer[1]["checks"]["partitions"]:  # type: ignore[index]
-            break
-        time.sleep(0.2)
-    status, body = answer
+    answers = [readyz(port)]
+
+    def assigned() -> bool:  # the Kafka probe, then the assignment
+        answers.append(readyz(port))
+        status, body = answers[-1]
+        return status == 200 and bool(body["checks"]["partitions"])  # type: ignore[index]
+
+    wait_until_sync(assigned, 60, lambda: f"ready with partitions: {answers[-1]}", interval=0.2)
+    status, body = answers[-1]
     assert status == 200, body
     assert body["ready"] is True
     assert body["checks"] == {"kafka": True, "partitions": True, "judge": False,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support import ROOT
-from tests.support.judge_server import JudgeServer
+from tests.support.judge_server import Fault, JudgeServer
 
 GOOD = {
     "id": "vacation",
@@ -244,3 +244,20 @@ def test_the_local_judge_makes_no_calls(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["usage"]["calls"] for line in lines] == [0, 0, 0]
     assert "judge: in process (the local judge): 0 calls, 0 tokens" in result.stderr
+
+
+def test_logs_go_to_stderr_and_stdout_holds_only_score_lines(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    """The judge logs a re-ask (info) and a refused json_schema (warning): in a fresh
+    process, at debug, those lines are on stderr and every stdout line is a result."""
+    judge_server.inject(Fault.REJECT_JSON_SCHEMA)
+    judge_server.inject(Fault.INVALID_JSON)
+    path = write_lines(tmp_path / "in.jsonl", [GOOD])
+    result = run_score(judge_server, str(path), env={"RAG_MONITOR_LOG_LEVEL": "debug"})
+    assert result.returncode == 0, result.stderr
+    assert [line["id"] for line in read_lines(result.stdout)] == ["vacation"]
+    logged = [line for line in result.stderr.splitlines() if line.startswith("{")]  # + a summary
+    events = [json.loads(line)["event"] for line in logged]
+    assert any(e.startswith("judge answer invalid") for e in events), events
+    assert any(e.startswith("judge endpoint rejected") for e in events), events

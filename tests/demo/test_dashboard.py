@@ -18,7 +18,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -32,6 +31,7 @@ from monitor.demo.report import DemoReport
 from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
 from tests.support.tools import require_tool
+from tests.support.waits import wait_until_sync
 
 RECIPE_PORT = "9108"
 PANEL = "Weighted hallucination rate"
@@ -119,25 +119,30 @@ def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_r
             assert {"other", "none"} <= routes, (name, routes)
         assert (("reason", "schema"),) in zero["rag_monitor_records_invalid_total"]
         assert (("reason", "budget_thinned"),) in zero["rag_monitor_records_skipped_total"]
-        deadline = time.monotonic() + 180
-        while not rates:
-            assert time.monotonic() < deadline, f"no rate from {expr!r}:\n{''.join(demo.stderr)}"
+
+        def a_rate() -> bool:
             assert demo.proc.poll() is None, "".join(demo.stderr)
             if "rag-monitor demo — report" in demo.output:
                 raise AssertionError("the paced run ended before Prometheus saw a rate")
             found = [float(r["value"][1]) for r in query(web_port, expr)]
-            rates = [v for v in found if math.isfinite(v) and v > 0]
-            time.sleep(1.0)
+            rates[:] = [v for v in found if math.isfinite(v) and v > 0]
+            return bool(rates)
+
+        wait_until_sync(
+            a_rate, 180, lambda: f"a rate from {expr!r}:\n{''.join(demo.stderr)}", interval=1.0
+        )
         up = query(web_port, 'up{job="rag-monitor-demo"}')
         assert [r["value"][1] for r in up] == ["1"]
         # a ratio of two rates Prometheus extrapolates each on its own (a series whose
         # window starts near 0 is extrapolated less): a few records into a run it can
         # pass 1 by a little (1.05 seen); a swapped or wrong expression is far off
         assert all(0 < v <= 1.25 for v in rates), rates
-        deadline = time.monotonic() + 180
-        while f"/metrics:     {served} (up for 600 s after this report)" not in demo.output:
-            assert time.monotonic() < deadline and demo.proc.poll() is None, demo.output
-            time.sleep(0.2)
+
+        def reported() -> bool:
+            assert demo.proc.poll() is None, demo.output
+            return f"/metrics:     {served} (up for 600 s after this report)" in demo.output
+
+        wait_until_sync(reported, 180, lambda: f"the report's /metrics line:\n{demo.output}")
     finally:
         demo.proc.send_signal(signal.SIGINT)
         code = demo.finish(timeout=60)

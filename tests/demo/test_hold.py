@@ -178,7 +178,7 @@ async def test_hold_and_review_serve_the_page_during_and_after_the_hold(
                 assert response.status == 200
                 assert "Nothing in this queue." in await response.text()
             await wait_until(lambda: "hold is over" in err.getvalue(), 30, "the end-of-hold line")
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # a while past the hold, to show the demo did not end
             assert not task.done()  # the review page keeps the demo up past the hold
             async with http.get(report.review_url) as response:
                 assert response.status == 200

@@ -48,6 +48,7 @@ from monitor.redaction import redact
 from tests.support import ROOT
 from tests.support.demo import start_demo, wait_for_report
 from tests.support.judge_server import JudgeServer
+from tests.support.waits import wait_until_sync
 
 TRAFFIC = ROOT / "monitor" / "demo" / "traffic.jsonl"
 LABELS = {"faithful", "hallucinated", "off_topic", "evasive"}
@@ -462,7 +463,7 @@ def test_a_stop_signal_mid_run_stops_everything(workdir: Path, sig: signal.Signa
         pg_port = int(demo.wait_for_line(r"Postgres listening on 127\.0\.0\.1:(\d+)", 120).group(1))
         demo.note_postgres(pg_port)
         demo.wait_for_line(r"running the sidecar", 120)
-        time.sleep(1.0)
+        time.sleep(1.0)  # into the run (no line marks the middle of it), then the signal
         demo.proc.send_signal(sig)
         code = demo.finish(timeout=90)
     finally:
@@ -602,10 +603,8 @@ def test_a_killed_demo_leaves_no_broker_postgres_or_directory_behind(workdir: Pa
     assert demo.pids, "the watcher saw no broker or Postgres process"
     assert demo.dirs, "the watcher saw no data directory"
     demo.assert_nothing_left()  # the watchdog ended them and removed their directories
-    deadline = time.monotonic() + 15
-    while any(workdir.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the work directory goes last
-    assert list(workdir.iterdir()) == []
+    # the work directory goes last
+    wait_until_sync(lambda: not any(workdir.iterdir()), 15, "an empty work directory")
 
 
 @pytest.mark.kafka

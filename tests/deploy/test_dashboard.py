@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
 from tests.support import ROOT
 from tests.support.tools import require_tool
+from tests.support.waits import wait_until_sync
 
 DASHBOARD = ROOT / "dashboards" / "rag-monitor.json"
 RULES = ROOT / "dashboards" / "alerts.yaml"
@@ -407,20 +407,26 @@ def test_every_panel_returns_data_from_a_real_prometheus(
     ticker = threading.Thread(target=traffic, daemon=True)
     ticker.start()
     try:
-        deadline = time.monotonic() + 90
         pending = {
             expr: title for title, expr in queries() if not metric_names(expr) & NOT_YET_EXPORTED
         }
-        while pending and time.monotonic() < deadline:
+
+        def every_panel_has_data() -> bool:
             assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()
-            time.sleep(1)
             try:
                 for expr in list(pending):
                     if query(base, expr):
                         del pending[expr]
             except OSError:
-                continue  # not listening yet
-        assert not pending, f"panels without data: {sorted(set(pending.values()))}"
+                pass  # not listening yet
+            return not pending
+
+        wait_until_sync(
+            every_panel_has_data,
+            90,
+            lambda: f"data in every panel; without: {sorted(set(pending.values()))}",
+            interval=1.0,
+        )
         rules = json.loads(fetch(f"{base}/api/v1/rules"))["data"]["groups"]
         loaded = [rule for group in rules for rule in group["rules"]]
         assert len(loaded) == sum(

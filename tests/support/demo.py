@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 from tests.support import ROOT
+from tests.support.waits import wait_until_sync
 
 
 @dataclass
@@ -63,7 +64,7 @@ class DemoProcess:
                     self._note(child)
             except psutil.NoSuchProcess:
                 return
-            time.sleep(0.05)
+            time.sleep(0.05)  # sampling: children come and go, no event says when
 
     def _note(self, p: psutil.Process) -> None:
         try:
@@ -91,17 +92,20 @@ class DemoProcess:
                     pass
 
     def wait_for_line(self, pattern: str, timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
         regex = re.compile(pattern)
-        while time.monotonic() < deadline:
-            for line in list(self.stderr):
-                m = regex.search(line)
-                if m:
-                    return m
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no stderr line matching {pattern!r}:\n{''.join(self.stderr)}")
+        found: list[re.Match[str]] = []
+
+        def printed() -> bool:
+            found.extend(m for line in list(self.stderr) if (m := regex.search(line)))
+            if not found and self.proc.poll() is not None:
+                raise AssertionError(f"the demo exited; no stderr line matching {what()}")
+            return bool(found)
+
+        def what() -> str:
+            return f"{pattern!r}:\n{''.join(self.stderr)}"
+
+        wait_until_sync(printed, timeout, lambda: f"a stderr line matching {what()}")
+        return found[0]
 
     def finish(self, timeout: float) -> int:
         """Wait for the exit (kill after ``timeout``), collect the output, close the pipes."""
@@ -131,14 +135,10 @@ class DemoProcess:
         return code
 
     def assert_nothing_left(self) -> None:
-        deadline = time.monotonic() + 10
-        alive = self.pids
-        while time.monotonic() < deadline:
-            alive = {pid for pid in self.pids if _alive(pid)}
-            if not alive:
-                break
-            time.sleep(0.1)
-        assert not alive, f"processes left behind: {alive}"
+        def alive() -> set[int]:
+            return {pid for pid in self.pids if _alive(pid)}
+
+        wait_until_sync(lambda: not alive(), 10, lambda: f"no process left; alive: {alive()}")
         for d in self.dirs:
             assert not d.exists(), f"directory left behind: {d}"
 
@@ -189,12 +189,17 @@ def wait_for_report(
 ) -> dict[str, Any]:
     """The demo's ``--report-json`` once written (and, with ``printed``, once the report
     is on stdout too)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def written() -> bool:
         if path.exists() and (not printed or "elapsed:" in demo.output):
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return data
+            return True
         if demo.proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"no report at {path}:\n{demo.output}\n{''.join(demo.stderr)}")
+            raise AssertionError(f"the demo exited without a report at {path}:\n{what()}")
+        return False
+
+    def what() -> str:
+        return f"the report at {path}:\n{demo.output}\n{''.join(demo.stderr)}"
+
+    wait_until_sync(written, timeout, what, interval=0.2)
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

@@ -1,19 +1,57 @@
-"""Kafka helpers only the tests and the benchmarks use: replay, read a topic, bare consume.
+"""Kafka helpers only the tests and the benchmarks use: a broker with extras, replay,
+read a topic, bare consume.
 
 The product's own Kafka code stays in the product: the source in
 `monitor.sources.kafka`, the publisher and the helpers the demo needs
-(`create_topics`, `produce`, `committed_offsets`) in `monitor.kafka`.
+(`create_topics`, `produce`, `committed_offsets`) in `monitor.kafka`, the demo's
+broker in `monitor.demo.broker`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
+from monitor.demo.broker import Broker, BrokerError
 from monitor.kafka.client import MAX_REQUEST_BYTES
+from monitor.kafka.topics import create_topics
+
+
+class LabBroker(Broker):
+    """The demo's broker plus what only tests and benchmarks need: topics made from
+    synchronous code, and (Tansu only) another port advertised to clients."""
+
+    def __init__(self, kind: str | None = None, *, advertised_port: int | None = None) -> None:
+        """``advertised_port``: the port clients are told to use (a TLS proxy's)."""
+        super().__init__(kind)
+        if advertised_port is not None and self.kind != "tansu":
+            raise BrokerError(f"{self.kind} advertises the address it listens on, nothing else")
+        self.advertised_port = advertised_port
+
+    def _argv(self, data: Path) -> list[str]:
+        argv = super()._argv(data)
+        if self.advertised_port is not None:
+            flag = argv.index("--advertised-listener-url") + 1
+            argv[flag] = f"tcp://127.0.0.1:{self.advertised_port}"
+        return argv
+
+    def _wait_serving(self, ready_within: float) -> None:
+        if self.advertised_port not in (None, self.port):
+            return  # clients must go through what listens there (a TLS proxy): not yet up
+        super()._wait_serving(ready_within)
+
+    def create_topics(
+        self, topics: Mapping[str, int], *, max_message_bytes: int | None = None
+    ) -> None:
+        """Create topics (name → partitions) from synchronous code."""
+        asyncio.run(
+            create_topics(self.bootstrap_servers, topics, max_message_bytes=max_message_bytes)
+        )
 
 
 async def reset_offsets(

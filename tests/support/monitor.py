@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from tests.fixtures.kafka import Topic
 from tests.support import ROOT
 from tests.support.judge_server import RecordingJudge
 from tests.support.records import samples
+from tests.support.waits import wait_until_sync
 
 RUN = [sys.executable, "-m", "monitor", "run"]
 
@@ -72,27 +72,31 @@ class Monitor:
 
     def wait_log(self, event: str, within: float) -> dict[str, object]:
         """The first JSON log line whose event is ``event``, once the process has written it."""
-        deadline = time.monotonic() + within
-        while True:
+        found: list[dict[str, object]] = []
+
+        def logged() -> bool:
             for line in self.log.read_text(errors="replace").splitlines():
                 if line.startswith("{") and f'"{event}"' in line:
-                    found: dict[str, object] = json.loads(line)
-                    if found.get("event") == event:
-                        return found
-            if self.process.poll() is not None:
-                raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {event!r} log line after {within}s:\n{self.output()}")
-            time.sleep(0.1)
+                    parsed: dict[str, object] = json.loads(line)
+                    if parsed.get("event") == event:
+                        found.append(parsed)
+                        return True
+            self._assert_running()
+            return False
+
+        wait_until_sync(logged, within, lambda: f"a {event!r} log line:\n{self.output()}")
+        return found[0]
 
     def wait_metric(self, name: str, at_least: float, within: float) -> None:
-        deadline = time.monotonic() + within
-        while self.metric(name) < at_least:
-            if self.process.poll() is not None:
-                raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{name} < {at_least} after {within}s:\n{self.output()}")
-            time.sleep(0.1)
+        def reached() -> bool:
+            self._assert_running()
+            return self.metric(name) >= at_least
+
+        wait_until_sync(reached, within, lambda: f"{name} >= {at_least}:\n{self.output()}")
+
+    def _assert_running(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"monitor exited {self.process.returncode}:\n{self.output()}")
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]

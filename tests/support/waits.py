@@ -33,12 +33,19 @@ async def wait_until(
 
 
 def wait_until_sync(
-    condition: Callable[[], bool], within: float, what: str, *, interval: float = 0.1
+    condition: Callable[[], bool],
+    within: float,
+    what: str | Callable[[], str],
+    *,
+    interval: float = 0.1,
 ) -> None:
     """`wait_until` for a plain condition outside an event loop (a subprocess's output, a
-    broker read through a helper that runs its own loop)."""
+    broker read through a helper that runs its own loop). ``what`` may be a callable, asked
+    only on a timeout (to name the state then: a process's output so far); a condition
+    may raise AssertionError to end the wait early (the process it watches exited)."""
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within:g} s waiting for {what}")
+            named = what() if callable(what) else what
+            raise AssertionError(f"timed out after {within:g} s waiting for {named}")
         time.sleep(interval)

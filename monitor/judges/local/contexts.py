@@ -1,14 +1,6 @@
-"""A context as the checks read it, prepared once: its vocabulary, windows, denials, segments.
+"""A context as the rule judge reads it, prepared once: its windows, words, denials, parts.
 
-A context string divides into chunks (its lines: `monitor.judges.steps.
-join_contexts` puts one retrieved context a line). Each chunk is prepared
-once and kept (`Contexts`, shared by the judge's threads): its sentences, and
-its windows, runs of up to ``window_sentences`` neighbouring sentences, each
-with the words and numbers it holds, whether it negates, and the words its
-sentences deny. A context of several chunks is their windows side by side,
-none across two chunks. The segments of its sentences (`Segment`) are made on
-first use: only the swap check and the reasons of missing names and numbers
-read them.
+See docs/local-judge.md, "Text analysis".
 """
 
 from __future__ import annotations

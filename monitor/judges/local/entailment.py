@@ -1,12 +1,6 @@
-"""The support model: does this evidence say what this statement says?
+"""`SupportModel`: the trained cross-encoder behind every support decision of the learned judge.
 
-Every support decision of the learned local judge (`learned.LearnedJudge`) comes
-from here: a MiniLM-L6 cross-encoder trained on human-written NLI and
-fact-verification pairs (`training/`, card: docs/model.md), shipped as an int8
-ONNX graph in ``model/`` with its sha256 pinned, run on onnxruntime.
-`SupportModel.support` reads each statement against its few nearest evidence
-windows (`windows`) and returns the probability that the best of them supports
-it, with that window.
+See docs/model.md.
 """
 
 from __future__ import annotations
@@ -173,18 +167,41 @@ class SupportModel:
         so the cost per statement is bounded however long the contexts are. Without
         any evidence the probability is 0.
         """
+        return self._read(statements, [contexts])[0]
+
+    def support_each(
+        self, statements: Sequence[str], contexts: Sequence[str]
+    ) -> list[list[Support]]:
+        """`support` by each context on its own (one list per context), in one model pass:
+        the pairs of every context are batched together."""
+        return self._read(statements, [[context] for context in contexts])
+
+    def _read(
+        self, statements: Sequence[str], groups: Sequence[Sequence[str]]
+    ) -> list[list[Support]]:
+        """`support` against each group of contexts; one `logits` call for all of them."""
         if not statements:
-            return []
-        windows = windows_of(contexts)
-        if not windows:
-            return [Support(0.0, "") for _ in statements]
-        chosen = nearest(self.embedder, statements, windows, self.top)
-        pairs = [(s, windows[i]) for s, idx in zip(statements, chosen, strict=True) for i in idx]
-        z = self.logits(pairs)
-        found, k = [], 0
-        for idx in chosen:
-            best = int(np.argmax(z[k : k + len(idx)]))
-            p = float(1.0 / (1.0 + np.exp(-z[k + best])))
-            found.append(Support(round(p, 6), windows[idx[best]]))
-            k += len(idx)
-        return found
+            return [[] for _ in groups]
+        plans: list[tuple[list[str], list[list[int]]]] = []
+        pairs: list[tuple[str, str]] = []
+        for contexts in groups:
+            windows = windows_of(contexts)
+            chosen = nearest(self.embedder, statements, windows, self.top) if windows else []
+            plans.append((windows, chosen))
+            for statement, idx in zip(statements, chosen, strict=bool(windows)):  # [] if none
+                pairs.extend((statement, windows[i]) for i in idx)
+        z = self.logits(pairs) if pairs else np.zeros(0, dtype=np.float32)
+        out: list[list[Support]] = []
+        k = 0
+        for windows, chosen in plans:
+            if not windows:
+                out.append([Support(0.0, "") for _ in statements])
+                continue
+            found = []
+            for idx in chosen:
+                best = int(np.argmax(z[k : k + len(idx)]))
+                p = float(1.0 / (1.0 + np.exp(-z[k + best])))
+                found.append(Support(round(p, 6), windows[idx[best]]))
+                k += len(idx)
+            out.append(found)
+        return out

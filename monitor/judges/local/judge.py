@@ -1,45 +1,6 @@
-"""`LocalJudge`: every judge step answered in-process, at zero tokens.
+"""`LocalJudge`: the rule judge, every judge step answered in-process at zero tokens.
 
-The local judge speaks the same four steps as the LLM judge
-(`monitor.judges.steps`), so every metric — online and reference-based —
-runs unchanged on it. Its answers are documented approximations, not an LLM's:
-
-``statements``
-    The sentences that assert something; a response that only declines is
-    noncommittal (`statements`).
-``verify``
-    Each statement checked against the context by rules 1–7: its numbers and
-    names, its words said together in one window, negation, swapped names,
-    numbers and roles, restatement (`verify`, `support`, `swaps`).
-``questions``
-    No question is generated: the response stands in for one, marked as such
-    (`base.RESPONSE_AS_QUESTION`, which `InProcessJudge.embed` leaves out), so
-    response_relevancy becomes cosine(embed(response), embed(user_input));
-    ``noncommittal`` is set by phrases ("I don't know", "no information",
-    "cannot answer", …) and for a response the ``statements`` step calls
-    noncommittal.
-``usefulness``
-    A context is useful when it holds at least half of the answer's content
-    words (exactly, or as MiniLM synonyms within one passage) or one of the
-    answer's numbers.
-
-``embed`` is the local MiniLM (`monitor.judges.local.embedder`). All answers are
-deterministic; usage is always zero. CPU work runs in the judge's own worker
-threads (``threads``, 32 by default) so the event loop stays free; the
-``questions`` step, one regex, is answered in place. Many threads, not the
-event loop's default handful, because a MiniLM pass releases the GIL: while
-one runs, other records' rules go on in Python, and the texts of every
-thread waiting meet in the next pass (one process scoring 64 records at once
-gets more records/s, and less CPU per record, than with the default executor's
-threads; ``bench/local_scorer.py``, docs/benchmarks.md).
-
-Cost: MiniLM is nearly all of it, so each step asks it at most once per
-kind of text — the synonym words of all statements of a ``verify`` (all
-contexts of a ``usefulness``) go in one `MiniLMEmbedder.embed` call, made
-only for the statements the lexical rules leave undecided and only for the
-windows that could still be a statement's best one, and the near-miss
-clauses of rule 7 with their windows in a second one, made only when there
-are any; concurrent records' calls share forward passes in the embedder.
+See docs/local-judge.md.
 """
 
 from __future__ import annotations

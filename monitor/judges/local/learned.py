@@ -1,32 +1,6 @@
 """`LearnedJudge`: the local judge with every support decision made by the support model.
 
-Chosen with ``RAG_MONITOR_LOCAL_JUDGE=model`` (the default is the word rules of
-`judge.LocalJudge`, which the model does not yet beat on every held-out set:
-docs/model.md). It speaks the same four steps as the LLM judge
-(`monitor.judges.steps`), so every metric — online and reference-based — runs
-unchanged on it. It is a thin adapter over two models: every "is this
-statement supported by this text?" goes to the support model
-(`monitor.judges.local.entailment`, a trained cross-encoder, docs/model.md), and
-similarity to MiniLM (`monitor.judges.local.embedder`).
-
-``statements``
-    The sentences that assert something; a response that only declines is
-    noncommittal (`statements`). A one-phrase answer ("Arthur's Magazine")
-    is read with its question before it, so it is a claim the model can check.
-``verify``
-    Each statement against the text it is checked against: supported when the
-    support model's probability for its best window is at least
-    `entailment.THRESHOLD`; the reason gives the probability and that window.
-``questions``
-    No question is generated: the response stands in for one, marked as such
-    (`base.RESPONSE_AS_QUESTION`, which `InProcessJudge.embed` leaves out), so
-    response_relevancy becomes cosine(embed(response), embed(user_input));
-    ``noncommittal`` as the statements step decides it.
-``usefulness``
-    A context is useful when it supports at least one of the answer's statements.
-
-CPU work runs in the judge's own worker threads (``threads``) so the event
-loop stays free; onnxruntime releases the GIL, so records score in parallel.
+See docs/local-judge.md and docs/model.md.
 """
 
 from __future__ import annotations
@@ -158,8 +132,7 @@ class LearnedJudge(InProcessJudge):
         """A context is useful when it supports at least one statement of the answer."""
         said = self.statements(answer, question) or ([answer] if answer.strip() else [])
         verdicts: list[ContextVerdict] = []
-        for context in contexts:
-            found = self.support_model.support(said, [context]) if said else []
+        for found in self.support_model.support_each(said, contexts):
             if not found:
                 verdicts.append(ContextVerdict(reason="the answer states nothing", verdict=0))
                 continue

@@ -1,16 +1,6 @@
-"""The statements step: which sentences of an answer assert something.
+"""The rule judge's statements step: which sentences of an answer assert something.
 
-Sentence splitting (nupunkt; long compound sentences also at ``;``).
-Sentences that assert nothing are left out, as the LLM judge is told to ("No
-statements if the text asserts nothing"): a bare answer particle ("Yes."), and
-a sentence that only declines or sends the user elsewhere, by the rule both
-judges share (`monitor.text.evasive`) — never a sentence with a number. A
-response that declines and asserts nothing is noncommittal
-(`Statements.noncommittal`: faithfulness is then unscoreable, never 0). A
-sentence that starts by referring back ("They expire on 30 June.") joins the
-one before it in one statement; other pronouns are not resolved. A statement
-of a few words only ("Arthur's Magazine.") answers the question and says
-nothing on its own: `standalone` reads it after its question.
+See docs/local-judge.md, "The steps".
 """
 
 from __future__ import annotations

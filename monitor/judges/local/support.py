@@ -1,35 +1,6 @@
-"""Graded support: how much of a clause one context window says, words matched or reworded.
+"""Graded support (rule 4 of `verify`): how much of a clause one context window says.
 
-Rule 4 of `verify`. A clause's informative words — content words without
-answer particles, discourse words (`wordforms.DISCOURSE`), generic verbs,
-nouns and pronouns (`wordforms.GENERIC`: use, get, thing, anything, …),
-contractions and number words, each weighted by its IDF (`thesaurus.weight`,
-from the word's frequency rank) — must be said *together*, in one window of
-the context (`contexts`: up to ``window_sentences`` neighbouring sentences of
-one passage; windows ranked by the words they hold exactly, then by the
-clause's numbers).
-
-A word counts 1 when found by folded form, stem, acronym (``MFA`` ↔
-"multi-factor authentication", both ways) or a word of its group of
-`thesaurus.SYNONYM_GROUPS` (``lost`` ↔ "expire", ``sign`` ↔ "approve": a small
-thesaurus of the paraphrases these answers use); in the lexically best windows
-(``semantic_windows``) it counts by the MiniLM cosine of its closest word of
-the window, 0 below ``soft_low``, 1 from ``soft_high``, linear between
-(`soft_match`: ``leftover``/``unused``, ``move``/``transfer``). The support is
-the weighted share so counted, and the clause passes at ``support``. Graded
-matches are for paraphrases: when only one word of the clause is reworded (not
-in the window as written, by stem or acronym), a word MiniLM compares must be
-a synonym (cosine ≥ ``word_similarity``) and the clause must reach
-``window_coverage`` (a copy that changes one word changes the fact: "deleted"
-for "moved"), as must a clause of at most ``short_claim`` words. Words written
-with a capital past the first (and a first word that looks like a name), units
-of time (`thesaurus.TIME_UNITS`: "week" is not "renewal") and words of
-comparison or order ("first", "larger"; "next" is "following") match only as
-themselves or by the thesaurus (`exact_only`).
-
-MiniLM is asked once per step: `word_vectors` embeds the words of every
-clause still undecided in one call, and only for the windows that could still
-be a clause's best one (`contenders`).
+See docs/local-judge.md, "Graded support".
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
-"""The swap check: a name, number or word a clause says where the context says another.
+"""The swap check (rule 6 of `verify`): a name, number or word a clause says where the
+context says another; also what the context says in place of a missing one.
 
-Rule 6 of `verify`: a clause that would pass does not say a name, number or
-word where the context says another (`swapped`). The rest of the clause (its
-words but that one, and its other numbers) is aligned to the part of the
-context that holds most of it (`Segment`: sentences cut at ``;``, ``:``, a
-comma before a conjunction, "but", "while", "whereas", "and" before a number —
-such a next item of a list of quantities shares the words its list started
-with); when that part lacks it, holds more of the rest than every part that
-has it (and no part that has it is a title of three words or fewer), and has
-another of its kind, the clause swapped them, and the reason names both, with
-the part quoted: ``answer says 'one month', the context says 'three months'``.
-Of its kind: a name; a number of the same kind and unit; for a word of weight
-≥ ``role_weight`` said elsewhere in the context (who does what), its opposite
-(`thesaurus.OPPOSITES`: "within"/"outside") or a word MiniLM calls parallel
-(cosine in [``role_similarity``, ``role_same``): "annual" for "monthly",
-"designers" for "engineers"), not another form of it. A word swaps, and a
-name or number that no single part holds swaps, only where the aligned part
-holds ``swap_rest`` of the rest.
-
-The same alignment names what the context says in place of a number or name
-it lacks (rules 1 and 2, `counterpart`).
+See docs/local-judge.md, "Swaps".
 """
 
 from __future__ import annotations
@@ -32,7 +14,7 @@ from monitor.judges.local.contexts import Context, segments_of
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim, Segment, segments
 from monitor.judges.local.lexical.names import NAME_PARTS, names
-from monitor.judges.local.lexical.numerals import Quantity, quantities
+from monitor.judges.local.lexical.quantities import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import COMPARISONS, OPPOSITES
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import DISCOURSE, GENERIC, content_words, fold, stem

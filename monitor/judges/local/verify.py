@@ -1,60 +1,6 @@
-"""The verify step: is each statement supported by the context? Rules 1–7, in order.
+"""The rule judge's verify step: each statement checked against the context by rules 1–7.
 
-A leading answer particle is set aside ("No, SMS codes are not allowed"
-claims "SMS codes are not allowed"). Each statement gets a graded support in
-[0, 1] (`Check.support`) and a verdict: supported (1) when it passes, in
-order:
-
-1. every number in it (amounts, dates, years, percentages, counts; "one"
-   before a unit; "2 p.m." is also 14) occurs in the context with the same
-   value, or inside a range the context gives ("6 to 11 years"), and a
-   counted unit ("3 days") is not one the context counts only with other
-   numbers ("3 times", "14 days");
-2. every capitalised name in it occurs in the context (a hyphenated one as
-   written), or is the acronym of a phrase there (``SSO`` ↔ "Single
-   sign-on"). A missing number or name is reported with what the closest
-   part of the context says in its place when it has one of that kind
-   (`swaps.counterpart`): ``answer says 'Google Drive', the context says
-   'Amazon S3'``;
-3. each clause (its sentences, split at ``;``, at a comma before a
-   conjunction, at "and" before a subject pronoun) passes 4–7 on its own,
-   and the statement is as supported as its weakest clause;
-4. its informative words are said *together*, in one context window, with
-   a graded support of at least ``support`` (`support`: words matched
-   exactly, by the thesaurus or as MiniLM synonyms). ``semantic=False`` (the
-   lexical risk screen) counts exact matches only, needs ``window_coverage``
-   and fails a clause with less than ``min_coverage`` of its words anywhere
-   in the context at once;
-5. it does not negate what its best window says ("un-" words such as
-   "unused" negate a context sentence too), does not flip a word by its
-   prefix ("unpaid" where the window says "paid", or the reverse), and,
-   without a negation of its own, does not assert a word its best window
-   denies: one a negator governs there (`negation.denials`: up to three
-   content words right after "not", "no", "never", "without", "-n't", …
-   past a few function words, not a bound like "no later than") and no
-   sentence of the window asserts, in a sentence holding at least
-   ``min_coverage`` of its weight ("SMS codes are allowed" vs "… are not
-   allowed"; the reason names the word: ``context negates 'allowed'``);
-6. a clause that would pass does not say a name, number or word where the
-   context says another (`swaps`);
-7. a clause short of passing with a window share ≥ ``tie_coverage`` still
-   passes when MiniLM says it restates its best window (sentence cosine ≥
-   ``sentence_similarity``).
-
-Paraphrases pass; invented numbers, units and names, swapped ones and words
-gathered from all over the context do not. An unsupported clause's reason
-quotes the answer's words and the closest passage, e.g. ``words 'cash' not in
-context (support 0.42); closest: “Employees may transfer …”``; it says "the
-reference" or "the response" instead of "context" as `VerifyInput.source`
-says (factual_correctness). `Check.rule` names the rule (number, name, words,
-window, negation, comparison, swap, restated). The step's verdicts are 0/1
-(`StatementVerdict`); the graded support shows in an unsupported statement's
-reason.
-
-MiniLM is asked at most twice per step: the synonym words of all statements
-in one call (`support.word_vectors`), made only for the clauses the lexical
-rules leave undecided, and the near-miss clauses of rule 7 with their windows
-in a second one, made only when there are any.
+See docs/local-judge.md, "The verify rules".
 """
 
 from __future__ import annotations
@@ -66,7 +12,7 @@ from monitor.judges.local.contexts import Context, segments_of
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.lexical.clauses import Claim
 from monitor.judges.local.lexical.names import NAME_PARTS, names
-from monitor.judges.local.lexical.numerals import Quantity, quantities
+from monitor.judges.local.lexical.quantities import Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import COMPARISONS, SAME_COMPARISON, negated_word
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import fold, stem

@@ -1,10 +1,6 @@
 """Evidence windows: the short spans of the contexts a statement is checked against.
 
-A window is a run of two neighbouring sentences of one retrieved context, and a
-whole context of at most four sentences is a window too (a statement may draw on
-all of it). The support model reads a statement against a few windows only: the
-``top`` that MiniLM places nearest the statement, so the cost per statement is
-bounded however long the contexts are. See docs/model.md.
+See docs/model.md.
 """
 
 from __future__ import annotations

@@ -1,34 +1,6 @@
-"""Stored MiniLM vectors of the vocabulary's whole words, so single words skip the model.
+"""The stored MiniLM vectors of the vocabulary's whole words (``words.npz``), read only.
 
-The local judge compares words by MiniLM similarity (synonyms, other word
-forms), and in cold traffic those single-word texts are about a third of
-the word pieces it sends to the model. Most of them are whole words of the
-WordPiece vocabulary, and such a word always reaches the model as the same
-three pieces ``[CLS] word [SEP]``: its vector is a constant. This module
-keeps those constants, computed once by the exact graph the embedder runs
-(``scripts/build_word_table.py``), in ``words.npz`` next to this file.
-
-- **Which words:** every vocabulary entry made only of ASCII letters and
-  digits (no ``##`` continuation, no reserved entry), ≈ 22,700 words. A text
-  is looked up when it is ASCII and, stripped and lowercased, is one of them;
-  the tokenizer would turn exactly such a text into ``[CLS] word [SEP]``
-  (the test checks this for every word), so the lookup and the model see the
-  same input.
-- **Storage:** each unit vector as int8 (its largest component at ±127) and
-  one float32 factor that brings the row back to unit length: ≈ 8.8 MB, and
-  a stored vector is within cosine 0.9998 of the computed one (the int8
-  graph itself is within 0.998 of float32).
-- **Staleness:** the table records the sha256 of the graph it was computed
-  with (the model bytes onnxruntime loads, the shipped
-  ``model/embedder-int8.onnx``, plus the disabled optimisers). `MiniLMEmbedder`
-  uses it only when its own graph has the same fingerprint: a rebuilt graph,
-  another model file or float32 arithmetic (a CPU without VNNI) just computes
-  every word as before. Rebuild with ``python3 scripts/build_word_table.py``
-  after ``scripts/build_embedder_graph.py`` changed the graph; the tests fail
-  until the shipped table matches.
-
-This module only reads the table: the build (the model run over every word) is
-that script, which no runtime module imports.
+See docs/local-judge.md, "Stored word vectors"; built by ``scripts/build_word_table.py``.
 """
 
 from __future__ import annotations

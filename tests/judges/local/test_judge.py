@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
-from monitor.judges import JudgeError, OutT, Prompt
+from monitor.judges import JudgeError
 from monitor.judges.local import support
 from monitor.judges.local.base import RESPONSE_AS_QUESTION
 from monitor.judges.local.embedder import MiniLMEmbedder, Vectors
@@ -34,28 +33,14 @@ from monitor.judges.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.records import Interaction, validate_record
 from monitor.scoring import Scorer
 from monitor.text.numerals import numbers
-
-BYRON = (
-    "Byron v. Rajneesh Foundation International was a 1985 lawsuit filed by Helen Byron in "
-    "Portland, Oregon. Byron provided over US$300,000 to the organization, and some of the "
-    "money was used to buy an armored Rolls Royce. She was born on March 2, 1942."
-)
-RECEIPTS = (
-    "Employees must attach a receipt for every travel expense over $100. "
-    "Lodging receipts are required for stays of three or more nights."
-)
+from tests.support.local_judge import BYRON, RECEIPTS, prompt, receipt_interaction
 
 
 @pytest.fixture(scope="module")
 def judge() -> LocalJudge:
     return LocalJudge()
-
-
-def _prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:
-    return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
 
 
 # --- verify: invented amounts, dates, names are caught, with a reason naming them
@@ -432,22 +417,22 @@ def test_usefulness_per_context(judge: LocalJudge) -> None:
 async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> None:
     assert judge.kind == "local"
     out = await judge.generate(
-        _prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
+        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
     )
     assert isinstance(out.value, Statements) and len(out.value.statements) == 2
     verdicts = await judge.generate(
-        _prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
     )
     assert isinstance(verdicts.value, Verdicts)
     assert verdicts.value.verdicts[0].verdict == 0
     assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
     questions = await judge.generate(
-        _prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
     )
     assert len(questions.values) == 3
     assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
     useful = await judge.generate(
-        _prompt(
+        prompt(
             USEFULNESS,
             UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
             ContextVerdicts,
@@ -469,7 +454,7 @@ async def test_questions_are_answered_without_a_worker_thread(
 
     monkeypatch.setattr(judge, "_in_thread", no_thread)
     questions = await judge.generate(
-        _prompt(QUESTIONS, QuestionsInput(response="It is 3 days."), GeneratedQuestion), n=2
+        prompt(QUESTIONS, QuestionsInput(response="It is 3 days."), GeneratedQuestion), n=2
     )
     assert [q.question for q in questions.values] == [RESPONSE_AS_QUESTION + "It is 3 days."] * 2
 
@@ -499,23 +484,11 @@ async def test_embed_repeated_texts_get_the_same_floats(judge: LocalJudge) -> No
 
 async def test_unknown_step_is_a_permanent_judge_error(judge: LocalJudge) -> None:
     with pytest.raises(JudgeError) as info:
-        await judge.generate(_prompt("translate", QuestionsInput(response="x"), Statements))
+        await judge.generate(prompt("translate", QuestionsInput(response="x"), Statements))
     assert info.value.reason == "bad_request" and not info.value.retryable
 
 
 # --- through the Scorer: every metric runs, stamped judge="local", zero usage
-
-
-def _interaction(response: str, contexts: list[str], reference: str | None = None) -> Interaction:
-    return validate_record(
-        {
-            "id": "r1",
-            "user_input": "When do I need to attach a receipt for travel expenses?",
-            "retrieved_contexts": contexts,
-            "response": response,
-            "reference": reference,
-        }
-    )
 
 
 async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None:
@@ -532,7 +505,7 @@ async def test_scorer_with_local_judge_runs_all_metrics_at_zero_tokens() -> None
     ]
     scorer = Scorer(LocalJudge(), metrics)
     record = await scorer.score(
-        _interaction(
+        receipt_interaction(
             "Attach a receipt for travel expenses over $100. Receipts are kept for 7 years.",
             ["The cafeteria opens at 8 am.", RECEIPTS],
             reference="Attach a receipt for every travel expense over $100.",
@@ -591,7 +564,7 @@ async def test_relevancy_asks_the_local_judge_once_and_shows_its_placeholder_onc
     judge = LocalJudge()
     answer = "Attach a receipt for travel expenses over $100."
     record = await Scorer(judge, ["response_relevancy"], relevancy_questions=3).score(
-        _interaction(answer, [RECEIPTS])
+        receipt_interaction(answer, [RECEIPTS])
     )
     details = record.results["response_relevancy"].details
     assert [q["question"] for q in details["questions"]] == [RESPONSE_AS_QUESTION + answer]

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from pydantic import BaseModel
 
-from monitor.judges import OutT, Prompt
 from monitor.judges.local import entailment
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import ModelFileError, SupportModel
@@ -32,27 +30,13 @@ from monitor.judges.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.records import Interaction, validate_record
 from monitor.scoring import Scorer
-
-BYRON = (
-    "Byron v. Rajneesh Foundation International was a 1985 lawsuit filed by Helen Byron in "
-    "Portland, Oregon. Byron provided over US$300,000 to the organization, and some of the "
-    "money was used to buy an armored Rolls Royce. She was born on March 2, 1942."
-)
-RECEIPTS = (
-    "Employees must attach a receipt for every travel expense over $100. "
-    "Lodging receipts are required for stays of three or more nights."
-)
+from tests.support.local_judge import BYRON, RECEIPTS, prompt, receipt_interaction
 
 
 @pytest.fixture(scope="module")
 def judge() -> LearnedJudge:
     return LearnedJudge()
-
-
-def _prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:
-    return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
 
 
 class _Verdict(SupportModel):
@@ -73,18 +57,6 @@ class _Verdict(SupportModel):
         return np.full(len(pairs), self.logit, dtype=np.float32)
 
 
-def _interaction(response: str, contexts: list[str], reference: str | None = None) -> Interaction:
-    return validate_record(
-        {
-            "id": "r1",
-            "user_input": "When do I need to attach a receipt for travel expenses?",
-            "retrieved_contexts": contexts,
-            "response": response,
-            "reference": reference,
-        }
-    )
-
-
 # --- every support decision is the model's
 
 
@@ -98,7 +70,7 @@ async def test_every_support_decision_is_the_models(logit: float, expected: floa
     judge = LearnedJudge(embedder=embedder, model=model)
     # a swapped number and an invented fact: rules would fail them; only the model decides
     record = await Scorer(judge, [*SUPPORT_METRICS, "noise_sensitivity"]).score(
-        _interaction(
+        receipt_interaction(
             "Attach a receipt for travel expenses over $500. Receipts are kept for 7 years.",
             ["The cafeteria opens at 8 am.", RECEIPTS],
             reference="Attach a receipt for every travel expense over $100.",
@@ -129,6 +101,34 @@ def test_each_statement_is_read_against_its_few_nearest_windows() -> None:
     assert model.support([], contexts) == []
 
 
+def test_each_context_on_its_own_in_one_model_pass(judge: LearnedJudge) -> None:
+    """`support_each` gives what `support` gives context by context, with one `logits`
+    call (the model's batches span the contexts); context utility reads it so."""
+    model = judge.support_model
+    said = ["Receipts are needed for expenses over $100.", "Byron was born in 1942."]
+    contexts = [RECEIPTS, BYRON, "", "The canteen opens at 8."]
+    one_by_one = [model.support(said, [context]) for context in contexts]
+    calls: list[int] = []
+    logits = model.logits
+
+    def counted(pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        calls.append(len(pairs))
+        return logits(pairs)
+
+    model.logits = counted  # type: ignore[method-assign]
+    try:
+        together = model.support_each(said, contexts)
+        verdicts = judge.usefulness(" ".join(said), contexts)
+    finally:
+        del model.logits
+    assert together == one_by_one
+    assert len(calls) == 2  # one pass each
+    assert [v.verdict for v in verdicts] == [
+        int(any(f.supported for f in found)) for found in together
+    ]
+    assert model.support_each([], contexts) == [[], [], [], []]
+
+
 def test_windows_are_sentence_pairs_and_short_contexts_whole() -> None:
     assert windows_of(["One. Two. Three."]) == ["One. Two. Three.", "One. Two.", "Two. Three."]
     assert windows_of(["Only one sentence.", "", "Only one sentence."]) == ["Only one sentence."]
@@ -150,7 +150,7 @@ def test_the_model_files_are_the_pinned_ones(tmp_path: Path) -> None:
 
 def test_reasons_carry_the_probability_and_the_window(judge: LearnedJudge) -> None:
     verdicts = judge.answer(
-        _prompt(
+        prompt(
             VERIFY,
             VerifyInput(context=RECEIPTS, statements=["Receipts are kept for 7 years."]),
             Verdicts,
@@ -161,7 +161,7 @@ def test_reasons_carry_the_probability_and_the_window(judge: LearnedJudge) -> No
     assert "(p=0." in v.reason or "(p=1." in v.reason
     assert "closest in the context: “" in v.reason
     empty = judge.answer(
-        _prompt(VERIFY, VerifyInput(context="", statements=["Anything."]), Verdicts)
+        prompt(VERIFY, VerifyInput(context="", statements=["Anything."]), Verdicts)
     )
     assert isinstance(empty, Verdicts) and empty.verdicts[0].verdict == 0
 
@@ -180,22 +180,22 @@ def test_a_phrase_answer_is_read_with_its_question(judge: LearnedJudge) -> None:
 async def test_generate_answers_every_step_at_zero_tokens(judge: LearnedJudge) -> None:
     assert judge.kind == "local"
     out = await judge.generate(
-        _prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
+        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
     )
     assert isinstance(out.value, Statements) and len(out.value.statements) == 2
     verdicts = await judge.generate(
-        _prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
     )
     assert isinstance(verdicts.value, Verdicts)
     assert verdicts.value.verdicts[0].verdict == 0
     assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
     questions = await judge.generate(
-        _prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
     )
     assert len(questions.values) == 3
     assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
     useful = await judge.generate(
-        _prompt(
+        prompt(
             USEFULNESS,
             UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
             ContextVerdicts,
@@ -223,7 +223,7 @@ async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
     ]
     scorer = Scorer(LearnedJudge(), metrics)
     record = await scorer.score(
-        _interaction(
+        receipt_interaction(
             "Attach a receipt for travel expenses over $100. Receipts are kept for 7 years.",
             ["The cafeteria opens at 8 am.", RECEIPTS],
             reference="Attach a receipt for every travel expense over $100.",

@@ -1,10 +1,6 @@
 """What one clause claims, and the parts of a context sentence that each state one fact.
 
-An answer divides into sentences and each sentence into clauses
-(`monitor.text.sentences`), checked one by one (`Claim`: its informative words
-and their weights); a context sentence divides into segments that each state
-one fact (`Segment`), where the swap check looks for a name or number said of
-something else.
+See docs/local-judge.md, "Text analysis".
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.judges.local.lexical.names import name_like, names, phrases
-from monitor.judges.local.lexical.numerals import Quantity, quantities
+from monitor.judges.local.lexical.quantities import SPELLED_SMALL, Quantity, quantities
 from monitor.judges.local.lexical.thesaurus import synonyms, weight
 from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.lexical.wordforms import DISCOURSE, GENERIC, Tokens
@@ -129,7 +125,7 @@ _SEGMENT = re.compile(
     # "and" before a number: a list of quantities ("three months for managers and one month
     # for all other staff"); elsewhere it mostly joins nouns ("SAML and OIDC")
     r"|\s+and\s+(?=(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
-    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b)",
+    rf"|(?:one|{SPELLED_SMALL})\b)",
     re.I,
 )
 
@@ -137,7 +133,7 @@ _SEGMENT = re.compile(
 #: A part that starts with a number: the next item of a list of quantities.
 _LIST_ITEM = re.compile(
     r"(?:US\$|USD|EUR|GBP|[$€£¥₹])?\s?\d"
-    r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty)\b",
+    rf"|(?:one|{SPELLED_SMALL})\b",
     re.I,
 )
 

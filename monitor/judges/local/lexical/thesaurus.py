@@ -1,11 +1,6 @@
-"""What a word means to the checks: how much it says, and which words it must not pass for.
+"""What a word means to the rule judge: its weight, its synonyms and opposites.
 
-A word's weight is its inverse document frequency, read from the rank of the
-vendored BERT vocabulary. A small thesaurus (`SYNONYM_GROUPS`) and a list of
-opposites (`OPPOSITES`) cover what MiniLM's word vectors do not: paraphrases
-they rate no closer than unrelated words, and the function words of
-who-gets-what ("within"/"outside"). Words of comparison and units of time
-match only as themselves.
+See docs/local-judge.md, "Graded support".
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from operator import attrgetter
 
 from monitor.judges.local.lexical.names import acronyms
 from monitor.judges.local.lexical.negation import denials_of
-from monitor.judges.local.lexical.numerals import quantities, ranges
+from monitor.judges.local.lexical.quantities import quantities, ranges
 from monitor.judges.local.lexical.thesaurus import negated_word
 from monitor.judges.local.lexical.wordforms import Tokens, fold, stem
 from monitor.text.numerals import NUMBER_WORDS

@@ -1,8 +1,6 @@
-"""Quantities and ranges: numbers with the words right after them, compared by value.
+"""Quantities (a number with its unit: "3 days" is not "3 times") and ranges of whole numbers.
 
-A `Quantity` is a number (`monitor.text.numerals`) with the words right after
-it, its unit ("3 days" is not "3 times"); a range ("6 to 11 years") holds every
-value in it.
+The numbers come from `monitor.text.numerals`; see docs/model.md.
 """
 
 from __future__ import annotations
@@ -12,14 +10,17 @@ from dataclasses import dataclass
 from itertools import chain, takewhile
 
 from monitor.judges.local.lexical.wordforms import fold, is_content, stem
-from monitor.text.numerals import NUMBER_WORDS, Number, located_numbers
+from monitor.text.numerals import CARDINAL_WORDS, Number, located_numbers
 from monitor.text.sentences import words
 
 #: A range of whole numbers ("6 to 11 years", "weeks 3–5", "between 2 and 4"): every value
 #: in it is in the text
 _RANGE = re.compile(r"(?<![\d.,])(\d{1,3})\s?(?:–|-|to|and)\s?(\d{1,3})(?![\d.,:])")
-_SPELLED = "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
-_RANGE_WORDS = re.compile(rf"\b({_SPELLED})\s?(?:–|-|to|and)\s?({_SPELLED})\b", re.IGNORECASE)
+#: The spelled whole numbers from two to thirty, as a regex alternation (ranges, lists)
+SPELLED_SMALL = "|".join(w for w, value in CARDINAL_WORDS.items() if 2 <= value <= 30)
+_RANGE_WORDS = re.compile(
+    rf"\b({SPELLED_SMALL})\s?(?:–|-|to|and)\s?({SPELLED_SMALL})\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def ranges(text: str, *, spelled: bool = True) -> tuple[set[float], set[tuple[fl
         _RANGE_WORDS.finditer(text) if ranged and spelled else (),
     ):
         low, high = (
-            int(m.group(k)) if m.group(k).isdigit() else int(NUMBER_WORDS[m.group(k).lower()])
+            int(m.group(k)) if m.group(k).isdigit() else int(CARDINAL_WORDS[m.group(k).lower()])
             for k in (1, 2)
         )
         if low < high <= low + 50:

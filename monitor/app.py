@@ -1,13 +1,7 @@
 """The sidecar's wiring: `build` makes every component from the settings, `serve` runs them.
 
-`build` opens nothing: invalid settings raise `ConfigError` naming the setting,
-and each stage is handed what it reports to (the `monitor.telemetry.Exporter`,
-the token budget). `serve` starts downstream first (the metrics server, the
-services: judges, sinks, then the Kafka source) and stops upstream first, in
-reverse start order (`Components.running`, one exit stack): fetching stops,
-in-flight records get ``shutdown_grace_seconds`` to finish, sinks are flushed and
-offsets committed, then the source, the sinks, the judges and the server close.
-Without a ``stop`` event, SIGTERM and SIGINT start that shutdown.
+Started downstream first and stopped upstream first, on one exit stack (`Components.running`).
+See docs/design.md, "Data flow" (start and stop).
 """
 
 from __future__ import annotations

@@ -1,37 +1,8 @@
 """source → validate → sample → score → sinks, read top to bottom.
 
-This module only calls each stage's module in order (the drawing: docs/design.md,
-"Data flow"). For every fetched record (`Pipeline._triage`, then `Pipeline._handle`):
-
-1. **validate** — `Pipeline._read`: a record its source found invalid (over
-   ``max_record_bytes``, an OTLP message that does not decode) and one
-   `records.parse_record` refuses go to the dead-letter topic, whatever the
-   sampler would have decided;
-2. **sample** — `Pipeline._decide`: the one sampling decision
-   (`sampling.Sampler.decide`), on the record's key (else its id) and
-   metadata, with the budget's scale. A dropped record is finished at once;
-   one the configured rate would keep but the budget's scale drops is counted
-   as ``records_skipped_total{reason="budget_thinned"}``; a kept one carries
-   its inclusion probability. Steps 1 and 2 run in the fetch loop itself, so a
-   sampled-out record costs no task;
-3. **score** — under a bounded number of concurrent records; a record the
-   budget cannot afford, or that the judge failed on, is *skipped* with the
-   reason (``records_skipped_total{reason}``), never given a made-up score.
-   Under a token budget the scorer is `budget.BudgetedScorer` (the budget's
-   pre-check, spend and fallback live there);
-4. **sinks** — scored records wait in the `checkpoint.Checkpoint` until it has
-   written them to every sink: every ``checkpoint_interval``, or as soon as
-   half of the in-flight window is pending.
-
-A record is *finished* when it was sampled out, dead-lettered, skipped, or is
-in every sink; only then may its offset be committed (`Checkpoint.commit`: write
-and flush sinks, then commit — the at-least-once order, in one method).
-
-A sink or the dead-letter topic that cannot take records now says how long to
-wait (`SinkBackpressure`, `DeadLetterError`: ``retry_after``); `Pipeline._wait`
-waits it out while the records stay unfinished (docs/design.md, "Data flow").
-`run` stops fetching when asked, lets in-flight work finish within the grace
-period, checkpoints, and returns; the caller closes the source after.
+Each stage is its module's call, in order: `Pipeline._triage` validates and samples in the
+fetch loop, `Pipeline._handle` scores, the `checkpoint.Checkpoint` writes the sinks and then
+commits. See docs/design.md, "Data flow".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A fix for how aiokafka's connections hold response frames (memory), installed with a check.
 
-aiokafka (0.14) keeps the last response frame of a connection referenced until the
-next frame arrives, which after a large fetch doubled what the consumer holds, and
-grows a large frame in the stream's buffer, copying it on every growth.
-`release_frames` replaces the connection's reader with `_read_frames`, which fixes
-both, when the installed reader is the one it was written for; every Kafka client of
-the monitor calls it before it starts.
+`release_frames` installs `_read_frames` when aiokafka's reader is the one it was written
+for; every Kafka client of the monitor calls it before it starts. See docs/design.md,
+"The Kafka source".
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """The backlog as a sink: flagged and control records of each batch → the backlog store.
 
-Which records go (`monitor.backlog.entries.backlog_reasons`) and what is stored
-for each (`build_entry`, PII-redacted) is decided here; the store
-(`monitor.backlog.store`) writes a batch in one transaction, idempotent per
-interaction id. A failed write raises ``SinkBackpressure`` when Postgres cannot
-be reached and for errors an operator fixes (schema not migrated, missing
-privilege, read-only server): the pipeline keeps the offsets and asks again
-after a delay that doubles up to 5 s, and ``backlog_write_errors_total`` rises.
-Only data errors about the record itself raise ``SinkError`` (refused for good).
-Every batch also adds its records to the backlog's traffic totals (`traffic_of`:
-the same records and weights as the exporter's ``scored_weight_total`` and
-``hallucination_weight_total``), the
-denominator of the raw and the calibrated hallucination rate: in the transaction
-that queues its records, or, for a batch with nothing to queue, when Postgres
-next answers (held in memory until then, so an outage holds no offsets back
-that it did not hold before; lost, like the counters, if the process dies first).
-The backlog's size and calibration series are `monitor.backlog.gauges`'s.
+It decides what is queued (`monitor.backlog.entries`), adds each batch to the traffic totals
+and says how a write failed (`SinkBackpressure` or `SinkError`); the store writes.
+See docs/review.md, "The backlog".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Scored records → a Kafka topic as JSON, so other tools can join scores to their traces.
 
-One message per scored record, keyed by the interaction id (the trace id for OTLP
-input), value ``{id, trace_id, span_id, scores, flags, judge, scored_at}``:
-``scores`` maps each metric to its score (``null`` = unscoreable), ``flags`` lists
-the flag reasons (``hallucination``, ``low_relevancy``, ...), ``judge`` is ``llm``
-or ``local`` (``mixed`` when metrics used both), ``scored_at`` the time of writing
-(RFC 3339, UTC). The pipeline writes it like every sink, before offsets are
-committed: at-least-once, so a reader may see a record twice after a restart
-(same ``id``; keep the last).
+One message per scored record, keyed by the interaction id; its fields and its delivery:
+docs/metrics.md, "Scores back out".
 """
 
 from __future__ import annotations

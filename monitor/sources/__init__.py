@@ -1,10 +1,7 @@
 """Where records come from. Every source has the same contract, `Source`, over `SourceRecord`s.
 
-A source hands the pipeline `SourceRecord`s and nothing else: what only it knows
-about a record (that it could not decode it, that it left it unread because the
-sampler drops it on its key alone) travels in the record's own fields, and the
-source finds its own state again when the pipeline hands a record back
-(`Source.finish`, `Source.owns`).
+What only a source knows about a record travels in the record's own fields. See
+docs/design.md, "Decisions, and why" (one sampling decision per record).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Which offset is safe to commit, per partition. Pure bookkeeping, no Kafka.
 
-A partition's commit position is the offset of its first unfinished record,
-or one past the last record seen when all are finished. Records are tracked
-from the moment they are fetched; ``finish`` can come in any order. Each
-assignment of a partition gets a new *generation*: a late ``finish`` from work
-that started before a revoke is ignored, so it can never move the new owner's
-position.
+See docs/design.md, "The Kafka source" (the first unfinished record; generations).
 """
 
 from __future__ import annotations

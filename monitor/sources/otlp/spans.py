@@ -1,11 +1,6 @@
 """OTLP span messages → `Span` values: decoding, keeping only what trace assembly reads.
 
-The OpenTelemetry Collector's Kafka exporter writes one ``ExportTraceServiceRequest``
-per message (``otlp_proto``, or ``otlp_json``). `decode_spans` turns a message into
-`Span` values that keep only the attributes assembly reads (so a buffered trace
-costs what it will be scored on, not what the service logged), with an estimate of
-what each costs in memory. The attribute names are those of the OpenInference and
-OTel GenAI conventions.
+See docs/opentelemetry.md, "Setting it up" (the messages) and "Buffering and delivery".
 """
 
 from __future__ import annotations

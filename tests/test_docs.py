@@ -741,3 +741,22 @@ def test_the_link_check_sees_links() -> None:
     assert "docs/operations.md#delivery" in links
     assert slug("Prometheus series and endpoints") == "prometheus-series-and-endpoints"
     assert slug("The `demo` extra, and why") == "the-demo-extra-and-why"
+
+
+#: a module docstring's pointer: docs/PAGE.md, "Heading" (quotes may be typographic)
+DOCSTRING_POINTER = re.compile(r"(docs/[\w-]+\.md),\s+[\"“]([^\"”]+)[\"”]")
+
+
+def test_docstring_pointers_name_real_headings() -> None:
+    """Every `docs/PAGE.md, "Heading"` a runtime module names is a heading of that page."""
+    seen = 0
+    broken = []
+    for path in sorted((ROOT / "monitor").rglob("*.py")):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        for page, heading in DOCSTRING_POINTER.findall(text):
+            seen += 1
+            target = ROOT / page
+            if not target.exists() or slug(heading) not in anchors(target):
+                broken.append(f"{path.relative_to(ROOT)}: {page}, {heading!r}")
+    assert seen > 20, "the pattern no longer finds the docstrings' pointers"
+    assert not broken, broken

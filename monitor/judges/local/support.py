@@ -1,6 +1,6 @@
 """Graded support (rule 4 of `verify`): how much of a clause one context window says.
 
-See docs/local-judge.md, "Graded support".
+See docs/local-judge.md, "Graded support (rule 4)".
 """
 
 from __future__ import annotations

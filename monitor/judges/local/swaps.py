@@ -1,7 +1,7 @@
 """The swap check (rule 6 of `verify`): a name, number or word a clause says where the
 context says another; also what the context says in place of a missing one.
 
-See docs/local-judge.md, "Swaps".
+See docs/local-judge.md, "Swaps (rule 6)".
 """
 
 from __future__ import annotations

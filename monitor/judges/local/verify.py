@@ -1,6 +1,6 @@
 """The rule judge's verify step: each statement checked against the context by rules 1–7.
 
-See docs/local-judge.md, "The verify rules".
+See docs/local-judge.md, "The verify rules (rule judge)".
 """
 
 from __future__ import annotations

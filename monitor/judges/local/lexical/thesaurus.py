@@ -1,6 +1,6 @@
 """What a word means to the rule judge: its weight, its synonyms and opposites.
 
-See docs/local-judge.md, "Graded support".
+See docs/local-judge.md, "Graded support (rule 4)".
 """
 
 from __future__ import annotations

@@ -87,8 +87,10 @@ def configure_logging(
     The command line calls it before any command runs, so no line ever reaches
     stdout (structlog's own default). Later calls are no-ops, unless ``force``
     (a command that has read its settings' level; tests, to capture the lines):
-    the handler, its stream and the stdlib levels are then replaced. A structlog
-    logger keeps the level filter it had on first use after a configuration.
+    the handler, its stream and the stdlib levels are then replaced. Loggers are
+    not cached, so every structlog logger follows the latest configuration (a
+    cached one would keep the level of its first use, and structlog's
+    ``capture_logs`` could not see it).
     """
     global _configured
     if _configured and not force:
@@ -107,7 +109,7 @@ def configure_logging(
         # drops calls below the level before any processor runs (the cheap path)
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.stdlib.LoggerFactory(),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(

@@ -20,6 +20,7 @@ from monitor.sinks import SinkBackpressure
 from monitor.sources.kafka import KafkaSource
 from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
+from tests.support.logs import captured_logs
 from tests.support.records import encode, expected_sample, interaction, samples
 from tests.support.waits import wait_until
 
@@ -321,8 +322,6 @@ async def test_two_monitors_in_one_group_split_partitions_and_score_each_record_
 async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
     judge_server: JudgeServer,
 ) -> None:
-    from structlog.testing import capture_logs
-
     own = await asyncio.to_thread(require_broker().start)
     try:
         topic = Topic(own.bootstrap_servers, "away-in", "away-dlq", "away-group", 4)
@@ -332,7 +331,7 @@ async def test_kafka_going_away_is_retried_logged_and_reported_by_readyz(
         source = parts.source
         assert isinstance(source, KafkaSource)  # JSON records: no trace assembly
         stop = asyncio.Event()
-        with capture_logs() as logs:
+        with captured_logs() as logs:
             task = asyncio.create_task(serve(settings, stop, parts))
             try:
                 await wait_until(lambda: bool(parts.source.assignment), 60, "partitions")
@@ -373,10 +372,9 @@ async def test_the_budget_thins_only_what_it_cannot_pay_for_and_counts_it(
     parts = build(settings)
     first = 5 if budget == "12000/h" else burst  # a first wave teaches the cost of a record
     await records(topic, range(first), supported=lambda i: True)
-    from structlog.testing import capture_logs
 
     stop = asyncio.Event()
-    with capture_logs() as logs:
+    with captured_logs() as logs:
         task = asyncio.create_task(serve(settings, stop, parts))
         try:
             await wait_until(settled(parts, topic, first), 120, "the first wave consumed")

@@ -88,6 +88,7 @@ class KafkaSource:
         client_id: str = "rag-monitor",
         revoke_timeout_seconds: float = 10.0,
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
+        max_poll_interval_seconds: float = 300.0,
         probe_seconds: float = PROBE_SECONDS,
         ledger: Ledger | None = None,
         on_revoke: RevokeHook | None = None,
@@ -100,6 +101,7 @@ class KafkaSource:
         self.topic = settings.kafka_topic
         self.client_id = client_id
         self.revoke_timeout = revoke_timeout_seconds
+        self.max_poll_interval = max_poll_interval_seconds
         self._probe: BrokerProbe | None = None
         self._probe_seconds = probe_seconds
         self._ticker: asyncio.Task[None] | None = None
@@ -193,6 +195,9 @@ class KafkaSource:
             rebalance_timeout_ms=max(
                 self.settings.kafka_session_timeout_ms, int((self.revoke_timeout + 5) * 1000)
             ),
+            # a member that has not polled for this long leaves the group; a paused window
+            # still polls (`fetch`), so only a stuck event loop gets there
+            max_poll_interval_ms=int(self.max_poll_interval * 1000),
         )
         consumer.subscribe([self.topic], listener=self._listener)
         self._member = consumer
@@ -250,12 +255,19 @@ class KafkaSource:
         """
         consumer = self._require_consumer()
         room = self.window.room()
+        timeout_ms = int(wait_seconds * 1000)
         if room <= 0:
             await self.window.wait(consumer, wait_seconds)
-            return []
-        self.window.opened(consumer)
+            if not self.window.paused:
+                return []
+            # paused: poll all the same (paused partitions return nothing), or after
+            # max_poll_interval_ms without a poll the client leaves the group and the
+            # partitions move while this replica still holds their records
+            room, timeout_ms = 1, 0
+        else:
+            self.window.opened(consumer)
         try:
-            batches = await consumer.getmany(timeout_ms=int(wait_seconds * 1000), max_records=room)
+            batches = await consumer.getmany(timeout_ms=timeout_ms, max_records=room)
         except KafkaError as exc:  # the client retries connections itself; report and go on
             log.warning("fetch failed", error=type(exc).__name__)
             await asyncio.sleep(wait_seconds)

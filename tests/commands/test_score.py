@@ -249,15 +249,16 @@ def test_the_local_judge_makes_no_calls(tmp_path: Path) -> None:
 def test_logs_go_to_stderr_and_stdout_holds_only_score_lines(
     judge_server: JudgeServer, tmp_path: Path
 ) -> None:
-    """The judge logs a re-ask (info) and a refused json_schema (warning): in a fresh
-    process, at debug, those lines are on stderr and every stdout line is a result."""
+    """The judge logs a refused json_schema (a warning) and its requests (debug): in a
+    fresh process, at debug, those lines are on stderr and every stdout line is a result.
+    (Which step a second injected fault would hit depends on the order of concurrent
+    steps, so only the first request's fault is injected.)"""
     judge_server.inject(Fault.REJECT_JSON_SCHEMA)
-    judge_server.inject(Fault.INVALID_JSON)
     path = write_lines(tmp_path / "in.jsonl", [GOOD])
     result = run_score(judge_server, str(path), env={"RAG_MONITOR_LOG_LEVEL": "debug"})
     assert result.returncode == 0, result.stderr
     assert [line["id"] for line in read_lines(result.stdout)] == ["vacation"]
     logged = [line for line in result.stderr.splitlines() if line.startswith("{")]  # + a summary
     events = [json.loads(line)["event"] for line in logged]
-    assert any(e.startswith("judge answer invalid") for e in events), events
     assert any(e.startswith("judge endpoint rejected") for e in events), events
+    assert any(json.loads(line)["level"] == "debug" for line in logged), events

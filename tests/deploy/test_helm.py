@@ -679,7 +679,7 @@ async def test_migration_container_migrates_a_real_database(pg_dsn: str) -> None
     (config,) = [c for c in by_kind(docs)["ConfigMap"] if "dashboard" not in c["metadata"]["name"]]
     env.update(config["data"])  # the ConfigMap, as on an upgrade
 
-    async def run() -> tuple[int, str]:
+    async def run() -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -687,17 +687,20 @@ async def test_migration_container_migrates_a_real_database(pg_dsn: str) -> None
             *container["args"],
             env=env,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            stderr=asyncio.subprocess.PIPE,
         )
-        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode is not None
-        return proc.returncode, out.decode()
+        return proc.returncode, out.decode(), err.decode()
 
-    code, out = await run()
-    assert code == 0, out
-    assert out.startswith("applied ")
-    code, out = await run()  # the next upgrade's hook
-    assert (code, out.strip()) == (0, "schema is up to date")
+    code, out, err = await run()
+    assert code == 0, out + err
+    assert out.startswith("applied "), out
+    # the log (a line per migration) is JSON on stderr, apart from the command's answer
+    events = [json.loads(line)["event"] for line in err.splitlines()]
+    assert events.count("applied migration") == out.count(",") + 1, err
+    code, out, err = await run()  # the next upgrade's hook
+    assert (code, out.strip()) == (0, "schema is up to date"), err
 
 
 # --- Kafka TLS -----------------------------------------------------------------

@@ -40,6 +40,7 @@ from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets
+from tests.support.logs import captured_logs
 from tests.support.records import encode, interaction
 from tests.support.waits import wait_until
 
@@ -384,8 +385,6 @@ async def test_readyz_reports_an_unmigrated_schema_and_the_log_names_migrate(
     import urllib.error
     import urllib.request
 
-    from structlog.testing import capture_logs
-
     from monitor.backlog.migrations import migration_files
     from monitor.backlog.store import BacklogStore
 
@@ -399,7 +398,7 @@ async def test_readyz_reports_an_unmigrated_schema_and_the_log_names_migrate(
     settings = backlog_settings(broker, topic, judge_server, pg_dsn).model_copy(
         update={"migrate_on_start": False}
     )
-    with capture_logs() as logs:
+    with captured_logs() as logs:
         async with monitor(settings) as parts:
             status, body = await asyncio.to_thread(readyz, parts.server.port)
             assert status == 200  # consuming and exporting: the schema is reported, not gated

@@ -103,6 +103,43 @@ async def test_backpressure_bounds_in_flight_and_commits_only_finished(
 
 
 @pytest.mark.kafka
+async def test_a_window_paused_longer_than_the_poll_interval_keeps_its_partitions(
+    broker: Broker, topic: Topic
+) -> None:
+    """A long sink outage keeps the window full; the paused source still polls, so the
+    client does not leave the group after max_poll_interval and the commit afterwards
+    lands (without the polls it failed on Tansu: the member had left, its partitions gone;
+    noida-db takes a commit from a member that left, so there this test cannot tell)."""
+    settings = monitor_settings(broker, topic, None, max_in_flight=8)
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    source = KafkaSource(
+        settings, Exporter(), pause_after_seconds=0.5, max_poll_interval_seconds=2.0
+    )
+    await source.start()
+    try:
+        held: list[SourceRecord] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 8 and time.monotonic() < deadline:
+            held += await source.fetch(0.2)
+        assert len(held) == 8
+        full_at = time.monotonic()
+        while time.monotonic() - full_at < 6.0:  # three poll intervals with a full window
+            assert await source.fetch(0.2) == []
+        assert source.paused
+        for record in held:
+            source.finish(record)
+        committed = await source.commit()
+    finally:
+        await source.stop()
+    ends = {
+        p: max(r.offset for r in held if r.partition == p) + 1 for p in {r.partition for r in held}
+    }
+    assert {tp[1]: offset for tp, offset in committed.items()} == ends
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert {p: positions[p] for p in ends} == ends
+
+
+@pytest.mark.kafka
 async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
     broker: Broker, topic: Topic
 ) -> None:

@@ -25,6 +25,7 @@ from monitor.judges.local.embedder import (
     vnni,
 )
 from tests.support import ROOT
+from tests.support.logs import captured_logs
 
 SENTENCES = [
     "A man is eating food.",
@@ -308,12 +309,10 @@ def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None
 
 
 def test_an_unreadable_table_is_logged_and_not_used(tmp_path: Path) -> None:
-    from structlog.testing import capture_logs
-
     truncated, garbage = tmp_path / "truncated.npz", tmp_path / "garbage.npz"
     truncated.write_bytes(words.TABLE_PATH.read_bytes()[:4096])
     garbage.write_bytes(b"not a table")
-    with capture_logs() as logs:
+    with captured_logs() as logs:
         assert words.load("any graph", truncated) is None
         assert words.load("any graph", garbage) is None
     assert [(e["event"], e["error"]) for e in logs] == [

@@ -62,6 +62,16 @@ def test_late_finish_from_a_revoked_generation_is_ignored() -> None:
     assert tracker.committable() == {tp: 4}
 
 
+async def fill_window(source: KafkaSource, size: int, within: float = 30.0) -> list[SourceRecord]:
+    """Fetch until the source's in-flight window (``size`` records) is full."""
+    held: list[SourceRecord] = []
+    deadline = time.monotonic() + within
+    while len(held) < size and time.monotonic() < deadline:
+        held += await source.fetch(0.2)
+    assert len(held) == size
+    return held
+
+
 # --- against the broker
 
 
@@ -74,11 +84,8 @@ async def test_backpressure_bounds_in_flight_and_commits_only_finished(
     source = KafkaSource(settings, Exporter())
     await source.start()
     try:
-        held: list[SourceRecord] = []
+        held = await fill_window(source, 8)
         deadline = time.monotonic() + 30
-        while len(held) < 8 and time.monotonic() < deadline:
-            held += await source.fetch(0.2)
-        assert len(held) == 8
         for _ in range(3):  # full: nothing more is handed out
             assert await source.fetch(0.1) == []
         assert source.in_flight == 8
@@ -117,11 +124,7 @@ async def test_a_window_paused_longer_than_the_poll_interval_keeps_its_partition
     )
     await source.start()
     try:
-        held: list[SourceRecord] = []
-        deadline = time.monotonic() + 30
-        while len(held) < 8 and time.monotonic() < deadline:
-            held += await source.fetch(0.2)
-        assert len(held) == 8
+        held = await fill_window(source, 8)
         full_at = time.monotonic()
         while time.monotonic() - full_at < 6.0:  # three poll intervals with a full window
             assert await source.fetch(0.2) == []
@@ -148,11 +151,8 @@ async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
     source = KafkaSource(settings, Exporter(), pause_after_seconds=1.0)
     await source.start()
     try:
-        held: list[SourceRecord] = []
+        held = await fill_window(source, 8)
         deadline = time.monotonic() + 30
-        while len(held) < 8 and time.monotonic() < deadline:
-            held += await source.fetch(0.2)
-        assert len(held) == 8
         full_at = time.monotonic()
         assert await source.fetch(0.2) == []
         assert not source.paused, "a moment of a full window keeps the fetched records"
@@ -182,11 +182,8 @@ async def test_a_replica_that_stood_still_past_its_session_lets_its_work_go_and_
     source = KafkaSource(settings, Exporter(), clock=lambda: time.monotonic() + skew[0])
     await source.start()
     try:
-        held: list[SourceRecord] = []
+        held = await fill_window(source, 8)
         deadline = time.monotonic() + 30
-        while len(held) < 8 and time.monotonic() < deadline:
-            held += await source.fetch(0.2)
-        assert len(held) == 8
         assert all(source.owns(r) for r in held)
         skew[0] += settings.kafka_session_timeout_ms / 1000 + 1  # the loop stood still
         assert not any(source.owns(r) for r in held)

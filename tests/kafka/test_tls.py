@@ -264,7 +264,7 @@ async def test_a_record_flows_over_tls_with_a_client_certificate(
             if task.done():
                 task.result()  # raises what stopped it
                 raise AssertionError("the monitor stopped on its own")
-            return parts.exporter.records_scored._value.get() >= 1
+            return bool(parts.exporter.records_scored._value.get() >= 1)
 
         await wait_until(scored, 60, "the record to be scored over TLS")
     finally:

@@ -306,7 +306,8 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
         def settled() -> bool:
             pushed_out = traces.labels(outcome=early)._value.get() >= 2
             late = traces.labels(outcome="late_span")._value.get() >= 2
-            return pushed_out and late and parts.exporter.records_scored._value.get() >= expected
+            scored = parts.exporter.records_scored._value.get() >= expected
+            return bool(pushed_out and late and scored)
 
         await wait_until(settled, 30, "two traces pushed out, their roots late, all scored")
     finally:

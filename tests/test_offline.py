@@ -237,7 +237,7 @@ async def test_a_crashed_runners_rows_come_back(
     assert report.evaluated == 1  # the three leased rows are not claimable yet
     assert loop.time() - claimed_at < 3.0, "too slow to tell leased rows from expired ones"
     # the lease is a clock: it has to run out, there is nothing to await
-    await asyncio.sleep(max(0.0, claimed_at + 3.2 - loop.time()))
+    await asyncio.sleep(max(0.0, claimed_at + 3.2 - loop.time()))  # the 3 s lease expires
     report = await run_offline(settings, judge_kind="llm", batch=2, limit=10)
     assert report.evaluated == 3
     assert (await backlog.store.stats()).counts["evaluated"] == 4

@@ -355,9 +355,14 @@ async def test_calibration_series_are_refreshed_from_postgres(
 
     try:
         await sink.write([scored("m1", "q one"), scored("m2", "q two")])
-        # time for a few refreshes (every 0.05 s) to prove a negative: without verdicts
-        # the series stay absent, not 0
-        await asyncio.sleep(0.2)
+        await wait_until(
+            lambda: sample("rag_monitor_backlog_size", status="pending") == 2,
+            20,  # a shared, busy machine
+            "a stats refresh that saw both rows (the gauges' task is refreshing)",
+            interval=0.05,
+        )
+        # without verdicts the calibration series stay absent, not 0: a negative, so a few
+        await asyncio.sleep(0.2)  # refreshes (every 0.05 s) must pass; nothing marks them
         assert sample("rag_monitor_flag_precision", reason="hallucination") is None
         assert sample("rag_monitor_hallucination_rate_calibrated") is None
         await sink.store.review(

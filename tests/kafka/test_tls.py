@@ -44,6 +44,7 @@ from tests.support import ROOT
 from tests.support.judge_server import JudgeServer
 from tests.support.records import encode, interaction
 from tests.support.tools import require_tool
+from tests.support.waits import wait_until, wait_until_sync
 
 pytestmark = pytest.mark.kafka
 
@@ -180,15 +181,21 @@ def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[T
     tunnel = subprocess.Popen([stunnel, str(config)], stdout=log, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def stunnel_log() -> str:
+            return (folder / "stunnel.log").read_text(errors="replace")
+
+        def accepting() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", tls_port), timeout=0.5).close()
-                break
+                return True
             except OSError:
-                if tunnel.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((folder / "stunnel.log").read_text()) from None
-                time.sleep(0.05)
+                if tunnel.poll() is not None:
+                    raise AssertionError(f"stunnel exited:\n{stunnel_log()}") from None
+                return False
+
+        wait_until_sync(accepting, 20, lambda: f"stunnel to accept on {tls_port}:\n{stunnel_log()}",
+                        interval=0.05)  # fmt: skip
         yield TlsBroker(broker, tls_port)
     finally:
         tunnel.terminate()
@@ -228,7 +235,7 @@ async def create_topics_over_tls(settings: Settings, names: list[str]) -> None:
         except KafkaError:
             if time.monotonic() > deadline:
                 raise
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # retrying an action: its own KafkaError ends it
 
 
 def topic_for(tls: TlsBroker, name: str) -> Topic:
@@ -252,11 +259,14 @@ async def test_a_record_flows_over_tls_with_a_client_certificate(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))
     try:
-        deadline = time.monotonic() + 60
-        while parts.exporter.records_scored._value.get() < 1:
-            assert not task.done(), task
-            assert time.monotonic() < deadline, "the record never got scored over TLS"
-            await asyncio.sleep(0.1)
+
+        def scored() -> bool:
+            if task.done():
+                task.result()  # raises what stopped it
+                raise AssertionError("the monitor stopped on its own")
+            return bool(parts.exporter.records_scored._value.get() >= 1)
+
+        await wait_until(scored, 60, "the record to be scored over TLS")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0

@@ -232,7 +232,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
             with contextlib.suppress(TimeoutError):  # a stuck read: try again with a new client
                 positions = await committed(topic)
                 snapshots.append((datetime.now(UTC), positions))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # a sampler: a snapshot every 0.2 s, not a wait
 
     records = traffic(range(48), repeat=True)
     sent: list[Sent] = []
@@ -244,7 +244,7 @@ async def test_postgres_outage_holds_offsets_and_every_flagged_record_lands_once
             if k >= 32:
                 await asyncio.wait_for(outage.wait(), 45)
             sent.extend(await send(topic, records[k : k + 4]))
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # pacing: records keep coming while Postgres is down
 
     tasks: list[asyncio.Task[None]] = []
     async with monitor(settings) as parts:

@@ -69,10 +69,10 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
                     assert 0 < exc.retry_after <= 5.0
                     retries += 1
                     outage_seen.set()
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # the pipeline's pause before a retry
             if n == 10:
                 written.set()
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # pacing: the outage lands mid-stream, not after it
         # a restarted consumer redelivers everything after its last committed offset
         for batch in batches[-15:]:
             await sink.write(batch)

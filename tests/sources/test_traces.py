@@ -111,8 +111,15 @@ async def test_traces_split_over_messages_are_scored_once_each(
     task = asyncio.create_task(serve(settings, stop, parts))
     scored = parts.exporter.records_scored
     try:
-        await wait_until(lambda: scored._value.get() >= len(complete), 60, "the complete traces")
-        await asyncio.sleep(1.0)  # nothing more may come
+        counts = parts.exporter.traces
+
+        def settled() -> bool:
+            whole = scored._value.get() >= len(complete)
+            return whole and all(counts.labels(outcome=reason)._value.get() >= n
+                                 for reason, n in incomplete.items())  # fmt: skip
+
+        await wait_until(settled, 60, "the complete traces scored, the incomplete ones counted")
+        await asyncio.sleep(1.0)  # proving a negative: no trace is scored twice, nothing marks it
         exposition = await asyncio.to_thread(scrape_openmetrics, parts.server.port)
     finally:
         stop.set()
@@ -252,7 +259,13 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
                           [(None, b) for p, _, b in halves if p == partition],
                           partition=partition)  # fmt: skip
         await wait_until(lambda: len(set(seen[0].ids) | set(seen[1].ids)) >= 8, 60, "8 records")
-        await asyncio.sleep(1.0)
+
+        async def all_committed() -> bool:
+            positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+            return positions == {p: 4 for p in range(4)}
+
+        # committed by the checkpoints while both run (each stop's leave rebalances the group)
+        await wait_until(all_committed, 30, "every message committed", interval=0.3)
     finally:
         stop.set()
         for task in tasks:
@@ -287,18 +300,26 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
     try:
         await wait_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60,
                          "two traces assembled")  # fmt: skip
-        await asyncio.sleep(0.5)
+        early = "overflow_assembled" if overflow == "assemble" else "overflow_dropped"
+        expected = 4 if overflow == "assemble" else 2
+
+        def settled() -> bool:
+            pushed_out = traces.labels(outcome=early)._value.get() >= 2
+            late = traces.labels(outcome="late_span")._value.get() >= 2
+            scored = parts.exporter.records_scored._value.get() >= expected
+            return bool(pushed_out and late and scored)
+
+        await wait_until(settled, 30, "two traces pushed out, their roots late, all scored")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
     text = generate_latest(parts.exporter.registry).decode()
     counted = samples(text, "rag_monitor_traces_total")
-    early = "overflow_assembled" if overflow == "assemble" else "overflow_dropped"
     assert counted[(("outcome", early),)] == 2  # the two oldest, pushed out
     assert counted[(("outcome", "assembled"),)] == 2
     assert counted[(("outcome", "late_span"),)] == 2  # their roots came after they closed
     # closed early but whole enough: scored as they stood (the root only held the question)
-    assert parts.exporter.records_scored._value.get() == (4 if overflow == "assemble" else 2)
+    assert parts.exporter.records_scored._value.get() == expected
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert positions[0] == 8
 
@@ -366,7 +387,7 @@ async def test_traces_the_sampler_drops_are_not_assembled_and_the_rest_are_score
         await wait_until(lambda: traces.labels(outcome="assembled")._value.get()
                          + traces.labels(outcome="sampled_out")._value.get() >= 24, 60,
                          "every trace assembled or sampled out")  # fmt: skip
-        await asyncio.sleep(1.0)
+        await wait_until(lambda: kept <= set(seen.ids), 30, "every kept trace at the last sink")
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0

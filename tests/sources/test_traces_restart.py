@@ -102,8 +102,10 @@ async def test_sigkill_mid_trace_then_restart_loses_nothing_and_stores_each_trac
     })  # fmt: skip
     first = Monitor(env, port, tmp_path / "first.log")
     try:
+        # (a record counts as scored once its row is written: `Checkpoint.commit`)
         await asyncio.to_thread(first.wait_metric, "rag_monitor_records_scored_total", WHOLE, 90)
-        await asyncio.sleep(1.5)  # a few checkpoints: the finished prefix is committed
+        # the positions below are a negative (no commit passes the held messages): time for
+        await asyncio.sleep(1.5)  # a few checkpoints (every 0.5 s) to commit what they can
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(10)
     finally:
@@ -122,7 +124,9 @@ async def test_sigkill_mid_trace_then_restart_loses_nothing_and_stores_each_trac
             return len(await rows(pg_dsn)) >= WHOLE + HALF
 
         await wait_until(all_stored, 20, "every trace in the backlog")
-        await asyncio.sleep(1.0)
+        # and every trace scored again, the redelivered ones too: written to the backlog
+        await asyncio.to_thread(second.wait_metric, "rag_monitor_records_scored_total",
+                                WHOLE + HALF, 60)  # fmt: skip
         second.process.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(second.process.wait, 30) == 0, second.output()
     finally:

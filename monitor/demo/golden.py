@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +21,11 @@ from monitor.telemetry import Exporter
 
 async def rows_to_leave(settings: Settings, dsn: str, count: int) -> set[str]:
     """The ``count`` newest backlog rows: left pending, with no verdict, for a person to
-    review on the review page (the played reviewer and the annotation skip them)."""
+    review on the review page (the played reviewer and the annotation skip them).
+
+    A row is passed over when leaving it would leave no verdict at all for one of its
+    answers' reasons (the calibration needs some on the flagged and on the controls).
+    """
     if count <= 0:
         return set()
     from monitor.backlog.store import BacklogStore
@@ -28,10 +33,26 @@ async def rows_to_leave(settings: Settings, dsn: str, count: int) -> set[str]:
     store = BacklogStore(dsn, settings)
     try:
         await store.start()
-        ids = [row.id async for row in store.rows()]  # oldest first
+        rows = [row async for row in store.rows()]  # oldest first
     finally:
         await store.close()
-    return set(ids[-count:])
+    return choose_left(
+        [(row.id, {r for answer in row.answers for r in answer.reasons}) for row in rows], count
+    )
+
+
+def choose_left(rows: Sequence[tuple[str, set[str]]], count: int) -> set[str]:
+    """Up to ``count`` of ``rows`` (id, its answers' reasons; oldest first), newest first,
+    passing over a row whose leaving would take the last row of one of its reasons."""
+    reviewed = Counter(reason for _, reasons in rows for reason in reasons)
+    leave: set[str] = set()
+    for row_id, reasons in reversed(rows):
+        if len(leave) == count:
+            break
+        if all(reviewed[reason] > 1 for reason in reasons):
+            leave.add(row_id)
+            reviewed.subtract(reasons)
+    return leave
 
 
 async def annotate(

@@ -174,17 +174,20 @@ class Demo:
             self.out.flush()
             if self.options.report_json is not None:
                 report.write_json(self.options.report_json)
-            await hold(
-                settings,
-                dsn,
-                parts.server,
-                broker.bootstrap_servers,
-                seconds=self.options.hold_seconds,
-                review_port=self.options.review_port,
-                report=report,
-                stop=stop,
-                err=self.err,
-            )
+            # the report is out: from here Ctrl-C only ends the hold (exit 0), also while
+            # the hold is still connecting
+            with contextlib.suppress(Interrupted):
+                await hold(
+                    settings,
+                    dsn,
+                    parts.server,
+                    broker.bootstrap_servers,
+                    seconds=self.options.hold_seconds,
+                    review_port=self.options.review_port,
+                    report=report,
+                    stop=stop,
+                    err=self.err,
+                )
             return report
         except Interrupted:
             self.interrupted = True

@@ -17,19 +17,18 @@ difference), on the same machine in the same run.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from baseline import monitor_at  # bench/ is on sys.path when a bench runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,13 +98,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="ff08d59", help="commit measured alongside")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", args.baseline, "monitor"],
-        check=True,
-        capture_output=True,
-    ).stdout
     with tempfile.TemporaryDirectory() as tmp:
-        tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp, filter="data")
+        monitor_at(args.baseline, Path(tmp))
         trees = {f"@{args.baseline}": Path(tmp), "working tree": ROOT}
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for tree in trees.values():

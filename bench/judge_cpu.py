@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import io
 import json
 import multiprocessing as mp
 import os
@@ -31,11 +30,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from baseline import monitor_at  # bench/ is on sys.path when a bench runs
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = "BENCH-RESULT "
@@ -136,11 +136,6 @@ def main() -> int:
     args = parser.parse_args()
     from ingest import generate  # the bench's records, made by this tree (bench/ is on sys.path)
 
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", args.baseline, "monitor"],
-        check=True,
-        capture_output=True,
-    ).stdout
     queue: Any = mp.get_context("spawn").Queue()
     server = mp.get_context("spawn").Process(target=_serve, args=(queue, args.latency))
     server.daemon = True
@@ -148,8 +143,7 @@ def main() -> int:
     url = queue.get(timeout=60)
     runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this tree": []}
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tmp, filter="data")
+        monitor_at(args.baseline, Path(tmp))
         data = Path(tmp) / "records.jsonl"
         data.write_bytes(b"".join(v + b"\n" for _, v in generate(args.records + 50, seed=3)))
         trees = {"baseline": Path(tmp), "this tree": ROOT}

@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import io
 import json
 import math
 import multiprocessing as mp
@@ -61,13 +60,13 @@ import random
 import re
 import resource
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from baseline import monitor_at  # bench/ is on sys.path when a bench runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -435,13 +434,7 @@ CHUNKS = ("warm", "cold", "cold, no embedding cache")
 def extract(ref: str, into: Path) -> Path:
     """The whole ``monitor`` package as of commit ``ref`` (read-only ``git archive``) under
     ``into``, for the baseline: its root goes first on a worker's ``sys.path`` (`_use_tree`)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "monitor"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    tarfile.open(fileobj=io.BytesIO(archive)).extractall(into, filter="data")
-    return into
+    return monitor_at(ref, into)
 
 
 def throughput(

@@ -30,17 +30,17 @@ float32 ones: the smallest cosine over the texts and over the words.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from baseline import monitor_at  # bench/ is on sys.path when a bench runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -98,13 +98,8 @@ def old_int8(ref: str, model: Path) -> tuple[bytes, tuple[str, ...]]:
     onnxruntime rewrites its embedder disabled (``DISABLED_OPTIMIZERS``, or none): computed by
     a fresh process importing that commit's whole ``monitor`` (``git archive``), not this
     tree's."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "monitor"],
-        check=True,
-        capture_output=True,
-    ).stdout
     with tempfile.TemporaryDirectory() as tmp:
-        tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp, filter="data")
+        monitor_at(ref, Path(tmp))
         local = next(
             name for name in LOCAL_PACKAGES if Path(tmp).joinpath(*name.split(".")).is_dir()
         )

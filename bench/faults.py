@@ -79,6 +79,7 @@ sys.path.insert(0, str(ROOT))
 import asyncpg  # noqa: E402
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.errors import KafkaError  # noqa: E402
+from memory import proc_status  # noqa: E402  (bench/ is on sys.path)
 
 from monitor.demo.broker import _command, free_port  # noqa: E402
 from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
@@ -258,19 +259,6 @@ class ShareFaults:
 # --- one replica: a `rag-monitor run` process, re-startable in its slot ---------------------------
 
 
-def _status(pid: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) // 1024
-    return out
-
-
 def _fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -335,7 +323,7 @@ class Replica:
         """Peak RSS from /proc, consumer lag from /metrics (when it answers)."""
         if self.process is None:
             return
-        self.peak_rss_mb = max(self.peak_rss_mb, _status(self.process.pid).get("VmHWM", 0))
+        self.peak_rss_mb = max(self.peak_rss_mb, int(proc_status(self.process.pid).get("VmHWM", 0)))
         text = self.metrics_text()
         if text:
             self.peak_lag = max(
@@ -928,7 +916,7 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
             cells = []
             for r in lab.replicas:
                 pid = r.process.pid if r.process else 0
-                now = (_status(pid).get("VmRSS", 0), _fds(pid))
+                now = (int(proc_status(pid).get("VmRSS", 0)), _fds(pid))
                 first.setdefault(r.name, now)
                 last[r.name] = now
                 cells.append(f"{r.name} rss {now[0]} MB fds {now[1]}")

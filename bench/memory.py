@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def _status(pid: int | str = "self") -> dict[str, float]:
+def proc_status(pid: int | str = "self") -> dict[str, float]:
     """VmRSS, VmHWM, RssAnon, RssFile of a process, in MB (empty once it is gone)."""
     out: dict[str, float] = {}
     try:
@@ -59,10 +59,10 @@ def _status(pid: int | str = "self") -> dict[str, float]:
 
 def startup() -> None:
     """VmRSS after each start step of ``rag-monitor run`` with an LLM judge."""
-    steps: list[tuple[str, float]] = [("interpreter", _status()["VmRSS"])]
+    steps: list[tuple[str, float]] = [("interpreter", proc_status()["VmRSS"])]
 
     def step(name: str) -> None:
-        steps.append((name, _status()["VmRSS"]))
+        steps.append((name, proc_status()["VmRSS"]))
 
     import monitor.config
 
@@ -111,7 +111,7 @@ def watch(command: list[str], env: dict[str, str], timeout: float) -> dict[str, 
     last: dict[str, float] = {}
     try:
         while process.poll() is None and time.monotonic() - started < timeout:
-            status = _status(process.pid)
+            status = proc_status(process.pid)
             if status:
                 last = status
                 timeline.append((time.monotonic() - started, status["VmRSS"]))
@@ -191,7 +191,7 @@ async def diagnose(args: argparse.Namespace) -> None:
         cache = parts.scorer._cache
         size = f" {_deep_size(list(cache._items.items())) / 1e6:.1f} MB" if deep else ""
         print(
-            f"{time.monotonic() - started:5.1f} s  RSS {_status()['VmRSS']:4.0f} MB  "
+            f"{time.monotonic() - started:5.1f} s  RSS {proc_status()['VmRSS']:4.0f} MB  "
             f"in flight {parts.source.in_flight:4d}  tasks {len(asyncio.all_tasks()):4d}  "
             f"buffered by the client {buffered / 1e6:5.1f} MB ({fetches} partitions)  "
             f"scored {ingest._total(parts.exporter.records_scored):5.0f}  "

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from monitor.judges import OutT, Prompt
+from monitor.judges import Judge, OutT, Prompt
+from monitor.judges.steps import (
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    ContextVerdicts,
+    GeneratedQuestion,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+)
 from monitor.records import Interaction, validate_record
 
 #: a context full of checkable facts: an amount, a year, a date, names and places
@@ -38,3 +52,36 @@ def receipt_interaction(
             "reference": reference,
         }
     )
+
+
+async def answers_every_step_at_zero_tokens(judge: Judge) -> None:
+    """Both local judges answer each judge step, and embed, without a call or a token."""
+    assert judge.kind == "local"
+    out = await judge.generate(
+        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
+    )
+    assert isinstance(out.value, Statements) and len(out.value.statements) == 2
+    verdicts = await judge.generate(
+        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+    )
+    assert isinstance(verdicts.value, Verdicts)
+    assert verdicts.value.verdicts[0].verdict == 0
+    assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
+    questions = await judge.generate(
+        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+    )
+    assert len(questions.values) == 3
+    assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
+    useful = await judge.generate(
+        prompt(
+            USEFULNESS,
+            UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
+            ContextVerdicts,
+        )
+    )
+    assert isinstance(useful.value, ContextVerdicts)
+    for judged in (out, verdicts, questions, useful):
+        assert judged.usage.calls == 0 and judged.usage.total_tokens == 0
+    embedded = await judge.embed(["a", "b"])
+    assert len(embedded.vectors) == 2 and len(embedded.vectors[0]) == 384
+    assert embedded.usage.total_tokens == 0

@@ -21,21 +21,19 @@ from monitor.judges.local.lexical.vocabulary import Vocabulary
 from monitor.judges.local.thresholds import LocalThresholds
 from monitor.judges.steps import (
     QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
-    ContextVerdicts,
     GeneratedQuestion,
     QuestionsInput,
     Statements,
-    StatementsInput,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
 )
 from monitor.scoring import Scorer
 from monitor.text.numerals import numbers
-from tests.support.local_judge import BYRON, RECEIPTS, prompt, receipt_interaction
+from tests.support.local_judge import (
+    BYRON,
+    RECEIPTS,
+    answers_every_step_at_zero_tokens,
+    prompt,
+    receipt_interaction,
+)
 
 
 @pytest.fixture(scope="module")
@@ -415,35 +413,7 @@ def test_usefulness_per_context(judge: LocalJudge) -> None:
 
 
 async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> None:
-    assert judge.kind == "local"
-    out = await judge.generate(
-        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
-    )
-    assert isinstance(out.value, Statements) and len(out.value.statements) == 2
-    verdicts = await judge.generate(
-        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
-    )
-    assert isinstance(verdicts.value, Verdicts)
-    assert verdicts.value.verdicts[0].verdict == 0
-    assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
-    questions = await judge.generate(
-        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
-    )
-    assert len(questions.values) == 3
-    assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
-    useful = await judge.generate(
-        prompt(
-            USEFULNESS,
-            UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
-            ContextVerdicts,
-        )
-    )
-    assert isinstance(useful.value, ContextVerdicts)
-    for judged in (out, verdicts, questions, useful):
-        assert judged.usage.calls == 0 and judged.usage.total_tokens == 0
-    embedded = await judge.embed(["a", "b"])
-    assert len(embedded.vectors) == 2 and len(embedded.vectors[0]) == 384
-    assert embedded.usage.total_tokens == 0
+    await answers_every_step_at_zero_tokens(judge)
 
 
 async def test_questions_are_answered_without_a_worker_thread(

@@ -17,21 +17,18 @@ from monitor.judges.local.entailment import ModelFileError, SupportModel
 from monitor.judges.local.learned import LearnedJudge
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import (
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
     VERIFY,
-    ContextVerdicts,
-    GeneratedQuestion,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    UsefulnessInput,
     Verdicts,
     VerifyInput,
 )
 from monitor.scoring import Scorer
-from tests.support.local_judge import BYRON, RECEIPTS, prompt, receipt_interaction
+from tests.support.local_judge import (
+    BYRON,
+    RECEIPTS,
+    answers_every_step_at_zero_tokens,
+    prompt,
+    receipt_interaction,
+)
 
 
 @pytest.fixture(scope="module")
@@ -178,35 +175,7 @@ def test_a_phrase_answer_is_read_with_its_question(judge: LearnedJudge) -> None:
 
 
 async def test_generate_answers_every_step_at_zero_tokens(judge: LearnedJudge) -> None:
-    assert judge.kind == "local"
-    out = await judge.generate(
-        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
-    )
-    assert isinstance(out.value, Statements) and len(out.value.statements) == 2
-    verdicts = await judge.generate(
-        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
-    )
-    assert isinstance(verdicts.value, Verdicts)
-    assert verdicts.value.verdicts[0].verdict == 0
-    assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
-    questions = await judge.generate(
-        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
-    )
-    assert len(questions.values) == 3
-    assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
-    useful = await judge.generate(
-        prompt(
-            USEFULNESS,
-            UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
-            ContextVerdicts,
-        )
-    )
-    assert isinstance(useful.value, ContextVerdicts)
-    for judged in (out, verdicts, questions, useful):
-        assert judged.usage.calls == 0 and judged.usage.total_tokens == 0
-    embedded = await judge.embed(["a", "b"])
-    assert len(embedded.vectors) == 2 and len(embedded.vectors[0]) == 384
-    assert embedded.usage.total_tokens == 0
+    await answers_every_step_at_zero_tokens(judge)
 
 
 async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:

@@ -901,6 +901,10 @@ async def scenario(name: str, options: Options, pg: EmbeddedPostgres, tpr: float
     raise ValueError(name)
 
 
+#: the soak's warm-up (the group formed, caches filled); RSS growth is counted after it
+WARM_UP_SECONDS = 120.0
+
+
 async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row, list[str]]:
     minutes = options.soak_minutes
     every = 10.0 if options.quick else 60.0
@@ -909,7 +913,9 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
     async def steady(lab: Lab) -> str:
         deadline = time.monotonic() + minutes * 60
         first: dict[str, tuple[int, int]] = {}
+        warm: dict[str, int] = {}  # RSS once the start-up warm-up is over
         last: dict[str, tuple[int, int]] = {}
+        warm_after = time.monotonic() + min(WARM_UP_SECONDS, minutes * 30)
         for _ in range(int(minutes * 60 / every) + 2):
             if time.monotonic() >= deadline:
                 break
@@ -918,13 +924,17 @@ async def soak(options: Options, pg: EmbeddedPostgres, tpr: float) -> tuple[Row,
                 pid = r.process.pid if r.process else 0
                 now = (int(proc_status(pid).get("VmRSS", 0)), _fds(pid))
                 first.setdefault(r.name, now)
+                if time.monotonic() >= warm_after:
+                    warm.setdefault(r.name, now[0])
                 last[r.name] = now
                 cells.append(f"{r.name} rss {now[0]} MB fds {now[1]}")
             series.append(f"{time.strftime('%H:%M:%S')} lag {lab.lag_now()}  " + ", ".join(cells))
             log("soak: " + series[-1])
             await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
         growth = "; ".join(
-            f"{n} RSS {first[n][0]}→{last[n][0]} MB, fds {first[n][1]}→{last[n][1]}" for n in first
+            f"{n} RSS {first[n][0]}→{last[n][0]} MB ({last[n][0] - warm.get(n, first[n][0]):+d} "
+            f"after warm-up), fds {first[n][1]}→{last[n][1]}"
+            for n in first
         )
         return f"{minutes:g} min steady; {growth}"
 

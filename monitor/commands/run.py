@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import sys
 
+from monitor.allocator import pin_mmap_threshold
 from monitor.app import serve
 from monitor.config import load_settings
 from monitor.kafka.client import KafkaUnreachable
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     configure_logging(settings.log_level, force=True)
+    pin_mmap_threshold()  # docs/operations.md, "Memory over time"
     try:
         return asyncio.run(serve(settings))
     except KafkaUnreachable as exc:

@@ -229,6 +229,7 @@ def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
     running = monitor.wait_log("monitor running", within=60)
     model = "judge-7b" if kind == "llm" else "builtin"
     assert (running["judge"], running["judge_model"]) == (kind, model)
+    assert monitor.wait_log("mmap threshold pinned", within=5)["bytes"] == 128 * 1024
     info = monitor.series("rag_monitor_judge_info")
     assert info == {(("kind", kind), ("model", model), ("role", "primary")): 1.0}
     if kind == "llm":

@@ -1,4 +1,4 @@
-"""glibc's mmap threshold, pinned by `rag-monitor run` so the heap does not creep.
+"""glibc's mmap threshold, pinned by `rag-monitor run` so the heap does not creep (Linux).
 
 Each case runs in a fresh interpreter: the threshold is process-wide and a block
 freed by the test process itself would move it.
@@ -45,9 +45,6 @@ def probe(mode: str, **env: str) -> tuple[str, str]:
     assert result.returncode == 0, result.stderr
     pinned, mapped = result.stdout.splitlines()[-1].split()  # (after any log line)
     return pinned, mapped
-
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 
 
 def test_without_the_pin_a_freed_large_block_moves_later_ones_into_the_heap() -> None:

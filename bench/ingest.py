@@ -256,6 +256,7 @@ async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.allocator import pin_mmap_threshold
     from monitor.app import build, serve
     from monitor.logging import configure_logging
 
@@ -269,6 +270,7 @@ async def _monitor_score(args: argparse.Namespace) -> dict[str, Any]:
         shutdown_grace_seconds=1.0,
     )
     configure_logging(settings.log_level)
+    pin_mmap_threshold()  # as `rag-monitor run` does
     parts = build(settings)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop, parts))

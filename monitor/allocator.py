@@ -29,9 +29,10 @@ def pin_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
 
     By default glibc raises the threshold to the size of each large block that is
     freed, so the next blocks of that size come from the heap instead of a mapping of
-    their own. A stream of variously sized large buffers (fetch responses, JSON bodies)
-    then leaves holes in the heap that are not handed back, and RSS creeps up long
-    after start-up (a soak measured it). A threshold set once stays where it is.
+    their own. Start-up frees blocks of several MB (the token encoding), after which
+    large buffers of varying sizes come from the heap and leave holes in it that are
+    not handed back, so RSS creeps up long after start-up. A threshold set once stays
+    where it is.
 
     Does nothing (False) off glibc, or when ``MALLOC_MMAP_THRESHOLD_`` or
     ``GLIBC_TUNABLES`` already set it.

@@ -141,9 +141,6 @@ class Settings(BaseSettings):
     # --- judge
     judge_base_url: str | None = None
     judge_model: str = "gpt-4o-mini"
-    #: what decides support in the zero-token local judge: its word rules, or the trained
-    #: support model (docs/model.md)
-    local_judge: Literal["rules", "model"] = "rules"
     judge_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices(f"{PREFIX}JUDGE_API_KEY", "judge_api_key", "OPENAI_API_KEY"),

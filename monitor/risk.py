@@ -158,7 +158,7 @@ class RiskAdjuster:
     """`monitor.sampling.RateAdjuster` for risk-based sampling.
 
     ``screen`` maps an interaction to its risk in [0, 1] — e.g.
-    ``lambda i: judge.screen(i.context_texts, i.response).risk`` with a
+    ``lambda i: judge.lexical_risk(i.context_texts, i.response)`` with a
     `monitor.judges.local.judge.LocalJudge`. Each screened record is observed by the
     calibrator, then given its probability.
     """
@@ -178,8 +178,9 @@ class RiskAdjuster:
 def build_adjuster(settings: Settings) -> RiskAdjuster:
     """The sidecar's risk-based sampling hook (``RAG_MONITOR_RISK_SAMPLING=true``).
 
-    The screen is the local judge's lexical check (no model call), so every
-    consumed record can afford it.
+    The screen is the local judge's cheapest part, its lexical gaps weighed as the
+    combiner weighs them (`LocalJudge.lexical_risk`: no model call), so every consumed
+    record can afford it.
     """
     del settings  # the calibrator's defaults hold for every configuration so far
     from monitor.judges.local.judge import LocalJudge
@@ -187,6 +188,8 @@ def build_adjuster(settings: Settings) -> RiskAdjuster:
     judge = LocalJudge()
 
     def screen(interaction: Interaction) -> float:
-        return judge.screen(interaction.context_texts, interaction.response, semantic=False).risk
+        return judge.lexical_risk(
+            interaction.context_texts, interaction.response, interaction.user_input
+        )
 
     return RiskAdjuster(screen=screen)

@@ -13,9 +13,6 @@ run (a test rebuilds it and compares).
     python3 scripts/build_embedder_graph.py            # writes and pins the shipped file
     python3 scripts/build_embedder_graph.py OUT.onnx   # writes OUT.onnx only
     python3 scripts/build_embedder_graph.py --check    # exit 1 when the shipped file is stale
-
-After a change to the rewrite: run it, then ``python3 scripts/build_word_table.py``
-(the stored word vectors belong to the graph's bytes).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""A labelled answer as the support model reads it: each statement with its nearest windows."""
+"""A labelled answer as the support model reads it: each claim (as the local judge cuts it)
+with its nearest windows."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from monitor.judges.local.claims import claims
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.statements import statements
 from monitor.judges.local.windows import nearest, windows_of
 
 
@@ -17,7 +18,8 @@ class Windows:
         contexts = [
             c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]
         ]
-        said = statements(str(record["response"])) or [str(record["response"])]
+        question = str(record.get("user_input") or "")
+        said = claims(str(record["response"]), question) or [str(record["response"])]
         found = windows_of(contexts)
         return [
             (s, [found[i] for i in idx])

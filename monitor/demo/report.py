@@ -399,12 +399,8 @@ def describe_judge(settings: Settings) -> str:
             f"LLM judge {settings.judge_model} at {settings.judge_base_url} "
             f"(embeddings: {settings.embedding_model})"
         )
-    if settings.local_judge == "model":
-        return (
-            "local judge (zero tokens: the trained support model and MiniLM embeddings "
-            "in-process; set RAG_MONITOR_JUDGE_BASE_URL for an LLM judge)"
-        )
     return (
-        "local judge (zero tokens: lexical checks and MiniLM embeddings in-process; "
+        "local judge (zero tokens, in-process: each claim read by the trained support model "
+        "and checked for words, numbers and names no context states; "
         "set RAG_MONITOR_JUDGE_BASE_URL for an LLM judge)"
     )

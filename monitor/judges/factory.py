@@ -85,10 +85,7 @@ def _minilm() -> MiniLMEmbedder:
 
 
 def _local_judge(settings: Settings) -> Judge:
-    if settings.local_judge == "model":
-        from monitor.judges.local.learned import LearnedJudge
-
-        return LearnedJudge()
+    del settings  # one local judge, with nothing to choose
     from monitor.judges.local.judge import LocalJudge
 
     return LocalJudge()

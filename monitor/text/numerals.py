@@ -1,7 +1,7 @@
 """Numbers as written: amounts, percentages, years, dates and counts, compared by value.
 
 ``$300,000`` = ``300000`` = ``0.3 million``; "2 p.m." is also 14; a spelled
-number ("twelve") counts, and "one" only before a unit ("one month"). Each
+number ("twelve", "twenty-five") counts, and "one" only before a unit ("one month"). Each
 `Number` has its kind (amount, percentage, year, date, number) for reasons.
 """
 
@@ -46,6 +46,12 @@ _NUMBER_WORDS_RE = re.compile(
 _ONE_UNIT = re.compile(
     r"\bone(?=[\s-]+(?:business\s+|working\s+|calendar\s+|full\s+)?(?:second|minute|hour|day|"
     r"night|week|month|quarter|year|time|user|seat|device|licen[cs]e|account)s?\b)",
+    re.IGNORECASE,
+)
+#: A compound cardinal ("twenty-five", "forty two"): one number, not two.
+_COMPOUND = re.compile(
+    r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[\s-]"
+    r"(one|two|three|four|five|six|seven|eight|nine)\b",
     re.IGNORECASE,
 )
 DIGIT = re.compile(r"\d")
@@ -114,7 +120,14 @@ def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
 
 def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     found: list[tuple[Number, int]] = []
+    compounds = list(_COMPOUND.finditer(text)) if spelled else []
+    for m in compounds:
+        compound = CARDINAL_WORDS[m.group(1).lower()] + NUMBER_WORDS[m.group(2).lower()]
+        found.append((Number(m.group(0), "number", frozenset({compound})), m.end()))
+    inside = {k for m in compounds for k in range(m.start(), m.end())}
     for m in _NUMBER_WORDS_RE.finditer(text) if spelled else ():
+        if m.start() in inside:
+            continue
         # IGNORECASE also matches Unicode case variants ("ſix"): not number words
         value = NUMBER_WORDS.get(m.group(0).lower())
         if value is not None:

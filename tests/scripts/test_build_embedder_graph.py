@@ -26,7 +26,7 @@ def test_the_shipped_graph_is_pinned_and_the_script_rebuilds_it_byte_for_byte(
     source: bytes,
 ) -> None:
     """Fails after a change to the rewrite until ``python3 scripts/build_embedder_graph.py``
-    (and then ``scripts/build_word_table.py``) runs."""
+    runs."""
     shipped = GRAPH_PATH.read_bytes()
     assert hashlib.sha256(shipped).hexdigest() == GRAPH_SHA256
     assert model_matches(source) and not model_matches(b"another model")

@@ -1,4 +1,4 @@
-"""The zero-token local judges: the rule judge, the learned judge and their MiniLM embedder.
+"""The zero-token local judge: claims, the support model, lexical evidence, the MiniLM embedder.
 
 See docs/local-judge.md. NOTICE: ``vocab.txt`` is bert-base-uncased's WordPiece vocabulary
 (Google Research, Apache License 2.0), vendored unchanged (sha256

@@ -1,8 +1,7 @@
-"""What both in-process judges share: worker threads, the Judge protocol's plumbing, questions.
+"""The plumbing of a judge that answers in-process: worker threads, the Judge protocol, questions.
 
-`judge.LocalJudge` (word rules) and `learned.LearnedJudge` (the support model)
-differ only in how they answer a step (`InProcessJudge.answer`); see
-docs/design.md, "Judges".
+`judge.LocalJudge` answers the steps (`InProcessJudge.answer`); see docs/design.md,
+"Judges".
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges.local import words
-
 #: The model the vectors come from (same id as the ONNX package's).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSIONS = 384
@@ -125,8 +123,6 @@ class MiniLMEmbedder:
     checked against `GRAPH_SHA256`; ``None``: when the CPU has VNNI, else the package's
     float32 graph). ``model_path`` runs that ONNX file as it is instead (``int8`` must
     then be left ``None``). `arithmetic` says which one runs once loaded.
-    ``word_table`` takes the vectors of single vocabulary words from the stored
-    table (`monitor.judges.local.words`) when it was computed with this same graph.
     """
 
     model_id = MODEL_ID
@@ -141,7 +137,6 @@ class MiniLMEmbedder:
         cache_size: int = 8192,
         model_path: Path | None = None,
         int8: bool | None = None,
-        word_table: bool = True,
     ) -> None:
         if threads < 1 or batch_size < 1 or not 2 < max_length <= 512 or cache_size < 0:
             raise ValueError("threads and batch_size must be >= 1, max_length in 3..512")
@@ -153,12 +148,10 @@ class MiniLMEmbedder:
         self.cache_size = cache_size
         self._model_path = model_path
         self.int8 = int8
-        self.word_table = word_table
         #: "int8" or "float32" once the model is loaded ("" before)
         self.arithmetic = ""
-        #: `words.fingerprint` of the loaded graph ("" before)
+        #: the sha256 of the loaded graph's bytes ("" before)
         self.graph = ""
-        self._table: words.WordTable | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._session: Any = None
@@ -170,8 +163,6 @@ class MiniLMEmbedder:
         self.encoded = 0
         #: forward passes run, for tests and benchmarks
         self.passes = 0
-        #: texts answered from the word table, for tests and benchmarks
-        self.table_hits = 0
 
     # --- loading
 
@@ -187,10 +178,7 @@ class MiniLMEmbedder:
                 options.log_severity_level = 3
                 model, self.arithmetic = self._model()
                 self._tokenizer = build_tokenizer(self.max_length)
-                self.graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
-                if self.word_table:
-                    self._table = words.load(self.graph)
-                # last: `embed` reads the table without the lock once a session exists
+                self.graph = hashlib.sha256(model).hexdigest()
                 self._session = ort.InferenceSession(
                     model,
                     options,
@@ -227,9 +215,6 @@ class MiniLMEmbedder:
         """A ``(len(texts), 384)`` float32 array of unit vectors (zero rows for empty texts)."""
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
         missing: dict[str, list[int]] = {}
-        if self.word_table and self._session is None:
-            self._load()
-        table = self._table
         with self._lock:
             for i, text in enumerate(texts):
                 cached = self._cache.get(text)
@@ -237,11 +222,7 @@ class MiniLMEmbedder:
                     self._cache.move_to_end(text)
                     out[i] = cached
                     continue
-                stored = table.get(text) if table is not None else None
-                if stored is not None:  # a whole vocabulary word: not cached, the table keeps it
-                    out[i] = stored
-                    self.table_hits += 1
-                elif text.strip():
+                if text.strip():
                     missing.setdefault(text, []).append(i)
         if missing:
             unique = list(missing)

@@ -34,12 +34,14 @@ PINNED = {
 
 @dataclass(frozen=True)
 class Support:
-    """How well one statement is supported, and by which window."""
+    """How well the model finds one claim supported, and by which window."""
 
-    #: the probability that ``window`` supports the statement, in [0, 1]
+    #: the probability that ``window`` supports the claim, in [0, 1]
     probability: float
     #: the evidence window read as the best one ("" when there was no evidence)
     window: str
+    #: the model's logit for that window (-inf without evidence)
+    logit: float = float("-inf")
 
     @property
     def supported(self) -> bool:
@@ -167,41 +169,60 @@ class SupportModel:
         so the cost per statement is bounded however long the contexts are. Without
         any evidence the probability is 0.
         """
-        return self._read(statements, [contexts])[0]
+        return self.read(statements, [contexts])[0]
 
     def support_each(
         self, statements: Sequence[str], contexts: Sequence[str]
     ) -> list[list[Support]]:
         """`support` by each context on its own (one list per context), in one model pass:
         the pairs of every context are batched together."""
-        return self._read(statements, [[context] for context in contexts])
+        return self.read(statements, [[context] for context in contexts])
 
-    def _read(
+    def read(
         self, statements: Sequence[str], groups: Sequence[Sequence[str]]
     ) -> list[list[Support]]:
         """`support` against each group of contexts; one `logits` call for all of them."""
-        if not statements:
-            return [[] for _ in groups]
-        plans: list[tuple[list[str], list[list[int]]]] = []
+        return self.read_each([(statements, contexts) for contexts in groups])
+
+    def read_each(self, jobs: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[list[Support]]:
+        """For each (claims, contexts) job, each claim's support by those contexts; one
+        `logits` call for every job.
+
+        Each claim is read against its ``top`` nearest windows and against its two
+        nearest joined (a claim that combines two chunks); the best of them wins.
+        """
+        plans: list[tuple[list[str], list[list[str]]]] = []
         pairs: list[tuple[str, str]] = []
-        for contexts in groups:
-            windows = windows_of(contexts)
+        for statements, contexts in jobs:
+            windows = windows_of(contexts) if statements else []
             chosen = nearest(self.embedder, statements, windows, self.top) if windows else []
-            plans.append((windows, chosen))
-            for statement, idx in zip(statements, chosen, strict=bool(windows)):  # [] if none
-                pairs.extend((statement, windows[i]) for i in idx)
+            read = [[windows[i] for i in idx] + _joined(windows, idx) for idx in chosen]
+            plans.append((windows, read))
+            for statement, texts in zip(statements, read, strict=bool(windows)):  # [] if none
+                pairs.extend((statement, w) for w in texts)
         z = self.logits(pairs) if pairs else np.zeros(0, dtype=np.float32)
         out: list[list[Support]] = []
         k = 0
-        for windows, chosen in plans:
+        for (statements, _), (windows, read) in zip(jobs, plans, strict=True):
             if not windows:
                 out.append([Support(0.0, "") for _ in statements])
                 continue
             found = []
-            for idx in chosen:
-                best = int(np.argmax(z[k : k + len(idx)]))
-                p = float(1.0 / (1.0 + np.exp(-z[k + best])))
-                found.append(Support(round(p, 6), windows[idx[best]]))
-                k += len(idx)
+            for texts in read:
+                best = int(np.argmax(z[k : k + len(texts)]))
+                logit = float(z[k + best])
+                p = float(1.0 / (1.0 + np.exp(-logit)))
+                found.append(Support(round(p, 6), texts[best], logit))
+                k += len(texts)
             out.append(found)
         return out
+
+
+def _joined(windows: Sequence[str], idx: Sequence[int]) -> list[str]:
+    """The two nearest windows (``idx`` nearest first) as one, unless one holds the other."""
+    if len(idx) < 2:
+        return []
+    a, b = windows[idx[0]], windows[idx[1]]
+    if a in b or b in a:
+        return []
+    return [f"{a} {b}"]

@@ -1,24 +1,26 @@
-"""`LocalJudge`: the rule judge, every judge step answered in-process at zero tokens.
+"""`LocalJudge`: every judge step answered in-process at zero tokens, claim by claim.
 
-See docs/local-judge.md.
+An answer is read as its atomic claims (`claims`). Each claim gets one support
+probability (`LocalJudge.decide`, the only place a support decision is made):
+the support model's logit against the claim's nearest evidence windows (and the
+two nearest joined), combined with the lexical gaps (`evidence`: the words,
+numbers and names of the claim no context states) by the fitted `combiner`.
+See docs/local-judge.md and docs/model.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from monitor.judges import JudgeError, OutT, Prompt
-from monitor.judges.local import statements as st
+from monitor.judges.local import claims as cl
 from monitor.judges.local.base import InProcessJudge, Screen
-from monitor.judges.local.contexts import Context, Contexts
-from monitor.judges.local.lexical.clauses import Claim
-from monitor.judges.local.lexical.vocabulary import coverage
-from monitor.judges.local.lexical.wordforms import content_words
-from monitor.judges.local.reasons import quote
-from monitor.judges.local.support import best_window, rank_windows, word_vectors
-from monitor.judges.local.thresholds import LocalThresholds
-from monitor.judges.local.verify import Check, checks
+from monitor.judges.local.combiner import Combiner
+from monitor.judges.local.entailment import THRESHOLD, Support, SupportModel
+from monitor.judges.local.evidence import EvidenceCache, Gaps
+from monitor.judges.local.reasons import excerpt, quote
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -36,20 +38,133 @@ from monitor.judges.steps import (
     VerifyInput,
     VerifySource,
 )
-from monitor.text.numerals import numbers
+
+#: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
+MODEL_NAME = "claims+support-model"
+
+#: How a reason names what claims were checked against.
+WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One claim's support, with what it rests on."""
+
+    #: the combined probability that the claim is supported, in [0, 1]
+    probability: float
+    #: the support model's probability for its best window, and that window ("" if none)
+    model_probability: float
+    window: str
+    #: what the claim says that the evidence does not
+    gaps: Gaps
+
+    @property
+    def supported(self) -> bool:
+        return self.probability >= THRESHOLD
+
+    def reason(self, source: VerifySource = "context") -> str:
+        """The verdict, its probability, the words that decided it and the closest window."""
+        said = "supported" if self.supported else "not supported"
+        why = f"{said} (p={self.probability:.2f}, model {self.model_probability:.2f})"
+        missing = self.gaps.decisive()
+        if missing:
+            why += f"; {quote(missing)} in no passage of {WHERE[source]}"
+        if not self.window:
+            return f"{why}; {WHERE[source]} is empty"
+        return f"{why}; closest in {WHERE[source]}: {excerpt(self.window)}"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One claim as `LocalJudge.read` finds it, before the combiner weighs it."""
+
+    support: Support
+    gaps: Gaps
+    #: a phrase answer read after its question
+    phrase: bool
+
+
+def _lexical(claim: str) -> tuple[str, bool]:
+    """A claim without the question a phrase answer is read after (those words are given),
+    and whether it was such a phrase."""
+    said = claim.rsplit("? ", 1)
+    return said[-1], len(said) == 2
 
 
 @dataclass
 class LocalJudge(InProcessJudge):
-    """The Judge protocol answered in-process by word rules (``kind = "local"``, zero tokens)."""
+    """The Judge protocol answered in-process, claim by claim (``kind = "local"``)."""
 
-    thresholds: LocalThresholds = field(default_factory=LocalThresholds)
-    #: prepared context chunks kept (chunks repeat across metrics and records)
-    context_cache_size: int = 4096
+    #: the support model (built over ``embedder`` when not given)
+    model: SupportModel | None = None
+    #: the combiner's weights (the shipped ones when not given)
+    combiner: Combiner | None = None
+    #: worker threads (onnxruntime releases the GIL: a few per core keep them busy)
+    threads: int = 8
+    model_name: str = MODEL_NAME
+    thread_name: ClassVar[str] = "local-judge"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._contexts = Contexts(self.thresholds.window_sentences, self.context_cache_size)
+        self.support_model = self.model or SupportModel(self.embedder)
+        self._combiner = self.combiner
+        self._evidence = EvidenceCache()
+
+    @property
+    def weights(self) -> Combiner:
+        if self._combiner is None:
+            self._combiner = Combiner.load()
+        return self._combiner
+
+    def warm_up(self) -> None:
+        """Load the models and the weights now, not on the first record."""
+        self.weights  # noqa: B018 - loads and checks the pinned file
+        self.support_model.warm_up()
+
+    # --- the one support decision
+
+    def decide(
+        self, claims: Sequence[str], groups: Sequence[Sequence[str]]
+    ) -> list[list[Decision]]:
+        """Each claim's `Decision` against each group of passages, in one model pass."""
+        out = []
+        for readings in self.read(claims, groups):
+            row = []
+            for reading in readings:
+                s, gaps = reading.support, reading.gaps
+                p = (
+                    self.weights.probability(s.logit, gaps, phrase=reading.phrase)
+                    if s.window
+                    else 0.0
+                )
+                row.append(Decision(round(p, 6), s.probability, s.window, gaps))
+            out.append(row)
+        return out
+
+    def read(self, claims: Sequence[str], groups: Sequence[Sequence[str]]) -> list[list[Reading]]:
+        """What `decide` weighs for each claim against each group of passages: the lexical
+        gaps, and the model's best window for the claim with its numbers and durations
+        written as the evidence writes them ("twenty-five" → "25"); one model pass."""
+        read = [_lexical(claim) for claim in claims]
+        gaps = [[self._evidence.get(g).gaps(said) for said, _ in read] for g in groups]
+        jobs = [
+            (
+                [
+                    claim.replace(said, found.aligned) if found.aligned else claim
+                    for claim, (said, _), found in zip(claims, read, row, strict=True)
+                ],
+                passages,
+            )
+            for row, passages in zip(gaps, groups, strict=True)
+        ]
+        supports = self.support_model.read_each(jobs)
+        return [
+            [
+                Reading(s, found, phrase)
+                for (_, phrase), found, s in zip(read, row, sup, strict=True)
+            ]
+            for row, sup in zip(gaps, supports, strict=True)
+        ]
 
     # --- synchronous answers (also usable without an event loop)
 
@@ -59,120 +174,87 @@ class LocalJudge(InProcessJudge):
         result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
         if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
             result = Statements(
-                statements=self.statements(inputs.text),
+                statements=self.statements(inputs.text, inputs.question),
                 noncommittal=int(self.noncommittal(inputs.text)),
             )
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+            found = self.verify(inputs.context, inputs.statements)
             result = Verdicts(
                 verdicts=[
-                    StatementVerdict(statement=s, reason=c.reason, verdict=c.verdict)
-                    for s, c in zip(
-                        inputs.statements,
-                        self.verify(inputs.context, inputs.statements, inputs.source),
-                        strict=True,
+                    StatementVerdict(
+                        statement=s, reason=d.reason(inputs.source), verdict=int(d.supported)
                     )
+                    for s, d in zip(inputs.statements, found, strict=True)
                 ]
             )
         elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
             result = self.question(inputs.response)
         elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
-            result = ContextVerdicts(verdicts=self.usefulness(inputs.answer, inputs.contexts))
+            result = ContextVerdicts(
+                verdicts=self.usefulness(inputs.answer, inputs.contexts, inputs.question)
+            )
         else:
             raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
         return prompt.output.model_validate(result.model_dump())
 
-    # statements
+    def statements(self, text: str, question: str | None = None) -> list[str]:
+        """The atomic claims of ``text`` (`claims.claims`)."""
+        return cl.claims(text, question)
 
-    def statements(self, text: str) -> list[str]:
-        """The sentences of ``text`` that assert something (`statements.statements`)."""
-        return st.statements(text)
+    def verify(self, context: str, claims: Sequence[str]) -> list[Decision]:
+        """Each claim's support by ``context`` (one passage a line)."""
+        passages = [line for line in context.split("\n") if line.strip()]
+        return self.decide(claims, [passages])[0]
 
-    # verify
+    # --- the risk screens (not judge steps: record-level scores for risk-based sampling)
 
-    def verify(
-        self, context: str, statements: Sequence[str], source: VerifySource = "context"
-    ) -> list[Check]:
-        """`check` of each statement against ``context`` (what it is, for the reasons:
-        ``source``)."""
-        return checks(
-            statements,
-            self._contexts.prepare(context),
-            self.embedder,
-            self.thresholds,
-            source=source,
-        )
-
-    def check(
-        self,
-        statement: str,
-        context: Context | str,
-        *,
-        semantic: bool = True,
-        source: VerifySource = "context",
-    ) -> Check:
-        """Is ``statement`` supported by ``context``? (the rules: `verify`)"""
-        ctx = context if isinstance(context, Context) else self._contexts.prepare(context)
-        [result] = checks(
-            [statement], ctx, self.embedder, self.thresholds, semantic=semantic, source=source
-        )
-        return result
-
-    # the risk screen (not a judge step: a record-level score for risk-based sampling)
-
-    def screen(self, contexts: Sequence[str], response: str, *, semantic: bool = True) -> Screen:
-        """A cheap hallucination risk for one record, in [0, 1] (1 = surely unsupported).
-
-        1 − the support of the response's weakest statement under the local
-        verify step: 1 for an invented or swapped number or name and for a
-        negation, above 0.5 for words the context lacks or does not say
-        together, at most 1 − ``support`` (0.35) for supported ones.
-        ``semantic=False`` skips the MiniLM word matching: lexical checks only,
-        no model call at all, a little stricter.
-        """
-        statements = self.statements(response) or ([response] if response.strip() else [])
-        if not statements:
+    def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
+        """A hallucination risk for one record, in [0, 1] (1 = surely unsupported):
+        1 − the support probability of the response's weakest claim."""
+        said = self.statements(response, question) or ([response] if response.strip() else [])
+        if not said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        found = checks(
-            statements,
-            self._contexts.prepare("\n".join(contexts)),
-            self.embedder,
-            self.thresholds,
-            semantic=semantic,
-        )
-        worst = min(found, key=lambda c: c.support)
+        found = self.decide(said, [list(contexts)])[0]
+        worst = min(found, key=lambda d: d.probability)
         return Screen(
-            risk=round(1.0 - worst.support, 6),
-            faithfulness=sum(c.verdict for c in found) / len(found),
-            reason=worst.reason,
-            support=sum(c.support for c in found) / len(found),
+            risk=round(1.0 - worst.probability, 6),
+            faithfulness=sum(d.supported for d in found) / len(found),
+            reason=worst.reason(),
+            support=sum(d.probability for d in found) / len(found),
         )
+
+    def lexical_risk(
+        self, contexts: Sequence[str], response: str, question: str | None = None
+    ) -> float:
+        """The cheapest screen: no model call, only the lexical gaps, weighed as the combiner
+        weighs them with the model undecided (logit 0). 1 − the weakest claim's probability."""
+        said = self.statements(response, question) or ([response] if response.strip() else [])
+        if not said:
+            return 0.5
+        evidence = self._evidence.get(list(contexts))
+        weakest = 1.0
+        for claim in said:
+            text, phrase = _lexical(claim)
+            p = self.weights.probability(0.0, evidence.gaps(text), phrase=phrase)
+            weakest = min(weakest, p)
+        return round(1.0 - weakest, 6)
 
     # usefulness
 
-    def usefulness(self, answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
-        t = self.thresholds
-        wanted = content_words(answer)
-        answer_numbers = numbers(answer)
-        prepared = [self._contexts.prepare(text) for text in contexts]
-        shares = [coverage(wanted, ctx.vocabulary) if wanted else 0.0 for ctx in prepared]
-        # synonyms count too, within one passage of the context: all contexts' words in one call
-        windows = {
-            k: rank_windows(Claim.unweighted(wanted), ctx)
-            for k, (ctx, share) in enumerate(zip(prepared, shares, strict=True))
-            if wanted and 0 < share < t.useful_coverage
-        }
-        vectors = word_vectors([(w, prepared[k]) for k, w in windows.items()], self.embedder, t)
+    def usefulness(
+        self, answer: str, contexts: Sequence[str], question: str | None = None
+    ) -> list[ContextVerdict]:
+        """A context is useful when it supports at least one claim of the answer."""
+        said = self.statements(answer, question) or ([answer] if answer.strip() else [])
+        if not said:
+            return [ContextVerdict(reason="the answer states nothing", verdict=0) for _ in contexts]
         verdicts: list[ContextVerdict] = []
-        for k, ctx in enumerate(prepared):
-            share = shares[k]
-            if k in windows:
-                _, share, _, _ = best_window(windows[k], ctx, vectors, t, graded=False)
-            shared_numbers = [
-                n.surface for n in answer_numbers if n.values & ctx.vocabulary.numbers
-            ]
-            useful = (bool(wanted) and share >= t.useful_coverage) or bool(shared_numbers)
-            reason = f"holds {share:.0%} of the answer's content words"
-            if shared_numbers:
-                reason += f" and {quote(shared_numbers)}"
-            verdicts.append(ContextVerdict(reason=reason, verdict=int(useful)))
+        for found in self.decide(said, [[context] for context in contexts]):
+            best = max(range(len(found)), key=lambda k: found[k].probability)
+            p = found[best].probability
+            if found[best].supported:
+                why = f"supports {excerpt(said[best], 80)} (p={p:.2f})"
+            else:
+                why = f"supports none of the answer's claims (best p={p:.2f})"
+            verdicts.append(ContextVerdict(reason=why, verdict=int(found[best].supported)))
         return verdicts

@@ -36,11 +36,12 @@ def windows_of(contexts: Sequence[str]) -> list[str]:
 def nearest(
     embedder: MiniLMEmbedder, statements: Sequence[str], windows: Sequence[str], top: int = TOP
 ) -> list[list[int]]:
-    """For each statement, the indices of its ``top`` nearest windows (MiniLM cosine)."""
+    """For each statement, the indices of its ``top`` nearest windows (MiniLM cosine),
+    nearest first (all windows, in order, when there are no more than ``top``)."""
     if not statements:
         return []
     if len(windows) <= top:
         return [list(range(len(windows))) for _ in statements]
     vectors = embedder.embed([*statements, *windows])
     sims = vectors[: len(statements)] @ vectors[len(statements) :].T
-    return [sorted(int(i) for i in np.argsort(-row)[:top]) for row in sims]
+    return [[int(i) for i in np.argsort(-row, kind="stable")[:top]] for row in sims]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 
 from monitor.judges.local import embedder as embedder_module
-from monitor.judges.local import words
 from monitor.judges.local.embedder import (
     DIMENSIONS,
     GRAPH_PATH,
@@ -25,7 +23,6 @@ from monitor.judges.local.embedder import (
     vnni,
 )
 from tests.support import ROOT
-from tests.support.logs import captured_logs
 
 SENTENCES = [
     "A man is eating food.",
@@ -118,7 +115,7 @@ def test_deterministic_and_batch_independent() -> None:
 
 
 def test_cache_and_empty_texts() -> None:
-    model = MiniLMEmbedder(cache_size=2, word_table=False)  # the words must reach the model
+    model = MiniLMEmbedder(cache_size=2)
     model.embed(["alpha", "beta", "alpha"])
     assert model.encoded == 2  # duplicates within a call are encoded once
     model.embed(["alpha"])
@@ -169,8 +166,8 @@ def test_plan_batches_is_the_cheapest_cut_within_the_batch_size() -> None:
 
 def test_concurrent_callers_share_passes_and_get_their_own_vectors() -> None:
     texts = [*SENTENCES, "bought", "purchased", "film", "movie", "Byron provided US$300,000."]
-    alone = MiniLMEmbedder(cache_size=0, word_table=False).embed(texts)
-    shared = MiniLMEmbedder(cache_size=0, word_table=False)
+    alone = MiniLMEmbedder(cache_size=0).embed(texts)
+    shared = MiniLMEmbedder(cache_size=0)
     shared.warm_up()
     calls = [texts[k::3] for k in range(3)] * 4
     real = shared._encode
@@ -192,7 +189,7 @@ def test_concurrent_callers_share_passes_and_get_their_own_vectors() -> None:
 
 
 def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
-    model = MiniLMEmbedder(cache_size=0, word_table=False)
+    model = MiniLMEmbedder(cache_size=0)
     model.warm_up()
     entered, release = threading.Event(), threading.Event()
     real = model._encode
@@ -265,7 +262,7 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
         "Byron provided over US$300,000 to the organization.",
     ]
     exact = MiniLMEmbedder(cache_size=0, int8=False).embed(texts)
-    fast = MiniLMEmbedder(cache_size=0, int8=True, word_table=False)
+    fast = MiniLMEmbedder(cache_size=0, int8=True)
     vectors = fast.embed(texts)
     assert float((vectors * exact).sum(axis=1).min()) > 0.995
     # cosines between texts (what the scores use) move by little
@@ -273,69 +270,7 @@ def test_int8_vectors_agree_with_float32_and_do_not_depend_on_the_batch() -> Non
     for a, b, expected in REFERENCE_COSINES:
         assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=0.02)
     # per-token scales: a text's vector is the same alone as in any batch
-    alone = np.stack(
-        [MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed([t])[0] for t in texts]
-    )
+    alone = np.stack([MiniLMEmbedder(cache_size=0, int8=True).embed([t])[0] for t in texts])
     assert np.allclose(alone, vectors, atol=1e-5)
-    again = MiniLMEmbedder(cache_size=0, int8=True, word_table=False).embed(texts)
+    again = MiniLMEmbedder(cache_size=0, int8=True).embed(texts)
     assert np.array_equal(again, vectors)
-
-
-# --- stored vectors of whole vocabulary words (monitor.judges.local.words)
-
-
-def test_every_table_word_reaches_the_model_as_one_piece() -> None:
-    vocabulary = VOCAB_PATH.read_text(encoding="utf-8").splitlines()
-    table = words.table_words()
-    assert len(table) > 20_000 and {"film", "movie", "1960", "purchased"} <= set(table)
-    ids = [e.ids for e in build_tokenizer().encode_batch(list(table))]
-    assert ids == [[101, vocabulary.index(w), 102] for w in table]
-    # what is looked up: the text as the tokenizer would fold it, and only then
-    assert words.key("  Japan ") == "japan"
-    assert words.key("café") is None and words.key("anglo-saxon") is None
-    assert words.key("two words") is None
-
-
-def test_the_stored_table_was_computed_by_the_graph_the_embedder_loads() -> None:
-    """Fails after a change to the shipped graph until ``python3 scripts/build_word_table.py``
-    runs."""
-    from monitor.judges.local.embedder import DISABLED_OPTIMIZERS
-
-    model = GRAPH_PATH.read_bytes()
-    graph = words.fingerprint(model, DISABLED_OPTIMIZERS)
-    assert words.load(graph) is not None
-    assert words.load(words.fingerprint(model, ())) is None  # another graph: no table
-    assert words.load(graph, Path("/nonexistent/words.npz")) is None
-
-
-def test_an_unreadable_table_is_logged_and_not_used(tmp_path: Path) -> None:
-    truncated, garbage = tmp_path / "truncated.npz", tmp_path / "garbage.npz"
-    truncated.write_bytes(words.TABLE_PATH.read_bytes()[:4096])
-    garbage.write_bytes(b"not a table")
-    with captured_logs() as logs:
-        assert words.load("any graph", truncated) is None
-        assert words.load("any graph", garbage) is None
-    assert [(e["event"], e["error"]) for e in logs] == [
-        ("word_table_unusable", "BadZipFile"),
-        ("word_table_unusable", "ValueError"),
-    ]
-
-
-@needs_vnni
-def test_stored_word_vectors_are_the_models() -> None:
-    sample = random.Random(7).sample(words.table_words(), 300)
-    computed = MiniLMEmbedder(cache_size=0, word_table=False).embed(sample)
-    model = MiniLMEmbedder(cache_size=4)
-    stored = model.embed([w.upper() if k % 2 else w for k, w in enumerate(sample)])
-    assert model.table_hits == 300 and model.encoded == 0 and model.passes == 0
-    assert not model._cache  # the table keeps them: the LRU stays for texts
-    assert float((stored * computed).sum(axis=1).min()) > 0.9998
-    assert np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-6)
-    # other texts still go through the model, in the same call
-    mixed = model.embed(["film", "Byron provided US$300,000.", "café"])
-    assert model.encoded == 2 and model.table_hits == 301
-    film = MiniLMEmbedder(cache_size=0, word_table=False).embed(["film"])[0]
-    assert float(mixed[0] @ film) > 0.9998
-    float32 = MiniLMEmbedder(cache_size=0, int8=False)
-    float32.embed(["film"])
-    assert float32.table_hits == 0 and float32.encoded == 1  # computed with another graph

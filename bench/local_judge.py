@@ -1,0 +1,297 @@
+"""The local judge on labelled answers it was not fitted on, beside word overlap, and its speed.
+
+    python bench/local_judge.py [--baseline 09978da] [--skip-speed] [--records 48]
+
+1. Detection. Each answer goes through the local judge as the sidecar reads it
+   (`LocalJudge.screen`: its claims, each claim's one support decision). Per data
+   set: AUROC of the graded score (the mean support probability of the claims) and
+   of faithfulness (the share of supported claims, the metric as reported), next to
+   word overlap (the share of the answer's content words found in the contexts; 1.0
+   for an answer without any), all in the same run; and at the default flag rule
+   (`monitor.flags`): the raw hallucination rate against the labels' and the flag's
+   precision. Evasive answers are left out (the judge makes them unscoreable). The
+   sets: HaluEval QA dev (``../shared/data``) — the half the combiner was not fitted
+   on, and all of it —, the realistic set's holdout and all of it (its tune split was
+   fitted on), and the demo traffic (never fitted on).
+2. The lesson's worked example and the last round's four examples, as faithfulness.
+3. Speed: the three online metrics through the Scorer (16 records in flight, as the
+   sidecar scores them) on the realistic set's answers, and on RAG-sized records
+   (each realistic answer with the other answers of its scenario, about 85 words,
+   against its chunks plus chunks of other scenarios, about 400 words); records per
+   CPU second and peak RSS, each judge in a process of its own: this tree's local
+   judge and the support model of ``--baseline`` (its ``LearnedJudge``, extracted with
+   ``git archive``), cold (caches empty) and warm (the same records again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
+REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
+DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
+
+REFUNDS = (
+    "Cancel your subscription in Settings. Refunds are issued to the original card within "
+    "5-7 business days."
+)
+#: (context, answer, the faithfulness it should get)
+EXAMPLES = [
+    (
+        REFUNDS,
+        "Cancel in Settings, then your refund posts to your original card in about a week.",
+        1.0,
+    ),
+    (
+        REFUNDS,
+        "Cancel in Settings, refunds post in 5-7 days, and amounts over $500 need manager "
+        "sign-off.",
+        2 / 3,
+    ),
+    (
+        "We accept credit cards and SEPA direct debit. Orders ship within two days. "
+        "PayPal is not accepted.",
+        "Sorry, we don't take PayPal. You can pay by credit card or by SEPA direct debit.",
+        1.0,
+    ),
+    (
+        "Local admin rights are not granted to employees. Software is installed by IT.",
+        "You can ask for local admin rights.",
+        0.0,
+    ),
+    (
+        "Full-time employees are entitled to 25 days of paid annual leave.",
+        "If you work full time you get twenty-five paid days off each year.",
+        1.0,
+    ),
+    (
+        "Full-time employees are entitled to 25 days of paid annual leave.",
+        "If you work full time you get thirty paid days off each year.",
+        0.0,
+    ),
+]
+
+
+def _texts(record: dict[str, Any]) -> list[str]:
+    return [c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]]
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def data_sets(halueval: Path) -> dict[str, list[tuple[dict[str, Any], bool]]]:
+    """Each set's (record, hallucinated) pairs."""
+    from training.combiner import halueval_fit_half
+
+    halu = [(r, bool(r["label_hallucinated"])) for r in _rows(halueval)]
+    real = [r for r in _rows(REALISTIC) if r["category"] != "evasive"]
+    demo = [r for r in _rows(DEMO) if r["metadata"]["label"] != "evasive"]
+    return {
+        "HaluEval QA dev, not fitted half": [(r, h) for r, h in halu if not halueval_fit_half(r)],
+        "HaluEval QA dev, all": halu,
+        "realistic holdout": [
+            (r, r["label_hallucinated"]) for r in real if r["split"] == "holdout"
+        ],
+        "realistic all": [(r, r["label_hallucinated"]) for r in real],
+        "demo traffic": [(r, r["metadata"]["label"] == "hallucinated") for r in demo],
+    }
+
+
+def detection(halueval: Path) -> None:
+    from monitor.flags import threshold
+    from monitor.judges.local.judge import LocalJudge
+    from monitor.text import evasive
+    from training.combiner import auroc, overlap
+
+    judge = LocalJudge()
+    limit = threshold({}, "faithfulness")
+    print(
+        f"flag rules: the default, faithfulness < {limit:g}; and any unsupported claim "
+        "(faithfulness < 1)\n"
+    )
+    print(
+        "| data set | answers | AUROC graded | AUROC faithfulness | word overlap AUROC "
+        f"| labels' rate | rate, < {limit:g} | precision, < {limit:g} | rate, < 1 "
+        "| precision, < 1 | CPU ms / answer |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, rows in data_sets(halueval).items():
+        graded, faith, words, ok = [], [], [], []
+        started = time.process_time()
+        for record, hallucinated in rows:
+            response = str(record["response"])
+            if evasive.noncommittal(response):
+                continue
+            contexts = _texts(record)
+            screen = judge.screen(contexts, response, str(record.get("user_input") or ""))
+            faith.append(0.0 if math.isnan(screen.faithfulness) else screen.faithfulness)
+            graded.append(0.0 if math.isnan(screen.support) else screen.support)
+            words.append(overlap(response, contexts))
+            ok.append(int(not hallucinated))
+        ms = (time.process_time() - started) * 1000 / max(1, len(ok))
+        truth = 1 - sum(ok) / len(ok)
+        rules = []
+        for below in (limit, 1.0):
+            flagged = [f < below for f in faith]
+            caught = sum(f and not y for f, y in zip(flagged, ok, strict=True))
+            rules.append(f"{sum(flagged) / len(ok):.1%} | {caught / max(1, sum(flagged)):.2f}")
+        print(
+            f"| {name} | {len(ok)} | {auroc(graded, ok):.3f} | {auroc(faith, ok):.3f} "
+            f"| {auroc(words, ok):.3f} | {truth:.1%} | {' | '.join(rules)} | {ms:.0f} |",
+            flush=True,
+        )
+    print("\n| context | answer | should be | faithfulness | weakest claim's reason |")
+    print("|---|---|---:|---:|---|")
+    for context, answer, expected in EXAMPLES:
+        screen = judge.screen([context], answer)
+        print(
+            f"| {context} | {answer} | {expected:.2f} | {screen.faithfulness:.2f} "
+            f"| {screen.reason} |"
+        )
+
+
+# --- speed
+
+
+def rag_sized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each realistic answer with its scenario's other answers (about 85 words), against its
+    chunks and other scenarios' chunks (about 400 words): the median size of real RAG
+    traffic, made from the set's own text."""
+    by_scenario: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_scenario.setdefault(r["user_input"], []).append(r)
+    chunks = [c for r in rows for c in r["retrieved_contexts"]]
+    chunks = list(dict.fromkeys(chunks))
+    out = []
+    for k, r in enumerate(rows):
+        siblings = [s["response"] for s in by_scenario[r["user_input"]] if s is not r]
+        answer = " ".join([r["response"], *siblings])
+        answer = " ".join(answer.split()[:90])
+        contexts = list(r["retrieved_contexts"])
+        j = k
+        while sum(len(c.split()) for c in contexts) < 400:
+            j = (j + 7) % len(chunks)
+            if chunks[j] not in contexts:
+                contexts.append(chunks[j])
+        out.append({**r, "response": answer, "retrieved_contexts": contexts})
+    return out
+
+
+_SPEED = r"""
+import asyncio, json, os, resource, sys, time
+from monitor.records import validate_record
+from monitor.scoring import Scorer
+kind, path = sys.argv[1], sys.argv[2]
+if kind == "local":
+    from monitor.judges.local.judge import LocalJudge as Judge
+else:
+    from monitor.judges.local.learned import LearnedJudge as Judge
+rows = json.loads(open(path).read())
+fields = ("id", "user_input", "retrieved_contexts", "response")
+interactions = [validate_record({k: r[k] for k in fields}) for r in rows]
+scorer = Scorer(Judge(), ["faithfulness", "response_relevancy", "context_utility"])
+async def run():
+    gate = asyncio.Semaphore(16)
+    async def one(i):
+        async with gate:
+            await scorer.score(i)
+    await asyncio.gather(*(one(i) for i in interactions))
+out = {}
+for label in ("cold", "warm"):
+    cpu, wall = os.times(), time.perf_counter()
+    asyncio.run(run())
+    after = os.times()
+    out[label] = [len(interactions) / ((after.user - cpu.user) + (after.system - cpu.system)),
+                  time.perf_counter() - wall]
+out["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def speed(baseline: str, records: int) -> None:
+    rows = [r for r in _rows(REALISTIC)][:records]
+    sets = {"realistic answers": rows, "RAG-sized (~400 / ~85 words)": rag_sized(rows)}
+    print(f"\n(speed: {records} records a set; baseline {baseline}'s support model)")
+    print(
+        "| records | context words | answer words | judge | cold records / CPU s "
+        "| warm records / CPU s | cold ratio | peak RSS MiB |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "baseline"
+        old.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", baseline, "monitor"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        for name, chosen in sets.items():
+            data = Path(tmp) / "records.json"
+            data.write_text(json.dumps(chosen))
+            ctx = sum(len(" ".join(r["retrieved_contexts"]).split()) for r in chosen) / len(chosen)
+            ans = sum(len(r["response"].split()) for r in chosen) / len(chosen)
+            found = {}
+            for judge, tree in (("baseline model", old), ("local judge", ROOT)):
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                kind = "local" if tree == ROOT else "learned"
+                out = subprocess.run(
+                    [sys.executable, "-c", _SPEED, kind, str(data)],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    cwd=tmp,
+                ).stdout
+                found[judge] = json.loads(out.strip().splitlines()[-1])
+            base = found["baseline model"]["cold"][0]
+            for judge, got in found.items():
+                print(
+                    f"| {name} | {ctx:.0f} | {ans:.0f} | {judge} | {got['cold'][0]:.1f} "
+                    f"| {got['warm'][0]:.1f} | {got['cold'][0] / base:.2f}× | {got['rss']:.0f} |",
+                    flush=True,
+                )
+
+
+def _cpu() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            flags = Path("/proc/cpuinfo").read_text()
+            vnni = "avx512_vnni" in flags
+            return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores, VNNI: {vnni}"
+    return "unknown CPU"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--halueval", type=Path, default=HALUEVAL)
+    parser.add_argument("--baseline", default="09978da", help="the commit whose model to time")
+    parser.add_argument("--records", type=int, default=64)
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-detection", action="store_true")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    print(f"CPU: {_cpu()}\n")
+    if not args.skip_detection:
+        detection(args.halueval)
+    if not args.skip_speed:
+        speed(args.baseline, args.records)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of the detection process: {peak:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

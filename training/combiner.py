@@ -1,0 +1,297 @@
+"""Fit the local judge's combiner (`monitor.judges.local.combiner`) and report what it does.
+
+    python -m training.combiner features   # read every set through the judge: .cache/combiner/
+    python -m training.combiner fit        # fit the weights, write model/combiner.json
+    python -m training.combiner report     # AUROC per set and per feature set (ablation)
+
+Fitted only on data outside every evaluation set: the held-out fiftieth of the
+NLI mix (claims against their evidence, `training.cross_encoder.held_out`) with
+one-fact edits of its supported claims, HaluEval QA dev's first half by question
+(the other half is reported) and the realistic set's tune split. The realistic
+holdout and the demo traffic are only ever read by ``report``.
+
+An answer's claims are joined as a noisy AND: the answer is faithful when every
+claim is supported, P = Π p(claim), which lets answer-level labels fit claim-level
+weights; the NLI pairs are claims with their own label. Each of the three sources
+weighs the same in the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.judges.local.claims import claims
+from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
+from monitor.judges.local.evidence import Evidence, content
+from monitor.judges.local.judge import LocalJudge
+from monitor.text import evasive
+from training import nli
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "combiner"
+HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
+REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
+DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
+
+Array = npt.NDArray[np.float64]
+
+
+def held_out(pair: nli.Pair) -> bool:
+    """The NLI mix's held-out fiftieth (as the support model's trainer splits it)."""
+    return hashlib.sha256(pair.hypothesis.encode()).digest()[0] % 50 == 0
+
+
+def halueval_fit_half(record: dict[str, Any]) -> bool:
+    """HaluEval QA dev records fitted on: half of the questions, by a hash of the question."""
+    return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
+
+
+def _texts(contexts: Sequence[Any]) -> list[str]:
+    return [c if isinstance(c, str) else str(c["text"]) for c in contexts]
+
+
+def _records() -> list[dict[str, Any]]:
+    """Every labelled answer, with its set and whether the fit may read it."""
+    out = []
+    for line in HALUEVAL.read_text().splitlines():
+        r = json.loads(line)
+        fit = halueval_fit_half(r)
+        out.append({**r, "set": "halueval-fit" if fit else "halueval-report", "fit": fit})
+    for line in REALISTIC.read_text().splitlines():
+        r = json.loads(line)
+        if r["category"] == "evasive":
+            continue
+        out.append({**r, "set": f"realistic-{r['split']}", "fit": r["split"] == "tune"})
+    for line in DEMO.read_text().splitlines():
+        r = json.loads(line)
+        label = r["metadata"]["label"]
+        if label == "evasive":
+            continue
+        out.append(
+            {**r, "label_hallucinated": label == "hallucinated", "set": "demo", "fit": False}
+        )
+    return out
+
+
+def read_features(*, nli_pairs: bool = True) -> None:
+    """Every answer's claims and every held-out NLI pair through the judge's parts."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    judge = LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0))
+    start = time.perf_counter()
+    rows = []
+    records = _records()
+    for n, r in enumerate(records):
+        contexts = _texts(r["retrieved_contexts"])
+        said = claims(r["response"], r["user_input"])
+        if not said:
+            continue
+        [found] = judge.read(said, [contexts])
+        rows.append(
+            {
+                "id": r["id"],
+                "set": r["set"],
+                "fit": r["fit"],
+                "category": r.get("category", ""),
+                "faithful": int(not r["label_hallucinated"]),
+                "evasive": int(evasive.noncommittal(r["response"])),
+                "overlap": overlap(r["response"], contexts),
+                "contexts": contexts,
+                "claims": [
+                    {"claim": c, "logit": r.support.logit} for c, r in zip(said, found, strict=True)
+                ],
+            }
+        )
+        if n % 50 == 0:
+            print(f"answers {n}/{len(records)} {time.perf_counter() - start:.0f}s", flush=True)
+    (CACHE / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if not nli_pairs:
+        return
+    pairs = [p for name in nli.SOURCES for p in nli.SOURCES[name](nli.SHARED_NLI) if held_out(p)]
+    pairs = list({(p.premise, p.hypothesis): p for p in pairs}.values())
+    pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
+    out = []
+    for n, p in enumerate(pairs):
+        [[r]] = judge.read([p.hypothesis], [[p.premise]])
+        out.append(
+            {
+                "source": p.source,
+                "label": p.label,
+                "premise": p.premise,
+                "hypothesis": p.hypothesis,
+                "logit": r.support.logit,
+            }
+        )
+        if n % 500 == 0:
+            print(f"nli pairs {n}/{len(pairs)} {time.perf_counter() - start:.0f}s", flush=True)
+    (CACHE / "nli.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
+
+
+def _said(claim: str) -> str:
+    """A claim without the question a phrase answer is read after (its words are given)."""
+    return claim.rsplit("? ", 1)[-1]
+
+
+def overlap(response: str, contexts: Sequence[str]) -> float:
+    """The baseline: the share of the answer's content words found in the contexts (1.0
+    for an answer without any: nothing in it is unsupported)."""
+    said = content(response)
+    if not said:
+        return 1.0
+    known = set(content(" ".join(contexts)))
+    return sum(w in known for w in said) / len(said)
+
+
+def _load(name: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (CACHE / name).read_text().splitlines()]
+
+
+def with_features(
+    answers: list[dict[str, Any]], pairs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cached logits with the combiner's features as the judge computes them now (the
+    lexical side is cheap: only the logits are cached)."""
+    for a in answers:
+        evidence = Evidence.of(a["contexts"])
+        for c in a["claims"]:
+            said = _said(c["claim"])
+            c["x"] = features(c["logit"], evidence.gaps(said), phrase=said != c["claim"])
+    for p in pairs:
+        p["x"] = features(p["logit"], Evidence.of([p["premise"]]).gaps(p["hypothesis"]))
+    return answers, pairs
+
+
+def fit(answers: list[dict[str, Any]], pairs: list[dict[str, Any]], used: Sequence[int]) -> Array:
+    """The weights (bias first) over the features ``used``, by gradient ascent on the
+    likelihood (see the module docstring), each source weighing the same."""
+    k = len(used)
+    theta = np.zeros(k + 1)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for a in answers:
+        groups.setdefault(a["set"].split("-")[0], []).append(a)
+    xs = [np.array([[1.0, *(c["x"][i] for i in used)] for c in a["claims"]]) for a in answers]
+    ys = [a["faithful"] for a in answers]
+    share = {g: 1.0 / len(v) for g, v in groups.items()}
+    ws = [share[a["set"].split("-")[0]] for a in answers]
+    px = np.array([[1.0, *(p["x"][i] for i in used)] for p in pairs])
+    py = np.array([p["label"] for p in pairs], dtype=float)
+    pw = 1.0 / len(pairs)
+    for _ in range(4000):
+        grad = np.zeros(k + 1)
+        for x, y, w in zip(xs, ys, ws, strict=True):
+            s = 1.0 / (1.0 + np.exp(-(x @ theta)))
+            if y:
+                g = 1.0 - s
+            else:
+                p = float(np.prod(s))
+                g = -(p / max(1.0 - p, 1e-9)) * (1.0 - s)
+            grad += w * (g @ x)
+        s = 1.0 / (1.0 + np.exp(-(px @ theta)))
+        grad += pw * ((py - s) @ px)
+        grad -= 1e-3 * np.r_[0.0, theta[1:]]
+        theta += 0.5 * grad
+    return theta
+
+
+def auroc(scores: Sequence[float], faithful: Sequence[int]) -> float:
+    """P(a faithful answer scores above a hallucinated one), ties counting half."""
+    pos = [s for s, f in zip(scores, faithful, strict=True) if f]
+    neg = [s for s, f in zip(scores, faithful, strict=True) if not f]
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def answer_scores(a: dict[str, Any], theta: Array, used: Sequence[int]) -> tuple[float, float]:
+    """(faithfulness: the share of claims at p >= 0.5, graded: the mean p)."""
+    ps = [
+        1.0
+        / (
+            1.0
+            + np.exp(-(theta[0] + sum(t * c["x"][i] for t, i in zip(theta[1:], used, strict=True))))
+        )
+        for c in a["claims"]
+    ]
+    return sum(p >= 0.5 for p in ps) / len(ps), float(np.mean(ps))
+
+
+SETS = {
+    "HaluEval QA dev, report half": lambda a: a["set"] == "halueval-report",
+    "realistic holdout": lambda a: a["set"] == "realistic-holdout",
+    "realistic all": lambda a: a["set"].startswith("realistic"),
+    "demo": lambda a: a["set"] == "demo",
+}
+
+
+def report(theta: Array, used: Sequence[int], answers: list[dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for name, chosen in SETS.items():
+        rows = [a for a in answers if chosen(a) and not a["evasive"]]
+        scored = [answer_scores(a, theta, used) for a in rows]
+        ok = [a["faithful"] for a in rows]
+        out[f"{name}: graded"] = auroc([s[1] for s in scored], ok)
+        out[f"{name}: faithfulness"] = auroc([s[0] for s in scored], ok)
+        out[f"{name}: overlap"] = auroc([a["overlap"] for a in rows], ok)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["features", "fit", "report"])
+    parser.add_argument(
+        "--answers-only", action="store_true", help="features: keep the NLI pairs' features"
+    )
+    args = parser.parse_args(argv)
+    if args.command == "features":
+        read_features(nli_pairs=not args.answers_only)
+        return 0
+    answers, pairs = with_features(_load("answers.jsonl"), _load("nli.jsonl"))
+    fitted = [a for a in answers if a["fit"]]
+    full = list(range(len(FEATURES)))
+    if args.command == "fit":
+        theta = fit(fitted, pairs, full)
+        data = {
+            "features": list(FEATURES),
+            "weights": [round(float(w), 6) for w in theta[1:]],
+            "bias": round(float(theta[0]), 6),
+            "fitted_on": "NLI held-out fiftieth and its edits, HaluEval QA dev fit half, "
+            "realistic tune",
+        }
+        raw = (json.dumps(data, indent=2) + "\n").encode()
+        COMBINER_PATH.write_bytes(raw)
+        print(json.dumps(data), hashlib.sha256(raw).hexdigest())
+        Combiner.load(digest=None)
+        return 0
+    ablations = {
+        "model logit only": [0],
+        "lexical only": [1, 2, 3, 4, 5],
+        "logit + missing words": [0, 1],
+        "+ missing numbers": [0, 1, 2],
+        "+ missing names": [0, 1, 2, 3],
+        "+ phrase": [0, 1, 2, 3, 4],
+        "+ copied (all)": full,
+    }
+    table: dict[str, dict[str, float]] = {}
+    for name, used in ablations.items():
+        table[name] = report(fit(fitted, pairs, used), used, answers)
+    keys = list(next(iter(table.values())))
+    print("| features | " + " | ".join(k for k in keys if "overlap" not in k) + " |")
+    for name, row in table.items():
+        print(f"| {name} | " + " | ".join(f"{row[k]:.3f}" for k in keys if "overlap" not in k))
+    print("| word overlap | " + " | ".join(f"{row[k]:.3f}" for k in keys if "overlap" in k))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

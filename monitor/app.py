@@ -23,7 +23,7 @@ from monitor.backlog.migrations import (
     SchemaBehind,
     check_schema,
 )
-from monitor.budget import BUDGET, BudgetedScorer, PartitionLedger, TokenBudget
+from monitor.budget import BUDGET, AdaptiveRate, BudgetedScorer, PartitionLedger, TokenBudget
 from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
 from monitor.http import (
@@ -144,7 +144,6 @@ class Components:
             self.sinks,
             self.exporter,
             settings,
-            budget=self.budgeted,
             revoke=self.revoke,
         )
 
@@ -177,7 +176,13 @@ def build(settings: Settings) -> Components:
         raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
     except JudgeConfigError as exc:
         raise ConfigError(str(exc)) from None
-    sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
+    # the budget's scale on the sampler's rates, taught the cost of a record by the scorer
+    adaptive = AdaptiveRate(budget)
+    sampler = Sampler(
+        settings.sample_rate, settings.sample_rules, adjuster=_risk(settings), throttle=adaptive
+    )
+    exporter.token_budget_remaining.set_function(budget.remaining)  # read at each scrape
+    exporter.sample_rate.set_function(sampler.scaled_rate)
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     # OTLP span messages are assembled per trace; a revoke does not wait for the messages
@@ -202,10 +207,10 @@ def build(settings: Settings) -> Components:
     server = MetricsServer(
         exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
     )
+    budgeted = BudgetedScorer(scorer, budget, fallback=fallback, adaptive=adaptive)
     parts = Components(
-        exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
-        fallback, sampler, sinks, source, server, revoke
-    )  # fmt: skip
+        exporter, budget, budgeted, judge, scorer, fallback, sampler, sinks, source, server, revoke
+    )
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)

@@ -255,12 +255,13 @@ class AdaptiveRate:
 
 
 class BudgetedScorer:
-    """The scorer under the token budget: the pre-check, the spend, the offered rate and
-    the fallback, in one place (`monitor.pipeline` only calls it).
+    """The scorer under the token budget: the pre-check, the spend and the fallback, in one
+    place (the pipeline sees it as its scorer).
 
     A record is skipped with reason ``budget`` when the window is spent before it starts,
     or when a judge call it needs cannot be reserved (`BudgetExhausted`); with a
-    ``fallback`` (the zero-token local judge) such a record is scored by it instead.
+    ``fallback`` (the zero-token local judge) such a record is scored by it instead. What
+    a record cost teaches ``adaptive`` (the sampler's throttle) the tokens per record.
     """
 
     def __init__(
@@ -285,17 +286,6 @@ class BudgetedScorer:
         if scored.error == BUDGET and self.fallback is not None:
             scored = await self.fallback.score(interaction)
         return scored
-
-    def offered(self, rate: float) -> None:
-        """A consumed record the full rate would keep with probability ``rate``."""
-        self.adaptive.offered(rate)
-
-    def scale(self) -> float:
-        """What the sampler's rates are multiplied by (`AdaptiveRate.scale`)."""
-        return self.adaptive.scale()
-
-    def remaining(self) -> float:
-        return self.budget.remaining()
 
 
 class PartitionLedger:

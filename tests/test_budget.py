@@ -255,7 +255,7 @@ async def test_the_budgeted_scorer_spends_until_the_window_is_gone_then_skips() 
     assert judge.scored == 3
     assert scorer.adaptive.tokens_per_record == 100  # the spend reached the sampler's scale
     budget.reserve(50)
-    assert scorer.remaining() == 0
+    assert budget.remaining() == 0
     assert (await scorer.score(RECORD)).error == BUDGET
     assert judge.scored == 3  # a spent window: the judge is not even asked
 

@@ -173,7 +173,10 @@ class Pipeline:
         self.source.finish(record)
 
     async def _dead_letter(self, record: SourceRecord, invalid: InvalidRecord) -> None:
-        while self.source.owns(record):
+        while True:
+            self.source.fence()
+            if not self.source.owns(record):
+                return
             try:
                 await self.source.dead_letter(record, invalid.reason, invalid.detail)
             except DeadLetterError as exc:

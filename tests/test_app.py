@@ -82,5 +82,6 @@ async def test_the_budget_gauges_are_read_from_the_budget_at_each_scrape() -> No
     parts.budget.reserve(400)  # nothing but the scrape in between: no pipeline, no checkpoint
     assert gauge("rag_monitor_token_budget_remaining") == 600
     assert gauge("rag_monitor_sample_rate") == 0.5
+    assert gauge("rag_monitor_token_budget_share") == 0  # no partition held yet
     assert parts.sampler.throttle is parts.budgeted.adaptive  # one scale, taught and read
     await parts.close()

@@ -438,7 +438,7 @@ def spawn(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=["noida", "tansu"], default=None)
+    parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)

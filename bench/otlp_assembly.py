@@ -185,7 +185,7 @@ def _total(metric: Any) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=5000)
-    parser.add_argument("--broker", choices=["noida", "tansu"], default=None)
+    parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
@@ -216,7 +216,7 @@ def main() -> int:
     print(f"| interaction records: parse | {n / alone_records:,.0f} | | {n / alone_records:,.0f} | "
           f"{1e6 * alone_records / n:.0f} |", flush=True)  # fmt: skip
 
-    broker = Broker(kind=args.broker) if args.broker else Broker()
+    broker = Broker(args.broker)
     with broker:
         asyncio.run(create_topics(broker.bootstrap_servers, {"bench-records": 4, "bench-otlp": 4,
                                   "bench-records-dlq": 1, "bench-otlp-dlq": 1}))  # fmt: skip

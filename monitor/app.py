@@ -23,7 +23,7 @@ from monitor.backlog.migrations import (
     SchemaBehind,
     check_schema,
 )
-from monitor.budget import BUDGET, BudgetedScorer, PartitionLedger, TokenBudget
+from monitor.budget import BUDGET, AdaptiveRate, BudgetedScorer, TokenBudget
 from monitor.config import ConfigError, Settings, ambient_api_key
 from monitor.flags import FLAG_REASONS
 from monitor.http import (
@@ -36,6 +36,7 @@ from monitor.http import (
 from monitor.judges import Judge
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
+from monitor.kafka.ledger import LedgerListener
 from monitor.kafka.publisher import KafkaPublisher
 from monitor.pipeline import Pipeline
 from monitor.records import INVALID_REASONS
@@ -144,7 +145,6 @@ class Components:
             self.sinks,
             self.exporter,
             settings,
-            budget=self.budgeted,
             revoke=self.revoke,
         )
 
@@ -177,7 +177,14 @@ def build(settings: Settings) -> Components:
         raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
     except JudgeConfigError as exc:
         raise ConfigError(str(exc)) from None
-    sampler = Sampler(settings.sample_rate, settings.sample_rules, adjuster=_risk(settings))
+    # the budget's scale on the sampler's rates, taught the cost of a record by the scorer
+    adaptive = AdaptiveRate(budget)
+    sampler = Sampler(
+        settings.sample_rate, settings.sample_rules, adjuster=_risk(settings), throttle=adaptive
+    )
+    # the budget's gauges are read from it at each scrape
+    exporter.token_budget_remaining.set_function(budget.remaining)
+    exporter.sample_rate.set_function(sampler.scaled_rate)
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     # OTLP span messages are assembled per trace; a revoke does not wait for the messages
@@ -189,12 +196,13 @@ def build(settings: Settings) -> Components:
     kafka = KafkaSource(
         settings,
         exporter,
-        # the window's spend travels with the partitions
-        ledger=PartitionLedger(budget) if not budget.unlimited else None,
+        # the budget's share follows the partitions, and the window's spend travels with them
+        ledger=LedgerListener(settings, budget),
         on_revoke=revoke,
-        on_assigned=_budget_share(budget, exporter),
         held=buffer.held if buffer is not None else None,
     )
+    # (before the first assignment the budget is whole, but the replica holds no share)
+    exporter.token_budget_share.set_function(lambda: budget.share if kafka.assignment else 0.0)
     source: KafkaSource | TraceSource = kafka
     if buffer is not None:
         source = TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
@@ -202,10 +210,10 @@ def build(settings: Settings) -> Components:
     server = MetricsServer(
         exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
     )
+    budgeted = BudgetedScorer(scorer, budget, fallback=fallback, adaptive=adaptive)
     parts = Components(
-        exporter, budget, BudgetedScorer(scorer, budget, fallback=fallback), judge, scorer,
-        fallback, sampler, sinks, source, server, revoke
-    )  # fmt: skip
+        exporter, budget, budgeted, judge, scorer, fallback, sampler, sinks, source, server, revoke
+    )
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
@@ -312,19 +320,6 @@ def _assigned(source: KafkaSource | TraceSource) -> ReadinessCheck:
         return bool(source.assignment)
 
     return check
-
-
-def _budget_share(budget: TokenBudget, exporter: Exporter) -> Callable[[int, int], None]:
-    """After each rebalance: this replica spends assigned ÷ all partitions of the budget
-    (`KafkaSource` has handed the budget the partitions and their ledger already)."""
-
-    def assigned(mine: int, total: int) -> None:
-        share = mine / total if total else 0.0
-        exporter.token_budget_share.set(share)
-        log.info("token budget share", share=round(share, 4), partitions=mine, of=total,
-                 spent=budget.spent)  # fmt: skip
-
-    return assigned
 
 
 def _kafka(source: KafkaSource) -> ReadinessCheck:

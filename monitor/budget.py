@@ -1,16 +1,17 @@
 """The token budget, in one place; no I/O (docs/design.md, "Budget and sampling").
 
-`TokenBudget` is the allowance per window (the judges' `TokenGate`: reserve, reconcile),
-`AdaptiveRate` the scale on the sampler's rates that spreads it over the window,
-`BudgetedScorer` the pipeline's scorer under it, and `PartitionLedger` the spend that
-travels with the partitions in the offset commits' metadata (`LedgerEntry`).
+`TokenBudget` is the allowance per window (the judges' `TokenGate`: reserve, reconcile)
+and the spend that travels with the partitions in the offset commits' metadata
+(`LedgerEntry`; its Kafka side is `monitor.kafka.ledger`), `AdaptiveRate` the scale on
+the sampler's rates that spreads it over the window, `BudgetedScorer` the pipeline's
+scorer under it.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from monitor.config import TokenBudgetSpec
@@ -255,12 +256,13 @@ class AdaptiveRate:
 
 
 class BudgetedScorer:
-    """The scorer under the token budget: the pre-check, the spend, the offered rate and
-    the fallback, in one place (`monitor.pipeline` only calls it).
+    """The scorer under the token budget: the pre-check, the spend and the fallback, in one
+    place (the pipeline sees it as its scorer).
 
     A record is skipped with reason ``budget`` when the window is spent before it starts,
     or when a judge call it needs cannot be reserved (`BudgetExhausted`); with a
-    ``fallback`` (the zero-token local judge) such a record is scored by it instead.
+    ``fallback`` (the zero-token local judge) such a record is scored by it instead. What
+    a record cost teaches ``adaptive`` (the sampler's throttle) the tokens per record.
     """
 
     def __init__(
@@ -285,54 +287,3 @@ class BudgetedScorer:
         if scored.error == BUDGET and self.fallback is not None:
             scored = await self.fallback.score(interaction)
         return scored
-
-    def offered(self, rate: float) -> None:
-        """A consumed record the full rate would keep with probability ``rate``."""
-        self.adaptive.offered(rate)
-
-    def scale(self) -> float:
-        """What the sampler's rates are multiplied by (`AdaptiveRate.scale`)."""
-        return self.adaptive.scale()
-
-    def remaining(self) -> float:
-        return self.budget.remaining()
-
-
-class PartitionLedger:
-    """The budget's spend as the offset commits carry it, one entry per partition held.
-
-    Handed to the Kafka source's rebalance listener: `load` on an assignment (with the
-    metadata of the partitions' last commits), `revoke` after the revoke's last commit;
-    every commit carries `entries`, and a partition whose entry is `unsent` is committed
-    again at the same offset (`sent` records what went out).
-    """
-
-    def __init__(self, budget: TokenBudget) -> None:
-        self.budget = budget
-        #: the entry last committed per partition
-        self._sent: dict[int, str] = {}
-
-    def load(self, metadata: Mapping[int, str | None], total: int) -> None:
-        """The partitions now held, each with its last commit's metadata (None: not read, or
-        no commit), of ``total``."""
-        for partition, text in metadata.items():
-            if text is not None:
-                self._sent[partition] = text
-        self.budget.assign(metadata, total)
-
-    def entries(self) -> dict[int, str]:
-        """The entry each held partition's next commit carries (`TokenBudget.ledger`)."""
-        return self.budget.ledger()
-
-    def unsent(self, entries: Mapping[int, str]) -> list[int]:
-        """The partitions whose entry differs from the one they last committed."""
-        return [p for p, entry in entries.items() if entry != self._sent.get(p)]
-
-    def sent(self, entries: Mapping[int, str]) -> None:
-        self._sent.update(entries)
-
-    def revoke(self, partitions: Iterable[int]) -> None:
-        """Partitions gone (their entries committed): nothing is reserved until `load`."""
-        self.budget.revoke()
-        for partition in partitions:
-            self._sent.pop(partition, None)

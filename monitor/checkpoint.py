@@ -51,6 +51,7 @@ class Checkpoint:
         rebalance's commit waits for the timer's.
         """
         async with self._lock:
+            self.source.fence()  # a replica that stood still owns nothing it had
             self.pending = [p for p in self.pending if self.source.owns(p.record)]
             batch = list(self.pending)
             waits: list[SinkBackpressure] = []

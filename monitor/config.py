@@ -37,16 +37,6 @@ from pydantic_settings import (
 
 PREFIX = "RAG_MONITOR_"
 
-#: the ``RAG_MONITOR_*`` variables that are read outside the settings tree, and by what;
-#: load_settings accepts them (every other variable of the prefix must name a setting)
-NOT_SETTINGS: Mapping[str, str] = {
-    "RAG_MONITOR_TEST_BROKER": "the demo's (and the Kafka tests') embedded broker: noida or tansu",
-}
-
-#: reserved for the test suite's own variables (it names them, not this package):
-#: accepted, never a setting
-TEST_PREFIX = f"{PREFIX}TEST_"
-
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -392,7 +382,7 @@ def setting_variables() -> dict[str, str]:
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:
-    """Refuse a ``RAG_MONITOR_*`` variable that is neither a setting nor in NOT_SETTINGS.
+    """Refuse a ``RAG_MONITOR_*`` variable that is not a setting (the prefix is theirs alone).
 
     The variables are read regardless of case, so they are checked regardless of case.
     """
@@ -401,9 +391,7 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
     lines = []
     for variable in sorted(environ):
         upper = variable.upper()
-        if not upper.startswith(PREFIX) or upper in known or upper in NOT_SETTINGS:
-            continue
-        if upper.startswith(TEST_PREFIX):
+        if not upper.startswith(PREFIX) or upper in known:
             continue
         head = _collection_head(upper, known)
         if delimiter and head is not None and upper.startswith(head + delimiter.upper()):

@@ -12,7 +12,6 @@ import contextlib
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Protocol
 
 import structlog
 
@@ -28,18 +27,6 @@ from monitor.telemetry import Exporter
 log = structlog.get_logger("monitor.pipeline")
 
 
-class Budget(Protocol):
-    """The token budget as the pipeline sees it (`monitor.budget.BudgetedScorer`, which is
-    also the scorer): the sampler's scale, the rate each record was offered at, and what
-    is left for the gauge."""
-
-    def scale(self) -> float: ...
-
-    def offered(self, rate: float) -> None: ...
-
-    def remaining(self) -> float: ...
-
-
 class Pipeline:
     def __init__(
         self,
@@ -50,7 +37,6 @@ class Pipeline:
         exporter: Exporter,
         settings: Settings,
         *,
-        budget: Budget | None = None,
         revoke: RevokeHook | None = None,
         concurrency: int | None = None,
         checkpoint_interval: float = 0.5,
@@ -63,7 +49,6 @@ class Pipeline:
         self.sinks = list(sinks)
         self.exporter = exporter
         self.settings = settings
-        self.budget = budget
         self.revoke = revoke
         self.concurrency = concurrency or min(settings.score_concurrency, settings.max_in_flight)
         self.checkpoint_interval = checkpoint_interval
@@ -135,7 +120,6 @@ class Pipeline:
         if isinstance(read, InvalidRecord):
             return read
         decision = self._decide(record, read)
-        self._offered(decision.offered)
         if decision.kept is None:
             if decision.skipped is not None:
                 self._skip(record, decision.skipped)
@@ -160,13 +144,12 @@ class Pipeline:
             return invalid
 
     def _decide(self, record: SourceRecord, read: Interaction | None) -> Decision:
-        """Step 2: the sampler's one decision, on the record's key (else its id), its
-        metadata and the budget's scale."""
-        scale = self.budget.scale() if self.budget is not None else 1.0
+        """Step 2: the sampler's one decision, on the record's key (else its id) and its
+        metadata."""
         if read is None:
-            return self.sampler.decide(record.key or b"", None, None, scale)
+            return self.sampler.decide(record.key or b"", None, None)
         unit = record.key or read.id.encode("utf-8")
-        return self.sampler.decide(unit, read.metadata, lambda: read, scale)
+        return self.sampler.decide(unit, read.metadata, lambda: read)
 
     async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
         if isinstance(verdict, InvalidRecord):
@@ -183,10 +166,6 @@ class Pipeline:
             # records: checkpoint now rather than let the window wait for the timer
             self._checkpoint_due.set()
 
-    def _offered(self, rate: float) -> None:
-        if self.budget is not None:
-            self.budget.offered(rate)
-
     def _skip(self, record: SourceRecord, reason: str, trace_id: str | None = None) -> None:
         self.exporter.records_skipped.labels(reason=reason).inc()
         log.debug("record skipped", reason=reason, partition=record.partition, offset=record.offset,
@@ -194,7 +173,10 @@ class Pipeline:
         self.source.finish(record)
 
     async def _dead_letter(self, record: SourceRecord, invalid: InvalidRecord) -> None:
-        while self.source.owns(record):
+        while True:
+            self.source.fence()
+            if not self.source.owns(record):
+                return
             try:
                 await self.source.dead_letter(record, invalid.reason, invalid.detail)
             except DeadLetterError as exc:
@@ -214,15 +196,12 @@ class Pipeline:
     # --- the at-least-once order (`monitor.checkpoint`): sinks first, then offsets
 
     async def checkpoint(self) -> None:
-        """`Checkpoint.commit` (write and flush sinks, finish, commit), then the gauges.
+        """`Checkpoint.commit`: write and flush sinks, finish, commit.
 
         Raises `SinkBackpressure` when a sink asked to wait (its records stay pending
         and uncommitted).
         """
-        try:
-            await self._checkpoint.commit()
-        finally:
-            self._gauges()
+        await self._checkpoint.commit()
 
     async def _checkpoint_loop(self, stop: asyncio.Event) -> None:
         """A checkpoint every ``checkpoint_interval``, or as soon as half the window waits
@@ -251,12 +230,6 @@ class Pipeline:
         if deadline is not None:
             retry_after = max(0.0, min(retry_after, deadline - time.monotonic()))
         await asyncio.sleep(retry_after)
-
-    def _gauges(self) -> None:
-        scale = self.budget.scale() if self.budget is not None else 1.0
-        self.exporter.sample_rate.set(self.sampler.rate * scale)
-        if self.budget is not None:
-            self.exporter.token_budget_remaining.set(self.budget.remaining())
 
     # --- shutdown
 

@@ -1,4 +1,4 @@
-"""Which records get scored: `Sampler`, a deterministic hash-based decision per record. Pure.
+"""Which records get scored: `Sampler`, a deterministic hash-based decision per record. No I/O.
 
 See docs/design.md, "Budget and sampling".
 """
@@ -34,6 +34,15 @@ class RateAdjuster(Protocol):
     def adjust(self, interaction: Interaction, rate: float) -> float: ...
 
 
+class Throttle(Protocol):
+    """What scales the sampler's rates down (`monitor.budget.AdaptiveRate`): the factor now,
+    in (0, 1], and the rate each record was offered at with the factor at 1."""
+
+    def scale(self) -> float: ...
+
+    def offered(self, weight: float) -> None: ...
+
+
 #: a record the configured rate keeps but the budget's scale dropped (counted as skipped)
 BUDGET_THINNED = "budget_thinned"
 
@@ -51,7 +60,7 @@ class Decision:
     """`Sampler.decide`'s answer for one record."""
 
     #: the rate the record is offered at with the budget's scale at 1 (its rule's, else
-    #: the configured rate): what `budget.AdaptiveRate.offered` sums
+    #: the configured rate): what the throttle is told (`Throttle.offered`)
     offered: float
     #: the kept record; None when it is dropped
     kept: Kept | None = None
@@ -61,7 +70,8 @@ class Decision:
 
 
 class Sampler:
-    """Configured rate + metadata rules (first match wins) + budget scale → keep or drop."""
+    """Configured rate + metadata rules (first match wins) + the throttle's scale → keep or
+    drop. The throttle (the token budget's) is told of every record decided."""
 
     def __init__(
         self,
@@ -69,27 +79,36 @@ class Sampler:
         rules: Sequence[SampleRule] = (),
         *,
         adjuster: RateAdjuster | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"sample rate {rate} is not within [0, 1]")
         self.rate = rate
         self.rules = tuple(rules)
         self.adjuster = adjuster
+        self.throttle = throttle
+
+    def scale(self) -> float:
+        """What every rate is multiplied by now: the throttle's scale, 1 without one."""
+        return self.throttle.scale() if self.throttle is not None else 1.0
+
+    def scaled_rate(self) -> float:
+        """The configured rate at the current scale (``rag_monitor_sample_rate``)."""
+        return self.rate * self.scale()
 
     def decide(
         self,
         unit: bytes,
         metadata: Mapping[str, Any] | None,
         interaction: Callable[[], Interaction] | None,
-        scale: float = 1.0,
     ) -> Decision:
         """Keep or drop one record: the only sampling decision a record gets.
 
         ``unit`` is the record's sampling unit (its key, else its id); ``metadata`` its
         metadata; ``interaction`` builds its Interaction, called only when the record is
         within reach of being kept. A record its source left unread (`drops_unread`) has
-        neither: it is decided on ``unit`` alone. ``scale`` is the budget's
-        (`budget.AdaptiveRate.scale`, at most 1).
+        neither: it is decided on ``unit`` alone. The rate is scaled by the throttle's
+        current `scale`, which is then told the rate the record was offered at.
 
         A risk adjuster that recalibrates while it screens the record cannot raise the
         stamped probability above the ceiling the drop was decided with: a record with
@@ -97,6 +116,9 @@ class Sampler:
         """
         u = unit_hash(unit)
         offered = self.rate_for(metadata) if metadata is not None else self.rate
+        scale = self.scale()
+        if self.throttle is not None:
+            self.throttle.offered(offered)
         rate = _clamp(offered * scale)
         ceiling = rate if self.adjuster is None else _clamp(self.adjuster.ceiling(rate))
         if u < ceiling:

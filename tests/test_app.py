@@ -66,3 +66,22 @@ def _refused(port: int) -> bool:
     except ConnectionRefusedError:
         return True
     return False
+
+
+async def test_the_budget_gauges_are_read_from_the_budget_at_each_scrape() -> None:
+    settings = Settings(
+        kafka_bootstrap_servers="127.0.0.1:9", token_budget="1000/h", sample_rate=0.5
+    )
+    parts = build(settings)
+
+    def gauge(name: str) -> float:
+        text = generate_latest(parts.exporter.registry).decode()
+        return samples(text, name)[()]
+
+    assert gauge("rag_monitor_token_budget_remaining") == 1000
+    parts.budget.reserve(400)  # nothing but the scrape in between: no pipeline, no checkpoint
+    assert gauge("rag_monitor_token_budget_remaining") == 600
+    assert gauge("rag_monitor_sample_rate") == 0.5
+    assert gauge("rag_monitor_token_budget_share") == 0  # no partition held yet
+    assert parts.sampler.throttle is parts.budgeted.adaptive  # one scale, taught and read
+    await parts.close()

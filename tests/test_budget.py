@@ -9,7 +9,6 @@ from monitor.budget import (
     AdaptiveRate,
     BudgetedScorer,
     LedgerEntry,
-    PartitionLedger,
     TokenBudget,
 )
 from monitor.config import TokenBudgetSpec
@@ -255,7 +254,7 @@ async def test_the_budgeted_scorer_spends_until_the_window_is_gone_then_skips() 
     assert judge.scored == 3
     assert scorer.adaptive.tokens_per_record == 100  # the spend reached the sampler's scale
     budget.reserve(50)
-    assert scorer.remaining() == 0
+    assert budget.remaining() == 0
     assert (await scorer.score(RECORD)).error == BUDGET
     assert judge.scored == 3  # a spent window: the judge is not even asked
 
@@ -267,22 +266,3 @@ async def test_what_the_budget_cannot_pay_for_goes_to_the_fallback() -> None:
     scorer = BudgetedScorer(Spender(budget, 100), budget, fallback=fallback)
     assert [(await scorer.score(RECORD)).error for _ in range(3)] == [None, None, None]
     assert fallback.scored == 2  # the one cut short by BudgetExhausted, the one not started
-
-
-def test_the_partition_ledger_sends_each_changed_entry_once() -> None:
-    clock = Clock()
-    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=clock)
-    ledger = PartitionLedger(budget)
-    window = int(START // 3600)
-    # partition 1 comes with 300 tokens another replica spent this window
-    ledger.load({0: None, 1: LedgerEntry(window, 300).encode()}, 4)
-    assert budget.allowance == 500 and budget.remaining() == 200
-    entries = ledger.entries()
-    assert ledger.unsent(entries) == [0, 1]  # the spend is spread over both now
-    ledger.sent(entries)
-    assert ledger.unsent(ledger.entries()) == []
-    budget.reserve(50)
-    assert ledger.unsent(ledger.entries()) == [0, 1]
-    ledger.revoke([0, 1])
-    with pytest.raises(BudgetExhausted):
-        budget.reserve(1)  # nothing is reserved between a revoke and the next load

@@ -30,6 +30,8 @@ class JournalSource:
         self.tracker = OffsetTracker()
         self.generation = self.tracker.assign(TP)
         self.committed: dict[tuple[str, int], int] = {}
+        #: the replica stood still past its session timeout: the next `fence` lets go
+        self.stalled = False
 
     def record(self, offset: int) -> SourceRecord:
         self.tracker.start(TP, offset, self.generation)
@@ -44,6 +46,12 @@ class JournalSource:
 
     def owns(self, record: SourceRecord) -> bool:
         return self.tracker.generation(record.tp) == record.generation
+
+    def fence(self) -> None:
+        if self.stalled:
+            self.stalled = False
+            self.tracker.revoke(TP)
+            self.journal.append("fenced")
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         raise AssertionError("the checkpoint dead-letters nothing")
@@ -149,3 +157,11 @@ async def test_records_of_a_revoked_partition_are_let_go_unwritten() -> None:
     await checkpoint.commit()
     assert checkpoint.pending == [] and first.stored == [] and second.stored == []
     assert journal == ["commit None"]  # nothing finished: the new owner re-reads them
+
+
+async def test_a_replica_that_stood_still_is_fenced_before_anything_is_written() -> None:
+    checkpoint, source, first, second, exporter, journal = setup(2)
+    source.stalled = True
+    await checkpoint.commit()
+    assert checkpoint.pending == [] and first.stored == [] and second.stored == []
+    assert journal == ["fenced", "commit None"]

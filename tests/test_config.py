@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from monitor.config import (
-    NOT_SETTINGS,
     PREFIX,
-    TEST_PREFIX,
     ConfigError,
     Settings,
     TokenBudgetSpec,
@@ -18,6 +16,7 @@ from monitor.config import (
     setting_variables,
 )
 from tests.support import ROOT
+from tests.support.kafka import BROKER_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -173,23 +172,30 @@ def test_every_unknown_variable_is_named_at_once(monkeypatch: pytest.MonkeyPatch
     ]
 
 
-def test_the_variables_that_are_not_settings_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    for variable in NOT_SETTINGS:
-        monkeypatch.setenv(variable, "x")
-    monkeypatch.setenv(f"{TEST_PREFIX}ANYTHING_ELSE", "x")  # the prefix is the suite's own
+def test_variables_of_other_prefixes_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BROKER_ENV, "tansu")  # the test suite's own prefix
     monkeypatch.setenv("CI", "true")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("RAG_MONITOR_SAMPLE_RATE", "0.5")
     assert load_settings().sample_rate == 0.5
 
 
-def test_no_setting_is_named_like_a_variable_that_is_not_one() -> None:
-    from monitor.demo.broker import BROKER_ENV
+def test_the_prefix_has_no_exception_for_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{PREFIX}TEST_BROKER", "tansu")  # what the suite once used
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).splitlines()[1].startswith(f"  {PREFIX}TEST_BROKER: not a setting")
 
-    assert BROKER_ENV in NOT_SETTINGS
-    assert not any(name.startswith(TEST_PREFIX) for name in setting_variables())
-    assert not set(NOT_SETTINGS) & set(setting_variables())
-    assert all(reason for reason in NOT_SETTINGS.values())
+
+def test_the_package_never_reads_the_test_suites_variables() -> None:
+    assert not BROKER_ENV.startswith(PREFIX)
+    suite = BROKER_ENV.removesuffix("BROKER")
+    readers = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "monitor").rglob("*.py"))
+        if suite in path.read_text(encoding="utf-8")
+    ]
+    assert readers == []
 
 
 def _tree_files() -> list[Path]:
@@ -203,8 +209,8 @@ def _tree_files() -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
-def test_every_variable_named_in_the_tree_is_a_setting_or_listed_as_not_one() -> None:
-    known = set(setting_variables()) | set(NOT_SETTINGS)
+def test_every_variable_named_in_the_tree_is_a_setting() -> None:
+    known = set(setting_variables())
     named: dict[str, str] = {}
     for path in _tree_files():
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -212,12 +218,8 @@ def test_every_variable_named_in_the_tree_is_a_setting_or_listed_as_not_one() ->
         for variable in re.findall(r"\b(RAG_MONITOR_[A-Z0-9_]*[A-Z0-9])\b(?![_*])", text):
             named.setdefault(variable, str(path.relative_to(ROOT)))
     assert len(named) > 40  # the scan found the settings themselves
-    unknown = {
-        variable: where
-        for variable, where in named.items()
-        if variable not in known and not variable.startswith(TEST_PREFIX)
-    }
-    assert unknown == {}, "neither a setting, nor in monitor.config.NOT_SETTINGS, nor the suite's"
+    unknown = {variable: where for variable, where in named.items() if variable not in known}
+    assert unknown == {}, "not a setting (the test suite's variables start with RAGMON_TEST_)"
 
 
 def test_the_settings_the_tree_names_are_the_settings_tree() -> None:

@@ -25,12 +25,24 @@ def test_hash_is_stable_and_in_unit_interval() -> None:
     assert sum(values) / len(values) == pytest.approx(0.5, abs=0.01)
 
 
-def _decide(
-    sampler: Sampler, interaction: Interaction, scale: float = 1.0, unit: bytes | None = None
-) -> Decision:
+class Fixed:
+    """A throttle at a fixed scale that records what it was offered."""
+
+    def __init__(self, scale: float) -> None:
+        self.factor = scale
+        self.offers: list[float] = []
+
+    def scale(self) -> float:
+        return self.factor
+
+    def offered(self, weight: float) -> None:
+        self.offers.append(weight)
+
+
+def _decide(sampler: Sampler, interaction: Interaction, unit: bytes | None = None) -> Decision:
     """The sampler's decision on ``interaction``, as the pipeline asks it: by its id."""
     return sampler.decide(
-        unit or interaction.id.encode(), interaction.metadata, lambda: interaction, scale
+        unit or interaction.id.encode(), interaction.metadata, lambda: interaction
     )
 
 
@@ -90,11 +102,13 @@ def test_a_dropped_record_is_never_built() -> None:
 
 
 def test_the_budget_thins_what_the_configured_rate_keeps_and_says_so() -> None:
-    sampler = Sampler(0.5)
+    throttle = Fixed(0.5)
+    sampler = Sampler(0.5, throttle=throttle)
+    assert sampler.scaled_rate() == 0.25
     thinned = kept = 0
     for i in range(8000):
         u = unit_hash(f"id-{i}".encode())
-        decision = _decide(sampler, _interaction(i), scale=0.5)
+        decision = _decide(sampler, _interaction(i))
         assert decision.offered == 0.5  # offered at the configured rate, whatever the scale
         if u < 0.25:
             assert _kept(decision) == 0.25
@@ -106,6 +120,17 @@ def test_the_budget_thins_what_the_configured_rate_keeps_and_says_so() -> None:
             assert decision.kept is None and decision.skipped is None
     assert kept / 8000 == pytest.approx(0.25, abs=0.02)
     assert thinned / 8000 == pytest.approx(0.25, abs=0.02)
+    assert throttle.offers == [0.5] * 8000  # every record, at its rate before the scale
+
+
+def test_the_throttle_is_offered_each_record_at_its_rules_rate() -> None:
+    throttle = Fixed(1.0)
+    sampler = Sampler(0.1, [SampleRule(match={"feedback": "negative"}, rate=0.8)],
+                      throttle=throttle)  # fmt: skip
+    _decide(sampler, _interaction(1, feedback="negative"))
+    _decide(sampler, _interaction(2))
+    assert throttle.offers[:2] == [0.8, 0.1]
+    assert Sampler(0.3).scaled_rate() == 0.3  # without a throttle the rate is unscaled
 
 
 def test_an_unread_record_is_decided_on_its_unit() -> None:
@@ -115,7 +140,8 @@ def test_an_unread_record_is_decided_on_its_unit() -> None:
     assert unread == [u for u in units if unit_hash(u) >= 0.3]
     for unit in unread:  # whatever the budget's scale
         for scale in (1.0, 0.4):
-            assert sampler.decide(unit, None, None, scale) == Decision(offered=0.3)
+            scaled = Sampler(0.3, throttle=Fixed(scale))
+            assert scaled.decide(unit, None, None) == Decision(offered=0.3)
     kept = next(u for u in units if not sampler.drops_unread(u))
     with pytest.raises(ValueError, match="left unread"):
         sampler.decide(kept, None, None)

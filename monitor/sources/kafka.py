@@ -1,8 +1,8 @@
 """The Kafka source the pipeline reads: consume, track, commit (docs/design.md, "The Kafka source").
 
 `KafkaSource` is a consumer-group member with manual commits: each partition is committed
-up to its first unfinished record (`monitor.sources.offsets`), with the token budget's
-ledger on the commits. Its backpressure is `monitor.sources.window`, its lag gauge
+up to its first unfinished record (`monitor.sources.offsets`), with what the ledger adds
+(`monitor.kafka.ledger`). Its backpressure is `monitor.sources.window`, its lag gauge
 `monitor.sources.lag`, its dead letters and broker probe are in `monitor.kafka`.
 """
 
@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -29,6 +27,7 @@ from monitor.kafka.client import (
 )
 from monitor.kafka.dead_letter import DeadLetterFailed, DeadLetterProducer
 from monitor.kafka.frames import release_frames
+from monitor.kafka.ledger import LedgerListener
 from monitor.kafka.probe import PROBE_SECONDS, BrokerProbe
 from monitor.records import too_large
 from monitor.sources import DeadLetterError, RevokeHook, SourceRecord
@@ -42,30 +41,14 @@ log = structlog.get_logger("monitor.sources.kafka")
 #: the most a fetch response may hold (KIP-74: a larger first batch still comes, alone).
 #: The client holds up to about twice this per broker while it reads and decodes a response.
 FETCH_MAX_BYTES = 16 * 1024 * 1024
-#: how long an assignment waits for the ledger entries of its partitions
-LEDGER_READ_SECONDS = 10.0
 #: how often the source notes that its event loop runs (a gap longer than the session
 #: timeout between two notes means the group may have given its partitions away)
 STALL_TICK_SECONDS = 0.25
 
 
-class Ledger(Protocol):
-    """The spend that travels with the partitions (`monitor.budget.PartitionLedger`)."""
-
-    def load(self, metadata: Mapping[int, str | None], total: int) -> None: ...
-
-    def entries(self) -> dict[int, str]: ...
-
-    def unsent(self, entries: Mapping[int, str]) -> list[int]: ...
-
-    def sent(self, entries: Mapping[int, str]) -> None: ...
-
-    def revoke(self, partitions: Iterable[int]) -> None: ...
-
-
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    """The source's listener: it finishes and commits what it can on a revoke (the ledger's
-    entries with it) and reads the commits of what it is assigned."""
+    """The source's listener: it finishes and commits what it can on a revoke and tracks
+    what it is assigned, then lets the ledger's listener do the same."""
 
     def __init__(self, source: KafkaSource) -> None:
         self._source = source
@@ -90,9 +73,8 @@ class KafkaSource:
         pause_after_seconds: float = PAUSE_AFTER_SECONDS,
         max_poll_interval_seconds: float = 300.0,
         probe_seconds: float = PROBE_SECONDS,
-        ledger: Ledger | None = None,
+        ledger: LedgerListener | None = None,
         on_revoke: RevokeHook | None = None,
-        on_assigned: Callable[[int, int], None] | None = None,
         held: Callable[[Partition], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -121,17 +103,11 @@ class KafkaSource:
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
         self.held = held
-        #: called after every assignment with (assigned partitions, the topic's partitions)
-        self.on_assigned = on_assigned
-        #: the token budget's ledger, which the commits carry (None: offsets only)
+        #: what the commits carry besides offsets, across rebalances (None: offsets only)
         self.ledger = ledger
-        #: partitions of the topic whose last commit (or its absence) the assignment read
-        self._commits_read: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
         self._member: AIOKafkaConsumer | None = None
-        #: reads the group's commits with their metadata (the ledger entries) on assignment
-        self._admin: AIOKafkaAdminClient | None = None
         #: the consumer's rebalance listener (subscribed again by the stall fence)
         self._listener = _Rebalance(self)
         self._commit_lock = asyncio.Lock()
@@ -161,19 +137,14 @@ class KafkaSource:
         options = client_options(self.settings)
         await self._dead_letters.start()
         if self.ledger is not None:
-            admin = AIOKafkaAdminClient(
-                **options, client_id=f"{self.client_id}-ledger", request_timeout_ms=5000
-            )
             try:
-                await admin.start()
+                await self.ledger.start()
             except KafkaError as exc:
-                await admin.close()
                 await self._dead_letters.stop()
                 raise KafkaUnreachable(
                     self.settings.kafka_bootstrap_servers,
                     await why_unreachable(self.settings, exc),
                 ) from None
-            self._admin = admin
         consumer = AIOKafkaConsumer(
             **options,
             client_id=self.client_id,
@@ -206,7 +177,8 @@ class KafkaSource:
         except BaseException as exc:
             await consumer.stop()
             await self._dead_letters.stop()
-            await self._close_admin()
+            if self.ledger is not None:
+                await self.ledger.stop()
             if isinstance(exc, KafkaError):
                 detail = await why_unreachable(self.settings, exc)
                 raise KafkaUnreachable(self.settings.kafka_bootstrap_servers, detail) from None
@@ -229,7 +201,8 @@ class KafkaSource:
             finally:
                 await consumer.stop()
         await self._dead_letters.stop()
-        await self._close_admin()
+        if self.ledger is not None:
+            await self.ledger.stop()
         log.info("kafka source stopped", topic=self.topic)
 
     # --- what the pipeline calls
@@ -307,10 +280,35 @@ class KafkaSource:
         self.window.freed()
 
     def owns(self, record: SourceRecord) -> bool:
-        """False once the record's partition was revoked (its work can be dropped), or the
-        replica stood still past the session timeout (`_check_stall`)."""
-        self._check_stall()
+        """False once the record's partition was revoked, or let go by `fence`: its work can
+        be dropped."""
         return self.tracker.generation(record.tp) == record.generation
+
+    def fence(self) -> None:
+        """Let go of every partition held when the event loop was last seen running a
+        session timeout ago: to the group the replica has left, and its partitions may be
+        another member's (docs/design.md). Then rejoin the group."""
+        now = self._clock()
+        last, self._ticked = self._ticked, now
+        if last is None or now - last <= self.settings.kafka_session_timeout_ms / 1000:
+            return
+        held = self.tracker.partitions()
+        for tp in held:
+            self.tracker.revoke(tp)
+        if self.ledger is not None:
+            self.ledger.on_partitions_revoked(TopicPartition(*tp) for tp in held)
+        self.window.freed()
+        # subscribing again makes the consumer join again (a dynamic member leaves first
+        # and joins as a new one, a static member keeps its id); the assignment starts
+        # each partition from its last commit, and its revoke finds nothing to wait for
+        if self._member is not None:
+            self._member.unsubscribe()
+            self._member.subscribe([self.topic], listener=self._listener)
+        log.warning(
+            "stood still past the session timeout: work in flight let go, rejoining the group",
+            stalled_seconds=round(now - last, 1),
+            partitions=sorted(p for _, p in held),
+        )
 
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         """Send the original key and value to the DLQ topic; raises DeadLetterError."""
@@ -332,63 +330,28 @@ class KafkaSource:
 
     async def _tick(self) -> None:
         while True:
-            self._check_stall()
+            self.fence()
             await asyncio.sleep(STALL_TICK_SECONDS)
-
-    def _check_stall(self) -> None:
-        """Fence the replica when the loop was last seen running a session timeout ago: to
-        the group it has left, its partitions may be another member's (docs/design.md)."""
-        now = self._clock()
-        last, self._ticked = self._ticked, now
-        if last is None or now - last <= self.settings.kafka_session_timeout_ms / 1000:
-            return
-        held = self.tracker.partitions()
-        for tp in held:
-            self.tracker.revoke(tp)
-        if self.ledger is not None:
-            self.ledger.revoke(p for t, p in held if t == self.topic)
-        self.window.freed()
-        # subscribing again makes the consumer join again (a dynamic member leaves first
-        # and joins as a new one, a static member keeps its id); the assignment starts
-        # each partition from its last commit, and its revoke finds nothing to wait for
-        if self._member is not None:
-            self._member.unsubscribe()
-            self._member.subscribe([self.topic], listener=self._listener)
-        log.warning(
-            "stood still past the session timeout: work in flight let go, rejoining the group",
-            stalled_seconds=round(now - last, 1),
-            partitions=sorted(p for _, p in held),
-        )
 
     async def _commit_with(
         self, consumer: AIOKafkaConsumer, *, ledger: bool = False
     ) -> dict[Partition, int]:
-        """Commit the positions that moved, with the ledger entries that changed.
+        """Commit the positions that moved, with what the ledger adds (`LedgerListener.offsets`).
 
         A commit is sent only when a position moved, or with ``ledger`` (revoke, stop)
-        when an entry changed.
+        when the ledger has a changed entry to send.
         """
         async with self._commit_lock:
-            positions = self.tracker.committable()
-            entries = self.ledger.entries() if self.ledger is not None else {}
+            positions = {TopicPartition(*tp): pos for tp, pos in self.tracker.committable().items()}
             if not positions and not ledger:
                 return {}
-            for partition in self.ledger.unsent(entries) if self.ledger is not None else ():
-                tp = (self.topic, partition)
-                if tp not in positions:
-                    # the entry changed, the offset did not: the same offset again, where
-                    # that offset is known (never a guessed 0 over a commit not read)
-                    at = self._at(tp)
-                    if at is not None:
-                        positions[tp] = at
-            if not positions:
+            offsets = (
+                self.ledger.offsets(positions, self._where)
+                if self.ledger is not None
+                else {tp: OffsetAndMetadata(pos, "") for tp, pos in positions.items()}
+            )
+            if not offsets:
                 return {}
-            offsets = {
-                TopicPartition(t, p): OffsetAndMetadata(
-                    pos, entries.get(p, "") if t == self.topic else ""
-                )
-                for (t, p), pos in positions.items()
-            }
             try:
                 await consumer.commit(offsets)
             except KafkaError as exc:
@@ -398,57 +361,19 @@ class KafkaSource:
                     "commit failed", error=type(exc).__name__, partitions=len(offsets)
                 )
                 return {}
-            self.tracker.mark_committed(positions)
+            committed = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
+            self.tracker.mark_committed(committed)
             if self.ledger is not None:
-                self.ledger.sent(
-                    {p: entries[p] for t, p in positions if t == self.topic and p in entries}
-                )
-            return positions
+                self.ledger.sent(offsets)
+            return committed
 
-    def _at(self, tp: Partition) -> int | None:
-        """Where ``tp`` stands: its first unfinished record, else its last commit, else 0
-        when the assignment read that it has no commit; None when that is not known (the
-        read failed), so a ledger-only commit never moves a real commit back to 0."""
-        position = self.tracker.position(tp)
+    def _where(self, tp: TopicPartition) -> int | None:
+        """Where ``tp`` stands as the tracker knows it: its first unfinished record, else its
+        last commit (None: neither known)."""
+        position = self.tracker.position((tp.topic, tp.partition))
         if position is None:
-            position = self.tracker.committed(tp)
-        if position is None and tp[0] == self.topic and tp[1] in self._commits_read:
-            return 0
+            position = self.tracker.committed((tp.topic, tp.partition))
         return position
-
-    async def _read_ledger(self, assigned: list[Partition]) -> dict[int, str | None]:
-        """The last commit's ledger entry of each assigned partition of the topic."""
-        mine = [tp for tp in assigned if tp[0] == self.topic]
-        admin = self._admin
-        if not mine or admin is None:
-            return {}
-        try:
-            # `consumer.committed()` returns the offset only; the admin client's offset fetch
-            # returns each commit with its metadata, which is what is wanted here
-            got = await asyncio.wait_for(
-                admin.list_consumer_group_offsets(
-                    self.settings.kafka_group_id,
-                    partitions=[TopicPartition(t, p) for t, p in mine],
-                ),
-                LEDGER_READ_SECONDS,
-            )
-        except (KafkaError, TimeoutError) as exc:
-            log.warning("token ledger not read: the budget counts from 0 for these partitions",
-                        error=type(exc).__name__)  # fmt: skip
-            return {p: None for _, p in mine}
-        out: dict[int, str | None] = {p: None for _, p in mine}
-        self._commits_read.update(p for _, p in mine)
-        for tp, committed in got.items():
-            if committed is None or committed.offset < 0:
-                continue
-            out[tp.partition] = committed.metadata or ""
-            self.tracker.mark_committed({(tp.topic, tp.partition): committed.offset})
-        return out
-
-    async def _close_admin(self) -> None:
-        admin, self._admin = self._admin, None
-        if admin is not None:
-            await admin.close()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -461,15 +386,13 @@ class KafkaSource:
         if self._consumer is not None:
             self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
-        if self._member is None:
+        if self._member is None or self.ledger is None:
             return
         # (the first assignment can come while `start` is still waiting for the consumer)
-        held = [tp for tp in self.tracker.partitions() if tp[0] == self.topic]
+        held = [TopicPartition(t, p) for t, p in self.tracker.partitions() if t == self.topic]
         total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
-        if self.ledger is not None:
-            self.ledger.load(await self._read_ledger(held), total)
-        if self.on_assigned is not None:
-            self.on_assigned(len(held), total)
+        read = await self.ledger.on_partitions_assigned(held, total)
+        self.tracker.mark_committed({(tp.topic, tp.partition): at for tp, at in read.items()})
 
     def _held(self, tp: Partition) -> int:
         return self.held(tp) if self.held is not None else 0
@@ -487,12 +410,10 @@ class KafkaSource:
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
         if self._consumer is not None:
             await self._commit_with(self._consumer, ledger=True)  # the entries go with them
-        if self.ledger is not None:  # nothing reserved until the new assignment reads them
-            self.ledger.revoke(p for t, p in revoked if t == self.topic)
+        if self.ledger is not None:
+            self.ledger.on_partitions_revoked(TopicPartition(*tp) for tp in revoked)
         for topic, partition in revoked:
             self.tracker.revoke((topic, partition))
-            if topic == self.topic:
-                self._commits_read.discard(partition)
             self._lag.forget(partition)
         self.window.freed()
         log.info(

@@ -151,6 +151,9 @@ class TraceSource:
             return all(self.inner.tracker.generation(tp) == g for tp, _, g in trace.handles)
         return self.inner.owns(record)
 
+    def fence(self) -> None:
+        self.inner.fence()
+
     async def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         await self.inner.dead_letter(record, reason, detail)
 

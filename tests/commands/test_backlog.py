@@ -30,7 +30,7 @@ SettingsFactory = Callable[..., Settings]
 
 
 #: a Python with Ragas installed (`.ci/run` makes a separate venv: Ragas pulls LangChain)
-RAGAS_PYTHON = os.environ.get("RAG_MONITOR_TEST_RAGAS_PYTHON")
+RAGAS_PYTHON = os.environ.get("RAGMON_TEST_RAGAS_PYTHON")
 
 _LOAD_WITH_RAGAS = """
 import json, sys
@@ -45,7 +45,7 @@ def assert_ragas_loads(path: Path, expected_rows: int) -> None:
     """The golden-set export loads as a Ragas EvaluationDataset, with Ragas itself."""
     if RAGAS_PYTHON is None:
         if in_ci():
-            pytest.fail("RAG_MONITOR_TEST_RAGAS_PYTHON is not set (.ci/run sets it)")
+            pytest.fail("RAGMON_TEST_RAGAS_PYTHON is not set (.ci/run sets it)")
         return  # a developer machine without the Ragas venv: the key checks above still ran
     done = subprocess.run(
         [RAGAS_PYTHON, "-c", _LOAD_WITH_RAGAS, str(path)],

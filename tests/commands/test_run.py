@@ -175,11 +175,17 @@ def test_the_test_suites_own_variables_do_not_trip_the_settings_check() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
     env.update({"PYTHONPATH": str(ROOT), "RAG_MONITOR_METRICS_PORT": "0", "CI": "true",
                 "RAG_MONITOR_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}",
-                "RAG_MONITOR_TEST_BROKER": "tansu", "RAG_MONITOR_TEST_RAGAS_PYTHON": "/nowhere",
-                "RAG_MONITOR_TEST_SCREENSHOTS": "/nowhere"})  # fmt: skip
+                "RAGMON_TEST_BROKER": "tansu", "RAGMON_TEST_RAGAS_PYTHON": "/nowhere",
+                "RAGMON_TEST_SCREENSHOTS": "/nowhere"})  # fmt: skip
     result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
                             stdin=subprocess.DEVNULL)  # fmt: skip
     assert result.returncode == 3, result.stderr
+    # the product's own prefix has no room for the tests: refused like any typo
+    env[f"{PREFIX}TEST_X"] = "1"
+    result = subprocess.run(RUN, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[1].startswith(f"  {PREFIX}TEST_X: not a setting")
 
 
 def test_unreachable_kafka_at_start_is_one_line_and_exit_code_3() -> None:

@@ -45,7 +45,7 @@ from tests.support.waits import wait_until
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 #: set to a directory to keep the screenshot (it is taken either way)
-SHOTS = os.environ.get("RAG_MONITOR_TEST_SCREENSHOTS")
+SHOTS = os.environ.get("RAGMON_TEST_SCREENSHOTS")
 CTRL_C = "Ctrl-C stops everything and exits"
 
 

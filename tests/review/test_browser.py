@@ -36,7 +36,7 @@ ARGS = [
     "--no-first-run",
 ]
 #: set to a directory to keep the screenshots (they are taken either way)
-SHOTS = os.environ.get("RAG_MONITOR_TEST_SCREENSHOTS")
+SHOTS = os.environ.get("RAGMON_TEST_SCREENSHOTS")
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from monitor.app import build, serve
-from monitor.budget import PartitionLedger, TokenBudget
-from monitor.config import Settings, TokenBudgetSpec
+from monitor.config import Settings
 from monitor.demo.broker import Broker
 from monitor.kafka import frames
 from monitor.kafka.dead_letter import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON
@@ -186,6 +185,8 @@ async def test_a_replica_that_stood_still_past_its_session_lets_its_work_go_and_
         deadline = time.monotonic() + 30
         assert all(source.owns(r) for r in held)
         skew[0] += settings.kafka_session_timeout_ms / 1000 + 1  # the loop stood still
+        assert all(source.owns(r) for r in held)  # asking is not fencing (no await: no tick)
+        source.fence()
         assert not any(source.owns(r) for r in held)
         again: list[SourceRecord] = []
         while len(again) < 8 and time.monotonic() < deadline + 30:
@@ -387,36 +388,3 @@ async def test_every_malformed_record_reaches_the_dlq_at_a_low_sample_rate(
     assert parts.exporter.records_sampled._value.get() == expected  # sampling unchanged
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
     assert sum(p or 0 for p in positions.values()) == len(mixed)
-
-
-class _RecordingConsumer:
-    """Stands in for the consumer at commit time only: the fault under test (the
-    coordinator not answering the committed-offsets read at an assignment) cannot be
-    produced on a real broker on demand."""
-
-    def __init__(self) -> None:
-        self.commits: list[dict[object, object]] = []
-
-    async def commit(self, offsets: dict[object, object]) -> None:
-        self.commits.append(offsets)
-
-
-async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_not_read() -> None:
-    budget = TokenBudget(TokenBudgetSpec.parse("10000/h"))
-    ledger = PartitionLedger(budget)
-    ledger.load({0: None, 1: None}, 2)
-    budget.reserve(200)  # spent on both partitions: both entries change
-    source = KafkaSource(Settings(kafka_topic="ledger-topic"), Exporter(), ledger=ledger)
-    for partition in (0, 1):
-        source.tracker.assign((source.topic, partition))
-    # partition 0's last commit was read (it has none); partition 1's read failed
-    source._commits_read.add(0)
-    consumer = _RecordingConsumer()
-    await source._commit_with(consumer, ledger=True)
-    [offsets] = consumer.commits
-    committed = {
-        tp.partition: (om.offset, om.metadata)  # type: ignore[attr-defined]
-        for tp, om in offsets.items()
-    }
-    assert committed == {0: (0, ledger.entries()[0])}
-    assert ledger.unsent(ledger.entries()) == [1]  # sent once partition 1's commit is read

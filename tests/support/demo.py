@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 from tests.support import ROOT
+from tests.support.kafka import BROKER_ENV
 from tests.support.waits import wait_until_sync
 
 
@@ -151,12 +152,12 @@ def _alive(pid: int) -> bool:
 
 
 def start_demo(args: list[str], env: dict[str, str] | None = None) -> DemoProcess:
+    """``rag-monitor demo ARGS`` on the suite's broker (`BROKER_ENV`), unless ARGS name one."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-    if "RAG_MONITOR_TEST_BROKER" in os.environ:
-        environment["RAG_MONITOR_TEST_BROKER"] = os.environ["RAG_MONITOR_TEST_BROKER"]
     environment.update(env or {})
+    broker = [] if "--broker" in args else ["--broker", os.environ.get(BROKER_ENV) or "noida"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "monitor", "demo", *args],
+        [sys.executable, "-m", "monitor", "demo", *broker, *args],
         cwd=ROOT,
         env=environment,
         stdout=subprocess.PIPE,

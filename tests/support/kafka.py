@@ -10,6 +10,7 @@ broker in `monitor.demo.broker`.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,14 +22,19 @@ from monitor.demo.broker import Broker, BrokerError
 from monitor.kafka.client import MAX_REQUEST_BYTES
 from monitor.kafka.topics import create_topics
 
+#: picks the tests' broker (``noida``, the default, or ``tansu``); the suite's own
+#: prefix, which the product never reads
+BROKER_ENV = "RAGMON_TEST_BROKER"
+
 
 class LabBroker(Broker):
     """The demo's broker plus what only tests and benchmarks need: topics made from
     synchronous code, and (Tansu only) another port advertised to clients."""
 
     def __init__(self, kind: str | None = None, *, advertised_port: int | None = None) -> None:
-        """``advertised_port``: the port clients are told to use (a TLS proxy's)."""
-        super().__init__(kind)
+        """``kind``: by default `BROKER_ENV`'s, else noida; ``advertised_port``: the port
+        clients are told to use (a TLS proxy's)."""
+        super().__init__(kind or os.environ.get(BROKER_ENV) or "noida")
         if advertised_port is not None and self.kind != "tansu":
             raise BrokerError(f"{self.kind} advertises the address it listens on, nothing else")
         self.advertised_port = advertised_port

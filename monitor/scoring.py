@@ -25,22 +25,17 @@ from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.precision_at_k import PrecisionAtK
 from monitor.metrics.response_relevancy import ResponseRelevancy
 from monitor.metrics.semantic_similarity import SemanticSimilarity
-from monitor.records import Interaction, MetricResult, ScoredRecord, Usage
+from monitor.records import (  # the metric names are defined with the records' types
+    ALL_METRICS,
+    Interaction,
+    MetricResult,
+    ScoredRecord,
+    Usage,
+)
+from monitor.records import OFFLINE_METRICS as OFFLINE_METRICS
+from monitor.records import ONLINE_METRICS as ONLINE_METRICS
 
 OutT = TypeVar("OutT", bound=BaseModel)
-
-#: reference-free metrics, scored in production
-ONLINE_METRICS: tuple[str, ...] = ("faithfulness", "response_relevancy", "context_utility")
-#: reference-based metrics, scored on annotated backlog rows
-OFFLINE_METRICS: tuple[str, ...] = (
-    "context_precision",
-    "precision_at_k",
-    "context_recall",
-    "factual_correctness",
-    "noise_sensitivity",
-    "semantic_similarity",
-)
-ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
 
 NO_REFERENCE = "no reference"
 

@@ -381,6 +381,13 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     return settings
 
 
+#: the warning of a command that runs the local judge while ``OPENAI_API_KEY`` is set
+UNUSED_API_KEY = (
+    "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is "
+    "unused and the local judge scores (a screen, not a verdict)"
+)
+
+
 def ambient_api_key(settings: Settings) -> bool:
     """Whether the judge's API key is only the environment's ``OPENAI_API_KEY``.
 

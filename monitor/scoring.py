@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from monitor.judges import Judge, JudgeError, Prompt
+from monitor.judges import Judge, JudgeError, Prompt, model_name
 from monitor.metrics._base import NAN, CallPattern, Metric
 from monitor.metrics.context_precision import ContextPrecision
 from monitor.metrics.context_recall import ContextRecall
@@ -250,6 +250,8 @@ class Scorer:
             "semantic_similarity": semantic_similarity or SemanticSimilarity(),
         }
         self.judge = judge
+        #: the judge's model, stamped on every result with its kind
+        self.judge_model = model_name(judge)
         self.metrics: tuple[str, ...] = tuple(names)
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
@@ -304,4 +306,5 @@ class Scorer:
                     error=exc.reason,
                 )
         result.judge = self.judge.kind
+        result.judge_model = self.judge_model
         return result

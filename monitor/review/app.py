@@ -25,7 +25,7 @@ from monitor.backlog.rows import STATUSES, BacklogRow
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.flags import FLAG_REASONS
 from monitor.review import pages
-from monitor.review.auth import TokenError, is_loopback, reviewer_of
+from monitor.review.auth import check_access, reviewer_of
 from monitor.review.forms import (
     DEFAULT_LIMIT,
     Invalid,
@@ -109,11 +109,7 @@ class ReviewApp:
     # --- serving
 
     async def start(self, host: str, port: int) -> None:
-        if not self.tokens and not is_loopback(host):
-            raise TokenError(
-                f"refusing to listen on {host} without RAG_MONITOR_REVIEW_TOKENS"
-                " (only a loopback address may go without tokens)"
-            )
+        check_access(host, self.tokens)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.demo import DemoError
+from monitor.demo import DemoInputError
 from monitor.records import InvalidRecord, parse_record
 
 TRAFFIC_PACKAGE = "monitor.demo"
@@ -51,7 +51,7 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            raise DemoError(f"cannot read traffic file {path}: {exc.strerror}") from None
+            raise DemoInputError(f"cannot read traffic file {path}: {exc.strerror}") from None
         where = str(path)
     out: list[TrafficRecord] = []
     seen: set[str] = set()
@@ -63,9 +63,9 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
         try:
             interaction = parse_record(line)
         except InvalidRecord as exc:
-            raise DemoError(f"{where} line {number}: {exc}") from None
+            raise DemoInputError(f"{where} line {number}: {exc}") from None
         if interaction.id in seen:
-            raise DemoError(f"{where} line {number}: duplicate id {interaction.id}")
+            raise DemoInputError(f"{where} line {number}: duplicate id {interaction.id}")
         seen.add(interaction.id)
         label = interaction.metadata.get("label")
         out.append(
@@ -78,7 +78,7 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
             )
         )
     if not out:
-        raise DemoError(f"{where} holds no records")
+        raise DemoInputError(f"{where} holds no records")
     return out
 
 

@@ -51,6 +51,16 @@ ON CONFLICT (question_hash) DO UPDATE SET
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
+# a pending row holds the record of the lowest interaction id that asked its question, not
+# of whichever arrived first: the offline metrics read its contexts, so the same traffic
+# gives the same figures in any delivery order (byte order: the same under any collation)
+KEEP_LOWEST = """
+UPDATE backlog SET
+    record = $2, redactions = $3, route = $4, judge = $5, inclusion_probability = $6,
+    online_scores = $7, online_details = $8, trace_id = $9, span_id = $10
+WHERE id = $1 AND status = 'pending' AND record->>'id' COLLATE "C" > $11 COLLATE "C"
+"""
+
 LINK = """
 UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3, reasons = $4
 WHERE interaction_id = $1

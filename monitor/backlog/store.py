@@ -227,6 +227,21 @@ class BacklogStore:
                 if row is None:
                     continue  # a redelivery: this id is already in the backlog
                 queued.append(entry)
+                if not row["inserted"]:
+                    await conn.execute(
+                        queries.KEEP_LOWEST,
+                        row["id"],
+                        entry.record,
+                        entry.redactions,
+                        entry.route,
+                        entry.judge,
+                        entry.inclusion_probability,
+                        entry.online_scores,
+                        entry.online_details,
+                        entry.trace_id,
+                        entry.span_id,
+                        entry.record["id"],
+                    )
                 answer = await conn.fetchrow(
                     queries.ADD_ANSWER,
                     entry.id,

@@ -25,15 +25,17 @@ from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.precision_at_k import PrecisionAtK
 from monitor.metrics.response_relevancy import ResponseRelevancy
 from monitor.metrics.semantic_similarity import SemanticSimilarity
-from monitor.records import (  # the metric names are defined with the records' types
-    ALL_METRICS,
+
+# the metric names are defined with the records' types; imported from here too
+from monitor.records import ALL_METRICS as ALL_METRICS
+from monitor.records import OFFLINE_METRICS as OFFLINE_METRICS
+from monitor.records import ONLINE_METRICS as ONLINE_METRICS
+from monitor.records import (
     Interaction,
     MetricResult,
     ScoredRecord,
     Usage,
 )
-from monitor.records import OFFLINE_METRICS as OFFLINE_METRICS
-from monitor.records import ONLINE_METRICS as ONLINE_METRICS
 
 OutT = TypeVar("OutT", bound=BaseModel)
 

@@ -75,9 +75,9 @@ SELECT r AS reason, count(*) AS n FROM backlog_interactions, unnest(reasons) AS 
 ADD_ANSWER = """
 INSERT INTO backlog_answers AS a (
     interaction_id, backlog_id, answer_key, reasons, record, online_scores, online_details,
-    judge, inclusion_probability, weight, weight_squares
+    judge, inclusion_probability, weight, weight_squares, judge_model
 )
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8, $11)
 ON CONFLICT (backlog_id, answer_key) DO UPDATE SET
     seen_count = a.seen_count + 1,
     weight = a.weight + EXCLUDED.weight,
@@ -99,7 +99,7 @@ SELECT b.*, coalesce((
         'interaction_id', a.interaction_id, 'reasons', to_jsonb(a.reasons),
         'record', a.record, 'online_scores', a.online_scores,
         'online_details', a.online_details, 'seen_count', a.seen_count,
-        'weight', a.weight,
+        'weight', a.weight, 'judge', a.judge, 'judge_model', a.judge_model,
         'verdicts', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
                 'reason', v.reason, 'verdict', v.verdict, 'reviewer', v.reviewer,
@@ -218,5 +218,11 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 TRAFFIC = "SELECT scored, hallucinations, scored_weight, hallucination_weight FROM backlog_traffic"
+
+#: the judges that scored the queued answers: kind, model (NULL: not recorded), answers
+JUDGES = """
+SELECT judge, judge_model, count(*) AS answers FROM backlog_answers
+GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
+"""
 
 VERDICT_COUNTS = "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"

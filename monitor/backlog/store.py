@@ -27,6 +27,7 @@ from monitor.backlog.rows import (
     STATUSES,
     BacklogRow,
     BacklogStats,
+    JudgeCount,
     QueueItem,
     QueueOrder,
 )
@@ -254,6 +255,7 @@ class BacklogStore:
                     entry.judge,
                     entry.inclusion_probability,
                     entry.weight,
+                    entry.judge_model,
                 )
                 await conn.execute(
                     queries.LINK, entry.id, row["id"], answer["interaction_id"], entry.reasons
@@ -490,6 +492,12 @@ class BacklogStore:
         )
         estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells], traffic)
         return estimate_, counts
+
+    async def judges(self) -> list[JudgeCount]:
+        """The judges that scored the queued answers, the most answers first."""
+        async with self.connection() as conn:
+            rows = await conn.fetch(queries.JUDGES)
+        return [JudgeCount(r["judge"], r["judge_model"], r["answers"]) for r in rows]
 
     async def discard(self, ids: Iterable[str]) -> int:
         """Mark rows discarded (not while being evaluated); returns how many changed."""

@@ -25,6 +25,18 @@ TRAFFIC_FILE = "traffic.jsonl"
 PROBLEM_LABELS = frozenset({"hallucinated", "off_topic", "evasive"})
 
 
+def played_verdict(reason: str, label: str) -> str:
+    """The verdict the labels give on one flag reason of an answer (the played reviewer):
+    ``hallucination`` and ``control`` are confirmed when the answer is labelled
+    hallucinated; any other reason when the label is a bad answer."""
+    bad = (
+        label == "hallucinated"
+        if reason in ("hallucination", "control")
+        else (label in PROBLEM_LABELS)
+    )
+    return "confirmed" if bad else "false_alarm"
+
+
 @dataclass(frozen=True)
 class TrafficRecord:
     """One interaction of the set: its id (the Kafka key), the raw line, and what the report

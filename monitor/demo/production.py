@@ -14,7 +14,7 @@ of a large queue, as in production). See docs/demo.md, "The report".
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -59,16 +59,17 @@ class AtProduction:
 
 
 def at_production(
-    outcomes: Iterable[Outcome],
+    outcomes: Mapping[str, Outcome],
     reviewed: int,
     *,
     control_share: float = CONTROL_SHARE,
     rounds: int = ROUNDS,
     seed: int = SEED,
 ) -> AtProduction | None:
-    """The simulation (module docstring) over the labelled ``outcomes``; None when there is
-    nothing to simulate (no labelled record, or no review)."""
-    population = [o for o in outcomes if o.label is not None]
+    """The simulation (module docstring) over the labelled ``outcomes`` (by interaction id,
+    taken in id order: the draws do not depend on the order records arrived in); None
+    when there is nothing to simulate (no labelled record, or no review)."""
+    population = [o for _, o in sorted(outcomes.items()) if o.label is not None]
     if not population or reviewed <= 0 or control_share <= 0:
         return None
     odds = np.array([1.0 if o.reasons else control_share for o in population])

@@ -168,7 +168,7 @@ class Demo:
             await golden.annotate(settings, dsn, traffic, self.workdir, report, stop, leave=leave)
             progress.step("playing the reviewer from the traffic set's labels")
             await golden.play_reviewer(settings, dsn, traffic, report, stop, leave=leave)
-            report.production = at_production(tally.outcomes.values(), report.review_answers)
+            report.production = at_production(tally.outcomes, report.review_answers)
             progress.step("running the offline metrics on the annotated rows")
             await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
             await golden.backlog_summary(settings, dsn, report)

@@ -7,7 +7,7 @@ from monitor.demo.production import CONTROL_SHARE, at_production
 from monitor.demo.statistics import Outcome
 
 
-def population() -> list[Outcome]:
+def population() -> dict[str, Outcome]:
     """300 records shaped like the demo's: most flagged, a third of the hallucination flags
     right, one unflagged answer in six a hallucination."""
     records = [
@@ -21,7 +21,7 @@ def population() -> list[Outcome]:
     records += [Outcome("hallucinated" if i < 11 else "faithful", (), False, 1.0, 0)
                 for i in range(64)]  # fmt: skip
     records.append(Outcome(None, (), False, 1.0, 0))  # unlabelled: not in the simulation
-    return records
+    return {f"id-{i:03d}": o for i, o in enumerate(records)}
 
 
 def test_the_default_is_the_settings_control_share() -> None:
@@ -44,7 +44,9 @@ def test_few_controls_at_production_share_widen_the_interval() -> None:
     assert production.high - production.low > 2 * (demo_like.high - demo_like.low)
 
 
-def test_the_simulation_is_deterministic_and_needs_reviews() -> None:
-    assert at_production(population(), 255) == at_production(population(), 255)
-    assert at_production(population(), 0) is None
-    assert at_production([Outcome(None, (), False, 1.0, 0)], 10) is None
+def test_the_simulation_is_deterministic_in_any_arrival_order_and_needs_reviews() -> None:
+    arrived = population()
+    reversed_arrival = dict(reversed(list(arrived.items())))
+    assert at_production(arrived, 255) == at_production(reversed_arrival, 255)
+    assert at_production(arrived, 0) is None
+    assert at_production({"x": Outcome(None, (), False, 1.0, 0)}, 10) is None

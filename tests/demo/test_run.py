@@ -639,7 +639,9 @@ def test_rows_left_pending_for_a_person_to_review(tmp_path: Path, workdir: Path)
     from tests.support.demo import backlog_cli
 
     report_path = tmp_path / "report.json"
+    # rows left pending are for the review page: --leave-pending comes with --review
     demo = start_demo(["--records", "40", "--workdir", str(workdir), "--hold", "300",
+                       "--review", "--review-port", "0",
                        "--leave-pending", "3", "--report-json", str(report_path)])  # fmt: skip
     try:
         held = demo.wait_for_line(r"demo: holding for 300 s: .*Postgres at (\S+)", 240)

@@ -86,9 +86,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        damaged = _model_file_error(exc)
+        if damaged is None:
+            raise
+        # a shipped model file missing or changed: the installation, not the input, is wrong
+        print(f"rag-monitor: {damaged}; reinstall rag-monitor to restore it", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("rag-monitor: interrupted", file=sys.stderr)
         return 130
+
+
+def _model_file_error(exc: BaseException) -> BaseException | None:
+    """The local judge's `ModelFileError` that ``exc`` is or was raised from, if any.
+
+    Only a judge that loaded its model files can raise it: the module is imported here
+    only then, so a command that never ran the local judge does not pay for numpy.
+    """
+    if "monitor.judges.local.embedder" not in sys.modules:
+        return None
+    from monitor.judges.local.embedder import ModelFileError
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ModelFileError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 if __name__ == "__main__":

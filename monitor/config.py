@@ -35,6 +35,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from monitor.records import ALL_METRICS
+
 PREFIX = "RAG_MONITOR_"
 
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -239,11 +241,34 @@ class Settings(BaseSettings):
             raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
         return value
 
+    @field_validator("judge_base_url", mode="after")
+    @classmethod
+    def _judge_url(cls, value: str | None) -> str | None:
+        """An http(s) URL with a host and a numeric port, if any (empty: the local judge)."""
+        if not value:
+            return value
+        parts = urlsplit(value)
+        example = "write http(s)://HOST[:PORT]/PATH, e.g. https://api.openai.com/v1"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {example}")
+        try:
+            parts.port  # noqa: B018 (urllib checks the port when it is read)
+        except ValueError:
+            raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
+        return value
+
     @field_validator("thresholds", mode="after")
     @classmethod
     def _thresholds(cls, value: dict[str, float]) -> dict[str, float]:
-        """A partial mapping keeps the defaults of the metrics it does not name."""
+        """A partial mapping keeps the defaults of the metrics it does not name; a name that
+        is no metric is refused (it would leave the metric it meant at its default)."""
         for metric, limit in value.items():
+            if metric not in ALL_METRICS:
+                nearest = difflib.get_close_matches(metric, ALL_METRICS, n=1, cutoff=0.6)
+                hint = (
+                    f"did you mean {nearest[0]}?" if nearest else "known: " + ", ".join(ALL_METRICS)
+                )
+                raise ValueError(f"{metric!r} is not a metric; {hint}")
             if not 0.0 <= limit <= 1.0:
                 raise ValueError(f"threshold of {metric} must be within [0, 1]")
         return {**_DEFAULT_THRESHOLDS, **value}
@@ -341,6 +366,13 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         _config_file.reset(token)
     _check_judge_choice(settings)
     return settings
+
+
+#: the warning of a command that runs the local judge while ``OPENAI_API_KEY`` is set
+UNUSED_API_KEY = (
+    "OPENAI_API_KEY is set but RAG_MONITOR_JUDGE_BASE_URL is not: the key is "
+    "unused and the local judge scores (a screen, not a verdict)"
+)
 
 
 def ambient_api_key(settings: Settings) -> bool:

@@ -93,20 +93,24 @@ def _finite(value: float) -> float | None:
 
 @dataclass
 class MetricSummary:
-    scored: int = 0
     unscoreable: int = 0
-    total: float = 0.0
+    #: the scored values, summed exactly (`math.fsum`): the mean does not depend on the
+    #: order the rows were evaluated in, which concurrent runners and batches vary
+    values: list[float] = field(default_factory=list)
 
     def add(self, value: float | None) -> None:
         if value is None or not math.isfinite(value):
             self.unscoreable += 1
         else:
-            self.scored += 1
-            self.total += value
+            self.values.append(value)
+
+    @property
+    def scored(self) -> int:
+        return len(self.values)
 
     @property
     def mean(self) -> float | None:
-        return self.total / self.scored if self.scored else None
+        return math.fsum(self.values) / len(self.values) if self.values else None
 
 
 @dataclass(frozen=True)

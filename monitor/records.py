@@ -233,13 +233,31 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+#: reference-free metrics, scored in production
+ONLINE_METRICS: tuple[str, ...] = ("faithfulness", "response_relevancy", "context_utility")
+#: reference-based metrics, scored on annotated backlog rows
+OFFLINE_METRICS: tuple[str, ...] = (
+    "context_precision",
+    "precision_at_k",
+    "context_recall",
+    "factual_correctness",
+    "noise_sensitivity",
+    "semantic_similarity",
+)
+#: every `MetricResult.metric` (the settings check metric names against it)
+ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
+
+
 class MetricResult(BaseModel):
     """One metric's outcome for one record. ``score`` is NaN when unscoreable."""
 
     metric: str
     score: float
     details: dict[str, Any] = Field(default_factory=dict)
+    #: the kind of judge that produced it (``llm`` or ``local``: a bounded metric label)
     judge: str = "llm"
+    #: that judge's model, as ``rag_monitor_judge_info`` names it (None: not recorded)
+    judge_model: str | None = None
     error: str | None = None
 
     @property

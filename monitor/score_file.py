@@ -18,7 +18,7 @@ from typing import IO, Any, TextIO
 from tqdm import tqdm
 
 from monitor.flags import flag_reasons
-from monitor.judges import Judge
+from monitor.judges import Judge, model_name
 from monitor.records import (
     Interaction,
     InvalidRecord,
@@ -37,8 +37,9 @@ DEFAULT_CONCURRENCY = {"llm": 8, "local": 64}
 class Summary:
     """What the run did, for the table on stderr."""
 
-    #: the judge's kind ("local" answers in process, at zero tokens)
+    #: the judge's kind ("local" answers in process, at zero tokens) and model
     judge_kind: str = ""
+    judge_model: str = ""
     #: valid records (each was handed to the scorer)
     records: int = 0
     #: valid records with at least one metric value
@@ -120,10 +121,13 @@ class Summary:
         for cause, n in self.judge_causes.most_common():
             lines.append(f"judge errors: {cause} ({_records(n)})")
         if self.judge_kind == "local":
-            lines.append("judge: in process (the local judge): 0 calls, 0 tokens")
+            lines.append(
+                f"judge: the local judge ({self.judge_model}), in process: 0 calls, 0 tokens"
+            )
         else:
             lines.append(
-                f"judge per valid record: {self.usage.calls / valid:.1f} calls (requests to "
+                f"judge: the LLM judge ({self.judge_model}) per valid record: "
+                f"{self.usage.calls / valid:.1f} calls (requests to "
                 f"the judge), {self.usage.prompt_tokens / valid:.0f} prompt + "
                 f"{self.usage.completion_tokens / valid:.0f} completion tokens "
                 f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
@@ -173,7 +177,7 @@ async def score_file(
     thresholds: Mapping[str, float] | None = None,
 ) -> Summary:
     """Score every line, ``concurrency`` records at a time, writing results in input order."""
-    summary = Summary(judge_kind=judge.kind)
+    summary = Summary(judge_kind=judge.kind, judge_model=model_name(judge))
     window: deque[asyncio.Future[dict[str, Any]]] = deque()
     progress = tqdm(total=total, file=sys.stderr, unit="record", disable=None, leave=False)
 

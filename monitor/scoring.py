@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from monitor.judges import Judge, JudgeError, Prompt
+from monitor.judges import Judge, JudgeError, Prompt, model_name
 from monitor.metrics._base import NAN, CallPattern, Metric
 from monitor.metrics.context_precision import ContextPrecision
 from monitor.metrics.context_recall import ContextRecall
@@ -25,22 +25,19 @@ from monitor.metrics.noise_sensitivity import NoiseSensitivity
 from monitor.metrics.precision_at_k import PrecisionAtK
 from monitor.metrics.response_relevancy import ResponseRelevancy
 from monitor.metrics.semantic_similarity import SemanticSimilarity
-from monitor.records import Interaction, MetricResult, ScoredRecord, Usage
+
+# the metric names are defined with the records' types; imported from here too
+from monitor.records import ALL_METRICS as ALL_METRICS
+from monitor.records import OFFLINE_METRICS as OFFLINE_METRICS
+from monitor.records import ONLINE_METRICS as ONLINE_METRICS
+from monitor.records import (
+    Interaction,
+    MetricResult,
+    ScoredRecord,
+    Usage,
+)
 
 OutT = TypeVar("OutT", bound=BaseModel)
-
-#: reference-free metrics, scored in production
-ONLINE_METRICS: tuple[str, ...] = ("faithfulness", "response_relevancy", "context_utility")
-#: reference-based metrics, scored on annotated backlog rows
-OFFLINE_METRICS: tuple[str, ...] = (
-    "context_precision",
-    "precision_at_k",
-    "context_recall",
-    "factual_correctness",
-    "noise_sensitivity",
-    "semantic_similarity",
-)
-ALL_METRICS: tuple[str, ...] = ONLINE_METRICS + OFFLINE_METRICS
 
 NO_REFERENCE = "no reference"
 
@@ -255,6 +252,8 @@ class Scorer:
             "semantic_similarity": semantic_similarity or SemanticSimilarity(),
         }
         self.judge = judge
+        #: the judge's model, stamped on every result with its kind
+        self.judge_model = model_name(judge)
         self.metrics: tuple[str, ...] = tuple(names)
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
@@ -309,4 +308,5 @@ class Scorer:
                     error=exc.reason,
                 )
         result.judge = self.judge.kind
+        result.judge_model = self.judge_model
         return result

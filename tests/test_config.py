@@ -273,6 +273,35 @@ def test_partial_thresholds_keep_defaults(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.parametrize(
+    ("thresholds", "message"),
+    [
+        ('{"faithfulnes": 0.3}', "'faithfulnes' is not a metric; did you mean faithfulness?"),
+        ('{"answer_relevancy": 0.3}', "not a metric; did you mean response_relevancy?"),
+        (
+            '{"hallucination": 0.3}',
+            "'hallucination' is not a metric; known: faithfulness, response_relevancy, "
+            "context_utility, context_precision, precision_at_k, context_recall, "
+            "factual_correctness, noise_sensitivity, semantic_similarity",
+        ),
+    ],
+)
+def test_a_threshold_for_no_metric_is_refused_naming_the_nearest(
+    monkeypatch: pytest.MonkeyPatch, thresholds: str, message: str
+) -> None:
+    """A misspelt metric would leave the metric meant at its default threshold, unnoticed."""
+    monkeypatch.setenv(f"{PREFIX}THRESHOLDS", thresholds)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    line = str(info.value).splitlines()[-1]
+    assert line.startswith(f"  {PREFIX}THRESHOLDS: Value error, ") and line.endswith(message)
+
+
+def test_an_offline_metric_may_have_a_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{PREFIX}THRESHOLDS", '{"context_recall": 0.7}')
+    assert load_settings().thresholds["context_recall"] == 0.7
+
+
+@pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
         ("KAFKA_BOOTSTRAP_SERVERS", "kafka", "'kafka' has no port: write HOST:PORT"),
@@ -280,6 +309,11 @@ def test_partial_thresholds_keep_defaults(monkeypatch: pytest.MonkeyPatch) -> No
         ("KAFKA_BOOTSTRAP_SERVERS", "kafka:90a2", "'kafka:90a2': the port must be a number"),
         ("PG_DSN", "host=pg user=monitor password=hunter2", "not a Postgres URL"),
         ("PG_DSN", "postgresql://monitor:hunter2@pg:54x2/rag", "the port after HOST:"),
+        # not the endpoint's URL: refused here, not met as a connection error on the first call
+        ("JUDGE_BASE_URL", "api.openai.com/v1", "not an http(s) URL: write http(s)://HOST"),
+        ("JUDGE_BASE_URL", "ftp://judge/v1", "not an http(s) URL"),
+        ("JUDGE_BASE_URL", "http://hunter2@:8080/v1", "not an http(s) URL"),
+        ("JUDGE_BASE_URL", "http://judge:80x0/v1", "the port after HOST:"),
     ],
 )
 def test_malformed_addresses_are_settings_errors_that_never_show_the_password(
@@ -295,5 +329,7 @@ def test_malformed_addresses_are_settings_errors_that_never_show_the_password(
 def test_well_formed_addresses_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{PREFIX}KAFKA_BOOTSTRAP_SERVERS", "a:9092, [::1]:9093")
     monkeypatch.setenv(f"{PREFIX}PG_DSN", "postgres://monitor@pg/rag?sslmode=require")
+    monkeypatch.setenv(f"{PREFIX}JUDGE_BASE_URL", "http://[::1]:8080/v1")
     settings = load_settings()
+    assert settings.judge_base_url == "http://[::1]:8080/v1"
     assert settings.kafka_bootstrap_servers == "a:9092, [::1]:9093"

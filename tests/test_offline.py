@@ -107,6 +107,18 @@ def test_report_renders_means_counts_and_findings() -> None:
     assert "top-k is likely too small" in text
 
 
+def test_a_mean_does_not_depend_on_the_order_rows_were_evaluated_in() -> None:
+    """Runners and batches finish rows in varying order; the mean is the same to the bit."""
+    values = [0.1, 0.2, 0.3]  # (0.1 + 0.2) + 0.3 != (0.3 + 0.2) + 0.1 in floating point
+    means = set()
+    for order in (values, values[::-1]):
+        summary = MetricSummary()
+        for value in order:
+            summary.add(value)
+        means.add(summary.mean)
+    assert len(means) == 1 and summary.scored == len(values)
+
+
 def test_report_names_the_rows_each_rule_matches() -> None:
     report = OfflineReport(evaluated=30)
     report.rule_rows = {"recall_gap": 2, "own_knowledge": 25}

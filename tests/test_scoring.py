@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from monitor.config import Settings
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
-from monitor.judges import Embedded, Judged, OutT, Prompt
+from monitor.judges import BUILTIN_MODEL, Embedded, Judged, OutT, Prompt, model_name
+from monitor.judges.factory import build_judge
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
 from monitor.records import Interaction, Usage
@@ -384,6 +386,35 @@ async def test_relevancy_details_list_the_distinct_questions(http_judge: OpenAIJ
     assert details["distinct_questions"] == [
         "What is Employees accrue 25 days of paid vacation per year?"
     ]
+
+
+async def test_every_result_names_the_judge_and_its_model(http_judge: OpenAIJudge) -> None:
+    """Kind and model travel with each result to the backlog, which names them to reviewers."""
+    record = await Scorer(http_judge, ["faithfulness", "context_utility"]).score(interactions()[0])
+    assert {(r.judge, r.judge_model) for r in record.results.values()} == {
+        ("llm", http_judge.model)
+    }
+    local = build_judge(Settings(), kind="local")
+    try:
+        record = await Scorer(local, ["faithfulness"]).score(interactions()[0])
+    finally:
+        await local.aclose()
+    (result,) = record.results.values()
+    assert (result.judge, result.judge_model) == ("local", model_name(local))
+
+
+def test_a_judge_that_names_no_model_is_builtin() -> None:
+    @dataclass
+    class Named:
+        kind: str = "local"
+        model_name: str = "support-model"
+
+    @dataclass
+    class Unnamed:
+        kind: str = "local"
+
+    assert model_name(Named()) == "support-model"  # type: ignore[arg-type]
+    assert model_name(Unnamed()) == BUILTIN_MODEL  # type: ignore[arg-type]
 
 
 def _bench() -> ModuleType:

@@ -78,6 +78,7 @@ class Entry:
     record: dict[str, Any]
     redactions: list[dict[str, object]]
     route: str | None
+    #: the kind of judge that scored it (None: its metrics were scored by more than one)
     judge: str | None
     inclusion_probability: float
     online_scores: dict[str, float | None]
@@ -88,6 +89,8 @@ class Entry:
     weight: float = 1.0
     trace_id: str | None = None
     span_id: str | None = None
+    #: that judge's model, as the judge reports it (None: more than one, or not recorded)
+    judge_model: str | None = None
 
 
 def build_entry(
@@ -123,6 +126,7 @@ def build_entry(
             metric_details["error"] = result.error
         details[name] = red(metric_details)
     judges = {r.judge for r in record.results.values()}
+    models = {r.judge_model for r in record.results.values()}
     control = list(reasons) == [CONTROL]
     chance = record.inclusion_probability * (control_share if control else 1.0)
     return Entry(
@@ -140,4 +144,5 @@ def build_entry(
         weight=1.0 / max(chance, 1e-12),
         trace_id=interaction.trace_id,
         span_id=interaction.span_id,
+        judge_model=clean(models.pop()) if len(models) == 1 else None,
     )

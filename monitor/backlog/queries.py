@@ -51,6 +51,16 @@ ON CONFLICT (question_hash) DO UPDATE SET
 RETURNING b.id, (xmax = 0) AS inserted
 """
 
+# a pending row holds the record of the lowest interaction id that asked its question, not
+# of whichever arrived first: the offline metrics read its contexts, so the same traffic
+# gives the same figures in any delivery order (byte order: the same under any collation)
+KEEP_LOWEST = """
+UPDATE backlog SET
+    record = $2, redactions = $3, route = $4, judge = $5, inclusion_probability = $6,
+    online_scores = $7, online_details = $8, trace_id = $9, span_id = $10
+WHERE id = $1 AND status = 'pending' AND record->>'id' COLLATE "C" > $11 COLLATE "C"
+"""
+
 LINK = """
 UPDATE backlog_interactions SET backlog_id = $2, answer_id = $3, reasons = $4
 WHERE interaction_id = $1
@@ -65,9 +75,9 @@ SELECT r AS reason, count(*) AS n FROM backlog_interactions, unnest(reasons) AS 
 ADD_ANSWER = """
 INSERT INTO backlog_answers AS a (
     interaction_id, backlog_id, answer_key, reasons, record, online_scores, online_details,
-    judge, inclusion_probability, weight, weight_squares
+    judge, inclusion_probability, weight, weight_squares, judge_model
 )
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::float8, $10::float8 * $10::float8, $11)
 ON CONFLICT (backlog_id, answer_key) DO UPDATE SET
     seen_count = a.seen_count + 1,
     weight = a.weight + EXCLUDED.weight,
@@ -89,7 +99,7 @@ SELECT b.*, coalesce((
         'interaction_id', a.interaction_id, 'reasons', to_jsonb(a.reasons),
         'record', a.record, 'online_scores', a.online_scores,
         'online_details', a.online_details, 'seen_count', a.seen_count,
-        'weight', a.weight,
+        'weight', a.weight, 'judge', a.judge, 'judge_model', a.judge_model,
         'verdicts', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
                 'reason', v.reason, 'verdict', v.verdict, 'reviewer', v.reviewer,
@@ -208,5 +218,11 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 TRAFFIC = "SELECT scored, hallucinations, scored_weight, hallucination_weight FROM backlog_traffic"
+
+#: the judges that scored the queued answers: kind, model (NULL: not recorded), answers
+JUDGES = """
+SELECT judge, judge_model, count(*) AS answers FROM backlog_answers
+GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
+"""
 
 VERDICT_COUNTS = "SELECT reason, verdict, count(*) AS n FROM backlog_verdicts GROUP BY 1, 2"

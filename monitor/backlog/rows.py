@@ -52,6 +52,9 @@ class Answer:
     seen_count: int
     weight: float
     verdicts: list[Verdict]
+    #: the judge that scored it: its kind (``llm``, ``local``) and model (None: not recorded)
+    judge: str | None = None
+    judge_model: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Answer:
@@ -64,6 +67,8 @@ class Answer:
             seen_count=data["seen_count"],
             weight=data["weight"],
             verdicts=[Verdict(**v) for v in data.get("verdicts") or []],
+            judge=data.get("judge"),
+            judge_model=data.get("judge_model"),
         )
 
     @property
@@ -91,6 +96,8 @@ class Answer:
             "statements": self.statements(),
             "seen_count": self.seen_count,
             "verdicts": [v.as_json() for v in self.verdicts],
+            "judge": self.judge,
+            "judge_model": self.judge_model,
         }
 
 
@@ -185,6 +192,31 @@ class BacklogStats:
     @property
     def rows(self) -> int:
         return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class JudgeCount:
+    """A judge that scored queued answers: its kind, its model (None: not recorded), and
+    how many answers it scored."""
+
+    kind: str | None
+    model: str | None
+    answers: int
+
+    def describe(self) -> str:
+        """``the local judge (builtin)``, ``the LLM judge (gpt-4o-mini)``, in words."""
+        return describe_judge(self.kind, self.model)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model, "answers": self.answers}
+
+
+def describe_judge(kind: str | None, model: str | None) -> str:
+    """A judge in words, from what the backlog stores of it."""
+    if kind is None:
+        return "more than one judge"
+    name = {"llm": "the LLM judge", "local": "the local judge"}.get(kind, f"the {kind} judge")
+    return f"{name} ({model})" if model else f"{name} (model not recorded)"
 
 
 QueueOrder = Literal["newest", "seen"]

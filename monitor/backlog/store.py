@@ -27,6 +27,7 @@ from monitor.backlog.rows import (
     STATUSES,
     BacklogRow,
     BacklogStats,
+    JudgeCount,
     QueueItem,
     QueueOrder,
 )
@@ -227,6 +228,21 @@ class BacklogStore:
                 if row is None:
                     continue  # a redelivery: this id is already in the backlog
                 queued.append(entry)
+                if not row["inserted"]:
+                    await conn.execute(
+                        queries.KEEP_LOWEST,
+                        row["id"],
+                        entry.record,
+                        entry.redactions,
+                        entry.route,
+                        entry.judge,
+                        entry.inclusion_probability,
+                        entry.online_scores,
+                        entry.online_details,
+                        entry.trace_id,
+                        entry.span_id,
+                        entry.record["id"],
+                    )
                 answer = await conn.fetchrow(
                     queries.ADD_ANSWER,
                     entry.id,
@@ -239,6 +255,7 @@ class BacklogStore:
                     entry.judge,
                     entry.inclusion_probability,
                     entry.weight,
+                    entry.judge_model,
                 )
                 await conn.execute(
                     queries.LINK, entry.id, row["id"], answer["interaction_id"], entry.reasons
@@ -475,6 +492,12 @@ class BacklogStore:
         )
         estimate_ = await asyncio.to_thread(estimate, [Cell.from_json(c) for c in cells], traffic)
         return estimate_, counts
+
+    async def judges(self) -> list[JudgeCount]:
+        """The judges that scored the queued answers, the most answers first."""
+        async with self.connection() as conn:
+            rows = await conn.fetch(queries.JUDGES)
+        return [JudgeCount(r["judge"], r["judge_model"], r["answers"]) for r in rows]
 
     async def discard(self, ids: Iterable[str]) -> int:
         """Mark rows discarded (not while being evaluated); returns how many changed."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from monitor.config import ConfigError
-from monitor.demo import DemoError
+from monitor.demo import DemoError, DemoInputError
 from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
 
 #: the demo's servers listen on loopback only
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "stops everything cleanly; "
         "nothing is left behind unless --keep-dir is given.",
         epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
-        "record), 2 invalid options, settings or a taken port, 130 interrupted.",
+        "record), 2 invalid options, settings, traffic file or a taken port, 130 interrupted.",
     )
     parser.add_argument(
         "--records",
@@ -123,8 +123,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--leave-pending",
         type=int,
         metavar="N",
-        help="leave the N newest backlog rows pending and unreviewed, for you to review on the "
-        "review page (default: 10 with --review, else 0; the played reviewer takes the rest)",
+        help="with --review: leave the N newest backlog rows pending and unreviewed, for you to "
+        "review on the review page (default 10; the played reviewer takes the rest)",
     )
     parser.add_argument(
         "--pace",
@@ -162,6 +162,8 @@ def handle(args: argparse.Namespace) -> int:
         return _usage("--pace must be a positive number of records per second")
     if args.leave_pending is not None and args.leave_pending < 0:
         return _usage("--leave-pending must not be negative")
+    if args.leave_pending is not None and not args.review:
+        return _usage("--leave-pending leaves rows for the review page: add --review")
     leave = (
         args.leave_pending
         if args.leave_pending is not None
@@ -209,6 +211,9 @@ async def _main(options: DemoOptions) -> int:
         report = await demo.run(stop)
     except ConfigError:
         raise
+    except DemoInputError as exc:  # read before anything starts, like the options
+        print(f"rag-monitor demo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (DemoError, BrokerError, PostgresUnavailable) as exc:
         print(f"rag-monitor demo: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -18,7 +18,7 @@ from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import Settings, load_settings
 from monitor.http import PortUnavailable, check_port
 from monitor.review.app import ReviewApp
-from monitor.review.auth import TokenError, parse_tokens
+from monitor.review.auth import TokenError, check_access, parse_tokens
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -60,6 +60,7 @@ def _review(args: argparse.Namespace) -> int:
         tokens = parse_tokens(
             settings.review_tokens.get_secret_value() if settings.review_tokens else None
         )
+        check_access(args.host, tokens)  # before Postgres is asked anything
     except TokenError as exc:
         print(f"rag-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,11 +11,15 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from monitor.config import load_settings
+import structlog
+
+from monitor.config import UNUSED_API_KEY, ambient_api_key, load_settings
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.logging import configure_logging
 from monitor.score_file import DEFAULT_CONCURRENCY, score_file
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
+
+log = structlog.get_logger("monitor.commands.score")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "valid record gets an error line and the run goes on. A progress bar and a summary "
         "table go to stderr.",
         epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
-        "on stderr), 2 unusable input, arguments or settings.",
+        "on stderr), 2 unusable input (unreadable, or no non-empty line), arguments or settings.",
     )
     parser.add_argument(
         "file",
@@ -77,10 +81,14 @@ def handle(args: argparse.Namespace) -> int:
             total = sum(1 for line in f if line.strip())
     except OSError as exc:
         return _fail(f"cannot read {path}: {exc.strerror or exc}")
+    if total == 0:
+        return _fail(f"no record to score: {path} has no non-empty line")
     try:
         judge = build_judge(settings, kind=args.judge)
     except JudgeConfigError as exc:
         return _fail(str(exc))
+    if judge.kind == "local" and ambient_api_key(settings):
+        log.warning(UNUSED_API_KEY)
     try:
         scorer = Scorer(
             judge,

@@ -15,7 +15,7 @@ from monitor.config import Settings
 from monitor.demo import DemoError
 from monitor.demo.report import DemoReport
 from monitor.demo.steps import until
-from monitor.demo.traffic import PROBLEM_LABELS, TrafficRecord
+from monitor.demo.traffic import TrafficRecord, played_verdict
 from monitor.telemetry import Exporter
 
 
@@ -105,12 +105,11 @@ async def play_reviewer(
     """Save a verdict on every reason of every answer (of the rows not in ``leave``), from the
     labels, then calibrate.
 
-    ``hallucination`` and ``control``: confirmed when the answer is labelled
-    hallucinated; any other reason: confirmed when the label is a bad answer.
+    The verdicts are `played_verdict`'s.
     """
     from monitor.backlog.reviews import VerdictInput
     from monitor.backlog.store import BacklogStore
-    from monitor.flags import CONTROL, HALLUCINATION
+    from monitor.flags import CONTROL
 
     labels = {r.id: r.label for r in traffic}
     store = BacklogStore(dsn, settings)
@@ -125,12 +124,7 @@ async def play_reviewer(
                     continue
                 report.review_answers += 1
                 for reason in answer.reasons:
-                    bad = (
-                        label == "hallucinated"
-                        if reason in (HALLUCINATION, CONTROL)
-                        else label in PROBLEM_LABELS
-                    )
-                    verdict = "confirmed" if bad else "false_alarm"
+                    verdict = played_verdict(reason, label)
                     verdicts.append(VerdictInput(reason, verdict, answer.interaction_id))
             if verdicts:
                 await until(

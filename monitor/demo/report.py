@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.backlog.calibration import CALIBRATED_MEANING, RAW_MEANING, at_edge, judge_error
 from monitor.config import Settings, TokenBudgetSpec
+from monitor.demo.production import AtProduction
 from monitor.demo.statistics import Confusion, RateEstimate, Tally, confusion, estimate_rate
 from monitor.demo.traffic import PROBLEM_LABELS
 from monitor.flags import HALLUCINATION
@@ -71,6 +72,9 @@ class DemoReport:
     #: among the reviewed control (unflagged) answers, the share that hallucinate
     control_hallucination_share: float | None = None
     control_reviewed: int = 0
+    #: the calibrated rate the same reviewing would give at production's control share
+    #: (`monitor.demo.production`), next to the played reviewer's
+    production: AtProduction | None = None
     #: share of scored records labelled hallucinated (the truth the demo knows)
     true_rate: float | None = None
     review_url: str = ""
@@ -155,6 +159,7 @@ class DemoReport:
             )
             if edge is not None:
                 add(f"                {edge}")
+            lines.extend(self._production())
             add(f"  raw (judge):  {raw}")
             add(f"                {RAW_MEANING}")
         else:
@@ -166,6 +171,7 @@ class DemoReport:
         if self.calibrated_rate is None:
             missing = "; ".join(self.calibration_missing) or "no reviewer verdicts"
             add(f"  calibrated:   n/a ({missing})")
+            lines.extend(self._production())
         if self.true_rate is not None:
             add(f"  labels:       {self.true_rate:.1%} (the truth the demo knows, to compare)")
         if self.review_verdicts:
@@ -184,6 +190,28 @@ class DemoReport:
                 "unreviewed (the review page's queue, status pending)"
             )
         return lines
+
+    def _production(self) -> list[str]:
+        """The calibrated rate at production's control share, simulated from this run."""
+        p = self.production
+        if p is None:
+            return []
+        head = (
+            f"  production:   at the default control share ({p.control_share:.0%}) the same "
+            f"{p.reviewed} reviewed answers hold {p.controls:.1f} control answers on average "
+            f"({p.rounds} rounds simulated from this run):"
+        )
+        if p.calibrated == 0 or p.rate is None:
+            return [head, "                no calibrated rate in any round (no control verdict)"]
+        typical = f"typically {p.rate:.1%} (95% interval {_pct(p.low)} – {_pct(p.high)})"
+        if p.calibrated == p.rounds:
+            return [head, f"                {typical}"]
+        missing = 1 - p.calibrated / p.rounds
+        return [
+            head,
+            f"                no calibrated rate in {missing:.0%} of the rounds (no control "
+            f"verdict); in the others {typical}",
+        ]
 
     def render(self) -> str:
         lines: list[str] = []
@@ -392,15 +420,16 @@ def judge_kind(settings: Settings) -> str:
     return "llm" if settings.judge_base_url else "local"
 
 
-def describe_judge(settings: Settings) -> str:
-    """Which judge produces the numbers, in words (no secrets)."""
+def describe_judge(settings: Settings, model: str) -> str:
+    """Which judge produces the numbers, in words (no secrets): its kind, and ``model`` as
+    the judge reports it (`monitor.judges.model_name`)."""
     if settings.judge_base_url:
         return (
-            f"LLM judge {settings.judge_model} at {settings.judge_base_url} "
+            f"LLM judge {model} at {settings.judge_base_url} "
             f"(embeddings: {settings.embedding_model})"
         )
     return (
-        "local judge (zero tokens, in-process: each claim read by the trained support model "
-        "and checked for words, numbers and names no context states; "
+        f"local judge, model {model} (zero tokens, in-process: each claim read by the "
+        "trained support model and checked for words, numbers and names no context states; "
         "set RAG_MONITOR_JUDGE_BASE_URL for an LLM judge)"
     )

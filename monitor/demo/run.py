@@ -24,6 +24,7 @@ from monitor.budget import BUDGET
 from monitor.config import Settings, load_settings
 from monitor.demo import DemoError, golden
 from monitor.demo.hold import hold
+from monitor.demo.production import at_production
 from monitor.demo.progress import Progress
 from monitor.demo.report import (
     DemoReport,
@@ -37,6 +38,7 @@ from monitor.demo.statistics import Tally
 from monitor.demo.steps import PHASE_TIMEOUT, Interrupted, in_thread, until
 from monitor.demo.traffic import TrafficRecord, otlp_traffic, read_traffic
 from monitor.demo.watchdog import Watchdog
+from monitor.judges import model_name
 from monitor.sampling import BUDGET_THINNED
 
 TOPIC = "rag-interactions"
@@ -132,14 +134,15 @@ class Demo:
                     watchdog.path(postgres.directory)
             progress.step(f"Postgres listening on 127.0.0.1:{postgres.port} ({dsn})")
             settings = self._settings(broker, dsn, traffic)
-            report = DemoReport(judge=describe_judge(settings), judge_kind=judge_kind(settings))
+            report = DemoReport(judge="", judge_kind=judge_kind(settings))
             report.records = len(traffic)
             report.sample_rate = settings.sample_rate
             report.bootstrap_servers = broker.bootstrap_servers
             report.pg_dsn = dsn
             report.workdir = str(self.workdir)
-            progress.step(f"judge: {report.judge}")
             parts = await self._exporter(settings, report, cleanup)
+            report.judge = describe_judge(settings, model_name(parts.judge))
+            progress.step(f"judge: {report.judge}")
             progress.step(f"serving {report.metrics_url}")
             await self._prepare(settings, dsn, stop)
             values = [(r.key, r.value) for r in traffic] if messages is None else list(messages)
@@ -150,7 +153,9 @@ class Demo:
                 else:
                     progress.step(f"producing {self.options.pace:g} records/s meanwhile")
                 progress.step(f"running the sidecar on topic {TOPIC} (group {GROUP_ID})")
-                await self._sidecar(parts, settings, len(values), progress, report, stop, feeding)
+                tally = await self._sidecar(
+                    parts, settings, len(values), progress, report, stop, feeding
+                )
                 nothing_scored(report)
                 ends = await feeding
             finally:
@@ -165,6 +170,7 @@ class Demo:
             await golden.annotate(settings, dsn, traffic, self.workdir, report, stop, leave=leave)
             progress.step("playing the reviewer from the traffic set's labels")
             await golden.play_reviewer(settings, dsn, traffic, report, stop, leave=leave)
+            report.production = at_production(tally.outcomes, report.review_answers)
             progress.step("running the offline metrics on the annotated rows")
             await golden.offline(settings, report, stop, within=self.options.timeout_seconds)
             await golden.backlog_summary(settings, dsn, report)
@@ -317,7 +323,8 @@ class Demo:
         report: DemoReport,
         stop: asyncio.Event,
         feeding: asyncio.Future[dict[int, int]],
-    ) -> None:
+    ) -> Tally:
+        """Run the sidecar over the traffic; returns each record's outcome (`Tally`)."""
         from monitor.kafka.topics import committed_offsets
 
         tally = Tally(dict(settings.thresholds))
@@ -337,6 +344,7 @@ class Demo:
         )
         report.committed = {str(p): o for p, o in sorted(committed.items()) if o is not None}
         report.committed_offsets = sum(report.committed.values())
+        return tally
 
     async def _consume(
         self,

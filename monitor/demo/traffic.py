@@ -16,13 +16,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.demo import DemoError
+from monitor.demo import DemoInputError
 from monitor.records import InvalidRecord, parse_record
 
 TRAFFIC_PACKAGE = "monitor.demo"
 TRAFFIC_FILE = "traffic.jsonl"
 #: labels of the traffic set that are not a good answer
 PROBLEM_LABELS = frozenset({"hallucinated", "off_topic", "evasive"})
+
+
+def played_verdict(reason: str, label: str) -> str:
+    """The verdict the labels give on one flag reason of an answer (the played reviewer):
+    ``hallucination`` and ``control`` are confirmed when the answer is labelled
+    hallucinated; any other reason when the label is a bad answer."""
+    bad = (
+        label == "hallucinated"
+        if reason in ("hallucination", "control")
+        else (label in PROBLEM_LABELS)
+    )
+    return "confirmed" if bad else "false_alarm"
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            raise DemoError(f"cannot read traffic file {path}: {exc.strerror}") from None
+            raise DemoInputError(f"cannot read traffic file {path}: {exc.strerror}") from None
         where = str(path)
     out: list[TrafficRecord] = []
     seen: set[str] = set()
@@ -63,9 +75,9 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
         try:
             interaction = parse_record(line)
         except InvalidRecord as exc:
-            raise DemoError(f"{where} line {number}: {exc}") from None
+            raise DemoInputError(f"{where} line {number}: {exc}") from None
         if interaction.id in seen:
-            raise DemoError(f"{where} line {number}: duplicate id {interaction.id}")
+            raise DemoInputError(f"{where} line {number}: duplicate id {interaction.id}")
         seen.add(interaction.id)
         label = interaction.metadata.get("label")
         out.append(
@@ -78,7 +90,7 @@ def read_traffic(path: Path | None = None, limit: int | None = None) -> list[Tra
             )
         )
     if not out:
-        raise DemoError(f"{where} holds no records")
+        raise DemoInputError(f"{where} holds no records")
     return out
 
 

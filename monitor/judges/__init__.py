@@ -140,3 +140,17 @@ class Judge(Protocol):
     async def aclose(self) -> None:
         """Close what the judge opened; it answers nothing after."""
         ...
+
+
+#: what `model_name` reports for a judge that names no model (the local judge's word rules)
+BUILTIN_MODEL = "builtin"
+
+
+def model_name(judge: Judge) -> str:
+    """The judge's model, as it reports it: a local judge's ``model_name``, the LLM judge's
+    ``model`` (the endpoint's model it asks), else `BUILTIN_MODEL`."""
+    for attribute in ("model_name", "model"):
+        value = getattr(judge, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return BUILTIN_MODEL

@@ -21,11 +21,11 @@ from aiohttp import web
 
 from monitor.backlog.calibration import Calibration
 from monitor.backlog.reviews import ReviewProblem
-from monitor.backlog.rows import STATUSES, BacklogRow
+from monitor.backlog.rows import STATUSES, BacklogRow, JudgeCount
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.flags import FLAG_REASONS
 from monitor.review import pages
-from monitor.review.auth import TokenError, is_loopback, reviewer_of
+from monitor.review.auth import check_access, reviewer_of
 from monitor.review.forms import (
     DEFAULT_LIMIT,
     Invalid,
@@ -89,6 +89,7 @@ class ReviewApp:
         self.tokens = dict(tokens or {})
         self._csrf_key = secrets.token_bytes(32)
         self._calibration: tuple[float, Calibration] | None = None
+        self._judges: tuple[float, list[JudgeCount]] | None = None
         self.app = web.Application(middlewares=[self._security], client_max_size=256 * 1024)
         r = self.app.router
         r.add_get("/", self.queue_page)
@@ -109,11 +110,7 @@ class ReviewApp:
     # --- serving
 
     async def start(self, host: str, port: int) -> None:
-        if not self.tokens and not is_loopback(host):
-            raise TokenError(
-                f"refusing to listen on {host} without RAG_MONITOR_REVIEW_TOKENS"
-                " (only a loopback address may go without tokens)"
-            )
+        check_access(host, self.tokens)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -246,6 +243,7 @@ class ReviewApp:
                 order=order,
                 next_cursor=next_cursor,
                 reasons=reasons,
+                judges=await self._judged(),
             )
         )
 
@@ -332,7 +330,7 @@ class ReviewApp:
         raise web.HTTPSeeOther(target)
 
     async def calibration_page(self, request: web.Request) -> web.StreamResponse:
-        return _html(pages.calibration_page(await self._calibrated()))
+        return _html(pages.calibration_page(await self._calibrated(), await self._judged()))
 
     async def login_page(self, request: web.Request) -> web.StreamResponse:
         return _html(pages.login_page(self.csrf_token("login")))
@@ -437,7 +435,8 @@ class ReviewApp:
         return _json({"id": row_id, "version": version})
 
     async def api_calibration(self, request: web.Request) -> web.StreamResponse:
-        return _json((await self._calibrated()).as_json())
+        judges = [j.as_json() for j in await self._judged()]
+        return _json({**(await self._calibrated()).as_json(), "judges": judges})
 
     # --- shared
 
@@ -459,6 +458,13 @@ class ReviewApp:
         if self._calibration is None or now - self._calibration[0] > CALIBRATION_TTL:
             self._calibration = (now, await self.store.calibration())
         return self._calibration[1]
+
+    async def _judged(self) -> list[JudgeCount]:
+        """The judges that scored the backlog's answers (read at most every CALIBRATION_TTL)."""
+        now = time.monotonic()
+        if self._judges is None or now - self._judges[0] > CALIBRATION_TTL:
+            self._judges = (now, await self.store.judges())
+        return self._judges[1]
 
 
 def _json(

@@ -48,6 +48,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_access(host: str, tokens: Mapping[str, str]) -> None:
+    """TokenError unless ``host`` is loopback or there are tokens: no address other than
+    loopback is served without them."""
+    if not tokens and not is_loopback(host):
+        raise TokenError(
+            f"refusing to listen on {host} without RAG_MONITOR_REVIEW_TOKENS"
+            " (only a loopback address may go without tokens)"
+        )
+
+
 def reviewer_of(tokens: Mapping[str, str], supplied: str) -> str | None:
     """The name whose token is ``supplied`` (None: no such token); compares with every token."""
     found = None

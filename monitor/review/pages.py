@@ -17,8 +17,16 @@ from monitor.backlog.calibration import (
     Calibration,
     judge_error,
 )
-from monitor.backlog.rows import STATUSES, Answer, BacklogRow, QueueItem
+from monitor.backlog.rows import (
+    STATUSES,
+    Answer,
+    BacklogRow,
+    JudgeCount,
+    QueueItem,
+    describe_judge,
+)
 from monitor.flags import CONTROL, HALLUCINATION
+from monitor.review import decisive
 
 SHORTCUTS_QUEUE = (("j / k", "next / previous row"), ("Enter or o", "open the row"))
 SHORTCUTS_ROW = (
@@ -45,6 +53,17 @@ _ON = ' class="on"'
 
 def _tags(reasons: Iterable[str]) -> str:
     return "".join(f'<span class="tag">{esc(r)}</span>' for r in reasons)
+
+
+def _judges(judges: Sequence[JudgeCount], lead: str) -> str:
+    """Who produced the flags, in one line: each judge with its answers."""
+    if not judges:
+        return f'<p class="judges">{esc(lead)}: no answer scored yet</p>'
+    named = "; ".join(
+        f"<b>{esc(j.describe())}</b> ({j.answers} answer{'' if j.answers == 1 else 's'})"
+        for j in judges
+    )
+    return f'<p class="judges">{esc(lead)}: {named}</p>'
 
 
 def _page(title: str, body: str, *, body_attrs: str = "") -> str:
@@ -88,6 +107,7 @@ def queue_page(
     order: str,
     next_cursor: str | None,
     reasons: Sequence[str],
+    judges: Sequence[JudgeCount] = (),
 ) -> str:
     filters = {"status": status, "reason": reason, "route": route, "order": order}
     tabs = "".join(
@@ -140,8 +160,9 @@ def queue_page(
         if next_cursor
         else ""
     )
-    body = f'<nav class="tabs">{all_tab}{tabs}</nav>{form}{table}{more}' + _shortcuts(
-        SHORTCUTS_QUEUE
+    body = (
+        f'<nav class="tabs">{all_tab}{tabs}</nav>'
+        f"{_judges(judges, 'Flags and scores by')}{form}{table}{more}" + _shortcuts(SHORTCUTS_QUEUE)
     )
     return _page("queue", body, body_attrs=' data-page="queue"')
 
@@ -152,8 +173,9 @@ def queue_page(
 def highlight(response: str, statements: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
     """``response`` escaped, each statement found in it marked by its verdict.
 
-    Returns the markup and the escaped list items of statements not found verbatim
-    (the judge may have rephrased them), which the page lists under the answer.
+    Returns the markup and the escaped list items of the supported (or unjudged)
+    statements not found verbatim (the judge may have rephrased them), which the page
+    lists under the answer; the unsupported ones are all listed by `unsupported_claims`.
     """
     marks: list[tuple[int, int, Mapping[str, Any]]] = []
     unplaced: list[str] = []
@@ -164,7 +186,8 @@ def highlight(response: str, statements: Sequence[Mapping[str, Any]]) -> tuple[s
         if at < 0:
             at = response.find(text) if text else -1
             if at < 0 or any(a < at + len(text) and at < b for a, b, _ in marks):
-                unplaced.append(_statement_item(st))
+                if _verdict_class(st) != "unsupported":
+                    unplaced.append(_statement_item(st))
                 continue
         marks.append((at, at + len(text), st))
         pos = at + len(text)
@@ -180,6 +203,33 @@ def highlight(response: str, statements: Sequence[Mapping[str, Any]]) -> tuple[s
         cursor = end
     out.append(esc(response[cursor:]))
     return "".join(out), unplaced
+
+
+def unsupported_claims(statements: Sequence[Mapping[str, Any]]) -> str:
+    """Every statement the judge found unsupported, with its reason as visible text beside
+    it and the words that decided marked in both (`monitor.review.decisive`)."""
+    items = []
+    for st in statements:
+        if _verdict_class(st) != "unsupported":
+            continue
+        claim = str(st.get("statement") or "")
+        reason = str(st.get("reason") or "")
+        found = decisive.terms(reason, claim)
+        why = (
+            decisive.mark(reason, decisive.quoted_places(reason, found))
+            if reason
+            else "(the judge gave no reason)"
+        )
+        items.append(
+            f'<li><q class="claim">{decisive.mark(claim, decisive.places(claim, found))}</q>'
+            f' <span class="why">— {why}</span></li>'
+        )
+    if not items:
+        return ""
+    return (
+        "<h3>Not supported by the contexts, and why</h3>"
+        f'<ol class="unsupported-claims">{"".join(items)}</ol>'
+    )
 
 
 def _verdict_class(st: Mapping[str, Any]) -> str:
@@ -268,10 +318,13 @@ def _answer(
         f"<h2>Answer {index + 1} <code>{esc(answer.interaction_id)}</code>"
         f' <span class="seen">seen {answer.seen_count}×</span> '
         f"{_tags(answer.reasons)}</h2>"
-        f'<p class="response">{marked}</p>{unplaced_html}'
+        f'<p class="response">{marked}</p>'
         '<p class="legend"><mark class="supported">supported</mark> '
         '<mark class="unsupported">not supported by the contexts</mark> '
-        "(hover a statement for the judge's reason)</p>"
+        '<mark class="decisive">the words that decided</mark> '
+        f'<span class="judge">judged by {esc(describe_judge(answer.judge, answer.judge_model))}'
+        "</span></p>"
+        f"{unsupported_claims(answer.statements())}{unplaced_html}"
         f"{_scores(answer.online_scores)}{context_block}"
         f"{_verdict_inputs(index, answer, chosen)}</section>"
     )
@@ -352,7 +405,7 @@ def conflict_banner(row: BacklogRow) -> str:
     )
 
 
-def calibration_page(cal: Calibration) -> str:
+def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = ()) -> str:
     precision = "".join(
         f'<tr><th>{esc(r)}</th><td class="num">{_pct(v)}</td>'
         f'<td class="num">{cal.reviewed.get(r, 0)}</td></tr>'
@@ -376,6 +429,7 @@ def calibration_page(cal: Calibration) -> str:
     )
     body = (
         "<h1>Judge accuracy</h1>"
+        f"{_judges(judges, 'The verdicts check the flags of')}"
         f'{missing}<table class="scores">'
         f"<tr><th>hallucination rate, calibrated by the verdicts</th>"
         f'<td class="num">{_pct(cal.calibrated_rate)}{interval}</td>'

@@ -20,7 +20,7 @@ from monitor.backlog.reviews import ImportRow
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import RedactionPattern, Settings
 from monitor.demo.postgres import free_port
-from monitor.records import MetricResult
+from monitor.records import MetricResult, ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
@@ -197,6 +197,35 @@ async def test_repeated_question_increments_seen_count(backlog: BacklogSink, pg_
     stats = await backlog.store.stats()
     assert stats.interactions == 3
     assert stats.seen_total == 3
+
+
+async def test_a_pending_row_holds_the_lowest_ids_record_in_any_delivery_order(
+    backlog: BacklogSink, pg_dsn: str
+) -> None:
+    """The contexts the offline metrics read come from one interaction chosen by id, not by
+    arrival, so replaying the same traffic gives the same offline figures; once a row is
+    annotated its record no longer changes under the reference."""
+
+    def asked(rid: str, question: str) -> ScoredRecord:
+        return scored(rid, question, contexts=(f"context of {rid}",), metadata={"route": rid})
+
+    # two questions, each asked twice, delivered in opposite orders
+    await backlog.write([asked("b-2", "Who signs off travel?"), asked("c-1", "Is it taxed?")])
+    await backlog.write([asked("b-1", "who signs off travel"), asked("c-2", "is it TAXED")])
+    rows = await fetch(
+        pg_dsn, "SELECT id, record->>'id' AS kept, route, seen_count FROM backlog ORDER BY id"
+    )
+    assert [tuple(r) for r in rows] == [("b-2", "b-1", "b-1", 2), ("c-1", "c-1", "c-1", 2)]
+    row = await backlog.store.get("b-2")
+    assert row is not None
+    assert row.to_interaction().retrieved_contexts[0].text == "context of b-1"
+    # annotated: a lower id arriving later is counted, its record not taken
+    taxed = await backlog.store.get("c-1")
+    assert taxed is not None
+    await backlog.store.review("c-1", version=taxed.version, reviewer="ana", reference="No.")
+    await backlog.write([asked("c-0", "Is it taxed??")])
+    (kept,) = await fetch(pg_dsn, "SELECT record->>'id', seen_count FROM backlog WHERE id = 'c-1'")
+    assert tuple(kept) == ("c-1", 3)
 
 
 async def test_enqueued_counts_interactions_and_the_traffic_totals_every_scored_record(

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from monitor.config import UNUSED_API_KEY, Settings
+from monitor.judges import model_name
+from monitor.judges.factory import build_judge
 from tests.support import ROOT
 from tests.support.judge_server import Fault, JudgeServer
 
@@ -94,6 +97,7 @@ def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path)
     assert "faithfulness" in result.stderr and "unscoreable" in result.stderr
     assert "4 read, 2 scored, 2 invalid" in result.stderr
     assert "calls" in result.stderr and "tokens" in result.stderr
+    assert "judge: the LLM judge (gpt-4o-mini) per valid record: " in result.stderr
 
 
 def test_metrics_and_out_file(judge_server: JudgeServer, tmp_path: Path) -> None:
@@ -222,6 +226,20 @@ def test_unreadable_input_exits_2(judge_server: JudgeServer, tmp_path: Path) -> 
     assert result.stdout == ""
 
 
+def test_an_input_with_no_record_exits_2_in_one_line(
+    judge_server: JudgeServer, tmp_path: Path
+) -> None:
+    """Nothing to score is unusable input: said in one line, no empty summary table first."""
+    empty = write_lines(tmp_path / "empty.jsonl", ["", "   "])
+    result = run_score(judge_server, str(empty))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rag-monitor score: no record to score: {empty} has no non-empty line"
+    ]
+    assert result.stdout == ""
+    assert judge_server.stats.snapshot().chat_requests == 0
+
+
 def test_unknown_metric_exits_2(judge_server: JudgeServer, tmp_path: Path) -> None:
     source = write_lines(tmp_path / "in.jsonl", [GOOD])
     result = run_score(judge_server, str(source), "--metrics", "faithfulness,answer_relevancy")
@@ -230,12 +248,15 @@ def test_unknown_metric_exits_2(judge_server: JudgeServer, tmp_path: Path) -> No
     assert judge_server.stats.snapshot().chat_requests == 0
 
 
-def test_the_local_judge_makes_no_calls(tmp_path: Path) -> None:
-    """The in-process judge sends no request: the summary counts none, not one per step."""
+def test_the_local_judge_makes_no_calls_and_is_named(tmp_path: Path) -> None:
+    """The in-process judge sends no request: the summary counts none, not one per step, and
+    names the local judge as the judge reports itself; an OPENAI_API_KEY in the environment
+    is left unused with the warning `rag-monitor run` logs too."""
     records = tmp_path / "in.jsonl"
     traffic = (ROOT / "monitor" / "demo" / "traffic.jsonl").read_text(encoding="utf-8")
     records.write_text("".join(traffic.splitlines(keepends=True)[:3]), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env["OPENAI_API_KEY"] = "sk-not-for-this"
     result = subprocess.run(
         [sys.executable, "-m", "monitor", "score", str(records)],
         capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
@@ -243,7 +264,11 @@ def test_the_local_judge_makes_no_calls(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["usage"]["calls"] for line in lines] == [0, 0, 0]
-    assert "judge: in process (the local judge): 0 calls, 0 tokens" in result.stderr
+    model = model_name(build_judge(Settings(), kind="local"))
+    assert f"judge: the local judge ({model}), in process: 0 calls, 0 tokens" in result.stderr
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert [(e["level"], e["event"]) for e in logged] == [("warning", UNUSED_API_KEY)]
+    assert "sk-not-for-this" not in result.stderr
 
 
 def test_logs_go_to_stderr_and_stdout_holds_only_score_lines(
@@ -262,3 +287,26 @@ def test_logs_go_to_stderr_and_stdout_holds_only_score_lines(
     events = [json.loads(line)["event"] for line in logged]
     assert any(e.startswith("judge endpoint rejected") for e in events), events
     assert any(json.loads(line)["level"] == "debug" for line in logged), events
+
+
+def test_a_changed_model_file_is_one_line_naming_it_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shipped model file that is not the pinned one: one line naming the file, exit 2,
+    rather than the traceback of the worker thread that loaded it."""
+    import monitor.judges.local.embedder as embedder_module
+    from monitor.cli import main
+
+    changed = tmp_path / "embedder-int8.onnx"
+    changed.write_bytes(embedder_module.GRAPH_PATH.read_bytes()[:-1] + b"\0")
+    monkeypatch.setattr(embedder_module, "GRAPH_PATH", changed)
+    monkeypatch.setattr(embedder_module, "vnni", lambda: True)  # the pinned graph, on any CPU
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_") or k == "OPENAI_API_KEY"]:
+        monkeypatch.delenv(key)
+    path = write_lines(tmp_path / "in.jsonl", [GOOD])
+    assert main(["score", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(f"rag-monitor: {changed} is not the pinned file")
+    assert line.endswith("; reinstall rag-monitor to restore it")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.demo.production import AtProduction
 from monitor.demo.report import DemoReport
 from monitor.demo.statistics import RateEstimate
 from tests.support.demo import backlog_cli, start_demo, wait_for_report
@@ -192,3 +193,25 @@ def test_a_calibrated_rate_on_the_end_of_its_interval_says_why() -> None:
     assert lines[at + 2].strip().startswith(said + "hallucination")
     report.calibrated_low = 0.12
     assert "interval's lower end" not in report.render()
+
+
+def test_the_calibrated_rate_at_production_volume_stands_next_to_the_played_reviewers() -> None:
+    report = DemoReport(judge="j", judge_kind="local")
+    report.calibrated_rate, report.calibrated_low, report.calibrated_high = 0.25, 0.204, 0.318
+    report.review_verdicts, report.review_answers = 440, 255
+    report.production = AtProduction(
+        control_share=0.01, reviewed=255, rounds=200, controls=0.64, calibrated=92,
+        rate=0.147, low=0.13, high=0.62,
+    )  # fmt: skip
+    lines = report.render().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  production:"))
+    assert lines[at] == (
+        "  production:   at the default control share (1%) the same 255 reviewed answers hold "
+        "0.6 control answers on average (200 rounds simulated from this run):"
+    )
+    assert lines[at + 1] == (
+        "                no calibrated rate in 54% of the rounds (no control verdict); in the "
+        "others typically 14.7% (95% interval 13.0% – 62.0%)"
+    )
+    assert lines[at - 2].startswith("hallucination rate: 25.0% (95% interval 20.4% – 31.8%)")
+    assert report.as_json()["production"]["controls"] == 0.64

@@ -483,6 +483,32 @@ def test_demo_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
                  ["--hold", "-1"], ["--metrics-port", "70000"]):  # fmt: skip
         assert main(["demo", *args]) == 2, args
         assert "rag-monitor demo:" in capsys.readouterr().err
+    # rows left pending are for the review page: without it nobody would review them
+    assert main(["demo", "--leave-pending", "3"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rag-monitor demo: --leave-pending leaves rows for the review page: add --review"
+    ]
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_an_unusable_traffic_file_is_exit_2_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Like ``score`` with a missing file: a usage error, said before anything starts."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n', encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    for path, said in (
+        (tmp_path / "missing.jsonl", "cannot read traffic file"),
+        (bad, f"{bad} line 1: "),
+        (empty, f"{empty} holds no records"),
+    ):
+        assert main(["demo", "--traffic", str(path), "--workdir", str(tmp_path / "w")]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("rag-monitor demo: ") and said in line, line
+        assert not (tmp_path / "w").exists()  # nothing was started or made
 
 
 def test_the_demo_picks_its_broker_by_option_only(capsys: pytest.CaptureFixture[str]) -> None:
@@ -623,7 +649,9 @@ def test_rows_left_pending_for_a_person_to_review(tmp_path: Path, workdir: Path)
     from tests.support.demo import backlog_cli
 
     report_path = tmp_path / "report.json"
+    # rows left pending are for the review page: --leave-pending comes with --review
     demo = start_demo(["--records", "40", "--workdir", str(workdir), "--hold", "300",
+                       "--review", "--review-port", "0",
                        "--leave-pending", "3", "--report-json", str(report_path)])  # fmt: skip
     try:
         held = demo.wait_for_line(r"demo: holding for 300 s: .*Postgres at (\S+)", 240)

@@ -16,6 +16,8 @@ import base64
 import importlib.util
 import json
 import os
+import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -128,13 +130,22 @@ def render(
     return docs
 
 
-def rendered_files(values: dict[str, Any] | None, prometheus_operator: bool) -> dict[str, str]:
+def rendered_files(
+    values: dict[str, Any] | None, prometheus_operator: bool, *, release: str = "prod"
+) -> dict[str, str]:
     values = dict(values or {})
     if prometheus_operator:
         values.setdefault("prometheusOperator", {"assumeInstalled": True})
     chart = helm.Chart.load(str(CHART))
-    rendered: dict[str, str] = chart.render(values, name="prod", namespace="rag", is_install=True)
+    rendered: dict[str, str] = chart.render(values, name=release, namespace="rag", is_install=True)
     return rendered
+
+
+def render_release(release: str) -> list[dict[str, Any]]:
+    """The manifests of a release named ``release``, at the defaults."""
+    files = rendered_files(None, True, release=release)
+    texts = [text for path, text in sorted(files.items()) if not path.endswith("NOTES.txt")]
+    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
 
 
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -243,6 +254,9 @@ def test_schema_rejects_bad_values() -> None:
         {"settings": {"sample_rate": 2}},
         {"settings": {"no_such_setting": 1}},
         {"securityContext": {"readOnlyRootFilesystem": False}},
+        # a misspelt top-level key: without the refusal the chart renders with no DSN at all
+        {"secrets": {"pgDsn": "postgresql://u:pw@pg:5432/rag"}},
+        {"replicas": 3},
     ):
         with pytest.raises(helm.HelmError):
             chart.validate_schema(bad)
@@ -269,10 +283,14 @@ def test_schema_settings_match_the_config_module() -> None:
 
 
 def test_schema_knows_every_top_level_value() -> None:
-    """The schema's top level is open (a parent chart adds its keys): check it here."""
+    """The schema's top level is closed: every value of values.yaml is in it, and only
+    ``global`` besides (what Helm hands a subchart)."""
     schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    assert schema["additionalProperties"] is False
     defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    assert set(defaults) == set(schema["properties"]), "values.yaml and the schema disagree"
+    in_schema = set(schema["properties"]) - {"global"}
+    assert set(defaults) == in_schema, "values.yaml and the schema disagree"
+    helm.Chart.load(str(CHART)).validate_schema({"global": {"imageRegistry": "r.example.com"}})
 
 
 # --- what the manifests say --------------------------------------------------
@@ -321,6 +339,40 @@ def test_the_judge_is_chosen_in_the_values(url: str, monkeypatch: pytest.MonkeyP
         return
     settings = load_settings()
     assert (settings.judge_base_url, settings.judge_model) == (url, "judge-7b")
+
+
+def notes(values: dict[str, Any] | None) -> str:
+    return rendered_files(values, True)["rag-monitor/templates/NOTES.txt"]
+
+
+def configmap_data(values: dict[str, Any] | None) -> dict[str, str]:
+    kinds = by_kind(render(values))
+    (config,) = [c for c in kinds["ConfigMap"] if not c["metadata"]["name"].endswith("dashboard")]
+    data: dict[str, str] = config["data"]
+    return data
+
+
+def test_the_notes_and_the_configmap_name_the_judge_that_runs() -> None:
+    """Without a judge URL the pods run the local judge: the notes say so, and the ConfigMap
+    shows no LLM model that nothing would use; with one, both name the LLM judge's model."""
+    local = notes(None)
+    assert "Judge: the zero-token local judge" in local and "settings.judge_base_url" in local
+    assert "gpt-4o-mini" not in local
+    data = configmap_data(None)
+    assert "RAG_MONITOR_JUDGE_MODEL" not in data and "RAG_MONITOR_EMBEDDING_MODEL" not in data
+    llm = {
+        "settings": {
+            "judge_base_url": "https://user:pw@judge.example.com:8443/v1?tenant=a",
+            "judge_model": "judge-7b",
+        }
+    }
+    assert "Judge: the LLM judge, model judge-7b at https://judge.example.com:8443/v1 " in notes(
+        llm
+    )
+    assert "pw" not in notes(llm).split("Judge:")[1].splitlines()[0]  # no credentials shown
+    data = configmap_data(llm)
+    assert data["RAG_MONITOR_JUDGE_MODEL"] == "judge-7b"
+    assert data["RAG_MONITOR_EMBEDDING_MODEL"] == "text-embedding-3-small"
 
 
 OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
@@ -957,3 +1009,55 @@ def test_values_table_covers_every_value_and_notices_a_missing_comment() -> None
     )
     _, undocumented = script.table(broken)
     assert undocumented == ["image.digest_note"]
+
+
+# --- the runbook's commands --------------------------------------------------
+
+#: kubectl's short resource names -> the kind they name
+KUBECTL_KINDS = {"deploy": "Deployment", "deployment": "Deployment", "svc": "Service",
+                 "service": "Service", "cm": "ConfigMap", "configmap": "ConfigMap",
+                 "job": "Job", "cronjob": "CronJob", "secret": "Secret"}  # fmt: skip
+
+
+def runbook_kubectl_commands() -> list[str]:
+    text = (ROOT / "docs" / "runbook.md").read_text(encoding="utf-8")
+    return [c for c in re.findall(r"`(kubectl [^`]+)`", text) if not c.startswith("kubectl -n")]
+
+
+@pytest.mark.parametrize("release", ["rag-monitor", "search"])
+def test_every_kubectl_command_of_the_runbook_names_what_the_chart_renders(release: str) -> None:
+    """`<name>` is the Deployment's name as the notes print it (the README's release
+    `rag-monitor` and another one); each resource, label selector and port a command names
+    must be in the render."""
+    docs = render_release(release)
+    (deployment,) = by_kind(docs)["Deployment"]
+    name = deployment["metadata"]["name"]
+    assert name == ("rag-monitor" if release == "rag-monitor" else f"{release}-rag-monitor")
+    notes = rendered_files(None, True, release=release)["rag-monitor/templates/NOTES.txt"]
+    assert f" is installed as {name} in rag." in notes.splitlines()[0]
+    commands = runbook_kubectl_commands()
+    assert len(commands) >= 5, commands
+    pods = [template for _, template in pod_templates(docs)]
+    for command in commands:
+        line = command.replace("<name>", name).replace("<release>", release)
+        assert "<" not in line.split("|")[0], f"unknown placeholder in {command!r}"
+        argv = shlex.split(line.split("|")[0])
+        selector = argv[argv.index("-l") + 1] if "-l" in argv else None
+        refs = [re.fullmatch(r"([a-z]+)/([a-z0-9.-]+)", a) for a in argv if a != selector]
+        for kind, resource in (m.groups() for m in refs if m):
+            assert kind in KUBECTL_KINDS, f"{command!r}: {kind}/ is no kind checked here"
+            rendered = {d["metadata"]["name"] for d in by_kind(docs).get(KUBECTL_KINDS[kind], [])}
+            assert resource in rendered, f"{command!r}: no {KUBECTL_KINDS[kind]} {resource}"
+        if selector is not None:
+            wanted = dict(p.split("=", 1) for p in selector.split(","))
+            assert any(wanted.items() <= t["metadata"]["labels"].items() for t in pods), (
+                f"{command!r}: no pod carries {wanted}"
+            )
+        if argv[1] == "port-forward":
+            ports = {
+                p["containerPort"]
+                for c in deployment["spec"]["template"]["spec"]["containers"]
+                for p in c.get("ports", [])
+            }
+            for port in argv[3:]:
+                assert int(port.split(":")[-1]) in ports, f"{command!r}: no container port"

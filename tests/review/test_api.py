@@ -277,6 +277,30 @@ def test_token_pairs_are_checked_without_echoing_them() -> None:
         assert "0123456789abcdef" not in str(err.value) and "short" not in str(err.value)
 
 
+def test_the_review_command_refuses_a_public_address_without_tokens_before_postgres() -> None:
+    """No tokens off loopback is a settings error: exit 2 at once, whether Postgres is up or
+    not (here nothing listens on the DSN's port)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:  # bound, not listening: a connection would be refused
+        sock.bind(("127.0.0.1", 0))
+        dsn = f"postgresql://u:pw@127.0.0.1:{sock.getsockname()[1]}/db"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+        env.update(RAG_MONITOR_PG_DSN=dsn)
+        refused = subprocess.run(
+            [sys.executable, "-m", "monitor", "review", "--host", "0.0.0.0", "--port", "0"],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines() == [
+        "rag-monitor: refusing to listen on 0.0.0.0 without RAG_MONITOR_REVIEW_TOKENS"
+        " (only a loopback address may go without tokens)"
+    ]
+
+
 def test_the_review_command_serves_until_interrupted(pg_dsn: str) -> None:
     import os
     import signal

@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from monitor.backlog.reviews import VerdictInput
-from monitor.records import MetricResult
+from monitor.records import MetricResult, ScoredRecord
 from monitor.review.app import ReviewApp
 from monitor.review.auth import parse_tokens
 from monitor.sinks.backlog import BacklogSink
@@ -64,14 +64,31 @@ def base(app: ReviewApp) -> str:
     return f"http://127.0.0.1:{app.port}"
 
 
+#: the judge the seeded records were scored by, as the scorer stamps it on every result
+JUDGE, MODEL = "local", "support-model"
+#: a reason as the local judge writes it: the deciding word quoted, the closest excerpt
+NEVER = (
+    "not supported (p=0.08): 'never' is in no context; closest: "
+    "“Receipts are needed for expenses over $100.”"
+)
+
+
+def judged(record: ScoredRecord) -> ScoredRecord:
+    for result in record.results.values():
+        result.judge, result.judge_model = JUDGE, MODEL
+    return record
+
+
 async def seed(backlog: BacklogSink) -> None:
     await backlog.write(
         [
-            scored(
-                "old",
-                "How many vacation days do I get?",
-                response="25 days a year.",
-                faithfulness=0.3,
+            judged(
+                scored(
+                    "old",
+                    "How many vacation days do I get?",
+                    response="25 days a year.",
+                    faithfulness=0.3,
+                )
             )
         ]
     )
@@ -82,11 +99,7 @@ async def seed(backlog: BacklogSink) -> None:
         contexts=("Receipts are needed for expenses over $100.", "Managers approve trips."),
         details={
             "statements": [
-                {
-                    "statement": "Receipts are never needed.",
-                    "verdict": 0,
-                    "reason": "the context says receipts are needed over $100",
-                },
+                {"statement": "Receipts are never needed.", "verdict": 0, "reason": NEVER},
                 {"statement": "Ask your manager.", "verdict": 1, "reason": "managers approve"},
             ]
         },
@@ -94,9 +107,9 @@ async def seed(backlog: BacklogSink) -> None:
     hallucinated.results["response_relevancy"] = MetricResult(
         metric="response_relevancy", score=0.2
     )
-    await backlog.write([hallucinated])
+    await backlog.write([judged(hallucinated)])
     await backlog.write(
-        [scored("new-2", "when do i need to attach a receipt", response="Only for meals.")]
+        [judged(scored("new-2", "when do i need to attach a receipt", response="Only for meals."))]
     )
 
 
@@ -116,6 +129,9 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
     await expect(page.locator("table.queue tbody tr")).to_have_count(2)
     await expect(page.locator("nav.tabs a.on")).to_contain_text("all 2")
     await expect(page.locator(".shortcuts")).to_contain_text("next / previous row")
+    await expect(page.locator(".judges")).to_have_text(
+        "Flags and scores by: the local judge (support-model) (3 answers)"
+    )
     await shot(page, tmp_path, "queue")
     # j moves to the older row, k back to the newest; Enter opens it
     await page.keyboard.press("j")
@@ -130,6 +146,19 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
         "title", "managers approve"
     )
     await expect(page.locator("ol.contexts li").first).to_contain_text("over $100")
+    # the unsupported claim's reason is text on the page, not only a tooltip; the word
+    # that decided is marked in the claim and in the reason
+    first = page.locator("section.answer").first
+    claims = first.locator("ol.unsupported-claims li")
+    await expect(claims).to_have_count(1)
+    await expect(claims.locator("q.claim")).to_have_text("Receipts are never needed.")
+    await expect(claims.locator(".why")).to_be_visible()
+    await expect(claims.locator(".why")).to_have_text(f"— {NEVER}")
+    await expect(claims.locator("q.claim mark.decisive")).to_have_text("never")
+    await expect(claims.locator(".why mark.decisive")).to_have_text("'never'")
+    await expect(first.locator(".legend .judge")).to_have_text(
+        "judged by the local judge (support-model)"
+    )
     for key in ("Ctrl-Enter", "1 / 2 / 3", "j / k"):
         await expect(page.locator(".shortcuts")).to_contain_text(key)
 
@@ -165,6 +194,9 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
     await page.goto(base(app) + "/calibration")
     await expect(page.locator("h1")).to_have_text("Judge accuracy")
     await expect(page.locator("main")).to_contain_text("no control answers")
+    await expect(page.locator(".judges")).to_have_text(
+        "The verdicts check the flags of: the local judge (support-model) (3 answers)"
+    )
     await shot(page, tmp_path, "calibration")
     await page.close()
 

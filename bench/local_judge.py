@@ -165,26 +165,26 @@ def detection(halueval: Path) -> None:
 # --- speed
 
 
-def rag_sized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rag_sized(rows: list[dict[str, Any]], pool: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each realistic answer with its scenario's other answers (about 85 words), against its
     chunks and other scenarios' chunks (about 400 words): the median size of real RAG
     traffic, made from the set's own text."""
     by_scenario: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_scenario.setdefault(r["user_input"], []).append(r)
-    chunks = [c for r in rows for c in r["retrieved_contexts"]]
-    chunks = list(dict.fromkeys(chunks))
+    chunks = list(dict.fromkeys(c for r in pool for c in r["retrieved_contexts"]))
     out = []
     for k, r in enumerate(rows):
         siblings = [s["response"] for s in by_scenario[r["user_input"]] if s is not r]
         answer = " ".join([r["response"], *siblings])
         answer = " ".join(answer.split()[:90])
         contexts = list(r["retrieved_contexts"])
-        j = k
-        while sum(len(c.split()) for c in contexts) < 400:
-            j = (j + 7) % len(chunks)
-            if chunks[j] not in contexts:
-                contexts.append(chunks[j])
+        for step in range(1, len(chunks) + 1):  # every chunk once at most
+            if sum(len(c.split()) for c in contexts) >= 400:
+                break
+            chunk = chunks[(k + 7 * step) % len(chunks)]
+            if chunk not in contexts:
+                contexts.append(chunk)
         out.append({**r, "response": answer, "retrieved_contexts": contexts})
     return out
 
@@ -221,8 +221,9 @@ print(json.dumps(out))
 
 
 def speed(baseline: str, records: int) -> None:
-    rows = [r for r in _rows(REALISTIC)][:records]
-    sets = {"realistic answers": rows, "RAG-sized (~400 / ~85 words)": rag_sized(rows)}
+    every = _rows(REALISTIC)
+    rows = every[:records]
+    sets = {"realistic answers": rows, "RAG-sized (~400 / ~85 words)": rag_sized(rows, every)}
     print(f"\n(speed: {records} records a set; baseline {baseline}'s support model)")
     print(
         "| records | context words | answer words | judge | cold records / CPU s "

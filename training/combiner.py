@@ -96,7 +96,7 @@ def read_features(*, nli_pairs: bool = True) -> None:
         said = claims(r["response"], r["user_input"])
         if not said:
             continue
-        [found] = judge.read(said, [contexts])
+        [found] = judge.read(said, contexts)
         rows.append(
             {
                 "id": r["id"],
@@ -122,7 +122,7 @@ def read_features(*, nli_pairs: bool = True) -> None:
     pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
     out = []
     for n, p in enumerate(pairs):
-        [[r]] = judge.read([p.hypothesis], [[p.premise]])
+        [[r]] = judge.read([p.hypothesis], [p.premise])
         out.append(
             {
                 "source": p.source,
@@ -285,11 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     table: dict[str, dict[str, float]] = {}
     for name, used in ablations.items():
         table[name] = report(fit(fitted, pairs, used), used, answers)
-    keys = list(next(iter(table.values())))
-    print("| features | " + " | ".join(k for k in keys if "overlap" not in k) + " |")
+    sets = list(SETS)
+    print("| features | " + " | ".join(f"{n}: graded | {n}: faithfulness" for n in sets) + " |")
+    print("|---|" + "---:|" * (2 * len(sets)))
     for name, row in table.items():
-        print(f"| {name} | " + " | ".join(f"{row[k]:.3f}" for k in keys if "overlap" not in k))
-    print("| word overlap | " + " | ".join(f"{row[k]:.3f}" for k in keys if "overlap" in k))
+        cells = [f"{row[f'{n}: graded']:.3f} | {row[f'{n}: faithfulness']:.3f}" for n in sets]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    cells = [f"{row[f'{n}: overlap']:.3f} | –" for n in sets]
+    print("| word overlap (baseline) | " + " | ".join(cells) + " |")
     return 0
 
 

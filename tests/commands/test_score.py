@@ -309,4 +309,5 @@ def test_a_changed_model_file_is_one_line_naming_it_and_exit_2(
     assert out == ""
     (line,) = [line for line in err.splitlines() if line.strip()]
     assert line.startswith(f"rag-monitor: {changed} is not the pinned file")
+    assert embedder_module.GRAPH_SHA256 in line  # the pinned digest, to compare with
     assert line.endswith("; reinstall rag-monitor to restore it")

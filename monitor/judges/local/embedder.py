@@ -80,7 +80,7 @@ def read_pinned(path: Path, digest: str) -> bytes:
     except FileNotFoundError:
         raise ModelFileError(f"model file missing: {path}") from None
     if hashlib.sha256(data).hexdigest() != digest:
-        raise ModelFileError(f"{path} is not the pinned file (sha256 differs)")
+        raise ModelFileError(f"{path} is not the pinned file (sha256 {digest} expected)")
     return data
 
 

@@ -9,6 +9,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,8 @@ class SupportModel:
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._cache_lock = threading.Lock()
+        #: pairs being read by some thread now, and their logits once read
+        self._reading: dict[tuple[str, str], Future[float]] = {}
         self.model_dir = model_dir
         self.pinned = PINNED if pinned is None else pinned
         self._lock = threading.Lock()
@@ -102,7 +105,9 @@ class SupportModel:
                     if not path.is_file():
                         raise ModelFileError(f"support model file missing: {path}")
                     if _sha256(path) != digest:
-                        raise ModelFileError(f"{path} is not the pinned file (sha256 differs)")
+                        raise ModelFileError(
+                            f"{path} is not the pinned file (sha256 {digest} expected)"
+                        )
                 tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
                 tokenizer.enable_truncation(MAX_TOKENS)
                 tokenizer.enable_padding()
@@ -122,27 +127,47 @@ class SupportModel:
         self.logits([("warm-up", "warm-up")])
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        """The model's logit of support for each (statement, evidence) pair, in order."""
+        """The model's logit of support for each (statement, evidence) pair, in order.
+
+        A pair another thread is reading at the same time is waited for, not read twice
+        (faithfulness and context utility read the same pairs of a record at once).
+        """
         out = np.zeros(len(pairs), dtype=np.float32)
         missing: dict[tuple[str, str], list[int]] = {}
+        waiting: dict[tuple[str, str], Future[float]] = {}
         with self._cache_lock:
             for k, pair in enumerate(pairs):
                 known = self._cache.get(pair)
-                if known is None:
-                    missing.setdefault(pair, []).append(k)
-                else:
+                if known is not None:
                     self._cache.move_to_end(pair)
                     out[k] = known
+                elif pair in missing:
+                    missing[pair].append(k)
+                elif pair in self._reading:
+                    waiting[pair] = self._reading[pair]
+                else:
+                    missing[pair] = [k]
+                    self._reading[pair] = Future()
         if missing:
             todo = list(missing)
-            found = self._run(todo)
+            try:
+                found = self._run(todo)
+            except BaseException as exc:
+                with self._cache_lock:
+                    for pair in todo:
+                        self._reading.pop(pair).set_exception(exc)
+                raise
             with self._cache_lock:
                 for pair, z in zip(todo, found, strict=True):
                     out[missing[pair]] = z
+                    self._reading.pop(pair).set_result(float(z))
                     if self.cache_size:
                         self._cache[pair] = float(z)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
+        for k, pair in enumerate(pairs):
+            if pair in waiting:
+                out[k] = waiting[pair].result()
         return out
 
     def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
@@ -165,57 +190,92 @@ class SupportModel:
     def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
         """Each statement's support by ``contexts``: its best window's probability, and that window.
 
-        A statement is read against its ``top`` nearest windows only (MiniLM cosine),
-        so the cost per statement is bounded however long the contexts are. Without
-        any evidence the probability is 0.
+        A statement is read against its ``top`` nearest windows (MiniLM cosine) and
+        against its two nearest joined (a claim that combines two chunks), so the cost
+        per statement is bounded however long the contexts are. Without any evidence
+        the probability is 0.
         """
-        return self.read(statements, [contexts])[0]
+        return [_best(found) for found in self._read(statements, contexts)]
 
-    def support_each(
+    def support_by_context(
         self, statements: Sequence[str], contexts: Sequence[str]
     ) -> list[list[Support]]:
-        """`support` by each context on its own (one list per context), in one model pass:
-        the pairs of every context are batched together."""
-        return self.read(statements, [[context] for context in contexts])
+        """`support`, split by the context each read window came from (one list per
+        context; a joined window counts for both of its contexts only when no window alone
+        is read as supporting the statement and the joined one is): what `support` reads,
+        so both cost one model pass together. A context none of whose windows is among a
+        statement's nearest supports it with probability 0."""
+        found = [_needed(read) for read in self._read(statements, contexts)]
+        return [
+            [_best([w for w in read if k in w.origins]) for read in found]
+            for k in range(len(contexts))
+        ]
 
-    def read(
-        self, statements: Sequence[str], groups: Sequence[Sequence[str]]
-    ) -> list[list[Support]]:
-        """`support` against each group of contexts; one `logits` call for all of them."""
-        return self.read_each([(statements, contexts) for contexts in groups])
-
-    def read_each(self, jobs: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[list[Support]]:
-        """For each (claims, contexts) job, each claim's support by those contexts; one
-        `logits` call for every job.
-
-        Each claim is read against its ``top`` nearest windows and against its two
-        nearest joined (a claim that combines two chunks); the best of them wins.
-        """
-        plans: list[tuple[list[str], list[list[str]]]] = []
-        pairs: list[tuple[str, str]] = []
-        for statements, contexts in jobs:
-            windows = windows_of(contexts) if statements else []
-            chosen = nearest(self.embedder, statements, windows, self.top) if windows else []
-            read = [[windows[i] for i in idx] + _joined(windows, idx) for idx in chosen]
-            plans.append((windows, read))
-            for statement, texts in zip(statements, read, strict=bool(windows)):  # [] if none
-                pairs.extend((statement, w) for w in texts)
-        z = self.logits(pairs) if pairs else np.zeros(0, dtype=np.float32)
-        out: list[list[Support]] = []
+    def _read(self, statements: Sequence[str], contexts: Sequence[str]) -> list[list[_Window]]:
+        """Each statement's read windows with their logits: its ``top`` nearest windows in
+        one `logits` call, then, for the statements no window alone supports, the two
+        nearest joined in a second (a claim that combines two chunks)."""
+        if not statements:
+            return []
+        origins: dict[str, set[int]] = {}
+        for k, context in enumerate(contexts):
+            for window in windows_of([context]):
+                origins.setdefault(window, set()).add(k)
+        windows = list(origins)
+        if not windows:
+            return [[] for _ in statements]
+        chosen = nearest(self.embedder, statements, windows, self.top)
+        pairs = [(s, windows[i]) for s, idx in zip(statements, chosen, strict=True) for i in idx]
+        z = self.logits(pairs)
+        out: list[list[_Window]] = []
         k = 0
-        for (statements, _), (windows, read) in zip(jobs, plans, strict=True):
-            if not windows:
-                out.append([Support(0.0, "") for _ in statements])
-                continue
-            found = []
-            for texts in read:
-                best = int(np.argmax(z[k : k + len(texts)]))
-                logit = float(z[k + best])
-                p = float(1.0 / (1.0 + np.exp(-logit)))
-                found.append(Support(round(p, 6), texts[best], logit))
-                k += len(texts)
-            out.append(found)
+        for idx in chosen:
+            out.append(
+                [
+                    _Window(windows[i], frozenset(origins[windows[i]]), float(z[k + n]))
+                    for n, i in enumerate(idx)
+                ]  # fmt: skip
+            )
+            k += len(idx)
+        joins = [
+            (n, text, frozenset(origins[windows[idx[0]]] | origins[windows[idx[1]]]))
+            for n, idx in enumerate(chosen)
+            if max(w.logit for w in out[n]) < 0
+            for text in _joined(windows, idx)
+        ]
+        if joins:
+            z = self.logits([(statements[n], text) for n, text, _ in joins])
+            for (n, text, where), logit in zip(joins, z, strict=True):
+                out[n].append(_Window(text, where, float(logit), joined=True))
         return out
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A window read for a statement: its text, the contexts it came from, its logit."""
+
+    text: str
+    origins: frozenset[int]
+    logit: float
+    #: two windows read as one
+    joined: bool = False
+
+
+def _needed(read: Sequence[_Window]) -> list[_Window]:
+    """``read`` without its joined window unless the join alone supports the statement."""
+    alone = [w for w in read if not w.joined]
+    joined = [w for w in read if w.joined]
+    if joined and max(w.logit for w in joined) >= 0 > max((w.logit for w in alone), default=-1):
+        return list(read)
+    return alone
+
+
+def _best(read: Sequence[_Window]) -> Support:
+    if not read:
+        return Support(0.0, "")
+    best = max(read, key=lambda w: w.logit)
+    p = float(1.0 / (1.0 + np.exp(-best.logit)))
+    return Support(round(p, 6), best.text, best.logit)
 
 
 def _joined(windows: Sequence[str], idx: Sequence[int]) -> list[str]:

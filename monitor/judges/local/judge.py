@@ -124,11 +124,12 @@ class LocalJudge(InProcessJudge):
     # --- the one support decision
 
     def decide(
-        self, claims: Sequence[str], groups: Sequence[Sequence[str]]
+        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
     ) -> list[list[Decision]]:
-        """Each claim's `Decision` against each group of passages, in one model pass."""
+        """Each claim's `Decision` against ``contexts`` taken together (one row), or against
+        each context on its own (``per_context``: one row per context), in one model pass."""
         out = []
-        for readings in self.read(claims, groups):
+        for readings in self.read(claims, contexts, per_context=per_context):
             row = []
             for reading in readings:
                 s, gaps = reading.support, reading.gaps
@@ -141,29 +142,31 @@ class LocalJudge(InProcessJudge):
             out.append(row)
         return out
 
-    def read(self, claims: Sequence[str], groups: Sequence[Sequence[str]]) -> list[list[Reading]]:
-        """What `decide` weighs for each claim against each group of passages: the lexical
-        gaps, and the model's best window for the claim with its numbers and durations
-        written as the evidence writes them ("twenty-five" → "25"); one model pass."""
+    def read(
+        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
+    ) -> list[list[Reading]]:
+        """What `decide` weighs for each claim: the lexical gaps (against the contexts
+        taken together, or against each context), and the model's best window for the
+        claim with its numbers and durations written as the contexts write them
+        ("twenty-five" → "25")."""
         read = [_lexical(claim) for claim in claims]
-        gaps = [[self._evidence.get(g).gaps(said) for said, _ in read] for g in groups]
-        jobs = [
-            (
-                [
-                    claim.replace(said, found.aligned) if found.aligned else claim
-                    for claim, (said, _), found in zip(claims, read, row, strict=True)
-                ],
-                passages,
-            )
-            for row, passages in zip(gaps, groups, strict=True)
+        together = self._evidence.get(contexts)
+        gaps = [together.gaps(said) for said, _ in read]
+        aligned = [
+            claim.replace(said, found.aligned) if found.aligned else claim
+            for claim, (said, _), found in zip(claims, read, gaps, strict=True)
         ]
-        supports = self.support_model.read_each(jobs)
-        return [
-            [
-                Reading(s, found, phrase)
-                for (_, phrase), found, s in zip(read, row, sup, strict=True)
+        if not per_context:
+            rows = [(gaps, self.support_model.support(aligned, contexts))]
+        else:
+            split = self.support_model.support_by_context(aligned, contexts)
+            rows = [
+                ([self._evidence.get([c]).gaps(said) for said, _ in read], found)
+                for c, found in zip(contexts, split, strict=True)
             ]
-            for row, sup in zip(gaps, supports, strict=True)
+        return [
+            [Reading(s, g, phrase) for (_, phrase), g, s in zip(read, row, sup, strict=True)]
+            for row, sup in rows
         ]
 
     # --- synchronous answers (also usable without an event loop)
@@ -204,7 +207,7 @@ class LocalJudge(InProcessJudge):
     def verify(self, context: str, claims: Sequence[str]) -> list[Decision]:
         """Each claim's support by ``context`` (one passage a line)."""
         passages = [line for line in context.split("\n") if line.strip()]
-        return self.decide(claims, [passages])[0]
+        return self.decide(claims, passages)[0]
 
     # --- the risk screens (not judge steps: record-level scores for risk-based sampling)
 
@@ -214,7 +217,7 @@ class LocalJudge(InProcessJudge):
         said = self.statements(response, question) or ([response] if response.strip() else [])
         if not said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        found = self.decide(said, [list(contexts)])[0]
+        found = self.decide(said, contexts)[0]
         worst = min(found, key=lambda d: d.probability)
         return Screen(
             risk=round(1.0 - worst.probability, 6),
@@ -249,7 +252,7 @@ class LocalJudge(InProcessJudge):
         if not said:
             return [ContextVerdict(reason="the answer states nothing", verdict=0) for _ in contexts]
         verdicts: list[ContextVerdict] = []
-        for found in self.decide(said, [[context] for context in contexts]):
+        for found in self.decide(said, contexts, per_context=True):
             best = max(range(len(found)), key=lambda k: found[k].probability)
             p = found[best].probability
             if found[best].supported:

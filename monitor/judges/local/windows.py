@@ -16,7 +16,7 @@ from monitor.text.sentences import sentences
 SENTENCES = 2
 WHOLE = 4
 #: Windows read per statement.
-TOP = 3
+TOP = 2
 
 
 def windows_of(contexts: Sequence[str]) -> list[str]:
@@ -37,7 +37,7 @@ def nearest(
     embedder: MiniLMEmbedder, statements: Sequence[str], windows: Sequence[str], top: int = TOP
 ) -> list[list[int]]:
     """For each statement, the indices of its ``top`` nearest windows (MiniLM cosine),
-    nearest first (all windows, in order, when there are no more than ``top``)."""
+    nearest first (all of them, in order, when there are no more)."""
     if not statements:
         return []
     if len(windows) <= top:

@@ -80,10 +80,11 @@ class _Fixed(LocalJudge):
     probability: float = 0.5
 
     def decide(
-        self, claims: Sequence[str], groups: Sequence[Sequence[str]]
+        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
     ) -> list[list[Decision]]:
         gaps = Gaps((), (), (), ())
-        return [[Decision(self.probability, 0.5, "window", gaps) for _ in claims] for _ in groups]
+        rows = len(contexts) if per_context else 1
+        return [[Decision(self.probability, 0.5, "window", gaps) for _ in claims]] * rows
 
 
 SUPPORT_METRICS = ["faithfulness", "context_utility", "context_recall", "factual_correctness"]
@@ -116,7 +117,7 @@ async def test_every_support_decision_is_the_one_interfaces(
 def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
     [[copied, invented]] = judge.decide(
         ["Refunds are issued to the original card.", "Amounts over $500 need sign-off."],
-        [[REFUNDS]],
+        [REFUNDS],
     )
     assert copied.supported and not invented.supported
     assert invented.gaps.missing_numbers == ("$500",)
@@ -130,7 +131,7 @@ def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
 
 
 def test_no_context_supports_nothing(judge: LocalJudge) -> None:
-    [[found]] = judge.decide(["Anything at all."], [[]])
+    [[found]] = judge.decide(["Anything at all."], [])
     assert found.probability == 0.0 and not found.supported
     assert judge.screen([], "Paris is in France.").faithfulness == 0.0
 
@@ -148,45 +149,54 @@ class _Logit(SupportModel):
         return np.full(len(pairs), self.logit, dtype=np.float32)
 
 
-def test_each_claim_is_read_against_its_nearest_windows_and_the_two_joined() -> None:
-    model = _Logit(MiniLMEmbedder(), 2.0)
+def test_each_claim_is_read_against_its_nearest_windows_then_the_two_joined() -> None:
     contexts = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
-    found = model.support(["Topic 3 has a fact.", "Topic 9 has a fact."], contexts)
-    assert len(model.seen) == 2 * (TOP + 1)
     windows = windows_of(contexts)
-    joined = [w for _, w in model.seen if w not in windows]
-    assert len(joined) == 2 and all(w.count("Fact number") >= 3 for w in joined)
-    assert all(f.logit == pytest.approx(2.0) for f in found)
+    said = ["Topic 3 has a fact.", "Topic 9 has a fact."]
+    supported = _Logit(MiniLMEmbedder(), 2.0)
+    found = supported.support(said, contexts)
+    # a window alone supports each claim: no joined window is read
+    assert len(supported.seen) == 2 * TOP and all(w in windows for _, w in supported.seen)
+    assert all(f.window in windows and f.logit == pytest.approx(2.0) for f in found)
+    unsupported = _Logit(MiniLMEmbedder(), -2.0)
+    unsupported.support(said, contexts)
+    joined = [w for _, w in unsupported.seen if w not in windows]
+    assert len(unsupported.seen) == 2 * (TOP + 1) and len(joined) == 2
+    assert all(w.count("Fact number") >= 3 for w in joined)
     # no evidence: nothing supports the claim, and the model is not asked
-    assert model.support(["Anything."], []) == [entailment.Support(0.0, "")]
-    assert model.support([], contexts) == []
+    assert supported.support(["Anything."], []) == [entailment.Support(0.0, "")]
+    assert supported.support([], contexts) == []
 
 
-def test_each_context_on_its_own_in_one_model_pass(judge: LocalJudge) -> None:
-    """Context utility reads each context on its own, with one `logits` call in all."""
+def test_each_context_gets_the_windows_it_gave_in_one_model_pass(judge: LocalJudge) -> None:
+    """Context utility splits what faithfulness reads by the context each window came
+    from: one `logits` call, and no pair the faithfulness reading did not have."""
     model = judge.support_model
     said = ["Receipts are needed for expenses over $100.", "Byron was born in 1942."]
     contexts = [RECEIPTS, BYRON, "", "The canteen opens at 8."]
-    one_by_one = [model.support(said, [context]) for context in contexts]
-    calls: list[int] = []
+    together = model.support(said, contexts)
+    calls: list[list[tuple[str, str]]] = []
     logits = model.logits
 
     def counted(pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        calls.append(len(pairs))
+        calls.append(list(pairs))
         return logits(pairs)
 
     model.logits = counted  # type: ignore[method-assign]
     try:
-        together = model.support_each(said, contexts)
+        split = model.support_by_context(said, contexts)
         verdicts = judge.usefulness(" ".join(said), contexts)
     finally:
         del model.logits
-    assert together == one_by_one
     assert len(calls) == 2  # one pass each
-    decided = judge.decide(said, [[c] for c in contexts])
+    assert {w for _, w in calls[0]} >= {s.window for s in together}
+    # each claim's best window overall is its best in the context it came from
+    assert split[0][0] == together[0] and split[1][1] == together[1]
+    assert split[2] == [entailment.Support(0.0, ""), entailment.Support(0.0, "")]
+    decided = judge.decide(said, contexts, per_context=True)
     assert [v.verdict for v in verdicts] == [int(any(d.supported for d in row)) for row in decided]
-    assert [v.verdict for v in verdicts][:2] == [1, 1]
-    assert model.support_each([], contexts) == [[], [], [], []]
+    assert [v.verdict for v in verdicts] == [1, 1, 0, 0]
+    assert model.support_by_context([], contexts) == [[], [], [], []]
 
 
 def test_a_context_is_useful_when_it_supports_any_claim_even_beside_an_invented_one(
@@ -333,3 +343,14 @@ async def test_an_evasive_answer_is_unscoreable_never_zero() -> None:
         receipt_interaction("I'm not sure, sorry. You could ask the travel team.", [RECEIPTS])
     )
     assert math.isnan(record.results["faithfulness"].score)
+
+
+@pytest.mark.parametrize("response", ["ok", "Paris is the capital of France."])
+async def test_an_answer_with_no_context_has_faithfulness_zero(response: str) -> None:
+    """As docs/metrics.md says: nothing supports a claim when nothing was retrieved."""
+    record = await Scorer(LocalJudge(), ["faithfulness"]).score(
+        validate_record(
+            {"id": "n", "user_input": "What is it?", "retrieved_contexts": [], "response": response}
+        )
+    )
+    assert record.results["faithfulness"].score == 0.0

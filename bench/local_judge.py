@@ -18,9 +18,9 @@
    sidecar scores them) on the realistic set's answers, and on RAG-sized records
    (each realistic answer with the other answers of its scenario, about 85 words,
    against its chunks plus chunks of other scenarios, about 400 words); records per
-   CPU second and peak RSS, each judge in a process of its own: this tree's local
-   judge and the support model of ``--baseline`` (its ``LearnedJudge``, extracted with
-   ``git archive``), cold (caches empty) and warm (the same records again).
+   CPU second and per wall second (caches empty), and peak RSS, each judge in a
+   process of its own: this tree's local judge and the support model of
+   ``--baseline`` (its ``LearnedJudge``, extracted with ``git archive``).
 """
 
 from __future__ import annotations
@@ -209,12 +209,11 @@ async def run():
             await scorer.score(i)
     await asyncio.gather(*(one(i) for i in interactions))
 out = {}
-for label in ("cold", "warm"):
-    cpu, wall = os.times(), time.perf_counter()
-    asyncio.run(run())
-    after = os.times()
-    out[label] = [len(interactions) / ((after.user - cpu.user) + (after.system - cpu.system)),
-                  time.perf_counter() - wall]
+cpu, wall = os.times(), time.perf_counter()
+asyncio.run(run())
+after = os.times()
+out["cold"] = [len(interactions) / ((after.user - cpu.user) + (after.system - cpu.system)),
+               len(interactions) / (time.perf_counter() - wall)]
 out["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
@@ -226,8 +225,8 @@ def speed(baseline: str, records: int) -> None:
     sets = {"realistic answers": rows, "RAG-sized (~400 / ~85 words)": rag_sized(rows, every)}
     print(f"\n(speed: {records} records a set; baseline {baseline}'s support model)")
     print(
-        "| records | context words | answer words | judge | cold records / CPU s "
-        "| warm records / CPU s | cold ratio | peak RSS MiB |"
+        "| records | context words | answer words | judge | records / CPU s "
+        "| records / s (wall) | ratio (CPU) | peak RSS MiB |"
     )
     print("|---|---:|---:|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -261,7 +260,7 @@ def speed(baseline: str, records: int) -> None:
             for judge, got in found.items():
                 print(
                     f"| {name} | {ctx:.0f} | {ans:.0f} | {judge} | {got['cold'][0]:.1f} "
-                    f"| {got['warm'][0]:.1f} | {got['cold'][0] / base:.2f}× | {got['rss']:.0f} |",
+                    f"| {got['cold'][1]:.1f} | {got['cold'][0] / base:.2f}× | {got['rss']:.0f} |",
                     flush=True,
                 )
 

@@ -12,7 +12,7 @@ conditions, a part of fewer than `MIN_WORDS` words stays with its neighbour,
 and a part that starts with its verb ("..., and must be taken by March") gets
 the subject of the sentence's first claim. A claim of at most `PHRASE_WORDS`
 words (a phrase that answers the question) is one claim, read after the question.
-See docs/local-judge.md, "Claims".
+See docs/local-judge.md, "The steps".
 """
 
 from __future__ import annotations

@@ -117,16 +117,18 @@ def detection(halueval: Path) -> None:
 
     judge = LocalJudge()
     limit = threshold({}, "faithfulness")
+    rules = (limit, 0.7, 1.0)
     print(
-        f"flag rules: the default, faithfulness < {limit:g}; and any unsupported claim "
-        "(faithfulness < 1)\n"
+        f"flag rules: the default, faithfulness < {limit:g}; < 0.7 (flags one unsupported "
+        "claim of three); any unsupported claim (< 1)\n"
     )
     print(
         "| data set | answers | AUROC graded | AUROC faithfulness | word overlap AUROC "
-        f"| labels' rate | rate, < {limit:g} | precision, < {limit:g} | rate, < 1 "
-        "| precision, < 1 | CPU ms / answer |"
+        "| labels' rate | "
+        + " | ".join(f"rate, < {r:g} | precision, < {r:g}" for r in rules)
+        + " | CPU ms / answer |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|" + "---:|" * (6 + 2 * len(rules)))
     for name, rows in data_sets(halueval).items():
         graded, faith, words, ok = [], [], [], []
         started = time.process_time()
@@ -142,14 +144,14 @@ def detection(halueval: Path) -> None:
             ok.append(int(not hallucinated))
         ms = (time.process_time() - started) * 1000 / max(1, len(ok))
         truth = 1 - sum(ok) / len(ok)
-        rules = []
-        for below in (limit, 1.0):
+        cells = []
+        for below in rules:
             flagged = [f < below for f in faith]
             caught = sum(f and not y for f, y in zip(flagged, ok, strict=True))
-            rules.append(f"{sum(flagged) / len(ok):.1%} | {caught / max(1, sum(flagged)):.2f}")
+            cells.append(f"{sum(flagged) / len(ok):.1%} | {caught / max(1, sum(flagged)):.2f}")
         print(
             f"| {name} | {len(ok)} | {auroc(graded, ok):.3f} | {auroc(faith, ok):.3f} "
-            f"| {auroc(words, ok):.3f} | {truth:.1%} | {' | '.join(rules)} | {ms:.0f} |",
+            f"| {auroc(words, ok):.3f} | {truth:.1%} | {' | '.join(cells)} | {ms:.0f} |",
             flush=True,
         )
     print("\n| context | answer | should be | faithfulness | weakest claim's reason |")

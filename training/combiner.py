@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges.local.claims import claims
+from monitor.judges.local.claims import claims, phrase
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.evidence import Evidence, content
 from monitor.judges.local.judge import LocalJudge
@@ -137,11 +137,6 @@ def read_features(*, nli_pairs: bool = True) -> None:
     (CACHE / "nli.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
 
 
-def _said(claim: str) -> str:
-    """A claim without the question a phrase answer is read after (its words are given)."""
-    return claim.rsplit("? ", 1)[-1]
-
-
 def overlap(response: str, contexts: Sequence[str]) -> float:
     """The baseline: the share of the answer's content words found in the contexts (1.0
     for an answer without any: nothing in it is unsupported)."""
@@ -164,8 +159,8 @@ def with_features(
     for a in answers:
         evidence = Evidence.of(a["contexts"])
         for c in a["claims"]:
-            said = _said(c["claim"])
-            c["x"] = features(c["logit"], evidence.gaps(said), phrase=said != c["claim"])
+            said, is_phrase = phrase(c["claim"])
+            c["x"] = features(c["logit"], evidence.gaps(said), phrase=is_phrase)
     for p in pairs:
         p["x"] = features(p["logit"], Evidence.of([p["premise"]]).gaps(p["hypothesis"]))
     return answers, pairs

@@ -24,6 +24,9 @@ from monitor.text.sentences import sentences, strip_particle, words
 
 #: A claim of at most this many words is a phrase that answers the question.
 PHRASE_WORDS = 4
+#: What joins a phrase answer to the question it is read after ("Which plan has SSO? —
+#: Enterprise."): `phrase` finds the phrase again by it.
+PHRASE_JOIN = " — "
 #: A part of fewer words than this is not a claim of its own ...
 MIN_WORDS = 3
 #: ... nor is a part of fewer words than this without a verb (a list item)
@@ -78,10 +81,19 @@ def claims(text: str, question: str | None = None) -> list[str]:
     found = []
     for s in statements(text):
         if question and question.strip() and len(words(s)) <= PHRASE_WORDS:
-            found.append(f"{question.strip()} {s}")  # a phrase answer: one claim, as asked
+            found.append(f"{question.strip()}{PHRASE_JOIN}{s}")  # one claim, as asked
         else:
             found.extend(split(s))
     return found
+
+
+def phrase(claim: str) -> tuple[str, bool]:
+    """What ``claim`` itself says, without the question a phrase answer is read after
+    (those words are given, not claimed), and whether it was such a phrase."""
+    if PHRASE_JOIN not in claim:
+        return claim, False
+    said = claim.rsplit(PHRASE_JOIN, 1)[1]
+    return (said, True) if len(words(said)) <= PHRASE_WORDS else (claim, False)
 
 
 def statements(text: str) -> list[str]:

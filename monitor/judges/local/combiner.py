@@ -18,7 +18,7 @@ from monitor.judges.local.embedder import ModelFileError
 from monitor.judges.local.evidence import Gaps
 
 COMBINER_PATH = Path(__file__).with_name("model") / "combiner.json"
-COMBINER_SHA256 = "4b022518a38e940bfae6d108c7a4f0ab17ed70f105ab57c7402211ea4be7ad65"
+COMBINER_SHA256 = "359bfcc369c5877966c6df0afe0236d7d27a895f72e9bbf38d8916e9c865eff4"
 #: The model's logit is clipped to this range before it is weighed (a saturated logit says
 #: no more than a confident one).
 LOGIT_RANGE = 8.0

@@ -84,13 +84,6 @@ class Reading:
     phrase: bool
 
 
-def _lexical(claim: str) -> tuple[str, bool]:
-    """A claim without the question a phrase answer is read after (those words are given),
-    and whether it was such a phrase."""
-    said = claim.rsplit("? ", 1)
-    return said[-1], len(said) == 2
-
-
 @dataclass
 class LocalJudge(InProcessJudge):
     """The Judge protocol answered in-process, claim by claim (``kind = "local"``)."""
@@ -149,7 +142,7 @@ class LocalJudge(InProcessJudge):
         taken together, or against each context), and the model's best window for the
         claim with its numbers and durations written as the contexts write them
         ("twenty-five" → "25")."""
-        read = [_lexical(claim) for claim in claims]
+        read = [cl.phrase(claim) for claim in claims]
         together = self._evidence.get(contexts)
         gaps = [together.gaps(said) for said, _ in read]
         aligned = [
@@ -237,7 +230,7 @@ class LocalJudge(InProcessJudge):
         evidence = self._evidence.get(list(contexts))
         weakest = 1.0
         for claim in said:
-            text, phrase = _lexical(claim)
+            text, phrase = cl.phrase(claim)
             p = self.weights.probability(0.0, evidence.gaps(text), phrase=phrase)
             weakest = min(weakest, p)
         return round(1.0 - weakest, 6)

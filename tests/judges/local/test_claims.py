@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.judges.local.claims import claims, split, statements
+from monitor.judges.local.claims import claims, phrase, split, statements
 
 
 def test_the_worked_example_is_three_claims() -> None:
@@ -53,7 +53,7 @@ def test_sentences_split_into_claims(sentence: str, expected: list[str]) -> None
 
 def test_a_phrase_answer_is_read_after_its_question() -> None:
     question = "Which magazine was started first, Arthur's Magazine or First for Women?"
-    assert claims("Arthur's Magazine.", question) == [f"{question} Arthur's Magazine."]
+    assert claims("Arthur's Magazine.", question) == [f"{question} — Arthur's Magazine."]
     said = "Arthur's Magazine was started in 1844, before First for Women."
     assert claims(said, question) == [said]
     assert claims("Arthur's Magazine.") == ["Arthur's Magazine."]
@@ -64,3 +64,10 @@ def test_evasive_sentences_assert_nothing_and_references_back_stay_together() ->
     assert statements("Passwords expire every 90 days. They must be 12 characters long.") == [
         "Passwords expire every 90 days. They must be 12 characters long."
     ]
+
+
+def test_a_phrase_is_found_again_whatever_the_question_holds() -> None:
+    question = "Which payment methods do you accept? I couldn't find it on the wiki."
+    [claim] = claims("Cards and PayPal.", question)
+    assert phrase(claim) == ("Cards and PayPal.", True)
+    assert phrase("Refunds post in 5-7 days") == ("Refunds post in 5-7 days", False)

@@ -33,7 +33,7 @@ from monitor.http import (
     tcp_reachable,
     url_endpoint,
 )
-from monitor.judges import Judge
+from monitor.judges import Judge, model_name
 from monitor.judges.factory import JudgeConfigError, build_judge
 from monitor.kafka.client import ssl_context
 from monitor.kafka.ledger import LedgerListener
@@ -285,10 +285,7 @@ def _add_scores_topic(parts: Components, settings: Settings) -> None:
 
 def judge_model(judge: Judge, settings: Settings) -> str:
     """The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it."""
-    if judge.kind == "llm":
-        return settings.judge_model
-    model = getattr(judge, "model_name", None)  # a local judge that names its model
-    return model if isinstance(model, str) and model else "builtin"
+    return settings.judge_model if judge.kind == "llm" else model_name(judge)
 
 
 def judge_endpoint(settings: Settings) -> str | None:

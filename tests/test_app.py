@@ -11,6 +11,7 @@ from pydantic import SecretStr
 
 from monitor.app import Service, build
 from monitor.config import Settings
+from monitor.judges.local.judge import MODEL_NAME as LOCAL_MODEL
 from monitor.kafka.client import KafkaUnreachable
 from monitor.scoring import Scorer
 from tests.support.records import samples
@@ -30,7 +31,7 @@ async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
     info = samples(generate_latest(parts.exporter.registry).decode(), "rag_monitor_judge_info")
     assert info == {
         (("kind", "llm"), ("model", "gpt-4o-mini"), ("role", "primary")): 1.0,
-        (("kind", "local"), ("model", "builtin"), ("role", "fallback")): 1.0,
+        (("kind", "local"), ("model", LOCAL_MODEL), ("role", "fallback")): 1.0,
     }
     stops = [service.stop for service in parts.services]
     assert parts.judge.aclose in stops and parts.fallback.judge.aclose in stops

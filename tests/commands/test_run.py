@@ -13,6 +13,7 @@ import pytest
 
 from monitor.config import PREFIX
 from monitor.demo.broker import Broker, free_port
+from monitor.judges.local.judge import MODEL_NAME as LOCAL_MODEL
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support import ROOT
@@ -233,7 +234,7 @@ def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
     monitor = Monitor(env, port, tmp_path / "m.log")
     monitors.append(monitor)
     running = monitor.wait_log("monitor running", within=60)
-    model = "judge-7b" if kind == "llm" else "builtin"
+    model = "judge-7b" if kind == "llm" else LOCAL_MODEL
     assert (running["judge"], running["judge_model"]) == (kind, model)
     assert monitor.wait_log("mmap threshold pinned", within=5)["bytes"] == 128 * 1024
     info = monitor.series("rag_monitor_judge_info")

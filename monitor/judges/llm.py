@@ -600,7 +600,7 @@ class OpenAIJudge:
                                 raise _Refused(part, refusal.said) from exc
                         error = _classify(exc, secret)
                         if not error.retryable or retries >= self.max_retries:
-                            if isinstance(exc, openai.APIStatusError) and exc.status_code < 500:
+                            if isinstance(exc, openai.APIStatusError) and not error.retryable:
                                 log.warning(
                                     "judge endpoint refused the request",
                                     status=exc.status_code,

@@ -27,9 +27,10 @@ from monitor.tokens import count_tokens
 
 #: the answer's JSON object, its field names and its ``noncommittal`` flag
 FRAME = 32
-#: one verdict: its reason (the steps ask for at most 15 words), the verdict and the
-#: JSON around them
-VERDICT = 48
+#: one verdict: its reason, the verdict and the JSON around them. The steps ask for a
+#: reason of at most 15 words; a 1.5B model writes 40 to 50 (measured: docs/benchmarks.md,
+#: "LLM judge on a small model"), and an honest answer must not be cut
+VERDICT = 128
 #: one generated question (``questions``): a sentence, whatever the response's length
 QUESTION = 96
 #: text an answer restates (statements, the statements of a verdict list) may come back

@@ -313,7 +313,10 @@ async def test_a_looping_judge_costs_a_record_at_most_three_capped_answers() -> 
     cut = [(step, tokens) for step, tokens, why in stats.finished if why == "length"]
     assert [step for step, _ in cut] == [GROUNDING, STATEMENTS, STATEMENTS]
     assert all(0 < tokens <= cap[step] for step, tokens in cut)
-    assert sum(tokens for _, tokens in cut) <= cap[GROUNDING] + 2 * cap[STATEMENTS] < 1_000
+    spent = sum(tokens for _, tokens in cut)
+    assert spent <= cap[GROUNDING] + 2 * cap[STATEMENTS]
+    # uncapped, each of the three would have run on until the stand-in's context was full
+    assert spent < server.context_tokens // 10
     assert outcomes.seen.count("truncated") == 3
     # the record's reason says the answer was cut off; the other metrics scored
     faithfulness = scored.results["faithfulness"]

@@ -18,6 +18,14 @@ faithfulness is unscoreable are left out and counted) for ours and Ragas's on
 the records both finished, and, on a set with categories (bench/data's
 realistic set), how many faithful paraphrases pass and swapped facts fail.
 
+Our judge talks to the endpoint through a recording proxy on 127.0.0.1
+(`CapLog`), which writes one line per chat request to ``PREFIX.requests.jsonl``:
+the step, the output cap the request carried, and each answer's completion
+tokens in the server's own tokenizer (its ``usage`` for one choice; its
+``/tokenize`` of each choice's text when ``n`` > 1, since llama.cpp's usage then
+counts one choice) and finish reason; no text. The report gives, per step, the
+largest answer against its cap and how many ran past it.
+
     python bench/llm_small_model.py --url http://127.0.0.1:8091/v1 --model qwen
         [--data PATH.jsonl] [--split holdout] [--limit 40] [--no-fuse] [--metrics faithfulness]
         [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python] --out /tmp/run
@@ -36,16 +44,22 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 from ranking import auroc
 
 from monitor.judges.llm import OpenAIJudge
+from monitor.judges.wire import parse_user_message
 from monitor.records import Interaction
 from monitor.scoring import ONLINE_METRICS, Scorer
 
@@ -67,17 +81,113 @@ def load(path: Path, split: str | None, limit: int) -> list[dict[str, Any]]:
     return mixed[:limit]
 
 
+class CapLog:
+    """A recording proxy between our judge and the endpoint: one JSON line per chat request
+    (step, cap, each answer's tokens and finish reason; never text) in ``path``."""
+
+    def __init__(self, upstream: str, path: Path, timeout: float) -> None:
+        parts = urlsplit(upstream)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.prefix = parts.path.rstrip("/")
+        self.path = path
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.prefix}"
+
+    def start(self) -> CapLog:
+        log = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, body = log.forward(self.path, raw, self.headers.get("Authorization"))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if self.path.endswith("/chat/completions") and status == 200:
+                    log.record(json.loads(raw), json.loads(body))
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def forward(self, path: str, raw: bytes, auth: str | None) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = auth
+        request = urllib.request.Request(self.origin + path, data=raw, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.read()
+
+    def tokens(self, text: str) -> int:
+        """``text``'s tokens in the server's tokenizer (llama.cpp's ``/tokenize``)."""
+        raw = json.dumps({"content": text, "add_special": False}).encode()
+        status, body = self.forward("/tokenize", raw, None)
+        return len(json.loads(body)["tokens"]) if status == 200 else -1
+
+    def record(self, sent: dict[str, Any], answered: dict[str, Any]) -> None:
+        step = None
+        for message in sent.get("messages", []):
+            try:
+                step, _ = parse_user_message(str(message.get("content") or ""))
+                break
+            except ValueError:
+                continue
+        field = next((f for f in ("max_tokens", "max_completion_tokens") if f in sent), None)
+        choices = sorted(answered.get("choices", []), key=lambda c: c.get("index", 0))
+        usage = answered.get("usage") or {}
+        if len(choices) == 1:
+            counts = [int(usage.get("completion_tokens", -1))]
+        else:
+            counts = [self.tokens(c["message"].get("content") or "") for c in choices]
+        line = {
+            "step": step,
+            "cap_field": field,
+            "cap": sent.get(field) if field else None,
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "answers": [[n, c.get("finish_reason")] for n, c in zip(counts, choices, strict=True)],
+        }
+        with self._lock, self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+
 async def score_ours(rows: Sequence[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
     key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
     done = {json.loads(line)["id"] for line in _lines(out)}
+    proxy = CapLog(args.url, _requests(Path(args.out)), args.timeout + 60).start()
     judge = OpenAIJudge(
-        base_url=args.url,
+        base_url=proxy.base_url,
         model=args.model,
         api_key=SecretStr(key),
         embedding_model=args.model,
         timeout_seconds=args.timeout,
         max_retries=1,
         concurrency=args.concurrency * 3,
+        max_completion_tokens=args.max_completion_tokens,
     )
     judge.observer = outcomes = Outcomes()
     scorer = Scorer(judge, args.metrics, fuse_grounding=args.fuse)
@@ -108,6 +218,7 @@ async def score_ours(rows: Sequence[dict[str, Any]], args: argparse.Namespace, o
         await asyncio.gather(*(one(r) for r in rows if r["id"] not in done))
     finally:
         await judge.aclose()
+        proxy.stop()
 
 
 class Outcomes:
@@ -266,6 +377,33 @@ def report(prefix: Path) -> None:
         print(
             f"\nevasive answers with faithfulness unscoreable (noncommittal): {null}/{len(evasive)}"
         )
+    caps_report(_requests(prefix))
+
+
+def caps_report(path: Path) -> None:
+    """Per step: requests, answers cut at their cap, the largest answer against its cap,
+    answers past their cap (the server's token counts), requests without a cap."""
+    requests = [json.loads(line) for line in _lines(path)]
+    if not requests:
+        return
+    print(
+        "\n| step | requests | answers | cut at the cap | largest answer / its cap "
+        "| answers past their cap | requests without a cap |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for step in sorted({str(r["step"]) for r in requests}):
+        mine = [r for r in requests if str(r["step"]) == step]
+        answers = [(n, why, r["cap"]) for r in mine for n, why in r["answers"]]
+        largest = max(answers, key=lambda a: (a[0] / a[2]) if a[2] else a[0])
+        past = sum(1 for n, _, cap in answers if cap is not None and n > cap)
+        print(
+            f"| {step} | {len(mine)} | {len(answers)} | "
+            f"{sum(1 for _, why, _ in answers if why == 'length')} | "
+            f"{largest[0]} / {largest[2]} | {past} | "
+            f"{sum(1 for r in mine if r['cap'] is None)} |"
+        )
+    fields = Counter(str(r["cap_field"]) for r in requests)
+    print(f"\ncap fields sent: {dict(fields)}")
 
 
 def _finite(value: float) -> float | None:
@@ -282,6 +420,10 @@ def _ours(prefix: Path) -> Path:
 
 def _ragas(prefix: Path) -> Path:
     return prefix.with_name(prefix.name + ".ragas.jsonl")
+
+
+def _requests(prefix: Path) -> Path:
+    return prefix.with_name(prefix.name + ".requests.jsonl")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -313,6 +455,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(ONLINE_METRICS),
         metavar="A,B",
         help="online metrics to score (faithfulness alone is ~2.5x faster)",
+    )
+    parser.add_argument(
+        "--max-completion-tokens",
+        type=int,
+        default=2048,
+        help="the judge's largest answer cap (RAG_MONITOR_JUDGE_MAX_COMPLETION_TOKENS)",
     )
     parser.add_argument("--ragas-python", default=None)
     parser.add_argument("--out", required=True, help="prefix of the two JSONL result files")

@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     judge_fuse_grounding: bool = True
     judge_max_retries: int = Field(default=2, ge=0)
     judge_concurrency: int = Field(default=16, gt=0)
+    #: the largest cap of one judge answer: each request's cap is sized from its step's
+    #: inputs, at most this, and the budget reserves exactly the cap
+    judge_max_completion_tokens: int = Field(default=2048, gt=0)
     call_pattern: Literal["frugal", "per_call"] = "frugal"
     relevancy_questions: int = Field(default=3, ge=1)
     judge_cache_size: int = Field(default=512, ge=0)

@@ -289,6 +289,77 @@ async def test_malformed_grounding_falls_back_to_the_basic_steps(
     assert "invalid_output" not in outcomes.seen
 
 
+async def test_a_looping_judge_costs_a_record_at_most_three_capped_answers() -> None:
+    """A small model that restates its input until it is stopped, asked to split the answer
+    (fused or not): the fused answer is cut at its cap and falls back, the statements answer
+    is cut, re-asked once, cut again; the record fails as ``truncated``, the rest scores."""
+    record = interactions()[0]
+    outcomes = Outcomes()
+    with JudgeServer() as server:
+        server.loop_steps = {GROUNDING, STATEMENTS}
+        judge = OpenAIJudge(
+            base_url=server.base_url,
+            model="gpt-4o-mini",
+            embedding_model="text-embedding-3-small",
+            max_retries=0,
+            observer=outcomes,
+        )
+        try:
+            scored = await Scorer(judge, ONLINE_METRICS).score(record)
+        finally:
+            await judge.aclose()
+        stats = server.stats.snapshot()
+    # every chat request carried a cap; each cut-off answer stopped at its own
+    assert stats.caps and all(name == "max_tokens" for _, name, _ in stats.caps)
+    cap = {step: sent or 0 for step, _, sent in stats.caps if step is not None}
+    cut = [(step, tokens) for step, tokens, why in stats.finished if why == "length"]
+    assert [step for step, _ in cut] == [GROUNDING, STATEMENTS, STATEMENTS]
+    assert all(0 < tokens <= cap[step] for step, tokens in cut)
+    spent = sum(tokens for _, tokens in cut)
+    assert spent <= cap[GROUNDING] + 2 * cap[STATEMENTS]
+    # uncapped, each of the three would have run on until the stand-in's context was full
+    assert spent < server.context_tokens // 10
+    assert outcomes.seen.count("truncated") == 3
+    # the record's reason says the answer was cut off; the other metrics scored
+    faithfulness = scored.results["faithfulness"]
+    assert scored.error == "truncated" == faithfulness.error
+    assert math.isnan(faithfulness.score)
+    assert faithfulness.details["detail"] == (
+        f"step statements: cut off at its cap of {cap[STATEMENTS]} tokens (after one re-ask)"
+    )
+    assert scored.results["context_utility"].error is None
+    assert scored.results["response_relevancy"].error is None
+
+
+async def test_a_record_too_long_for_the_judges_context_keeps_the_servers_words() -> None:
+    record = interactions()[0]
+    outcomes = Outcomes()
+    with JudgeServer() as server:
+        server.context_tokens = 60  # less than any of this record's prompts
+        judge = OpenAIJudge(
+            base_url=server.base_url,
+            model="gpt-4o-mini",
+            embedding_model="text-embedding-3-small",
+            max_retries=2,
+            observer=outcomes,
+        )
+        try:
+            scored = await Scorer(judge, ONLINE_METRICS).score(record)
+        finally:
+            await judge.aclose()
+        stats = server.stats.snapshot()
+    assert scored.error == "too_long"
+    for name in ONLINE_METRICS:
+        result = scored.results[name]
+        assert result.error == "too_long" and math.isnan(result.score)
+        assert result.details["detail"].startswith("HTTP 400: request (")
+        assert "exceeds the available context size (60 tokens)" in result.details["detail"]
+    # each step asked once: not retried, not sent again as json_object, no fallback
+    assert stats.response_formats == ["json_schema"] * 2
+    assert sorted(stats.steps) == [GROUNDING, QUESTIONS]
+    assert outcomes.seen == ["too_long"] * 2
+
+
 async def test_a_judge_that_ignores_pinned_lengths_still_falls_back() -> None:
     """The count is checked by `ground` too: a judge other than the LLM judge may not."""
     judge = OneChoiceJudge(kind="llm", short_grounding=True)

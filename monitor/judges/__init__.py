@@ -71,7 +71,9 @@ class JudgeError(Exception):
 
     ``reason`` is a short bounded label used in metrics and logs:
     ``timeout``, ``rate_limited``, ``server_error``, ``connection``, ``auth`` (the
-    key refused: HTTP 401 or 403), ``bad_request``, ``invalid_output``, ``budget``.
+    key refused: HTTP 401 or 403), ``too_long`` (the request does not fit the model's
+    context), ``bad_request`` (any other refusal), ``invalid_output``, ``truncated``
+    (the answer cut off at its cap, also after its re-ask), ``budget``.
     """
 
     def __init__(self, reason: str, detail: str = "", *, retryable: bool = False) -> None:

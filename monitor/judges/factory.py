@@ -58,6 +58,7 @@ def build_judge(
         fuse_grounding=settings.judge_fuse_grounding,
         max_retries=settings.judge_max_retries,
         concurrency=settings.judge_concurrency,
+        max_completion_tokens=settings.judge_max_completion_tokens,
         gate=gate,
         observer=observer,
         embedder=embedder,

@@ -1,9 +1,10 @@
 """The LLM judge over any OpenAI-compatible endpoint; the only `openai` import.
 
-`OpenAIJudge` implements `monitor.judges.Judge`: structured output, re-asks, n choices,
-one metered request (budget, retries, observer) for chat and embeddings alike
-(docs/design.md, "The LLM judge's requests"). Prompts become messages in
-`monitor.judges.wire`; answers are read in `monitor.judges.replies`.
+`OpenAIJudge` implements `monitor.judges.Judge`: structured output, an output cap on
+every answer, re-asks, n choices, one metered request (budget, retries, observer) for
+chat and embeddings alike (docs/design.md, "The LLM judge's requests"). Prompts become
+messages in `monitor.judges.wire`; each answer's cap is sized in `monitor.judges.caps`;
+answers are read in `monitor.judges.replies`.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ import structlog
 from pydantic import SecretStr
 
 from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
+from monitor.judges.caps import answer_cap
 from monitor.judges.replies import (
     Invalid,
+    Truncated,
     chat_contents,
     embedding_vectors,
     one_claim_per_sentence,
+    read_answer,
     token_usage,
-    try_parse,
 )
 from monitor.judges.wire import render_messages, request_schema
 from monitor.records import Usage
@@ -38,12 +41,30 @@ log = structlog.get_logger("monitor.judges.llm")
 R = TypeVar("R")
 
 ResponseMode = Literal["json_schema", "json_object"]
+#: the request field that carries the cap: ``max_tokens`` (every OpenAI-compatible server)
+#: until the endpoint refuses it and names it; then ``max_completion_tokens``
+CapParam = Literal["max_tokens", "max_completion_tokens"]
+#: the parts of a chat request an endpoint may refuse while another form works
+_Part = Literal["response_format", "max_tokens"]
 
-#: appended (as a user message, after the bad answer) when an answer fails validation
+#: appended (as a user message, after the start of the bad answer) when an answer fails
+#: validation
 CORRECTION = (
     "Your previous answer was not valid: {error}. Answer again with only one JSON object "
     "that matches the required schema exactly, and nothing else."
 )
+#: appended the same way when an answer was cut off at its cap
+CUT_OFF = (
+    "Your previous answer was cut off after {cap} tokens, before its JSON object was "
+    "complete. Answer again, shorter: one complete JSON object that matches the required "
+    "schema, each item once, short reasons, and nothing else."
+)
+#: how much of a bad answer goes back with the correction (its start, in characters): the
+#: model sees what it answered, and a runaway answer cannot make the re-ask longer than
+#: the endpoint's context
+EXCERPT_CHARS = 300
+#: how much of an endpoint's error message is kept (in a `JudgeError`'s detail, the log)
+SAID_CHARS = 300
 
 #: the placeholder key for endpoints that need none (llama.cpp, vLLM, Ollama)
 NO_KEY = "no-key"
@@ -56,11 +77,14 @@ EMBEDDINGS_METRIC = "embeddings"
 class JudgeObserver(Protocol):
     """What the sidecar exports about the judge (see `monitor.sinks.prometheus`).
 
-    ``outcome`` is ``ok``, ``invalid_output``, ``fallback`` (json_schema
-    rejected, retried as json_object), ``fallback_steps`` (a fused step's
-    answer was invalid: its metrics are asked the basic steps instead),
-    ``timeout_backoff`` (an attempt timed out; the retry waits as long as
-    the timeout first; ``seconds`` is that timeout) or a `JudgeError` reason.
+    ``outcome`` is ``ok``, ``invalid_output``, ``truncated`` (an answer cut
+    off at the request's cap before it was valid), ``fallback`` (json_schema
+    refused, sent again as json_object), ``fallback_cap`` (``max_tokens``
+    refused, sent again as ``max_completion_tokens``), ``fallback_steps`` (a
+    fused step's answer was invalid: its metrics are asked the basic steps
+    instead), ``timeout_backoff`` (an attempt timed out; the retry waits as
+    long as the timeout first; ``seconds`` is that timeout) or a `JudgeError`
+    reason (``too_long``: the request does not fit the model's context).
     """
 
     def on_request(self, outcome: str, seconds: float) -> None: ...
@@ -90,22 +114,81 @@ class _Reply(Generic[R]):
     outcome: str = "ok"
 
 
-class _SchemaRejected(Exception):
-    """The endpoint refused ``response_format`` json_schema (internal: triggers the fallback)."""
+class _Refused(Exception):
+    """The endpoint refused a part of the request that has another form (internal: the
+    request is sent again in that form)."""
+
+    def __init__(self, part: _Part, said: str) -> None:
+        super().__init__(part)
+        self.part = part
+        self.said = said
+
+
+#: error codes or types by which endpoints say a request does not fit the model's
+#: context: OpenAI's (and the servers that copy its errors), llama.cpp's
+_TOO_LONG = frozenset(
+    {"context_length_exceeded", "string_above_max_length", "exceed_context_size_error"}
+)
+#: error types that say no more than the status does
+_GENERIC_TYPES = frozenset({"invalid_request_error", "BadRequestError", "bad_request"})
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """What an endpoint sent with an HTTP 4xx: its message (cut to `SAID_CHARS`, the key
+    cut out), its error ``code`` (a number is only the status again, so None), ``type``
+    and the ``param`` it names, as the SDK read them from the JSON error body."""
+
+    status: int
+    said: str
+    code: str | None
+    kind: str | None
+    param: str | None
+
+    @classmethod
+    def of(cls, exc: openai.APIStatusError, secret: str = "") -> _Refusal:
+        said = _server_message(exc, SAID_CHARS)
+        if secret:
+            said = said.replace(secret, "***")
+        code = exc.code if exc.code and not exc.code.isdigit() else None
+        kind = exc.type if isinstance(exc.type, str) and exc.type else None
+        param = exc.param if isinstance(exc.param, str) and exc.param else None
+        return cls(exc.status_code, said, code, kind, param)
+
+    @property
+    def too_long(self) -> bool:
+        """The request does not fit the model's context (413, or a code or type saying so)."""
+        return self.status == 413 or bool({self.code, self.kind} & _TOO_LONG)
+
+    def part(self, refusable: frozenset[_Part]) -> _Part | None:
+        """The part of ``refusable`` the endpoint refused: the one it names; else, when it
+        says nothing beyond the status, ``response_format`` (json_schema is what servers
+        that support only part of the API refuse); else None."""
+        if self.too_long:
+            return None
+        named = (self.param or "").split(".")[0].split("[")[0]
+        for part in refusable:
+            if named == part:
+                return part
+        generic = self.code is None and (self.kind is None or self.kind in _GENERIC_TYPES)
+        if not named and generic and "response_format" in refusable:
+            return "response_format"
+        return None
 
 
 def _classify(exc: openai.OpenAIError, secret: str = "") -> JudgeError:
-    """The SDK gave up: exception class → bounded reason (never chosen by the message text).
+    """The SDK gave up: exception class, status, error code or type → bounded reason (never
+    chosen by the message text).
 
     A refused key (HTTP 401 or 403) is ``auth``: its detail keeps what the server said
-    (``secret``, the key, cut out should the server echo it) and names the setting.
+    (``secret``, the key, cut out should the server echo it) and names the setting. Any
+    other 4xx keeps the server's words as well: ``too_long`` when the request does not fit
+    the model's context, else ``bad_request``.
     """
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        said = _server_message(exc)
-        if secret:
-            said = said.replace(secret, "***")
+        said = _Refusal.of(exc, secret).said
         return JudgeError(
             "auth", f"HTTP {status}: {said}; check RAG_MONITOR_JUDGE_API_KEY" if said else
             f"HTTP {status}; check RAG_MONITOR_JUDGE_API_KEY",
@@ -124,6 +207,10 @@ def _classify(exc: openai.OpenAIError, secret: str = "") -> JudgeError:
         return JudgeError("rate_limited", detail, retryable=True)
     if isinstance(exc, openai.InternalServerError):
         return JudgeError("server_error", detail, retryable=True)
+    if isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 500:
+        refusal = _Refusal.of(exc, secret)
+        said = f"HTTP {refusal.status}: {refusal.said}" if refusal.said else detail
+        return JudgeError("too_long" if refusal.too_long else "bad_request", said)
     if isinstance(exc, openai.APIResponseValidationError):
         return JudgeError("invalid_output", detail)
     return JudgeError("bad_request", detail)
@@ -186,7 +273,7 @@ class OpenAIJudge:
         gate: TokenGate | None = None,
         observer: JudgeObserver | None = None,
         embedder: Embedder | None = None,
-        completion_reserve: int = 512,
+        max_completion_tokens: int = 2048,
         temperature: float | None = 0.0,
         sampling_temperature: float | None = 0.7,
         embed_batch_size: int = 128,
@@ -198,9 +285,13 @@ class OpenAIJudge:
             or max_retries < 0
             or timeout_seconds <= 0
             or embed_batch_size < 1
+            or max_completion_tokens < 1
             or any(t <= 0 for t in step_timeouts.values())
         ):
-            raise ValueError("concurrency and embed_batch_size >= 1, max_retries >= 0, timeout > 0")
+            raise ValueError(
+                "concurrency, embed_batch_size and max_completion_tokens >= 1, "
+                "max_retries >= 0, timeout > 0"
+            )
         self.base_url = base_url
         self.model = model
         self.embedding_model = embedding_model
@@ -210,8 +301,9 @@ class OpenAIJudge:
         self.step_timeouts = step_timeouts
         self.max_retries = max_retries
         self.concurrency = concurrency
-        #: completion tokens reserved per requested choice (reconciled with the real usage)
-        self.completion_reserve = completion_reserve
+        #: the largest cap of one answer (one choice): each request's cap is sized from its
+        #: step (`monitor.judges.caps`), at most this; the budget reserves exactly the cap
+        self.max_completion_tokens = max_completion_tokens
         #: temperature for single answers (verdicts) and for n>1 sampling steps; None = omit
         self.temperature = temperature
         self.sampling_temperature = sampling_temperature
@@ -228,6 +320,8 @@ class OpenAIJudge:
         self._semaphore = asyncio.Semaphore(concurrency)
         #: json_schema until the endpoint rejects it and json_object works
         self.response_mode: ResponseMode = "json_schema"
+        #: max_tokens until the endpoint refuses it by name
+        self.cap_param: CapParam = "max_tokens"
 
     def __repr__(self) -> str:
         return (
@@ -254,6 +348,15 @@ class OpenAIJudge:
     def timeout_of(self, step: str) -> float:
         """The timeout of one attempt of ``step``'s requests."""
         return self.step_timeouts.get(step, self.timeout_seconds)
+
+    def cap_of(self, prompt: Prompt[OutT]) -> int:
+        """The cap of each answer (choice) to ``prompt``: sized from its step, at most
+        `max_completion_tokens`; `max_completion_tokens` itself once the endpoint wants
+        ``max_completion_tokens`` (OpenAI's reasoning models: their hidden reasoning counts
+        against the cap, so an answer-sized cap would leave nothing for the answer)."""
+        if self.cap_param == "max_completion_tokens":
+            return self.max_completion_tokens
+        return answer_cap(prompt, self.max_completion_tokens, self.model)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -300,27 +403,36 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
     ) -> OutT:
-        """The validated answer; an invalid one is re-asked once."""
+        """The validated answer; an invalid or cut-off one is re-asked once, with the start
+        of that answer (`EXCERPT_CHARS`) and a short correction."""
         if not isinstance(answer, Invalid):
             return answer
         if not prompt.reask:
-            raise JudgeError("invalid_output", f"step {prompt.step}: {answer.summary}")
+            raise JudgeError(_failure(answer), f"step {prompt.step}: {answer.summary}")
+        cut = isinstance(answer, Truncated)
         log.info(
-            "judge answer invalid, re-asking once",
+            "judge answer cut off at its cap, re-asking once"
+            if cut
+            else "judge answer invalid, re-asking once",
             step=prompt.step,
             metric=prompt.metric,
             error=answer.summary,
             model=self.model,
         )
+        correction = (
+            CUT_OFF.format(cap=answer.cap)
+            if isinstance(answer, Truncated)
+            else CORRECTION.format(error=answer.summary)
+        )
         followup = [
-            {"role": "assistant", "content": answer.content or ""},
-            {"role": "user", "content": CORRECTION.format(error=answer.summary)},
+            {"role": "assistant", "content": _excerpt(answer.content)},
+            {"role": "user", "content": correction},
         ]
         again = await self._complete(prompt, followup, 1, temperature, usage)
         second = again[0] if again else Invalid("empty answer", None)
         if isinstance(second, Invalid):
             raise JudgeError(
-                "invalid_output", f"step {prompt.step}: {second.summary} (after one re-ask)"
+                _failure(second), f"step {prompt.step}: {second.summary} (after one re-ask)"
             )
         return second
 
@@ -332,20 +444,33 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
     ) -> list[OutT | Invalid]:
-        """One chat request (two when json_schema is rejected): the choices, validated."""
+        """One chat request: the choices, validated. Sent again when the endpoint refuses
+        json_schema (as json_object) or ``max_tokens`` (as ``max_completion_tokens``): three
+        requests at most."""
         mode = self.response_mode
-        if mode == "json_schema":
+        while True:
             try:
-                return await self._request(prompt, followup, n, temperature, usage, "json_schema")
-            except _SchemaRejected:
-                log.warning(
-                    "judge endpoint rejected response_format json_schema; "
-                    "falling back to json_object with the schema in the prompt",
-                    model=self.model,
-                )
-        answers = await self._request(prompt, followup, n, temperature, usage, "json_object")
-        self.response_mode = "json_object"  # it worked: stay with it
-        return answers
+                answers = await self._request(prompt, followup, n, temperature, usage, mode)
+            except _Refused as refused:
+                if refused.part == "max_tokens":
+                    log.warning(
+                        "judge endpoint refused max_tokens; "
+                        "sending the cap as max_completion_tokens",
+                        model=self.model,
+                        said=refused.said,
+                    )
+                    self.cap_param = "max_completion_tokens"
+                else:
+                    log.warning(
+                        "judge endpoint rejected response_format json_schema; "
+                        "falling back to json_object with the schema in the prompt",
+                        model=self.model,
+                        said=refused.said,
+                    )
+                    mode = "json_object"
+                continue
+            self.response_mode = mode  # it worked: stay with it
+            return answers
 
     async def _request(
         self,
@@ -379,14 +504,25 @@ class OpenAIJudge:
             body["n"] = n
         if temperature is not None:
             body["temperature"] = temperature
+        cap_param = self.cap_param
+        cap = self.cap_of(prompt)
+        body[cap_param] = cap
         estimate = estimate_prompt_tokens(messages, self.model)
 
         def read(data: object) -> _Reply[list[OutT | Invalid]]:
-            contents, reported = chat_contents(data)
-            prompt_tokens, completion_tokens = token_usage(reported, estimate, contents, self.model)
-            answers = [try_parse(prompt.output, c, prompt.lengths) for c in contents]
-            invalid = any(isinstance(a, Invalid) for a in answers)
-            outcome = ("invalid_output" if prompt.reask else "fallback_steps") if invalid else "ok"
+            reply = chat_contents(data)
+            prompt_tokens, completion_tokens = token_usage(
+                reply.usage, estimate, reply.contents, self.model, cap
+            )
+            answers = [
+                read_answer(prompt.output, content, prompt.lengths, finished, cap)
+                for content, finished in zip(reply.contents, reply.finish_reasons, strict=True)
+            ]
+            outcome = "ok"
+            if any(isinstance(a, Truncated) for a in answers):
+                outcome = "truncated"
+            elif any(isinstance(a, Invalid) for a in answers):
+                outcome = "invalid_output" if prompt.reask else "fallback_steps"
             return _Reply(answers, prompt_tokens, completion_tokens, outcome)
 
         # the SDK's generic request with the body as built here: `chat.completions.create`
@@ -397,9 +533,9 @@ class OpenAIJudge:
             body,
             step=prompt.step,
             metric=prompt.metric,
-            reserved=estimate + self.completion_reserve * n,
+            reserved=estimate + cap * n,
             read=read,
-            schema_fallback=mode == "json_schema",
+            refusable=_refusable(mode, cap_param),
         )
         usage.calls += 1
         usage.prompt_tokens += reply.prompt_tokens
@@ -415,7 +551,7 @@ class OpenAIJudge:
         metric: str,
         reserved: int,
         read: Callable[[object], _Reply[R]],
-        schema_fallback: bool = False,
+        refusable: frozenset[_Part] = frozenset(),
     ) -> _Reply[R]:
         """POST ``body`` under the budget, with the judge's one retry layer; ``read`` turns the
         response into a `_Reply`.
@@ -425,8 +561,8 @@ class OpenAIJudge:
         reservation when it timed out (the endpoint may have done, and billed, the work its
         client abandoned). Retryable failures are retried up to ``max_retries`` times (see
         `_retry_wait`). The observer hears the request's final outcome, its duration and the
-        tokens of the answer; with ``schema_fallback`` a rejected request raises
-        `_SchemaRejected`.
+        tokens of the answer. A 4xx that refuses a part in ``refusable`` raises `_Refused`;
+        any other 4xx is logged with the server's words and raised as a `JudgeError`.
         """
         timeout = self.timeout_of(step)
         async with self._semaphore:
@@ -454,12 +590,25 @@ class OpenAIJudge:
                         timed_out = _timed_out(exc)
                         if timed_out:  # abandoned, maybe billed
                             charged = reserved
-                        if schema_fallback and isinstance(
+                        secret = self._api_key.get_secret_value()
+                        if refusable and isinstance(
                             exc, openai.BadRequestError | openai.UnprocessableEntityError
                         ):
-                            raise _SchemaRejected() from exc
-                        error = _classify(exc, self._api_key.get_secret_value())
+                            refusal = _Refusal.of(exc, secret)
+                            part = refusal.part(refusable)
+                            if part is not None:
+                                raise _Refused(part, refusal.said) from exc
+                        error = _classify(exc, secret)
                         if not error.retryable or retries >= self.max_retries:
+                            if isinstance(exc, openai.APIStatusError) and not error.retryable:
+                                log.warning(
+                                    "judge endpoint refused the request",
+                                    status=exc.status_code,
+                                    reason=error.reason,
+                                    step=step,
+                                    said=error.detail,
+                                    model=self.model,
+                                )
                             raise error from None
                         wait = self._retry_wait(exc, retries, timeout if timed_out else None)
                     finally:
@@ -477,8 +626,8 @@ class OpenAIJudge:
             except JudgeError as exc:
                 outcome = exc.reason
                 raise
-            except _SchemaRejected:
-                outcome = "fallback"
+            except _Refused as refused:
+                outcome = "fallback" if refused.part == "response_format" else "fallback_cap"
                 raise
             except asyncio.CancelledError:
                 outcome = "cancelled"
@@ -553,6 +702,27 @@ class OpenAIJudge:
             for i, vector in zip(present, got, strict=True):
                 vectors[i] = vector
         return vectors
+
+
+def _refusable(mode: ResponseMode, cap_param: CapParam) -> frozenset[_Part]:
+    """The parts of a chat request sent in ``mode`` with ``cap_param`` that have another form."""
+    parts: set[_Part] = set()
+    if mode == "json_schema":
+        parts.add("response_format")
+    if cap_param == "max_tokens":
+        parts.add("max_tokens")
+    return frozenset(parts)
+
+
+def _failure(answer: Invalid) -> str:
+    """The `JudgeError` reason of a step whose answer stayed ``answer``."""
+    return "truncated" if isinstance(answer, Truncated) else "invalid_output"
+
+
+def _excerpt(content: str | None) -> str:
+    """The start of a bad answer for its re-ask: `EXCERPT_CHARS` at most."""
+    text = content or ""
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -3,7 +3,8 @@
 Pure functions over the JSON bodies the LLM judge (`monitor.judges.llm`)
 receives: a body that is not what was asked for raises `JudgeError`
 (``invalid_output``); an answer that does not validate against the step's
-output model comes back as `Invalid`, which says why without the answer text.
+output model comes back as `Invalid`, which says why without the answer text,
+or as `Truncated` when the endpoint cut it off at the request's cap.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import base64
 import binascii
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,6 +32,15 @@ class Invalid(Exception):
         super().__init__(summary)
         self.summary = summary
         self.content = content
+
+
+class Truncated(Invalid):
+    """An answer the endpoint cut off at the request's cap (``finish_reason`` ``length``)
+    before it was valid: a model that ran on (looping, restating its input)."""
+
+    def __init__(self, cap: int, content: str | None) -> None:
+        super().__init__(f"cut off at its cap of {cap} tokens", content)
+        self.cap = cap
 
 
 def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT:
@@ -81,24 +92,53 @@ def try_parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]
         return invalid
 
 
+def read_answer(
+    model: type[OutT],
+    content: str | None,
+    lengths: Mapping[str, int],
+    finish_reason: str | None,
+    cap: int,
+) -> OutT | Invalid:
+    """One choice validated as `try_parse` does; an invalid one the endpoint stopped at
+    ``cap`` (``finish_reason`` ``length``) is `Truncated`. A valid one stands, cut off or
+    not: a model that pads a complete object with whitespace up to the cap still answered."""
+    answer = try_parse(model, content, lengths)
+    if isinstance(answer, Invalid) and finish_reason == "length":
+        return Truncated(cap, content)
+    return answer
+
+
 def _index(item: dict[str, Any]) -> int:
     index = item.get("index")
     return index if isinstance(index, int) else 0
 
 
-def chat_contents(data: object) -> tuple[list[str | None], Mapping[str, Any] | None]:
-    """A chat completion's body → (each choice's content, its ``usage``); `JudgeError` if not."""
+@dataclass(frozen=True)
+class ChatReply:
+    """A chat completion's body as read: per choice (in index order) its content and why
+    it ended (``stop``, ``length`` at the cap, ...; None when not said), and ``usage``."""
+
+    contents: list[str | None]
+    finish_reasons: list[str | None]
+    usage: Mapping[str, Any] | None
+
+
+def chat_contents(data: object) -> ChatReply:
+    """A chat completion's body → its `ChatReply`; `JudgeError` if it is not one."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
         raise JudgeError("invalid_output", "the endpoint's answer is not a chat completion")
     ordered = sorted(choices, key=_index)
     contents: list[str | None] = []
+    reasons: list[str | None] = []
     for choice in ordered:
         message = choice.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         contents.append(content if isinstance(content, str) else None)
+        reason = choice.get("finish_reason")
+        reasons.append(reason if isinstance(reason, str) else None)
     usage = data.get("usage") if isinstance(data, dict) else None
-    return contents, usage if isinstance(usage, dict) else None
+    return ChatReply(contents, reasons, usage if isinstance(usage, dict) else None)
 
 
 def _strip_fences(text: str) -> str:
@@ -152,17 +192,20 @@ def token_usage(
     estimate: int,
     contents: list[str | None],
     model: str,
+    cap: int | None = None,
 ) -> tuple[int, int]:
     """(prompt, completion) tokens: the response's ``usage``, our own count where it is missing.
 
     llama.cpp's ``llama-server`` counts one choice only when ``n`` > 1; when
     several choices came back and the reported completion tokens are fewer
     than our own count of their text, our count wins. Our own count is made
-    only when it can matter.
+    only when it can matter, and counts a choice at most ``cap`` (the request's cap per
+    choice: the endpoint stopped there in its own tokens, which ours only estimate).
     """
 
     def counted() -> int:
-        return sum(count_tokens(c, model) for c in contents if c)
+        counts = (count_tokens(c, model) for c in contents if c)
+        return sum(counts if cap is None else (min(n, cap) for n in counts))
 
     def number(key: str) -> int:
         value = reported.get(key) if reported is not None else None

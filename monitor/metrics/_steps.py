@@ -281,7 +281,7 @@ async def ground(
 ) -> Grounding | None:
     """``answer``'s statements with their verdicts against all ``contexts`` joined, and one
     usefulness verdict per context, in one request; None when the answer came back
-    malformed: the caller then asks its basic steps instead.
+    malformed or cut off at its cap: the caller then asks its basic steps instead.
 
     faithfulness and context_utility ask the same prompt; the runner makes it one
     call, billed to whichever asks first (and a malformed answer makes both fall
@@ -300,7 +300,7 @@ async def ground(
     try:
         [out] = await steps.generate(prompt)
     except JudgeError as exc:
-        if exc.reason == "invalid_output":
+        if exc.reason in ("invalid_output", "truncated"):
             return None
         raise
     if len(out.contexts) != len(contexts):  # a judge that does not check `Prompt.lengths`

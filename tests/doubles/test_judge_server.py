@@ -166,6 +166,87 @@ def test_reject_json_schema(server: JudgeServer) -> None:
     assert status == 200
 
 
+def test_an_answer_is_cut_at_its_cap(server: JudgeServer) -> None:
+    _, _, whole = _chat(server)
+    content = whole["choices"][0]["message"]["content"]
+    tokens = count_tokens(content, MODEL)
+    assert whole["choices"][0]["finish_reason"] == "stop"
+    for name in ("max_tokens", "max_completion_tokens"):
+        _, _, fits = _chat(server, **{name: tokens})
+        assert fits["choices"][0]["message"]["content"] == content
+        _, _, cut = _chat(server, **{name: tokens - 3})
+        [choice] = cut["choices"]
+        assert choice["finish_reason"] == "length"
+        assert content.startswith(choice["message"]["content"])
+        assert (
+            cut["usage"]["completion_tokens"]
+            == count_tokens(choice["message"]["content"], MODEL)
+            <= tokens - 3
+        )
+    stats = server.stats.snapshot()
+    assert [name for _, name, _ in stats.caps] == [
+        None,
+        "max_tokens",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_completion_tokens",
+    ]
+    assert [why for _, _, why in stats.finished] == ["stop", "stop", "length", "stop", "length"]
+    status, _, body = _chat(server, max_tokens=0)
+    assert status == 400 and body["error"]["param"] == "max_tokens"
+
+
+def test_a_runaway_answer_runs_to_its_cap_or_to_the_context(server: JudgeServer) -> None:
+    server.inject(Fault.RUNAWAY)
+    _, _, capped = _chat(server, max_tokens=50)
+    assert capped["choices"][0]["finish_reason"] == "length"
+    assert capped["usage"]["completion_tokens"] == 50
+    server.loop_steps = {"statements"}
+    server.context_tokens = 2_000
+    _, _, uncapped = _chat(server)  # nothing stops it but the context
+    [choice] = uncapped["choices"]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["content"].startswith('{"statements": ["What does the policy')
+    usage = uncapped["usage"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] == 2_000
+
+
+def test_a_prompt_longer_than_the_context_is_refused(server: JudgeServer) -> None:
+    prompt_tokens = estimate_prompt_tokens(_messages(), MODEL)
+    server.context_tokens = prompt_tokens
+    status, _, body = _chat(server)
+    assert status == 400
+    assert body["error"] == {
+        "code": 400,
+        "message": f"request ({prompt_tokens} tokens) exceeds the available context size "
+        f"({prompt_tokens} tokens), try increasing it",
+        "type": "exceed_context_size_error",
+        "param": None,
+        "n_prompt_tokens": prompt_tokens,
+        "n_ctx": prompt_tokens,
+    }
+    server.context_error = "openai"
+    status, _, body = _chat(server)
+    assert status == 400
+    assert (body["error"]["code"], body["error"]["param"]) == (
+        "context_length_exceeded",
+        "messages",
+    )
+    server.context_tokens = prompt_tokens + 1
+    assert _chat(server)[0] == 200
+
+
+def test_refuse_max_tokens(server: JudgeServer) -> None:
+    server.refuse_max_tokens = True
+    status, _, body = _chat(server, max_tokens=100)
+    assert status == 400
+    assert (body["error"]["param"], body["error"]["code"]) == (
+        "max_tokens",
+        "unsupported_parameter",
+    )
+    assert _chat(server, max_completion_tokens=100)[0] == 200
+
+
 def test_slow_fault_and_latency(server: JudgeServer) -> None:
     server.inject(Fault.SLOW, seconds=0.4)
     started = time.monotonic()

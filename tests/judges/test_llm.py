@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from monitor.config import Settings
 from monitor.judges import BudgetExhausted, JudgeError, Prompt
+from monitor.judges.caps import answer_cap
 from monitor.judges.factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.steps import (
@@ -30,7 +31,8 @@ from monitor.judges.steps import (
 from monitor.judges.wire import render_messages, strict_schema
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
-from tests.support.judge_server import Fault, JudgeServer
+from tests.support.judge_server import ContextError, Fault, JudgeServer
+from tests.support.logs import captured_logs
 from tests.support.waits import wait_until
 
 MODEL = "gpt-4o-mini"
@@ -283,6 +285,7 @@ async def test_bad_request_is_permanent_and_not_a_fallback(
     with pytest.raises(JudgeError) as caught:
         await judge.generate(statements_prompt())
     assert (caught.value.reason, caught.value.retryable) == ("bad_request", False)
+    assert caught.value.detail == "HTTP 400: bad request (injected)"  # the server's words
     assert observer.outcomes == ["fallback", "bad_request"]
     assert judge.response_mode == "json_schema"  # the fallback did not work: not remembered
 
@@ -337,10 +340,12 @@ async def test_budget_too_small_sends_nothing(server: JudgeServer, make_judge: M
 
 async def test_budget_reserve_then_reconcile(server: JudgeServer, make_judge: MakeJudge) -> None:
     gate = Gate(available=100_000)
-    judge = make_judge(gate=gate, completion_reserve=256)
+    judge = make_judge(gate=gate)
     judged = await judge.generate(statements_prompt())
     messages = render_messages(statements_prompt(), schema_in_text=False)
-    expected_reserve = estimate_prompt_tokens(messages, MODEL) + 256
+    [(_, _, cap)] = server.stats.snapshot().caps
+    assert cap == judge.cap_of(statements_prompt())
+    expected_reserve = estimate_prompt_tokens(messages, MODEL) + cap  # exactly the cap
     assert gate.reserved == [expected_reserve]
     assert gate.reconciled == [(expected_reserve, judged.usage.total_tokens)]
     assert gate.available == 100_000 - judged.usage.total_tokens
@@ -358,9 +363,9 @@ async def test_budget_reconciled_with_zero_on_failure(
     assert gate.available == 100_000
 
 
-def _reservation(completion_reserve: int) -> int:
+def _reservation(judge: OpenAIJudge) -> int:
     messages = render_messages(statements_prompt(), schema_in_text=False)
-    return estimate_prompt_tokens(messages, MODEL) + completion_reserve
+    return estimate_prompt_tokens(messages, MODEL) + judge.cap_of(statements_prompt())
 
 
 async def test_an_attempt_that_timed_out_is_charged_its_reservation(
@@ -369,7 +374,7 @@ async def test_an_attempt_that_timed_out_is_charged_its_reservation(
     """The endpoint finished (and billed) the attempt its client gave up on: the budget is
     charged for it before the retry is sent, so it never counts less than was billed."""
     gate = Gate(available=100_000)
-    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
+    judge = make_judge(gate=gate, timeout_seconds=0.4, max_retries=1)
     server.inject(Fault.SLOW, seconds=1.0)
     judged = await judge.generate(statements_prompt())
     await wait_until(
@@ -377,7 +382,7 @@ async def test_an_attempt_that_timed_out_is_charged_its_reservation(
     )
     stats = server.stats.snapshot()
     assert stats.chat_requests == 2
-    reserve = _reservation(256)
+    reserve = _reservation(judge)
     assert gate.reserved == [reserve, reserve]
     assert gate.reconciled == [(reserve, reserve), (reserve, judged.usage.total_tokens)]
     assert stats.prompt_tokens + stats.completion_tokens <= 100_000 - gate.available
@@ -386,9 +391,9 @@ async def test_an_attempt_that_timed_out_is_charged_its_reservation(
 async def test_no_retry_after_a_timeout_the_budget_cannot_cover(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    reserve = _reservation(256)
+    reserve = _reservation(make_judge())
     gate = Gate(available=reserve + reserve // 2)
-    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.4, max_retries=1)
+    judge = make_judge(gate=gate, timeout_seconds=0.4, max_retries=1)
     server.inject(Fault.SLOW, seconds=1.0)
     with pytest.raises(BudgetExhausted):
         await judge.generate(statements_prompt())
@@ -401,12 +406,12 @@ async def test_a_last_attempt_that_timed_out_is_charged_too(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
     gate = Gate(available=100_000)
-    judge = make_judge(gate=gate, completion_reserve=256, timeout_seconds=0.3, max_retries=0)
+    judge = make_judge(gate=gate, timeout_seconds=0.3, max_retries=0)
     server.inject(Fault.SLOW, seconds=1.0)
     with pytest.raises(JudgeError) as caught:
         await judge.generate(statements_prompt())
     assert caught.value.reason == "timeout"
-    assert gate.reconciled == [(_reservation(256), _reservation(256))]
+    assert gate.reconciled == [(_reservation(judge), _reservation(judge))]
 
 
 async def test_concurrency_limit_holds(server: JudgeServer, make_judge: MakeJudge) -> None:
@@ -562,17 +567,18 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
         with pytest.raises(JudgeError) as caught:
             chat_contents(body)
         assert caught.value.reason == "invalid_output"
-    contents, usage = chat_contents(
+    reply = chat_contents(
         {
             "choices": [
-                {"index": 1, "message": {"content": "b"}},
-                {"index": 0, "message": {"content": "a"}},
+                {"index": 1, "message": {"content": "b"}, "finish_reason": "length"},
+                {"index": 0, "message": {"content": "a"}, "finish_reason": "stop"},
                 {"index": 2, "message": {"content": None}},
             ],
             "usage": {"prompt_tokens": 5},
         }
     )
-    assert contents == ["a", "b", None] and usage == {"prompt_tokens": 5}
+    assert reply.contents == ["a", "b", None] and reply.usage == {"prompt_tokens": 5}
+    assert reply.finish_reasons == ["stop", "length", None]
 
     packed = base64.b64encode(struct.pack("<2f", 0.5, -1.0)).decode()
     vectors, tokens = embedding_vectors(
@@ -771,3 +777,182 @@ async def test_a_paragraph_returned_as_one_statement_is_cut_into_sentences() -> 
             assert questions.value.question
         finally:
             await judge.aclose()
+
+
+# --- the output cap on every answer, cut-off answers, refusals by what the server says
+
+
+def long_text(sentences: int = 20) -> str:
+    return " ".join(
+        f"Item {i}: expenses over {100 + i} dollars need a receipt signed by a manager."
+        for i in range(sentences)
+    )
+
+
+async def test_every_chat_request_carries_its_steps_cap(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    gate = Gate(available=1_000_000)
+    judge = make_judge(gate=gate)
+    short, longer = statements_prompt(), statements_prompt(long_text())
+    verify = verify_prompt(["Receipts are required over $100", "Lodging always"])
+    await judge.generate(short)
+    await judge.generate(longer)
+    await judge.generate(verify)
+    await judge.generate(questions_prompt(), n=3)
+    caps = server.stats.snapshot().caps
+    assert [(step, name) for step, name, _ in caps] == [
+        ("statements", "max_tokens"),
+        ("statements", "max_tokens"),
+        ("verify", "max_tokens"),
+        ("questions", "max_tokens"),
+    ]
+    sent = [cap or 0 for _, _, cap in caps]
+    wanted = [
+        judge.cap_of(short),
+        judge.cap_of(longer),
+        judge.cap_of(verify),
+        judge.cap_of(questions_prompt()),
+    ]
+    assert sent == wanted
+    assert sent[1] > sent[0]  # a statements list grows with its text
+    # the budget reserves exactly the cap of each answer: n of them for n choices
+    prompts: list[list[dict[str, str]]] = [
+        render_messages(short, schema_in_text=False),
+        render_messages(longer, schema_in_text=False),
+        render_messages(verify, schema_in_text=False),
+        render_messages(questions_prompt(), schema_in_text=False),
+    ]
+    for reserved, messages, cap, n in zip(gate.reserved, prompts, sent, (1, 1, 1, 3), strict=True):
+        assert reserved == estimate_prompt_tokens(messages, MODEL) + cap * n
+
+
+async def test_the_cap_is_bounded_by_the_setting(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    judge = make_judge(max_completion_tokens=200)
+    assert judge.cap_of(statements_prompt(long_text())) == 200
+    assert judge.cap_of(statements_prompt()) < 200  # a short answer's own size is less
+    await judge.generate(statements_prompt(long_text(4)))
+    assert all(cap is not None and cap <= 200 for _, _, cap in server.stats.snapshot().caps)
+    with pytest.raises(ValueError):
+        make_judge(max_completion_tokens=0)
+
+
+async def test_a_runaway_answer_is_cut_at_its_cap_and_re_asked_without_it(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    observer = Observer()
+    gate = Gate(available=1_000_000)
+    judge = make_judge(observer=observer, gate=gate)
+    prompt = statements_prompt(long_text())
+    cap = judge.cap_of(prompt)
+    assert cap > 300  # the runaway answer is longer than the excerpt the re-ask may carry
+    server.inject(Fault.RUNAWAY)
+    judged = await judge.generate(prompt)
+    assert len(judged.value.statements) == 20
+    stats = server.stats.snapshot()
+    assert [why for _, _, why in stats.finished] == ["length", "stop"]
+    assert stats.finished[0][1] <= cap
+    assert observer.outcomes == ["truncated", "ok"]
+    # the re-ask is the prompt, a bounded excerpt of the cut-off answer and a short
+    # correction: far from the cap's worth of runaway text
+    first = estimate_prompt_tokens(render_messages(prompt, schema_in_text=False), MODEL)
+    second = stats.steps["statements"].prompt_tokens - first
+    assert 0 < second - first < 150
+    # no answer cost more than the budget set aside for it
+    assert all(used <= reserved for reserved, used in gate.reconciled)
+
+
+async def test_an_answer_cut_off_twice_fails_as_truncated(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    server.loop_steps = {"statements"}
+    observer = Observer()
+    gate = Gate(available=1_000_000)
+    judge = make_judge(observer=observer, gate=gate)
+    prompt = statements_prompt("Two weeks.")
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(prompt)
+    assert caught.value.reason == "truncated" and not caught.value.retryable
+    cap = judge.cap_of(prompt)
+    assert caught.value.detail == (
+        f"step statements: cut off at its cap of {cap} tokens (after one re-ask)"
+    )
+    stats = server.stats.snapshot()
+    assert [(step, name, sent) for step, name, sent in stats.caps] == [
+        ("statements", "max_tokens", cap)
+    ] * 2
+    assert [why for _, _, why in stats.finished] == ["length", "length"]
+    assert stats.completion_tokens <= 2 * cap
+    assert observer.outcomes == ["truncated", "truncated"]
+    assert all(used <= reserved for reserved, used in gate.reconciled)
+
+
+@pytest.mark.parametrize("style", ["llama.cpp", "openai"])
+async def test_a_context_size_refusal_keeps_the_servers_words_and_is_no_fallback(
+    server: JudgeServer, make_judge: MakeJudge, style: ContextError
+) -> None:
+    server.context_tokens = 30
+    server.context_error = style
+    observer = Observer()
+    judge = make_judge(observer=observer)
+    with captured_logs("info") as logs, pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert (caught.value.reason, caught.value.retryable) == ("too_long", False)
+    words = {
+        "llama.cpp": "exceeds the available context size (30 tokens), try increasing it",
+        "openai": "This model's maximum context length is 30 tokens.",
+    }[style]
+    assert caught.value.detail.startswith("HTTP 400: ") and words in caught.value.detail
+    # one request: not taken for a json_schema refusal, not sent again as json_object
+    assert server.stats.snapshot().response_formats == ["json_schema"]
+    assert judge.response_mode == "json_schema"
+    assert observer.outcomes == ["too_long"]
+    events = [e["event"] for e in logs]
+    assert not any("response_format" in e for e in events), events
+    [refused] = [e for e in logs if e["event"] == "judge endpoint refused the request"]
+    assert (refused["reason"], refused["status"], refused["step"]) == (
+        "too_long",
+        400,
+        "statements",
+    )
+    assert refused["said"] == caught.value.detail
+
+
+async def test_a_refusal_keeps_a_bounded_message_without_the_key(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    judge = make_judge()
+    judge.response_mode = "json_object"  # nothing to fall back to: the 400 is final
+    server.inject(Fault.BAD_REQUEST_ECHO)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    assert caught.value.reason == "bad_request"
+    detail = caught.value.detail
+    assert detail.startswith("HTTP 400: Invalid request from key ***: this request")
+    assert SECRET not in detail and len(detail) <= len("HTTP 400: ") + 300
+
+
+async def test_a_refused_max_tokens_is_sent_as_max_completion_tokens(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    server.refuse_max_tokens = True
+    observer = Observer()
+    judge = make_judge(observer=observer, max_completion_tokens=700)
+    with captured_logs("info") as logs:
+        first = await judge.generate(statements_prompt())
+        second = await judge.generate(statements_prompt("Lodging only for 3+ nights."))
+    assert first.value.statements and second.value.statements
+    caps = [(name, cap) for _, name, cap in server.stats.snapshot().caps]
+    short = answer_cap(statements_prompt(), 700, MODEL)
+    # refused by name, then the whole setting: a reasoning model's thinking counts against it
+    assert caps == [
+        ("max_tokens", short),
+        ("max_completion_tokens", 700),
+        ("max_completion_tokens", 700),
+    ]
+    assert judge.cap_param == "max_completion_tokens" and judge.response_mode == "json_schema"
+    assert observer.outcomes == ["fallback_cap", "ok", "ok"]
+    [switch] = [e for e in logs if e["event"].startswith("judge endpoint refused max_tokens")]
+    assert "max_completion_tokens" in switch["said"]

@@ -2,11 +2,13 @@
 
 It speaks just enough of the OpenAI HTTP API for `judge.OpenAIJudge`:
 
-- ``POST /v1/chat/completions``: honours ``n`` and ``response_format``
-  (``json_schema`` and ``json_object``); the step and its inputs are read back
-  from the user message (`monitor.judges.wire.parse_user_message`) and handed to an
-  *answer function* ``answer(step, inputs, n) -> list[dict]``; each dict
-  becomes one choice's JSON content.
+- ``POST /v1/chat/completions``: honours ``n``, ``response_format``
+  (``json_schema`` and ``json_object``) and the output cap (``max_tokens`` or
+  ``max_completion_tokens``: an answer longer than the cap is cut there, with
+  ``finish_reason`` ``length``, as a real server does); the step and its inputs
+  are read back from the user message (`monitor.judges.wire.parse_user_message`)
+  and handed to an *answer function* ``answer(step, inputs, n) -> list[dict]``;
+  each dict becomes one choice's JSON content.
 - ``POST /v1/embeddings``: ``embed(texts) -> list[list[float]]``
   (``encoding_format`` ``float`` or ``base64``).
 - ``GET /v1/models``.
@@ -21,8 +23,12 @@ applied to the next requests (one per request, in order); `latency_seconds`
 delays every request (`embedding_latency_seconds`, when set, the embeddings
 requests instead); `down("503")` answers everything with 503,
 `down("refuse")` closes the listening socket (connections are refused) and
-`up()` reopens it on the same port; `ignore_n` and `reject_json_schema` are
-persistent switches.
+`up()` reopens it on the same port; `ignore_n`, `reject_json_schema`,
+`refuse_max_tokens` (OpenAI's refusal of ``max_tokens`` for its reasoning models),
+`loop_steps` (the steps whose answers run away: a small model that restates its
+input until it is stopped, at the request's cap or at the end of the context) and
+`context_tokens` (the model's context: a longer prompt is refused with HTTP 400, as
+llama.cpp or OpenAI word it, see `context_error`) are persistent switches.
 
 The constructor has no side effects: `start` binds a free port and serves in a
 background thread; `stop` (or leaving the ``with`` block) shuts it down.
@@ -53,6 +59,8 @@ EmbedFn = Callable[[list[str]], list[list[float]]]
 
 DownMode = Literal["503", "refuse"]
 Endpoint = Literal["chat", "embeddings"]
+#: whose words a context-size refusal is in: llama.cpp's ``llama-server`` or OpenAI's API
+ContextError = Literal["llama.cpp", "openai"]
 
 #: the deterministic default answers (step → verdicts) and embeddings, imported on first use
 _ANSWERS = "tests.support.answers"
@@ -82,6 +90,10 @@ class Fault(StrEnum):
     BAD_REQUEST = "bad_request"
     #: HTTP 401 whose message echoes the key it was sent, as a careless server might
     UNAUTHORIZED = "unauthorized"
+    #: an answer that runs away (as with `JudgeServer.loop_steps`), for one request
+    RUNAWAY = "runaway"
+    #: HTTP 400 with a long message that echoes the key it was sent
+    BAD_REQUEST_ECHO = "bad_request_echo"
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,10 @@ class StatsSnapshot:
     response_formats: list[str] = field(default_factory=list)
     #: (step, the JSON schema sent) of every chat request with ``response_format`` json_schema
     schemas: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: (step, the cap's field, its value) of every chat request; (step, None, None): no cap
+    caps: list[tuple[str | None, str | None, int | None]] = field(default_factory=list)
+    #: (step, completion tokens, finish_reason) of every answered choice
+    finished: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -146,6 +162,8 @@ class JudgeStats:
                 steps={k: replace(v) for k, v in d.steps.items()},
                 response_formats=list(d.response_formats),
                 schemas=list(d.schemas),
+                caps=list(d.caps),
+                finished=list(d.finished),
             )
 
     def reset(self) -> None:
@@ -170,11 +188,16 @@ class JudgeStats:
             self._in_flight -= 1
 
     def chat_request(
-        self, step: str | None, response_format: str, schema: dict[str, Any] | None = None
+        self,
+        step: str | None,
+        response_format: str,
+        schema: dict[str, Any] | None = None,
+        cap: tuple[str, int] | None = None,
     ) -> None:
         with self._lock:
             self._data.chat_requests += 1
             self._data.response_formats.append(response_format)
+            self._data.caps.append((step, *cap) if cap is not None else (step, None, None))
             if step is not None and schema is not None:
                 self._data.schemas.append((step, schema))
             if step is not None:
@@ -191,6 +214,11 @@ class JudgeStats:
             s.choices += choices
             s.prompt_tokens += prompt_tokens
             s.completion_tokens += completion_tokens
+
+    def finished(self, step: str, tokens: int, finish_reason: str) -> None:
+        """One answered choice: its completion tokens and why it ended."""
+        with self._lock:
+            self._data.finished.append((step, tokens, finish_reason))
 
     def embedding_request(self, texts: int, tokens: int) -> None:
         with self._lock:
@@ -232,6 +260,12 @@ class JudgeServer:
         #: persistent switches (faults in the queue apply to one request each)
         self.ignore_n = False
         self.reject_json_schema = False
+        self.refuse_max_tokens = False
+        self.loop_steps: set[str] = set()
+        #: the model's context in tokens: the prompt must be shorter, and an answer stops
+        #: where the prompt and the answer fill it
+        self.context_tokens = 32_768
+        self.context_error: ContextError = "llama.cpp"
         self._host = host
         self._port = port
         #: SO_REUSEPORT: several server processes share one port (benchmarks), the kernel
@@ -411,14 +445,19 @@ class _HTTPError(Exception):
         *,
         kind: str = "invalid_request_error",
         param: str | None = None,
+        code: str | int | None = None,
         retry: bool = False,
+        extra: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
         self.param = param
+        self.code = code
         self.retry = retry
+        #: more fields of the error object (llama.cpp's ``n_prompt_tokens``, ``n_ctx``)
+        self.extra = dict(extra or {})
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -529,14 +568,20 @@ class _Handler(BaseHTTPRequestHandler):
                 "retry-after-ms": str(self.server.owner.retry_after_ms),
             }
         payload = {
-            "error": {"message": exc.message, "type": exc.kind, "param": exc.param, "code": None}
+            "error": {
+                "message": exc.message,
+                "type": exc.kind,
+                "param": exc.param,
+                "code": exc.code,
+                **exc.extra,
+            }
         }
         self._json(exc.status, payload, headers)
 
     # --- chat completions
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        from monitor.tokens import count_tokens, estimate_prompt_tokens
+        from monitor.tokens import estimate_prompt_tokens
 
         owner = self.server.owner
         model = body.get("model")
@@ -552,9 +597,27 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 128:
             raise _HTTPError(400, "n must be an integer between 1 and 128", param="n")
         fmt = _response_format(body.get("response_format"))
+        cap = _cap(body)
         step, inputs_text = _find_prompt(texts)
         spec = body["response_format"].get("json_schema") if fmt == "json_schema" else None
-        owner.stats.chat_request(step, fmt, spec["schema"] if isinstance(spec, dict) else None)
+        owner.stats.chat_request(step, fmt, spec["schema"] if isinstance(spec, dict) else None, cap)
+        if owner.refuse_max_tokens and "max_tokens" in body:
+            raise _HTTPError(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                param="max_tokens",
+                code="unsupported_parameter",
+            )
+        prompt_tokens = estimate_prompt_tokens(
+            [
+                {"role": str(m.get("role", "user")), "content": t}
+                for m, t in zip(messages, texts, strict=True)
+            ],
+            model,
+        )
+        if prompt_tokens >= owner.context_tokens:
+            raise _context_error(owner.context_error, prompt_tokens, owner.context_tokens)
 
         injected = owner._next_fault("chat")
         fault = injected.fault if injected is not None else None
@@ -566,6 +629,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(500, "server error (injected)", kind="server_error", retry=True)
         if fault is Fault.BAD_REQUEST:
             raise _HTTPError(400, "bad request (injected)")
+        if fault is Fault.BAD_REQUEST_ECHO:
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            raise _HTTPError(
+                400, f"Invalid request from key {key}: " + "this request is not valid. " * 40
+            )
         if fault is Fault.UNAUTHORIZED:
             key = self.headers.get("Authorization", "").removeprefix("Bearer ")
             raise _HTTPError(401, f"Incorrect API key provided: {key}.", kind="invalid_api_key")
@@ -589,7 +657,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(400, "the prompt's inputs must be a JSON object", param="messages")
 
         wanted = 1 if owner.ignore_n or fault is Fault.IGNORE_N else n
-        if fault is Fault.INVALID_JSON:
+        if fault is Fault.RUNAWAY or step in owner.loop_steps:
+            contents = [_runaway(step) for _ in range(wanted)]
+        elif fault is Fault.INVALID_JSON:
             contents = [
                 'Sure! Here is the JSON you asked for: {"statements": [' for _ in range(wanted)
             ]
@@ -599,15 +669,14 @@ class _Handler(BaseHTTPRequestHandler):
             answers = owner.answer(step, inputs, wanted)
             contents = [json.dumps(a, ensure_ascii=False) for a in answers[:wanted]]
 
-        prompt_tokens = estimate_prompt_tokens(
-            [
-                {"role": str(m.get("role", "user")), "content": t}
-                for m, t in zip(messages, texts, strict=True)
-            ],
-            model,
-        )
-        completion_tokens = sum(count_tokens(c, model) for c in contents)
-        owner.stats.answered(step, len(contents), prompt_tokens, completion_tokens)
+        # an answer ends at the cap, or where it fills the context: cut there
+        room = owner.context_tokens - prompt_tokens
+        limit = min(cap[1], room) if cap is not None else room
+        choices = [_cut(c, limit, model) for c in contents]
+        completion_tokens = sum(tokens for _, tokens, _ in choices)
+        for _, tokens, why in choices:
+            owner.stats.finished(step, tokens, why)
+        owner.stats.answered(step, len(choices), prompt_tokens, completion_tokens)
         return {
             "id": f"chatcmpl-{owner._next_id()}",
             "object": "chat.completion",
@@ -618,10 +687,10 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "index": i,
                     "message": {"role": "assistant", "content": c, "refusal": None},
-                    "finish_reason": "stop",
+                    "finish_reason": why,
                     "logprobs": None,
                 }
-                for i, c in enumerate(contents)
+                for i, (c, _, why) in enumerate(choices)
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,
@@ -723,6 +792,72 @@ def _response_format(value: object) -> str:
         ):
             raise _HTTPError(400, "json_schema needs a name and a schema", param="response_format")
     return kind
+
+
+def _cap(body: dict[str, Any]) -> tuple[str, int] | None:
+    """The request's output cap: (its field, its value), ``max_completion_tokens`` first."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise _HTTPError(400, f"{name} must be a positive integer", param=name)
+        return name, value
+    return None
+
+
+#: what a runaway answer repeats: a small model restating its input
+_RUNAWAY_PHRASE = "What does the policy say about the refund of the fee?"
+
+
+def _runaway(step: str) -> str:
+    """The start of an answer that never ends (the server cuts it at the cap or the context):
+    a JSON list that repeats one item. Long enough for any cap the tests send."""
+    item = json.dumps(_RUNAWAY_PHRASE)
+    return '{"' + step + '": [' + ", ".join([item] * 6_000)
+
+
+def _cut(content: str, limit: int, model: str) -> tuple[str, int, str]:
+    """(content, its tokens, finish_reason): whole (``stop``) when it fits in ``limit``
+    tokens, else its longest prefix that does (``length``)."""
+    from monitor.tokens import count_tokens
+
+    tokens = count_tokens(content, model)
+    if tokens <= limit:
+        return content, tokens, "stop"
+    # the longest prefix of at most `limit` tokens; a token is rarely over 16 characters
+    low, high = 0, min(len(content), 16 * (limit + 1))
+    if count_tokens(content[:high], model) <= limit:
+        high = len(content)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(content[:middle], model) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    cut = content[:low]
+    return cut, count_tokens(cut, model), "length"
+
+
+def _context_error(style: ContextError, prompt_tokens: int, context: int) -> _HTTPError:
+    """A prompt that does not fit the context, refused as ``style``'s server words it."""
+    if style == "openai":
+        return _HTTPError(
+            400,
+            f"This model's maximum context length is {context} tokens. However, your "
+            f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the "
+            "messages.",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    return _HTTPError(
+        400,
+        f"request ({prompt_tokens} tokens) exceeds the available context size ({context} "
+        "tokens), try increasing it",
+        kind="exceed_context_size_error",
+        code=400,
+        extra={"n_prompt_tokens": prompt_tokens, "n_ctx": context},
+    )
 
 
 def _find_prompt(texts: list[str]) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ from monitor.judges import BUILTIN_MODEL, Embedded, Judged, OutT, Prompt, model_
 from monitor.judges.factory import build_judge
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.steps import GROUNDING, QUESTIONS, STATEMENTS, USEFULNESS, VERIFY
-from monitor.records import Interaction, Usage
+from monitor.records import Interaction, ScoredRecord, Usage
 from monitor.scoring import (
     ALL_METRICS,
     OFFLINE_METRICS,
@@ -253,6 +253,23 @@ def _short_grounding(step: str, inputs: dict[str, Any], n: int) -> list[dict[str
     return out
 
 
+async def _score_online(
+    server: JudgeServer, record: Interaction, outcomes: Outcomes, *, retries: int
+) -> ScoredRecord:
+    """``record``'s online metrics by an LLM judge on ``server``, its outcomes counted."""
+    judge = OpenAIJudge(
+        base_url=server.base_url,
+        model="gpt-4o-mini",
+        embedding_model="text-embedding-3-small",
+        max_retries=retries,
+        observer=outcomes,
+    )
+    try:
+        return await Scorer(judge, ONLINE_METRICS).score(record)
+    finally:
+        await judge.aclose()
+
+
 @pytest.mark.parametrize(
     "malformed", [_short_grounding, _mismatched_grounding], ids=["wrong-count", "not-schema"]
 )
@@ -263,17 +280,7 @@ async def test_malformed_grounding_falls_back_to_the_basic_steps(
     basic = await Scorer(http_judge, ONLINE_METRICS, fuse_grounding=False).score(record)
     outcomes = Outcomes()
     with JudgeServer(answer=malformed) as server:
-        judge = OpenAIJudge(
-            base_url=server.base_url,
-            model="gpt-4o-mini",
-            embedding_model="text-embedding-3-small",
-            max_retries=0,
-            observer=outcomes,
-        )
-        try:
-            scored = await Scorer(judge, ONLINE_METRICS).score(record)
-        finally:
-            await judge.aclose()
+        scored = await _score_online(server, record, outcomes, retries=0)
         steps = {step: s.requests for step, s in server.stats.snapshot().steps.items()}
     # both metrics scored, as the basic steps score them; nothing failed
     assert scored.error is None
@@ -297,17 +304,7 @@ async def test_a_looping_judge_costs_a_record_at_most_three_capped_answers() -> 
     outcomes = Outcomes()
     with JudgeServer() as server:
         server.loop_steps = {GROUNDING, STATEMENTS}
-        judge = OpenAIJudge(
-            base_url=server.base_url,
-            model="gpt-4o-mini",
-            embedding_model="text-embedding-3-small",
-            max_retries=0,
-            observer=outcomes,
-        )
-        try:
-            scored = await Scorer(judge, ONLINE_METRICS).score(record)
-        finally:
-            await judge.aclose()
+        scored = await _score_online(server, record, outcomes, retries=0)
         stats = server.stats.snapshot()
     # every chat request carried a cap; each cut-off answer stopped at its own
     assert stats.caps and all(name == "max_tokens" for _, name, _ in stats.caps)
@@ -336,17 +333,7 @@ async def test_a_record_too_long_for_the_judges_context_keeps_the_servers_words(
     outcomes = Outcomes()
     with JudgeServer() as server:
         server.context_tokens = 60  # less than any of this record's prompts
-        judge = OpenAIJudge(
-            base_url=server.base_url,
-            model="gpt-4o-mini",
-            embedding_model="text-embedding-3-small",
-            max_retries=2,
-            observer=outcomes,
-        )
-        try:
-            scored = await Scorer(judge, ONLINE_METRICS).score(record)
-        finally:
-            await judge.aclose()
+        scored = await _score_online(server, record, outcomes, retries=2)
         stats = server.stats.snapshot()
     assert scored.error == "too_long"
     for name in ONLINE_METRICS:

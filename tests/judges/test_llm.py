@@ -29,6 +29,7 @@ from monitor.judges.steps import (
     VerifyInput,
 )
 from monitor.judges.wire import render_messages, strict_schema
+from monitor.logging import NOISY_LOGGERS
 from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import ContextError, Fault, JudgeServer
@@ -428,6 +429,10 @@ async def test_api_key_never_in_repr_or_logs(
 ) -> None:
     judge = make_judge()
     caplog.set_level(logging.DEBUG)
+    # the SDK's own loggers too: a command run in this process earlier (`monitor.cli.main`)
+    # quietens them, as `monitor.logging` does for every command
+    for noisy in NOISY_LOGGERS:
+        caplog.set_level(logging.DEBUG, logger=noisy)
     server.inject(Fault.RATE_LIMIT)
     server.inject(Fault.INVALID_JSON)
     await judge.generate(statements_prompt())

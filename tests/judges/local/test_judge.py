@@ -19,7 +19,7 @@ from monitor.judges.local.evidence import Gaps
 from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import VERIFY, Verdicts, VerifyInput
-from monitor.records import validate_record
+from monitor.records import ALL_METRICS, validate_record
 from monitor.scoring import Scorer
 from tests.support.local_judge import (
     BYRON,
@@ -306,17 +306,7 @@ async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> 
 
 
 async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
-    metrics = [
-        "faithfulness",
-        "response_relevancy",
-        "context_utility",
-        "context_precision",
-        "precision_at_k",
-        "context_recall",
-        "factual_correctness",
-        "noise_sensitivity",
-        "semantic_similarity",
-    ]
+    metrics = list(ALL_METRICS)
     scorer = Scorer(LocalJudge(), metrics)
     record = await scorer.score(
         receipt_interaction(

@@ -18,7 +18,7 @@
    sidecar scores them) on the realistic set's answers, and on RAG-sized records
    (each realistic answer with the other answers of its scenario, about 85 words,
    against its chunks plus chunks of other scenarios, about 400 words); records per
-   CPU second and per wall second (caches empty), and peak RSS, each judge in a
+   CPU second and per wall second (models loaded, caches empty), and peak RSS, each judge in a
    process of its own: this tree's local judge and the support model of
    ``--baseline`` (its ``LearnedJudge``, extracted with ``git archive``).
 """
@@ -203,7 +203,10 @@ else:
 rows = json.loads(open(path).read())
 fields = ("id", "user_input", "retrieved_contexts", "response")
 interactions = [validate_record({k: r[k] for k in fields}) for r in rows]
-scorer = Scorer(Judge(), ["faithfulness", "response_relevancy", "context_utility"])
+judge = Judge()
+judge.support_model.warm_up()  # loaded at start, as the sidecar does: not timed
+judge.embedder.warm_up()
+scorer = Scorer(judge, ["faithfulness", "response_relevancy", "context_utility"])
 async def run():
     gate = asyncio.Semaphore(16)
     async def one(i):

@@ -452,9 +452,12 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         assert len(parts[1].source.assignment) == topic.partitions
         assert parts[1].budget.allowance == budget
         # what the replica that left had spent left with its partitions' ledger entries:
-        # the survivor holds the whole budget less what both spent
+        # the survivor holds the whole budget less what both spent (Tansu keeps no offset
+        # commit metadata, so there the ledger has nowhere to ride and the survivor knows
+        # its own spend only)
         left = parts[1].budget.remaining()
-        assert left == pytest.approx(budget - spent(parts[0]) - spent(parts[1]), abs=per_record)
+        gone = spent(parts[0]) if broker.kind != "tansu" else 0.0
+        assert left == pytest.approx(budget - gone - spent(parts[1]), abs=per_record)
     finally:
         judge_server.latency_seconds = 0.0
         for stop in stops:

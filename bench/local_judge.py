@@ -110,10 +110,11 @@ def data_sets(halueval: Path) -> dict[str, list[tuple[dict[str, Any], bool]]]:
 
 
 def detection(halueval: Path) -> None:
+    from bench.ranking import auroc
     from monitor.flags import threshold
     from monitor.judges.local.judge import LocalJudge
     from monitor.text import evasive
-    from training.combiner import auroc, overlap
+    from training.combiner import overlap
 
     judge = LocalJudge()
     limit = threshold({}, "faithfulness")
@@ -141,7 +142,7 @@ def detection(halueval: Path) -> None:
             faith.append(0.0 if math.isnan(screen.faithfulness) else screen.faithfulness)
             graded.append(0.0 if math.isnan(screen.support) else screen.support)
             words.append(overlap(response, contexts))
-            ok.append(int(not hallucinated))
+            ok.append(not hallucinated)
         ms = (time.process_time() - started) * 1000 / max(1, len(ok))
         truth = 1 - sum(ok) / len(ok)
         cells = []

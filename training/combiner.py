@@ -31,12 +31,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.ranking import auroc
 from monitor.judges.local.claims import claims, phrase
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.evidence import Evidence, content
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
 from training import nli
+from training.cross_encoder import held_out
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "combiner"
@@ -45,11 +47,6 @@ REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
 Array = npt.NDArray[np.float64]
-
-
-def held_out(pair: nli.Pair) -> bool:
-    """The NLI mix's held-out fiftieth (as the support model's trainer splits it)."""
-    return hashlib.sha256(pair.hypothesis.encode()).digest()[0] % 50 == 0
 
 
 def halueval_fit_half(record: dict[str, Any]) -> bool:
@@ -198,16 +195,6 @@ def fit(answers: list[dict[str, Any]], pairs: list[dict[str, Any]], used: Sequen
     return theta
 
 
-def auroc(scores: Sequence[float], faithful: Sequence[int]) -> float:
-    """P(a faithful answer scores above a hallucinated one), ties counting half."""
-    pos = [s for s, f in zip(scores, faithful, strict=True) if f]
-    neg = [s for s, f in zip(scores, faithful, strict=True) if not f]
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
-
-
 def answer_scores(a: dict[str, Any], theta: Array, used: Sequence[int]) -> tuple[float, float]:
     """(faithfulness: the share of claims at p >= 0.5, graded: the mean p)."""
     ps = [
@@ -235,9 +222,9 @@ def report(theta: Array, used: Sequence[int], answers: list[dict[str, Any]]) -> 
         rows = [a for a in answers if chosen(a) and not a["evasive"]]
         scored = [answer_scores(a, theta, used) for a in rows]
         ok = [a["faithful"] for a in rows]
-        out[f"{name}: graded"] = auroc([s[1] for s in scored], ok)
-        out[f"{name}: faithfulness"] = auroc([s[0] for s in scored], ok)
-        out[f"{name}: overlap"] = auroc([a["overlap"] for a in rows], ok)
+        out[f"{name}: graded"] = auroc([s[1] for s in scored], [bool(y) for y in ok])
+        out[f"{name}: faithfulness"] = auroc([s[0] for s in scored], [bool(y) for y in ok])
+        out[f"{name}: overlap"] = auroc([a["overlap"] for a in rows], [bool(y) for y in ok])
     return out
 
 

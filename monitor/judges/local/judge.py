@@ -20,7 +20,7 @@ from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.combiner import Combiner
 from monitor.judges.local.entailment import THRESHOLD, Support, SupportModel
 from monitor.judges.local.evidence import EvidenceCache, Gaps
-from monitor.judges.local.reasons import excerpt, quote
+from monitor.judges.local.reasons import WHERE, excerpt, quote
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -41,9 +41,6 @@ from monitor.judges.steps import (
 
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "claims+support-model"
-
-#: How a reason names what claims were checked against.
-WHERE = {"context": "the context", "reference": "the reference", "response": "the response"}
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,12 @@ from collections.abc import Iterable
 
 from monitor.judges.steps import VerifySource
 
-#: What the statements of a ``verify`` are checked against, as reasons name it.
-WHERE = {"context": "context", "reference": "the reference", "response": "the response"}
-
-
-def source_says(source: VerifySource) -> str:
-    """ "the context says", "the reference says", "the response says"."""
-    return f"the {source} says"
+#: What the claims of a ``verify`` are checked against, as reasons name it.
+WHERE: dict[VerifySource, str] = {
+    "context": "the context",
+    "reference": "the reference",
+    "response": "the response",
+}
 
 
 def excerpt(text: str, limit: int = 160) -> str:

@@ -35,6 +35,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from monitor.flags import DEFAULT_THRESHOLDS
 from monitor.records import ALL_METRICS
 
 PREFIX = "RAG_MONITOR_"
@@ -70,9 +71,6 @@ class TokenBudgetSpec(BaseModel):
 
     def __str__(self) -> str:
         return "unlimited" if self.unlimited else f"{self.tokens}/{int(self.window_seconds)}s"
-
-
-_DEFAULT_THRESHOLDS = {"faithfulness": 0.5, "response_relevancy": 0.5, "context_utility": 0.5}
 
 
 class SampleRule(BaseModel):
@@ -160,7 +158,7 @@ class Settings(BaseSettings):
         "response_relevancy",
         "context_utility",
     ]
-    thresholds: dict[str, float] = _DEFAULT_THRESHOLDS
+    thresholds: dict[str, float] = DEFAULT_THRESHOLDS
 
     # --- sampling and budget
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)
@@ -274,7 +272,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{metric!r} is not a metric; {hint}")
             if not 0.0 <= limit <= 1.0:
                 raise ValueError(f"threshold of {metric} must be within [0, 1]")
-        return {**_DEFAULT_THRESHOLDS, **value}
+        return {**DEFAULT_THRESHOLDS, **value}
 
     @field_validator("judge_step_timeouts", mode="after")
     @classmethod

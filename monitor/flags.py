@@ -25,11 +25,28 @@ _BELOW_THRESHOLD = {
     "context_utility": LOW_UTILITY,
 }
 
-DEFAULT_THRESHOLD = 0.5
+#: metric -> the score below which it flags (``RAG_MONITOR_THRESHOLDS`` overrides each).
+#: Faithfulness 1: an answer with any claim its context does not support is a
+#: hallucination, as the metric's definition says (docs/metrics.md, "The flag rule").
+DEFAULT_THRESHOLDS = {"faithfulness": 1.0, "response_relevancy": 0.5, "context_utility": 0.5}
 
 
 def threshold(thresholds: Mapping[str, float], metric: str) -> float:
-    return thresholds.get(metric, DEFAULT_THRESHOLD)
+    return thresholds.get(metric, DEFAULT_THRESHOLDS.get(metric, 0.5))
+
+
+def hallucination_rule(thresholds: Mapping[str, float]) -> str:
+    """The hallucination rule in force, in one sentence, for wherever the rate is shown."""
+    limit = threshold(thresholds, "faithfulness")
+    if limit >= 1.0:
+        return (
+            "an answer counts as a hallucination when any of its claims is not supported "
+            "by its retrieved context (faithfulness below 1)"
+        )
+    return (
+        f"an answer counts as a hallucination when less than {limit:.0%} of its claims "
+        f"are supported by its retrieved context (faithfulness below {limit:g})"
+    )
 
 
 def has_context(record: ScoredRecord) -> bool:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 
+from monitor.config import Settings
 from monitor.flags import (
+    DEFAULT_THRESHOLDS,
     FLAG_REASONS,
     HALLUCINATION,
     LOW_RELEVANCY,
     NO_CONTEXT,
     NONCOMMITTAL,
     flag_reasons,
+    hallucination_rule,
     has_context,
     is_hallucination,
     is_no_context,
@@ -31,7 +34,27 @@ def test_a_low_faithfulness_with_a_context_is_a_hallucination() -> None:
     assert has_context(record) and not is_no_context(record)
     assert is_hallucination(record, {}) is True
     assert flag_reasons(record, {}) == [HALLUCINATION]
-    assert is_hallucination(scored(["a chunk"], faithfulness=0.8), {}) is False
+    assert is_hallucination(scored(["a chunk"], faithfulness=0.8), {"faithfulness": 0.5}) is False
+
+
+def test_by_default_one_unsupported_claim_makes_a_hallucination() -> None:
+    """The worked example's answer B (two supported claims of three) is flagged by default;
+    answer A (every claim supported) is not; a threshold set by hand still rules."""
+    b, a = scored(["a chunk"], faithfulness=2 / 3), scored(["a chunk"], faithfulness=1.0)
+    assert is_hallucination(b, {}) is True and flag_reasons(b, {}) == [HALLUCINATION]
+    assert is_hallucination(a, {}) is False and flag_reasons(a, {}) == []
+    assert is_hallucination(b, {"faithfulness": 0.5}) is False
+    assert Settings().thresholds == DEFAULT_THRESHOLDS
+    assert DEFAULT_THRESHOLDS["faithfulness"] == 1.0
+
+
+def test_the_rule_is_said_in_one_sentence_as_configured() -> None:
+    assert hallucination_rule({}) == (
+        "an answer counts as a hallucination when any of its claims is not supported by its "
+        "retrieved context (faithfulness below 1)"
+    )
+    assert "less than 50% of its claims" in hallucination_rule({"faithfulness": 0.5})
+    assert "(faithfulness below 0.5)" in hallucination_rule({"faithfulness": 0.5})
 
 
 def test_no_context_is_its_own_reason_and_no_hallucination() -> None:

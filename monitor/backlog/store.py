@@ -32,6 +32,7 @@ from monitor.backlog.rows import (
     QueueOrder,
 )
 from monitor.config import Settings
+from monitor.flags import hallucination_rule
 from monitor.redaction import Redactor
 
 #: the name errors carry ("backlog: postgres unreachable ...")
@@ -91,6 +92,8 @@ class BacklogStore:
     ) -> None:
         self._dsn = dsn
         self._settings = settings
+        #: what the flags this store calibrates count as a hallucination, in one sentence
+        self.hallucination_rule = hallucination_rule(settings.thresholds)
         self._connect_timeout = connect_timeout
         self._command_timeout = command_timeout
         self._pool_size = pool_size

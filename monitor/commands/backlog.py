@@ -228,6 +228,7 @@ async def _print_stats(store: BacklogStore, as_json: bool) -> int:
                     "seen_total": stats.seen_total,
                     "oldest_pending": oldest,
                     "calibration": calibration.as_json() if calibration else None,
+                    "hallucination_rule": store.hallucination_rule,
                 }
             )
         )
@@ -241,7 +242,7 @@ async def _print_stats(store: BacklogStore, as_json: bool) -> int:
         print(f"  queued for: {by_reason} (an interaction can have several reasons)")
     if oldest:
         print(f"oldest pending row: {oldest}")
-    for line in calibration_lines(calibration) if calibration else []:
+    for line in calibration_lines(calibration, store.hallucination_rule) if calibration else []:
         print(line)
     return EXIT_OK
 
@@ -256,7 +257,7 @@ def _edge(cal: Calibration) -> str | None:
                    cal.reviewed.get(CONTROL, 0))  # fmt: skip
 
 
-def calibration_lines(cal: Calibration) -> list[str]:
+def calibration_lines(cal: Calibration, rule: str = "") -> list[str]:
     """The calibration as text lines (for ``backlog stats``): the calibrated rate first, the
     raw rate with what bounds the judge's error (flag precision, with the reviews behind
     it), each rate with its meaning."""
@@ -282,7 +283,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             raw,
             f"  {RAW_MEANING}",
         ]
-    lines = calibrated
+    lines = [*calibrated, f"  counted: {rule}"] if rule else calibrated
     for reason, value in cal.flag_precision.items():
         lines.append(
             f"flag precision {reason + ':':<22} {_pct(value)}"

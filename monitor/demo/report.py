@@ -21,7 +21,7 @@ from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.production import AtProduction
 from monitor.demo.statistics import Confusion, RateEstimate, Tally, confusion, estimate_rate
 from monitor.demo.traffic import PROBLEM_LABELS
-from monitor.flags import HALLUCINATION
+from monitor.flags import HALLUCINATION, hallucination_rule
 
 DASHBOARD = "dashboards/rag-monitor.json"
 ALERTS = "dashboards/alerts.yaml"
@@ -46,6 +46,8 @@ class DemoReport:
     end_offsets: dict[str, int] = field(default_factory=dict)
     sample_rate: float = 1.0
     hallucination: RateEstimate | None = None
+    #: what counts as a hallucination, in one sentence (`flags.hallucination_rule`)
+    hallucination_rule: str = ""
     flags_any: Confusion = field(default_factory=Confusion)
     flags_hallucination: Confusion = field(default_factory=Confusion)
     flagged_by_label: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -159,11 +161,13 @@ class DemoReport:
             )
             if edge is not None:
                 add(f"                {edge}")
+            add(f"  counted:      {self.hallucination_rule}")
             lines.extend(self._production())
             add(f"  raw (judge):  {raw}")
             add(f"                {RAW_MEANING}")
         else:
             add(f"hallucination rate: {raw}, raw (judge), not calibrated")
+            add(f"  counted:      {self.hallucination_rule}")
             add(f"  raw (judge):  {RAW_MEANING}")
         if interval:
             add(f"                {interval}")
@@ -372,6 +376,7 @@ def read_sidecar(
     report.tokens_completion = int(tokens.get("completion", 0))
     report.token_budget = budget_text(settings.token_budget)
     report.token_budget_tokens = settings.token_budget.tokens
+    report.hallucination_rule = hallucination_rule(settings.thresholds)
     # the reasons interactions were queued for (every reason's series starts at 0)
     report.backlog_enqueued = {
         k: int(v)

@@ -330,7 +330,11 @@ class ReviewApp:
         raise web.HTTPSeeOther(target)
 
     async def calibration_page(self, request: web.Request) -> web.StreamResponse:
-        return _html(pages.calibration_page(await self._calibrated(), await self._judged()))
+        return _html(
+            pages.calibration_page(
+                await self._calibrated(), await self._judged(), self.store.hallucination_rule
+            )
+        )
 
     async def login_page(self, request: web.Request) -> web.StreamResponse:
         return _html(pages.login_page(self.csrf_token("login")))

@@ -405,7 +405,7 @@ def conflict_banner(row: BacklogRow) -> str:
     )
 
 
-def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = ()) -> str:
+def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = (), rule: str = "") -> str:
     precision = "".join(
         f'<tr><th>{esc(r)}</th><td class="num">{_pct(v)}</td>'
         f'<td class="num">{cal.reviewed.get(r, 0)}</td></tr>'
@@ -430,7 +430,9 @@ def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = ()) -> str
     body = (
         "<h1>Judge accuracy</h1>"
         f"{_judges(judges, 'The verdicts check the flags of')}"
-        f'{missing}<table class="scores">'
+        f"{missing}"
+        + (f'<p class="rule">Counted: {esc(rule)}.</p>' if rule else "")
+        + '<table class="scores">'
         f"<tr><th>hallucination rate, calibrated by the verdicts</th>"
         f'<td class="num">{_pct(cal.calibrated_rate)}{interval}</td>'
         f"<td>{esc(CALIBRATED_MEANING)}</td></tr>"

@@ -81,9 +81,9 @@ def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path)
         "context_utility": 1.0,  # Ragas's 1 / (1 + 1e-10), rounded as every score is
     }
     assert all(round(v, 6) == v for v in first["scores"].values())
-    # faithfulness 0.5 is not below its 0.5 threshold: flagged only for what is
+    # one claim of two unsupported: a hallucination by default (faithfulness below 1)
     low_relevancy = first["scores"]["response_relevancy"] < 0.5
-    assert first["flags"] == (["low_relevancy"] if low_relevancy else [])
+    assert first["flags"] == ["hallucination"] + (["low_relevancy"] if low_relevancy else [])
     assert first["details"]["faithfulness"]["statements"][1]["verdict"] == 0
     assert first["usage"]["calls"] == 3  # grounding (fused), questions (n=3), embed
     assert first["usage"]["prompt_tokens"] > 0

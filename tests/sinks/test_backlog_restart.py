@@ -40,7 +40,7 @@ def record(i: int) -> ScoredRecord:
             response=f"answer {i}",
         ),
         results={
-            "faithfulness": MetricResult(metric="faithfulness", score=0.1 if flagged else 0.9)
+            "faithfulness": MetricResult(metric="faithfulness", score=0.1 if flagged else 1.0)
         },
     )
 

@@ -33,6 +33,12 @@ Expects the root context; the knobs are under .Values.prometheusRule.
 {{- $job := "{{ $labels.job }}" }}
 {{- $ns := "{{ $labels.namespace }}" }}
 {{- $value := "{{ $value | humanizePercentage }}" }}
+{{- /* what an answer counts as, the monitor's faithfulness threshold (monitor/flags.py) */}}
+{{- $faith := float64 (dig "thresholds" "faithfulness" 1 .Values.settings) }}
+{{- $rule := printf "Hallucinated: faithfulness below %v (settings.thresholds)." $faith }}
+{{- if ge $faith 1.0 }}
+{{- $rule = "Hallucinated: at least one claim the retrieved context does not support (faithfulness below 1)." }}
+{{- end }}
 {{- $alerts := list }}
 {{- range $name, $a := $r.alerts }}
 {{- if $a.enabled }}{{ $alerts = append $alerts $name }}{{ end }}
@@ -116,7 +122,7 @@ rag_monitor:records_scored:increase1h >= %v` $fast $fast $n)
         "description" (printf `
 %s in %s: %s
 of weighted answers the LLM judge scored in the last hour were hallucinated
-(SLO: at most %s); the last 5 minutes agree.` $job $ns $value $pct))) }}
+(SLO: at most %s); the last 5 minutes agree. %s` $job $ns $value $pct $rule))) }}
 {{- end }}
 {{- if has "RagMonitorHallucinationBudgetBurnSlow" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorHallucinationBudgetBurnSlow"
@@ -130,7 +136,7 @@ rag_monitor:records_scored:increase6h >= %v` $slow $slow $n)
         "description" (printf `
 %s in %s: %s
 of weighted answers the LLM judge scored in the last 6 hours were hallucinated
-(SLO: at most %s); the last 30 minutes agree.` $job $ns $value $pct))) }}
+(SLO: at most %s); the last 30 minutes agree. %s` $job $ns $value $pct $rule))) }}
 {{- end }}
 {{- if has "RagMonitorCalibratedRateAboveSlo" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorCalibratedRateAboveSlo"
@@ -140,7 +146,7 @@ max by (namespace, job) (rag_monitor_hallucination_rate_calibrated_lower) > %v` 
         "description" (printf `
 %s in %s: the calibrated hallucination rate
 (the judge's flags corrected by reviewer verdicts) is above %s even at the
-lower end of its 95%% interval, {{ $value | humanizePercentage }}.` $job $ns $pct))) }}
+lower end of its 95%% interval, {{ $value | humanizePercentage }}. %s` $job $ns $pct $rule))) }}
 {{- end }}
 {{- if has "RagMonitorHallucinationSpike" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorHallucinationSpike"
@@ -156,7 +162,7 @@ rag_monitor:records_scored:increase1h >= %v` $n)
         "description" (printf `
 %s in %s: the weighted hallucination
 rate of the {{ $labels.judge }} judge in the last hour is %s, more than
-twice (and 2 points above) its own rate in the same hour one day earlier.` $job $ns $value))) }}
+twice (and 2 points above) its own rate in the same hour one day earlier. %s` $job $ns $value $rule))) }}
 {{- end }}
 {{- if has "RagMonitorNoContext" $alerts }}
 {{- $nc := $r.alerts.RagMonitorNoContext }}

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from monitor.flags import DEFAULT_THRESHOLDS, HALLUCINATION, flag_reasons
 from monitor.judges.local import entailment
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner
 from monitor.judges.local.embedder import MiniLMEmbedder
@@ -65,6 +66,9 @@ async def test_the_worked_example_is_decided_claim_by_claim() -> None:
     [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
     assert unsupported["statement"].startswith("Amounts over $500")
     assert "'$500'" in unsupported["reason"]
+    # by default B is a hallucination (one invented claim) and A is not
+    assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
+    assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
 
 
 # --- every support decision goes through `LocalJudge.decide`

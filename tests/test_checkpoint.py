@@ -18,6 +18,7 @@ from monitor.sinks import SinkBackpressure, SinkError
 from monitor.sources import SourceRecord
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
+from tests.support.sinks import SinkBase
 
 TP = ("interactions", 0)
 
@@ -64,7 +65,7 @@ class JournalSource:
         return positions
 
 
-class JournalSink:
+class JournalSink(SinkBase):
     """A sink that stores what it is given; ``down`` asks to wait on every write
     (`SinkBackpressure`), ``refuses`` refuses those interaction ids for good."""
 
@@ -86,9 +87,6 @@ class JournalSink:
 
     async def flush(self) -> None:
         self.journal.append(f"flush {self.name}")
-
-    async def aclose(self) -> None:
-        return None
 
 
 def scored(i: int) -> ScoredRecord:

@@ -17,11 +17,11 @@ import structlog
 from pydantic import SecretStr
 
 import monitor.logging as monitor_logging
-from monitor.judges import JudgeError, Prompt
+from monitor.judges import JudgeError
 from monitor.judges.llm import OpenAIJudge
-from monitor.judges.steps import Statements, StatementsInput
 from monitor.logging import NOISY_LOGGERS, configure_logging
 from tests.support.judge_server import Fault, JudgeServer
+from tests.support.prompts import statements_prompt
 
 HEAD = ["timestamp", "level", "logger", "event"]
 MODEL = "gpt-4o-mini"
@@ -84,16 +84,6 @@ def make_judge(server: JudgeServer) -> OpenAIJudge:
     )
 
 
-def statements_prompt() -> Prompt[Statements]:
-    return Prompt(
-        step="statements",
-        metric="faithfulness",
-        instruction="Rewrite the text as a list of standalone statements.",
-        inputs=StatementsInput(text=TEXT),
-        output=Statements,
-    )
-
-
 async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
     configure: Configure, judge_server: JudgeServer
 ) -> None:
@@ -102,7 +92,7 @@ async def test_a_judge_failure_is_logged_with_its_fields_and_no_text_or_secret(
     judge_server.inject(Fault.INVALID_JSON, times=2)
     async with make_judge(judge_server) as judge:
         with pytest.raises(JudgeError) as caught:
-            await judge.generate(statements_prompt())
+            await judge.generate(statements_prompt(TEXT))
     assert caught.value.reason == "invalid_output"
     assert judge_server.stats.snapshot().chat_requests == 3  # rejected, invalid, re-asked invalid
 
@@ -135,7 +125,7 @@ async def test_the_re_ask_line_names_the_model(
     lines = configure("info")
     judge_server.inject(Fault.INVALID_JSON)
     async with make_judge(judge_server) as judge:
-        await judge.generate(statements_prompt())
+        await judge.generate(statements_prompt(TEXT))
     assert by_event(lines(), "judge answer invalid")["model"] == MODEL
 
 

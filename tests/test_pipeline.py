@@ -22,6 +22,7 @@ from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
 from tests.support.logs import captured_logs
 from tests.support.records import encode, expected_sample, interaction, samples
+from tests.support.sinks import SinkBase
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
@@ -32,12 +33,26 @@ def value(parts: Components, name: str, **labels: str) -> float:
     return 0.0 if got is None else got
 
 
-def settled(parts: Components, topic: Topic, n: int) -> Callable[[], bool]:
+def settled(parts: Components | Sequence[Components], topic: Topic, n: int) -> Callable[[], bool]:
+    """A wait condition: ``n`` records consumed, by one replica or several together, and
+    none of them holds a record in flight."""
+    replicas = [parts] if isinstance(parts, Components) else list(parts)
+
     def check() -> bool:
-        consumed = value(parts, "rag_monitor_records_consumed_total", topic=topic.name)
-        return consumed >= n and parts.source.in_flight == 0
+        consumed = sum(
+            value(p, "rag_monitor_records_consumed_total", topic=topic.name) for p in replicas
+        )
+        return consumed >= n and all(p.source.in_flight == 0 for p in replicas)
 
     return check
+
+
+async def stop_all(stops: Sequence[asyncio.Event], tasks: Sequence[asyncio.Task[int]]) -> None:
+    """Stop every replica, then check that each that was started exited 0."""
+    for stop in stops:
+        stop.set()
+    for task in tasks:
+        assert await asyncio.wait_for(task, 30) == 0
 
 
 async def records(topic: Topic, ids: Sequence[int], *, supported: Callable[[int], bool]) -> None:
@@ -132,7 +147,7 @@ async def test_judge_failures_skip_with_a_reason_and_scoring_resumes(
     assert sum(p or 0 for p in positions.values()) == 10
 
 
-class FlakySink:
+class FlakySink(SinkBase):
     """A real sink that asks to wait ``retry_after`` on the first ``failures`` writes (like
     Postgres being away)."""
 
@@ -154,12 +169,6 @@ class FlakySink:
             raise SinkBackpressure(self.name, "unavailable", self.retry_after)
         for record in batch:
             self.stored[record.interaction.id] += 1
-
-    async def flush(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_sink_failure_holds_offsets_until_the_sink_recovers(
@@ -420,14 +429,6 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
             for k in ("prompt", "completion")
         )
 
-    def consumed(n: int) -> Callable[[], bool]:
-        def check() -> bool:
-            total = sum(value(p, "rag_monitor_records_consumed_total", topic=topic.name)
-                        for p in parts)  # fmt: skip
-            return total >= n and all(p.source.in_flight == 0 for p in parts)
-
-        return check
-
     try:
         await wait_until(lambda: shares() == [0.5, 0.5], 60, "two partitions each")
         assert [p.budget.allowance for p in parts] == [budget / 2, budget / 2]
@@ -435,7 +436,7 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         # the sample rate stays 1 and the budget's hard limit is what stops the spending
         judge_server.latency_seconds = 0.3
         await records(topic, range(60), supported=lambda i: True)
-        await wait_until(consumed(60), 90, "the 60 records")
+        await wait_until(settled(parts, topic, 60), 90, "the 60 records")
         stats = judge_server.stats.snapshot()
         scored = [value(p, "rag_monitor_records_scored_total") for p in parts]
         assert all(n > 0 for n in scored)
@@ -460,10 +461,7 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         assert left == pytest.approx(budget - gone - spent(parts[1]), abs=per_record)
     finally:
         judge_server.latency_seconds = 0.0
-        for stop in stops:
-            stop.set()
-        for task in tasks:
-            assert await asyncio.wait_for(task, 30) == 0
+        await stop_all(stops, tasks)
 
 
 async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
@@ -488,14 +486,6 @@ async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
         stats = judge_server.stats.snapshot()
         return stats.prompt_tokens + stats.completion_tokens + stats.embedding_tokens
 
-    def consumed(n: int) -> Callable[[], bool]:
-        def check() -> bool:
-            total = sum(value(p, "rag_monitor_records_consumed_total", topic=topic.name)
-                        for p in parts)  # fmt: skip
-            return total >= n and all(p.source.in_flight == 0 for p in parts)
-
-        return check
-
     judge_server.latency_seconds = 0.3
     try:
         tasks.append(asyncio.create_task(serve(settings[0], stops[0], parts[0])))
@@ -505,7 +495,7 @@ async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
         # the replica spends nearly all it holds
         sent = 64
         await records(topic, range(sent), supported=lambda i: True)
-        await wait_until(consumed(sent), 120, f"the first {sent} records")
+        await wait_until(settled(parts, topic, sent), 120, f"the first {sent} records")
         alone = billed()
         assert parts[0].budget.spent == alone  # settled at what the judge billed
         assert alone > 0.85 * budget  # far more than the half it holds once the other joins
@@ -515,12 +505,9 @@ async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
         # each half starts from what its partitions' ledger entries say was spent
         assert sum(p.budget.spent for p in parts) >= alone
         await records(topic, range(sent, sent + 100), supported=lambda i: True)
-        await wait_until(consumed(sent + 100), 120, "the next 100 records")
+        await wait_until(settled(parts, topic, sent + 100), 120, "the next 100 records")
         assert value(parts[1], "rag_monitor_records_skipped_total", reason="budget") > 0
         assert billed() <= budget  # the judge's own count: one budget for both
     finally:
         judge_server.latency_seconds = 0.0
-        for stop in stops:
-            stop.set()
-        for task in tasks:
-            assert await asyncio.wait_for(task, 30) == 0
+        await stop_all(stops, tasks)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -28,7 +26,7 @@ from monitor.scoring import (
     fuses_grounding,
     parse_metric_names,
 )
-from tests.support import ROOT, answers
+from tests.support import answers, load_script
 from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
 RECORDS = [
@@ -476,13 +474,7 @@ def test_a_judge_that_names_no_model_is_builtin() -> None:
 
 
 def _bench() -> ModuleType:
-    path = ROOT / "bench" / "judge_tokens.py"
-    spec = importlib.util.spec_from_file_location("judge_tokens_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/judge_tokens.py", "judge_tokens_bench")
 
 
 async def test_frugal_token_and_call_ratios_on_bench_records(judge_server: JudgeServer) -> None:

@@ -21,6 +21,7 @@ from monitor.config import Settings
 from monitor.records import MetricResult
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
+from tests.fixtures.postgres import BacklogFactory
 from tests.support.backlog import fetch, scored
 from tests.support.waits import wait_until
 
@@ -76,13 +77,9 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
 
 
 async def test_control_answers_are_never_merged_with_flagged_ones(
-    pg_dsn: str, make_settings: SettingsFactory
+    make_backlog: BacklogFactory,
 ) -> None:
-    settings = make_settings(control_share=1.0)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
-    await sink.start()
-    try:
-        await sink.store.migrate()
+    async with make_backlog(control_share=1.0) as sink:
         await sink.write([scored("f", Q, response="Same text.")])
         await sink.write([scored("c", Q, response="Same text.", faithfulness=0.95)])
         row = await sink.store.get("f")
@@ -93,8 +90,6 @@ async def test_control_answers_are_never_merged_with_flagged_ones(
         ]
         # a control answer stands for 1/(p * share) interactions: here share = 1
         assert row.answers[1].weight == pytest.approx(10.0)
-    finally:
-        await sink.aclose()
 
 
 async def test_review_saves_verdicts_reference_and_note_with_versions(
@@ -274,15 +269,11 @@ def test_import_files_round_trip(tmp_path: Path) -> None:
 
 async def test_calibration_from_the_backlog_and_backlog_stats(
     pg_dsn: str,
-    make_settings: SettingsFactory,
+    make_backlog: BacklogFactory,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = make_settings(control_share=0.5)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
-    await sink.start()
-    try:
-        await sink.store.migrate()
+    async with make_backlog(control_share=0.5) as sink:
         flagged = [scored(f"f{i}", f"flagged {i}") for i in range(4)]
         # unflagged traffic up to the fourth control answer: the sink sees all of it
         # (the traffic totals), the backlog queues the controls among it
@@ -309,8 +300,6 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
                 verdicts=[VerdictInput("control", "confirmed" if i == 0 else "false_alarm")],
             )
         result = await sink.store.calibration()
-    finally:
-        await sink.aclose()
     # weights 1/0.1 each: flagged 40, all the scored traffic 10 * (4 + len(fine))
     everything = 10.0 * (4 + len(fine))
     assert result.traffic is not None and result.traffic.scored == 4 + len(fine)

@@ -24,6 +24,7 @@ from monitor.records import MetricResult, ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
+from tests.fixtures.postgres import BacklogFactory
 from tests.support.backlog import fetch, scored
 from tests.support.waits import wait_until
 
@@ -269,20 +270,12 @@ async def test_same_question_in_one_batch_and_concurrent_writers(
     assert [(r["id"], r["seen_count"]) for r in rows] == [("x1", 6)]
 
 
-async def test_control_share_queues_unflagged_records(
-    pg_dsn: str, make_settings: SettingsFactory
-) -> None:
-    settings = make_settings(control_share=1.0)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings, Exporter())
-    await sink.start()
-    try:
-        await sink.store.migrate()
+async def test_control_share_queues_unflagged_records(make_backlog: BacklogFactory) -> None:
+    async with make_backlog(control_share=1.0) as sink:
         await sink.write([scored("fine", "a good one", faithfulness=0.95)])
         row = await sink.store.get("fine")
         assert row is not None and row.reasons == ["control"]
         assert counter(sink.exporter, "rag_monitor_backlog_enqueued_total", reason="control") == 1
-    finally:
-        await sink.aclose()
 
 
 async def test_records_with_scoring_errors_are_not_queued(backlog: BacklogSink) -> None:
@@ -292,14 +285,10 @@ async def test_records_with_scoring_errors_are_not_queued(backlog: BacklogSink) 
     assert await backlog.store.get("err") is None
 
 
-async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: SettingsFactory) -> None:
-    settings = make_settings(
+async def test_pii_is_redacted_before_storage(pg_dsn: str, make_backlog: BacklogFactory) -> None:
+    async with make_backlog(
         redaction_patterns=[RedactionPattern(name="employee_id", pattern=r"\bEMP-\d{6}\b")]
-    )
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
-    await sink.start()
-    try:
-        await sink.store.migrate()
+    ) as sink:
         await sink.write(
             [
                 scored(
@@ -312,8 +301,6 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
                 )
             ]
         )
-    finally:
-        await sink.aclose()
     rows = await fetch(
         pg_dsn, "SELECT record::text AS r, online_details::text AS d, redactions FROM backlog"
     )
@@ -329,18 +316,12 @@ async def test_pii_is_redacted_before_storage(pg_dsn: str, make_settings: Settin
     assert redactions == {"email": 3, "iban": 1, "card": 1, "phone": 2, "employee_id": 1}
 
 
-async def test_redaction_can_be_turned_off(pg_dsn: str, make_settings: SettingsFactory) -> None:
-    settings = make_settings(redact_pii=False)
-    sink = BacklogSink(BacklogStore(pg_dsn, settings), settings)
-    await sink.start()
-    try:
-        await sink.store.migrate()
+async def test_redaction_can_be_turned_off(make_backlog: BacklogFactory) -> None:
+    async with make_backlog(redact_pii=False) as sink:
         await sink.write([scored("raw", "I am jane@example.com")])
         row = await sink.store.get("raw")
         assert row is not None and row.user_input == "I am jane@example.com"
         assert row.redactions == []
-    finally:
-        await sink.aclose()
 
 
 INJECTIONS = [

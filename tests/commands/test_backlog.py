@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -235,6 +235,24 @@ def test_discard_names_the_ids_it_does_not_know(
     assert run_cli(["backlog", "discard", "id-1"]) == 0  # already discarded: known, fine
 
 
+def imports(
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    code: int,
+    *,
+    out: Sequence[str] = (),
+    err: Sequence[str] = (),
+) -> None:
+    """``rag-monitor backlog import ARGS`` exits ``code`` and prints every line of ``out`` on
+    stdout and every line of ``err`` on stderr."""
+    assert run_cli(["backlog", "import", *args]) == code
+    captured = capsys.readouterr()
+    for line in out:
+        assert line in captured.out
+    for line in err:
+        assert line in captured.err
+
+
 @pytest.mark.postgres
 def test_import_rejects_bad_lines_one_by_one(
     cli_dsn: str,
@@ -255,14 +273,21 @@ def test_import_rejects_bad_lines_one_by_one(
         '{"id": "id-3", "reference": "discarded row"}\n'
         '{"id": "id-1", "reference": "good too"}\n'
     )
-    assert run_cli(["backlog", "import", str(jsonl)]) == 1
-    captured = capsys.readouterr()
-    assert "line 1: id-0: pending -> annotated" in captured.out
-    assert "line 5: id-1: pending -> annotated" in captured.out
-    assert "line 2: rejected: nope: unknown id" in captured.err
-    assert "line 3: rejected: broken JSON" in captured.err
-    assert "line 4: rejected: id-3: status is discarded" in captured.err
-    assert "2 row(s) annotated, 3 line(s) rejected" in captured.out
+    imports(
+        capsys,
+        [str(jsonl)],
+        1,
+        out=[
+            "line 1: id-0: pending -> annotated",
+            "line 5: id-1: pending -> annotated",
+            "2 row(s) annotated, 3 line(s) rejected",
+        ],
+        err=[
+            "line 2: rejected: nope: unknown id",
+            "line 3: rejected: broken JSON",
+            "line 4: rejected: id-3: status is discarded",
+        ],
+    )
 
     # evaluated rows need --force
     async def evaluate(row_id: str) -> None:
@@ -283,15 +308,22 @@ def test_import_rejects_bad_lines_one_by_one(
     table.write_text(
         'id,reference\nid-0,replacement\nid-2,"a, quoted\nreference"\nid-1,broken,row\n'
     )
-    assert run_cli(["backlog", "import", str(table)]) == 1
-    captured = capsys.readouterr()
-    assert "line 2: rejected: id-0: already evaluated (use --force" in captured.err
-    assert "line 3: id-2: pending -> annotated" in captured.out
-    assert "line 5: rejected: broken CSV row" in captured.err
-    assert run_cli(["backlog", "import", "--force", str(table)]) == 1
-    captured = capsys.readouterr()
-    assert "line 2: id-0: evaluated -> annotated" in captured.out
-    assert "line 3: id-2: annotated -> annotated" in captured.out
+    imports(
+        capsys,
+        [str(table)],
+        1,
+        out=["line 3: id-2: pending -> annotated"],
+        err=[
+            "line 2: rejected: id-0: already evaluated (use --force",
+            "line 5: rejected: broken CSV row",
+        ],
+    )
+    imports(
+        capsys,
+        ["--force", str(table)],
+        1,
+        out=["line 2: id-0: evaluated -> annotated", "line 3: id-2: annotated -> annotated"],
+    )
 
     assert run_cli(["backlog", "import", str(tmp_path / "missing.jsonl")]) == 2
 

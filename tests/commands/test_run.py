@@ -18,7 +18,7 @@ from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support import ROOT
 from tests.support.judge_server import RecordingJudge
-from tests.support.monitor import RUN, Monitor, environment
+from tests.support.monitor import RUN, Monitor, environment, readyz
 from tests.support.records import encode, expected_sample, interaction
 from tests.support.waits import wait_until_sync
 
@@ -255,18 +255,6 @@ def test_the_judge_in_use_is_in_the_start_up_log_and_an_info_metric(
 # --- readiness: consuming and exporting
 
 
-def readyz(port: int) -> tuple[int, dict[str, object]]:
-    import json
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 @pytest.mark.kafka
 def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metrics(
     broker: Broker, topic: Topic, recording_judge: RecordingJudge, monitors: list[Monitor],
@@ -285,7 +273,7 @@ def test_a_judge_and_postgres_outage_leave_the_consumer_ready_and_show_in_metric
     def assigned() -> bool:  # the Kafka probe, then the assignment
         answers.append(readyz(port))
         status, body = answers[-1]
-        return status == 200 and bool(body["checks"]["partitions"])  # type: ignore[index]
+        return status == 200 and bool(body["checks"]["partitions"])
 
     wait_until_sync(assigned, 60, lambda: f"ready with partitions: {answers[-1]}", interval=0.2)
     status, body = answers[-1]

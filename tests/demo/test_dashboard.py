@@ -16,7 +16,6 @@ import json
 import math
 import re
 import shlex
-import signal
 import subprocess
 import urllib.parse
 import urllib.request
@@ -144,8 +143,7 @@ def test_the_readme_dashboard_recipe_shows_a_hallucination_rate_during_a_paced_r
 
         wait_until_sync(reported, 180, lambda: f"the report's /metrics line:\n{demo.output}")
     finally:
-        demo.proc.send_signal(signal.SIGINT)
-        code = demo.finish(timeout=60)
+        code = demo.stop()
         prometheus.terminate()
         prometheus.wait(30)
     assert code == 0, "".join(demo.stderr)

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import signal
 import socket
 import urllib.error
 import urllib.request
@@ -30,7 +29,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.backlog.store import BacklogStore
+from monitor.config import Settings
 from monitor.demo import DemoError
 from monitor.demo.hold import hold
 from monitor.demo.report import DemoReport
@@ -38,6 +37,7 @@ from monitor.http import MetricsServer
 from monitor.review.forms import DEFAULT_LIMIT
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import SettingsFactory
+from tests.support.backlog import migrate
 from tests.support.demo import backlog_cli, start_demo
 from tests.support.tools import require_tool
 from tests.support.waits import wait_until
@@ -68,6 +68,36 @@ def get(url: str) -> tuple[int, str]:
 # ------------------------------------------------------------------------ in-process
 
 
+def start_hold(
+    settings: Settings,
+    pg_dsn: str,
+    server: MetricsServer,
+    bootstrap: str,
+    *,
+    seconds: float,
+    review_port: int | None,
+) -> tuple[asyncio.Task[None], DemoReport, asyncio.Event, io.StringIO]:
+    """The hold running as a task, with the report, stop event and stderr it writes to."""
+    stop = asyncio.Event()
+    report = DemoReport(judge="local", judge_kind="local")
+    report.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
+    err = io.StringIO()
+    task = asyncio.create_task(
+        hold(
+            settings,
+            pg_dsn,
+            server,
+            bootstrap,
+            seconds=seconds,
+            review_port=review_port,
+            report=report,
+            stop=stop,
+            err=err,
+        )
+    )
+    return task, report, stop, err
+
+
 @pytest.mark.postgres
 async def test_readiness_while_held_checks_what_the_hold_keeps_up(
     pg_dsn: str, make_settings: SettingsFactory
@@ -79,23 +109,9 @@ async def test_readiness_while_held_checks_what_the_hold_keeps_up(
     # here (closing it is the fault); the end-to-end test below checks the real broker
     broker = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     broker_port = broker.sockets[0].getsockname()[1]
-    stop = asyncio.Event()
-    report = DemoReport(judge="local", judge_kind="local")
-    report.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
     readyz = f"http://127.0.0.1:{server.port}/readyz"
-    err = io.StringIO()
-    task = asyncio.create_task(
-        hold(
-            settings,
-            pg_dsn,
-            server,
-            f"127.0.0.1:{broker_port}",
-            seconds=60,
-            review_port=None,
-            report=report,
-            stop=stop,
-            err=err,
-        )
+    task, report, stop, err = start_hold(
+        settings, pg_dsn, server, f"127.0.0.1:{broker_port}", seconds=60, review_port=None
     )
     try:
         await wait_until(lambda: "holding for 60 s" in err.getvalue(), 30, "the hold line")
@@ -107,12 +123,7 @@ async def test_readiness_while_held_checks_what_the_hold_keeps_up(
                     "ready": False,
                     "checks": {"kafka": True, "postgres": True, "schema": False},
                 }
-            store = BacklogStore(pg_dsn, settings)
-            await store.start()
-            try:
-                await store.migrate()
-            finally:
-                await store.close()
+            await migrate(pg_dsn, settings)
             async with http.get(readyz) as response:
                 assert response.status == 200
                 assert await response.json() == {
@@ -145,30 +156,11 @@ async def test_hold_and_review_serve_the_page_during_and_after_the_hold(
     pg_dsn: str, make_settings: SettingsFactory
 ) -> None:
     settings = make_settings()
-    store = BacklogStore(pg_dsn, settings)
-    await store.start()
-    try:
-        await store.migrate()
-    finally:
-        await store.close()
+    await migrate(pg_dsn, settings)
     server = MetricsServer(Exporter().registry, "127.0.0.1", 0)
     await server.start()
-    stop = asyncio.Event()
-    report = DemoReport(judge="local", judge_kind="local")
-    report.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
-    err = io.StringIO()
-    task = asyncio.create_task(
-        hold(
-            settings,
-            pg_dsn,
-            server,
-            f"127.0.0.1:{unused_port()}",
-            seconds=1.0,
-            review_port=0,
-            report=report,
-            stop=stop,
-            err=err,
-        )
+    task, report, stop, err = start_hold(
+        settings, pg_dsn, server, f"127.0.0.1:{unused_port()}", seconds=1.0, review_port=0
     )
     try:
         await wait_until(lambda: "holding for 1 s" in err.getvalue(), 30, "the hold line")
@@ -348,12 +340,9 @@ def test_demo_hold_with_review_end_to_end(tmp_path: Path) -> None:
         shots = Path(SHOTS) if SHOTS else tmp_path
         review_in_chromium(review_url, report["backlog_rows"], shots)
 
-        demo.proc.send_signal(signal.SIGINT)
-        code = demo.finish(timeout=60)
+        code = demo.stop()
     finally:
-        if demo.proc.poll() is None:
-            demo.proc.send_signal(signal.SIGTERM)
-        demo.finish(timeout=60)
+        demo.close()
     stderr = "".join(demo.stderr)
     assert code == 0, stderr
     assert "until the report, Ctrl-C stops the run and everything it started (exit 130)" in stderr

@@ -11,7 +11,6 @@ the raw one says what bounds the judge's error, and numbers are rounded for peop
 from __future__ import annotations
 
 import json
-import signal
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -79,12 +78,9 @@ def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
         stats = json.loads(backlog_cli(report["pg_dsn"], "stats", "--json"))
         stats_text = backlog_cli(report["pg_dsn"], "stats")
         printed = demo.output
-        demo.proc.send_signal(signal.SIGINT)  # ends the hold
-        code = demo.finish(timeout=60)
+        code = demo.stop()  # ends the hold
     finally:
-        if demo.proc.poll() is None:
-            demo.proc.send_signal(signal.SIGTERM)
-        demo.finish(timeout=60)
+        demo.close()
     assert code == 0, "".join(demo.stderr)
     cal = stats["calibration"]
     assert report["review_verdicts"] > 0 and cal["calibrated_rate"] is not None

@@ -32,7 +32,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,6 +45,7 @@ from monitor.kafka.topics import committed_offsets
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord, parse_record
 from monitor.redaction import redact
 from tests.support import ROOT
+from tests.support.backlog import fetch
 from tests.support.demo import start_demo, wait_for_report
 from tests.support.judge_server import JudgeServer
 from tests.support.waits import wait_until_sync
@@ -273,18 +273,15 @@ def scrape(url: str) -> dict[str, float]:
 
 
 async def query_postgres(dsn: str) -> dict[str, Any]:
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        rows = await conn.fetch(
-            "SELECT status, reference, offline_scores::text, record::text FROM backlog"
-        )
-        interactions = await conn.fetch(
-            "SELECT i.interaction_id, a.reasons = '{control}' AS control"
-            " FROM backlog_interactions i JOIN backlog_answers a ON a.interaction_id = i.answer_id"
-        )
-        verdicts = await conn.fetchval("SELECT count(*) FROM backlog_verdicts")
-    finally:
-        await conn.close()
+    rows = await fetch(
+        dsn, "SELECT status, reference, offline_scores::text, record::text FROM backlog"
+    )
+    interactions = await fetch(
+        dsn,
+        "SELECT i.interaction_id, a.reasons = '{control}' AS control"
+        " FROM backlog_interactions i JOIN backlog_answers a ON a.interaction_id = i.answer_id",
+    )
+    ((verdicts,),) = await fetch(dsn, "SELECT count(*) FROM backlog_verdicts")
     return {
         "rows": [dict(r) for r in rows],
         "flagged_ids": {r["interaction_id"] for r in interactions if not r["control"]},
@@ -403,12 +400,9 @@ def test_demo_end_to_end(tmp_path: Path, workdir: Path) -> None:
         with urllib.request.urlopen(review.group(1), timeout=10) as response:
             assert "rag-monitor review" in response.read().decode("utf-8")
         assert any(str(workdir) in line for line in demo.stderr)
-        demo.proc.send_signal(signal.SIGINT)
-        code = demo.finish(timeout=60)
+        code = demo.stop()
     finally:
-        if demo.proc.poll() is None:
-            demo.proc.send_signal(signal.SIGTERM)
-        demo.finish(timeout=60)
+        demo.close()
     stdout = demo.output
     assert code == 0, "".join(demo.stderr)
     # the printed report carries the same numbers and tells where /metrics is
@@ -464,12 +458,9 @@ def test_a_stop_signal_mid_run_stops_everything(workdir: Path, sig: signal.Signa
         demo.note_postgres(pg_port)
         demo.wait_for_line(r"running the sidecar", 120)
         time.sleep(1.0)  # into the run (no line marks the middle of it), then the signal
-        demo.proc.send_signal(sig)
-        code = demo.finish(timeout=90)
+        code = demo.stop(sig, timeout=90)
     finally:
-        if demo.proc.poll() is None:
-            demo.proc.send_signal(signal.SIGTERM)
-        demo.finish(timeout=60)
+        demo.close()
     assert code == 130, "".join(demo.stderr)
     assert "interrupted" in "".join(demo.stderr)
     assert demo.pids, "the watcher saw no broker or Postgres process"
@@ -661,12 +652,9 @@ def test_rows_left_pending_for_a_person_to_review(tmp_path: Path, workdir: Path)
         report = json.loads(report_path.read_text(encoding="utf-8"))
         stats = json.loads(backlog_cli(dsn, "stats", "--json"))
         pending = [json.loads(line) for line in backlog_cli(dsn, "export").splitlines()]
-        demo.proc.send_signal(signal.SIGTERM)
-        code = demo.finish(timeout=60)
+        code = demo.stop(signal.SIGTERM)
     finally:
-        if demo.proc.poll() is None:
-            demo.proc.send_signal(signal.SIGTERM)
-        demo.finish(timeout=60)
+        demo.close()
     assert code == 0, "".join(demo.stderr)
     assert report["left_pending"] == 3 and stats["rows"] > 3
     assert stats["counts"]["pending"] == 3, stats

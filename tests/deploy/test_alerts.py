@@ -13,11 +13,9 @@ cannot go green without running them.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,7 +24,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from tests.support import ROOT
+from tests.support import ROOT, load_script
 from tests.support.tools import require_tool
 
 RULES = ROOT / "dashboards" / "alerts.yaml"
@@ -37,14 +35,7 @@ TUNED = ROOT / "dashboards" / "tests" / "tuned"
 
 
 def render_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "render_alerts", ROOT / "scripts" / "render_alerts.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/render_alerts.py")
 
 
 def promtool() -> str:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib.util
 import json
 import re
 import socket
 import subprocess
-import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -30,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
-from tests.support import ROOT
+from tests.support import ROOT, load_script
 from tests.support.tools import require_tool
 from tests.support.waits import wait_until_sync
 
@@ -77,14 +75,7 @@ NOT_YET_EXPORTED: set[str] = set()
 
 def lint() -> ModuleType:
     """scripts/dashboard_lint.py, the check (and fix) of the deployment filters."""
-    spec = importlib.util.spec_from_file_location(
-        "dashboard_lint", ROOT / "scripts" / "dashboard_lint.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/dashboard_lint.py")
 
 
 def tool(name: str) -> str:

@@ -8,7 +8,6 @@ against a live `monitor.http.MetricsServer`.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from monitor.http import MetricsServer
 from monitor.telemetry import Exporter
-from tests.support import ROOT
+from tests.support import ROOT, load_script
 from tests.support.tools import require_program
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -102,13 +101,7 @@ def test_the_image_installs_the_sidecar_without_the_demo_extra() -> None:
 
 
 def lock_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "lock_constraints", ROOT / "scripts" / "lock_constraints.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/lock_constraints.py")
 
 
 def constraints() -> dict[str, str]:

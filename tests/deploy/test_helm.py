@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.config import ConfigError, Settings, load_settings
 from monitor.http import MetricsServer
-from tests.support import ROOT
+from tests.support import ROOT, load_script
 
 CHART = ROOT / "helm" / "rag-monitor"
 KUBE_VERSION = "1.30.0"
@@ -122,12 +121,13 @@ def render(
 ) -> list[dict[str, Any]]:
     """The manifests at ``values``; the SDK renders without a cluster to ask, so
     ``prometheus_operator`` stands in for a cluster that serves monitoring.coreos.com/v1."""
-    docs: list[dict[str, Any]] = []
-    for path, text in sorted(rendered_files(values, prometheus_operator).items()):
-        if path.endswith("NOTES.txt"):
-            continue
-        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return docs
+    return documents(rendered_files(values, prometheus_operator))
+
+
+def documents(rendered: dict[str, str]) -> list[dict[str, Any]]:
+    """The manifests in a chart's rendered files, in file order (NOTES.txt is no manifest)."""
+    texts = [text for path, text in sorted(rendered.items()) if not path.endswith("NOTES.txt")]
+    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
 
 
 def rendered_files(
@@ -143,9 +143,7 @@ def rendered_files(
 
 def render_release(release: str) -> list[dict[str, Any]]:
     """The manifests of a release named ``release``, at the defaults."""
-    files = rendered_files(None, True, release=release)
-    texts = [text for path, text in sorted(files.items()) if not path.endswith("NOTES.txt")]
-    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
+    return documents(rendered_files(None, True, release=release))
 
 
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -545,28 +543,29 @@ spec:
 """
 
 
-def test_sidecar_container_renders_into_a_parent_pod(tmp_path: Path) -> None:
+def render_parent(
+    tmp_path: Path, values: dict[str, Any], *, app_version: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """A parent chart (rag-service: PARENT_DEPLOYMENT, this chart as its subchart) at
+    ``values``, rendered and validated: its manifests by kind."""
     parent = tmp_path / "rag-service"
     (parent / "templates").mkdir(parents=True)
     shutil.copytree(CHART, parent / "charts" / "rag-monitor")
+    app = f"appVersion: '{app_version}'\n" if app_version else ""
     (parent / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: rag-service\nversion: 1.2.3\nappVersion: '9.9'\n"
+        f"apiVersion: v2\nname: rag-service\nversion: 1.2.3\n{app}"
         "dependencies:\n  - name: rag-monitor\n    version: 0.1.0\n"
     )
-    (parent / "values.yaml").write_text(
-        "rag-monitor:\n  deployment:\n    enabled: false\n  existingSecret: rag-creds\n"
-    )
+    (parent / "values.yaml").write_text(yaml.safe_dump(values))
     (parent / "templates" / "deployment.yaml").write_text(PARENT_DEPLOYMENT)
-    rendered = helm.Chart.load(str(parent)).render(name="shop", namespace="rag")
-    docs = [
-        doc
-        for path, text in rendered.items()
-        if not path.endswith("NOTES.txt")
-        for doc in yaml.safe_load_all(text)
-        if doc
-    ]
+    docs = documents(helm.Chart.load(str(parent)).render(name="shop", namespace="rag"))
     validate_all(docs)
-    kinds = by_kind(docs)
+    return by_kind(docs)
+
+
+def test_sidecar_container_renders_into_a_parent_pod(tmp_path: Path) -> None:
+    values = {"rag-monitor": {"deployment": {"enabled": False}, "existingSecret": "rag-creds"}}
+    kinds = render_parent(tmp_path, values, app_version="9.9")
     (deployment,) = kinds["Deployment"]  # the subchart's own consumer is off
     assert deployment["metadata"]["name"] == "shop-rag-service"
     spec = deployment["spec"]["template"]["spec"]
@@ -581,13 +580,6 @@ def test_sidecar_container_renders_into_a_parent_pod(tmp_path: Path) -> None:
 
 
 def test_sidecar_mounts_kafka_tls_and_extra_volumes_in_the_parent_pod(tmp_path: Path) -> None:
-    parent = tmp_path / "rag-service"
-    (parent / "templates").mkdir(parents=True)
-    shutil.copytree(CHART, parent / "charts" / "rag-monitor")
-    (parent / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: rag-service\nversion: 1.2.3\n"
-        "dependencies:\n  - name: rag-monitor\n    version: 0.1.0\n"
-    )
     values = {
         "rag-monitor": {
             "deployment": {"enabled": False},
@@ -600,18 +592,7 @@ def test_sidecar_mounts_kafka_tls_and_extra_volumes_in_the_parent_pod(tmp_path: 
             "prometheusOperator": {"assumeInstalled": True},  # no cluster to ask
         }
     }
-    (parent / "values.yaml").write_text(yaml.safe_dump(values))
-    (parent / "templates" / "deployment.yaml").write_text(PARENT_DEPLOYMENT)
-    rendered = helm.Chart.load(str(parent)).render(name="shop", namespace="rag")
-    docs = [
-        doc
-        for path, text in rendered.items()
-        if not path.endswith("NOTES.txt")
-        for doc in yaml.safe_load_all(text)
-        if doc
-    ]
-    validate_all(docs)
-    kinds = by_kind(docs)
+    kinds = render_parent(tmp_path, values)
     (deployment,) = kinds["Deployment"]
     spec = deployment["spec"]["template"]["spec"]
     sidecar = {c["name"]: c for c in spec["containers"]}["rag-monitor"]
@@ -973,14 +954,7 @@ def test_helm_test_script_passes_only_when_ready(
 
 
 def values_table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "values_table", ROOT / "scripts" / "values_table.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/values_table.py")
 
 
 def test_readme_values_table_is_generated_from_values_yaml() -> None:

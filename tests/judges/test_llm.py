@@ -34,22 +34,11 @@ from monitor.tokens import estimate_prompt_tokens
 from tests.support import answers
 from tests.support.judge_server import ContextError, Fault, JudgeServer
 from tests.support.logs import captured_logs
+from tests.support.prompts import statements_prompt
 from tests.support.waits import wait_until
 
 MODEL = "gpt-4o-mini"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
-
-
-def statements_prompt(
-    text: str = "Receipts are required over $100. Lodging always.",
-) -> Prompt[Statements]:
-    return Prompt(
-        step="statements",
-        metric="faithfulness",
-        instruction="Rewrite the text as a list of standalone statements.",
-        inputs=StatementsInput(text=text),
-        output=Statements,
-    )
 
 
 def questions_prompt() -> Prompt[GeneratedQuestion]:
@@ -179,19 +168,44 @@ async def test_a_retryable_failure_is_retried_once_then_succeeds(
     assert observer.outcomes == ["ok"]
 
 
+def watched(make_judge: MakeJudge, available: int) -> tuple[OpenAIJudge, Observer, Gate]:
+    """A judge with an observer and a budget gate of ``available`` tokens; all three."""
+    observer = Observer()
+    gate = Gate(available=available)
+    return make_judge(observer=observer, gate=gate), observer, gate
+
+
+async def statements_then_close(judge: OpenAIJudge) -> None:
+    """A statements call that gets its statements; the judge is closed after, either way."""
+    try:
+        judged = await judge.generate(statements_prompt())
+    finally:
+        await judge.aclose()
+    assert judged.value.statements
+
+
+async def fails(
+    server: JudgeServer, make_judge: MakeJudge, fault: Fault, times: int, **settings: Any
+) -> tuple[JudgeError, Observer, OpenAIJudge]:
+    """A statements call whose requests meet ``fault`` ``times`` in a row, on a judge made
+    with ``settings``: the error it fails with, what the observer saw, the judge."""
+    observer = Observer()
+    judge = make_judge(observer=observer, **settings)
+    server.inject(fault, times=times)
+    with pytest.raises(JudgeError) as caught:
+        await judge.generate(statements_prompt())
+    return caught.value, observer, judge
+
+
 @pytest.mark.parametrize(
     ("fault", "reason"), [(Fault.RATE_LIMIT, "rate_limited"), (Fault.SERVER_ERROR, "server_error")]
 )
 async def test_the_retries_give_up_and_the_class_becomes_the_reason(
     server: JudgeServer, make_judge: MakeJudge, fault: Fault, reason: str
 ) -> None:
-    observer = Observer()
-    judge = make_judge(observer=observer, max_retries=1)
-    server.inject(fault, times=2)
-    with pytest.raises(JudgeError) as caught:
-        await judge.generate(statements_prompt())
-    assert caught.value.reason == reason
-    assert caught.value.retryable is True
+    error, observer, _ = await fails(server, make_judge, fault, 2, max_retries=1)
+    assert error.reason == reason
+    assert error.retryable is True
     assert server.stats.snapshot().chat_requests == 2
     assert observer.outcomes == [reason]
 
@@ -200,12 +214,8 @@ async def test_a_retry_waits_as_long_as_the_endpoint_asked(server: JudgeServer) 
     server.retry_after_ms = 600
     judge = OpenAIJudge(base_url=server.base_url, model=MODEL, max_retries=1)
     server.inject(Fault.RATE_LIMIT)
-    try:
-        started = time.monotonic()
-        judged = await judge.generate(statements_prompt())
-    finally:
-        await judge.aclose()
-    assert judged.value.statements
+    started = time.monotonic()
+    await statements_then_close(judge)
     assert server.stats.snapshot().chat_requests == 2
     assert time.monotonic() - started >= 0.6  # its retry-after-ms, not a shorter wait of ours
 
@@ -213,16 +223,12 @@ async def test_a_retry_waits_as_long_as_the_endpoint_asked(server: JudgeServer) 
 async def test_a_refused_key_says_which_setting_and_keeps_the_servers_words(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    observer = Observer()
-    judge = make_judge(observer=observer, max_retries=2)
-    server.inject(Fault.UNAUTHORIZED, times=3)
-    with pytest.raises(JudgeError) as caught:
-        await judge.generate(statements_prompt())
-    assert caught.value.reason == "auth" and caught.value.retryable is False
-    assert caught.value.detail == (
+    error, observer, _ = await fails(server, make_judge, Fault.UNAUTHORIZED, 3, max_retries=2)
+    assert error.reason == "auth" and error.retryable is False
+    assert error.detail == (
         "HTTP 401: Incorrect API key provided: ***.; check RAG_MONITOR_JUDGE_API_KEY"
     )
-    assert SECRET not in str(caught.value)
+    assert SECRET not in str(error)
     assert server.stats.snapshot().chat_requests == 1  # a refused key is not retried
     assert observer.outcomes == ["auth"]
 
@@ -230,13 +236,9 @@ async def test_a_refused_key_says_which_setting_and_keeps_the_servers_words(
 async def test_invalid_output_twice_fails_for_good(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    observer = Observer()
-    judge = make_judge(observer=observer)
-    server.inject(Fault.INVALID_JSON, times=2)
-    with pytest.raises(JudgeError) as caught:
-        await judge.generate(statements_prompt())
-    assert caught.value.reason == "invalid_output"
-    assert caught.value.retryable is False
+    error, observer, _ = await fails(server, make_judge, Fault.INVALID_JSON, 2)
+    assert error.reason == "invalid_output"
+    assert error.retryable is False
     stats = server.stats.snapshot()
     assert stats.chat_requests == 2  # the request and one re-ask, never more
     assert observer.outcomes == ["invalid_output", "invalid_output"]
@@ -280,13 +282,9 @@ async def test_connection_refused(server: JudgeServer, make_judge: MakeJudge) ->
 async def test_bad_request_is_permanent_and_not_a_fallback(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    observer = Observer()
-    judge = make_judge(observer=observer)
-    server.inject(Fault.BAD_REQUEST, times=2)
-    with pytest.raises(JudgeError) as caught:
-        await judge.generate(statements_prompt())
-    assert (caught.value.reason, caught.value.retryable) == ("bad_request", False)
-    assert caught.value.detail == "HTTP 400: bad request (injected)"  # the server's words
+    error, observer, judge = await fails(server, make_judge, Fault.BAD_REQUEST, 2)
+    assert (error.reason, error.retryable) == ("bad_request", False)
+    assert error.detail == "HTTP 400: bad request (injected)"  # the server's words
     assert observer.outcomes == ["fallback", "bad_request"]
     assert judge.response_mode == "json_schema"  # the fallback did not work: not remembered
 
@@ -537,9 +535,7 @@ def test_usage_trusts_the_response_but_not_one_choice_counts() -> None:
 async def test_embeddings_are_budgeted_and_reported(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    observer = Observer()
-    gate = Gate(available=100_000)
-    judge = make_judge(gate=gate, observer=observer)
+    judge, observer, gate = watched(make_judge, 100_000)
     embedded = await judge.embed(["receipt over $100", "lodging for three nights"])
     used = embedded.usage.prompt_tokens
     assert used > 0
@@ -728,12 +724,8 @@ async def test_no_retry_is_sent_at_once_after_a_timeout() -> None:
             max_retries=1,
             observer=observer,
         )
-        try:
-            started = time.monotonic()
-            judged = await judge.generate(statements_prompt())
-        finally:
-            await judge.aclose()
-    assert judged.value.statements
+        started = time.monotonic()
+        await statements_then_close(judge)
     assert len(arrivals) == 2
     # timed out at 0.4 s, then waited at least three quarters of 0.4 s before re-sending
     assert arrivals[1] - started >= 0.4 + 0.75 * 0.4
@@ -847,9 +839,7 @@ async def test_the_cap_is_bounded_by_the_setting(
 async def test_a_runaway_answer_is_cut_at_its_cap_and_re_asked_without_it(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
-    observer = Observer()
-    gate = Gate(available=1_000_000)
-    judge = make_judge(observer=observer, gate=gate)
+    judge, observer, gate = watched(make_judge, 1_000_000)
     prompt = statements_prompt(long_text())
     cap = judge.cap_of(prompt)
     assert cap > 300  # the runaway answer is longer than the excerpt the re-ask may carry
@@ -873,9 +863,7 @@ async def test_an_answer_cut_off_twice_fails_as_truncated(
     server: JudgeServer, make_judge: MakeJudge
 ) -> None:
     server.loop_steps = {"statements"}
-    observer = Observer()
-    gate = Gate(available=1_000_000)
-    judge = make_judge(observer=observer, gate=gate)
+    judge, observer, gate = watched(make_judge, 1_000_000)
     prompt = statements_prompt("Two weeks.")
     with pytest.raises(JudgeError) as caught:
         await judge.generate(prompt)

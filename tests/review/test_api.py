@@ -13,19 +13,9 @@ from monitor.review.app import ReviewApp
 from monitor.review.auth import TokenError, parse_tokens
 from monitor.sinks.backlog import BacklogSink
 from tests.support.backlog import fetch, scored
-from tests.support.review import XSS_IMG, XSS_SCRIPT
+from tests.support.review import xss_record
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def app(backlog: BacklogSink) -> AsyncIterator[ReviewApp]:
-    review = ReviewApp(backlog.store)
-    await review.start("127.0.0.1", 0)
-    try:
-        yield review
-    finally:
-        await review.stop()
 
 
 @pytest.fixture
@@ -157,20 +147,7 @@ async def test_row_review_200_409_422(
 async def test_pages_escape_every_stored_text(
     app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
 ) -> None:
-    await backlog.write(
-        [
-            scored(
-                "x1",
-                f"Question {XSS_SCRIPT}",
-                response=f"Answer {XSS_IMG} {XSS_SCRIPT}",
-                contexts=(f"context {XSS_IMG}",),
-                metadata={"route": XSS_SCRIPT},
-                details={
-                    "statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]
-                },
-            )
-        ]
-    )
+    await backlog.write([xss_record("x1")])
     for path in ("/", "/rows/x1", "/calibration"):
         async with http.get(base(app) + path) as r:
             assert r.status == 200, path

@@ -20,7 +20,7 @@ from monitor.review.app import ReviewApp
 from monitor.review.auth import parse_tokens
 from monitor.sinks.backlog import BacklogSink
 from tests.support.backlog import fetch, scored
-from tests.support.review import XSS_IMG, XSS_SCRIPT
+from tests.support.review import XSS_IMG, XSS_SCRIPT, xss_record
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.postgres
@@ -48,16 +48,6 @@ async def browser() -> AsyncIterator[Browser]:
             yield launched
         finally:
             await launched.close()
-
-
-@pytest.fixture
-async def app(backlog: BacklogSink) -> AsyncIterator[ReviewApp]:
-    review = ReviewApp(backlog.store)
-    await review.start("127.0.0.1", 0)
-    try:
-        yield review
-    finally:
-        await review.stop()
 
 
 def base(app: ReviewApp) -> str:
@@ -256,20 +246,7 @@ async def test_saving_works_without_javascript(
 async def test_xss_payloads_render_inert(
     app: ReviewApp, backlog: BacklogSink, browser: Browser
 ) -> None:
-    await backlog.write(
-        [
-            scored(
-                "xss",
-                f"Question {XSS_SCRIPT}",
-                response=f"Answer {XSS_IMG} and {XSS_SCRIPT}",
-                contexts=(f"ctx {XSS_IMG}",),
-                metadata={"route": XSS_SCRIPT},
-                details={
-                    "statements": [{"statement": XSS_IMG, "verdict": 0, "reason": XSS_SCRIPT}]
-                },
-            )
-        ]
-    )
+    await backlog.write([xss_record("xss")])
     page = await browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: dialogs.append(d.message))

@@ -38,9 +38,11 @@ from monitor.demo.broker import Broker
 from monitor.demo.postgres import EmbeddedPostgres
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.backlog import fetch, migrate
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets
 from tests.support.logs import captured_logs
+from tests.support.monitor import readyz
 from tests.support.records import encode, interaction
 from tests.support.waits import wait_until
 
@@ -136,16 +138,12 @@ async def stored(dsn: str) -> dict[str, datetime]:
 
 async def backlog_rows(dsn: str) -> dict[str, tuple[Any, ...]]:
     """id → (seen_count, reasons, created_at, updated_at, last_seen_at)."""
-    conn = await asyncpg.connect(dsn, timeout=5)
-    try:
-        rows = await conn.fetch(
-            "SELECT id, seen_count, reasons, created_at, updated_at, last_seen_at FROM backlog"
-        )
-        per_id = await conn.fetchval(
-            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM backlog GROUP BY id) t"
-        )
-    finally:
-        await conn.close()
+    rows = await fetch(
+        dsn, "SELECT id, seen_count, reasons, created_at, updated_at, last_seen_at FROM backlog"
+    )
+    ((per_id,),) = await fetch(
+        dsn, "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM backlog GROUP BY id) t"
+    )
     assert per_id <= 1  # one row per id
     return {
         r["id"]: (r["seen_count"], list(r["reasons"]), r["created_at"], r["updated_at"],
@@ -381,19 +379,7 @@ async def test_redelivered_records_leave_the_backlog_unchanged(
 async def test_readyz_reports_an_unmigrated_schema_and_the_log_names_migrate(
     broker: Broker, topic: Topic, judge_server: JudgeServer, pg_dsn: str
 ) -> None:
-    import json
-    import urllib.error
-    import urllib.request
-
     from monitor.backlog.migrations import migration_files
-    from monitor.backlog.store import BacklogStore
-
-    def readyz(port: int) -> tuple[int, dict[str, Any]]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
 
     settings = backlog_settings(broker, topic, judge_server, pg_dsn).model_copy(
         update={"migrate_on_start": False}
@@ -409,12 +395,7 @@ async def test_readyz_reports_an_unmigrated_schema_and_the_log_names_migrate(
             assert len(said) == 1 and said[0]["missing"] == bundled
             assert (await asyncio.to_thread(readyz, parts.server.port))[1]["ready"] is True
             assert len([e for e in logs if "rag-monitor migrate" in e["event"]]) == 1  # once
-            store = BacklogStore(pg_dsn, settings)
-            await store.start()
-            try:
-                await store.migrate()
-            finally:
-                await store.close()
+            await migrate(pg_dsn, settings)
             status, body = await asyncio.to_thread(readyz, parts.server.port)
             assert status == 200 and body["checks"]["schema"] is True
 

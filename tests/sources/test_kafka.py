@@ -74,12 +74,18 @@ async def fill_window(source: KafkaSource, size: int, within: float = 30.0) -> l
 # --- against the broker
 
 
+async def forty_records(broker: Broker, topic: Topic) -> Settings:
+    """40 records on the topic, more than a window of 8 in flight holds; the settings."""
+    settings = monitor_settings(broker, topic, None, max_in_flight=8)
+    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    return settings
+
+
 @pytest.mark.kafka
 async def test_backpressure_bounds_in_flight_and_commits_only_finished(
     broker: Broker, topic: Topic
 ) -> None:
-    settings = monitor_settings(broker, topic, None, max_in_flight=8)
-    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    settings = await forty_records(broker, topic)
     source = KafkaSource(settings, Exporter())
     await source.start()
     try:
@@ -116,8 +122,7 @@ async def test_a_window_paused_longer_than_the_poll_interval_keeps_its_partition
     client does not leave the group after max_poll_interval and the commit afterwards
     lands (without the polls it failed on Tansu: the member had left, its partitions gone;
     noida-db takes a commit from a member that left, so there this test cannot tell)."""
-    settings = monitor_settings(broker, topic, None, max_in_flight=8)
-    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    settings = await forty_records(broker, topic)
     source = KafkaSource(
         settings, Exporter(), pause_after_seconds=0.5, max_poll_interval_seconds=2.0
     )
@@ -145,8 +150,7 @@ async def test_a_window_paused_longer_than_the_poll_interval_keeps_its_partition
 async def test_a_full_window_pauses_the_partitions_only_after_a_stall(
     broker: Broker, topic: Topic
 ) -> None:
-    settings = monitor_settings(broker, topic, None, max_in_flight=8)
-    await produce(topic.bootstrap, topic.name, [(f"k{i}".encode(), b"{}") for i in range(40)])
+    settings = await forty_records(broker, topic)
     source = KafkaSource(settings, Exporter(), pause_after_seconds=1.0)
     await source.start()
     try:

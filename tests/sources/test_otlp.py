@@ -11,7 +11,7 @@ from monitor.records import InvalidRecord, validate_record
 from monitor.sources.otlp.assembly import IncompleteTrace, assemble
 from monitor.sources.otlp.buffer import TraceBuffer
 from monitor.sources.otlp.spans import Span, decode_spans
-from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json
+from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json, partial_trace
 
 
 def spans_of(recorder: SpanRecorder, route: str = "http.route") -> list[Span]:
@@ -163,12 +163,7 @@ def test_the_llm_call_that_ended_last_answers(recorder: SpanRecorder) -> None:
 def test_a_trace_without_its_retrieval_or_llm_span_is_incomplete(
     recorder: SpanRecorder, kinds: tuple[str, ...], reason: str
 ) -> None:
-    t = TraceMaker(recorder)
-    t.span("root", chain("q", "a"), 0, 100, root=True)
-    if "retriever" in kinds:
-        t.span("retrieve", docs("ctx"), 1, 10)
-    if "llm" in kinds:
-        t.span("llm", llm("a"), 20, 90)
+    partial_trace(recorder, kinds)
     with pytest.raises(IncompleteTrace) as info:
         assemble(spans_of(recorder))
     assert info.value.reason == reason

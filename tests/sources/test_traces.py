@@ -24,8 +24,10 @@ from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
+from tests.support.monitor import serving
 from tests.support.records import interaction, openmetrics_families, samples
-from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json
+from tests.support.sinks import SinkBase
+from tests.support.spans import T0, otlp_json, partial_trace
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
@@ -50,12 +52,7 @@ def build_traffic(fmt: str) -> tuple[dict[int, list[bytes]], set[str], dict[str,
         complete.add(trace_id)
     incomplete = {"no_retrieval": 0, "no_llm": 0}
     for reason, kinds in (("no_retrieval", ("llm",)), ("no_llm", ("retriever",))):
-        t = TraceMaker(recorder)
-        t.span("root", chain("q", "a"), 0, 100, root=True)
-        if "retriever" in kinds:
-            t.span("retrieve", docs("ctx"), 1, 10)
-        if "llm" in kinds:
-            t.span("llm", llm("a"), 20, 90)
+        partial_trace(recorder, kinds)
         spans = recorder.take()
         chunks[format(spans[0].context.trace_id, "032x")] = [spans]
         incomplete[reason] += 1
@@ -106,11 +103,8 @@ async def test_traces_split_over_messages_are_scored_once_each(
                       partition=partition)  # fmt: skip
     settings = monitor_settings(broker, topic, judge_server, input_format=fmt,
                                 trace_grace_seconds=0.3, trace_timeout_seconds=5.0)  # fmt: skip
-    parts = build(settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, stop, parts))
-    scored = parts.exporter.records_scored
-    try:
+    async with serving(settings) as parts:
+        scored = parts.exporter.records_scored
         counts = parts.exporter.traces
 
         def settled() -> bool:
@@ -121,9 +115,6 @@ async def test_traces_split_over_messages_are_scored_once_each(
         await wait_until(settled, 60, "the complete traces scored, the incomplete ones counted")
         await asyncio.sleep(1.0)  # proving a negative: no trace is scored twice, nothing marks it
         exposition = await asyncio.to_thread(scrape_openmetrics, parts.server.port)
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
     text = generate_latest(parts.exporter.registry).decode()
     assert scored._value.get() == len(complete)
     traces = samples(text, "rag_monitor_traces_total")
@@ -158,15 +149,9 @@ async def test_a_trace_on_two_partitions_is_counted_split_and_not_scored(
     await produce(topic.bootstrap, topic.name, [(None, encode(spans[2:]))], partition=1)
     settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 trace_grace_seconds=2.0, trace_timeout_seconds=3.0)  # fmt: skip
-    parts = build(settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, stop, parts))
-    traces = parts.exporter.traces
-    try:
+    async with serving(settings) as parts:
+        traces = parts.exporter.traces
         await wait_until(lambda: traces.labels(outcome="split")._value.get() >= 1, 60, "a split")
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
     assert traces.labels(outcome="split")._value.get() == 1
     assert parts.exporter.records_scored._value.get() == 0
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
@@ -201,7 +186,7 @@ async def test_a_revoke_does_not_wait_for_messages_buffered_traces_hold() -> Non
     assert time.monotonic() - started >= 1.5
 
 
-class Recorded:
+class Recorded(SinkBase):
     """A sink that keeps the ids it was given (the pipeline's last sink)."""
 
     name = "recorded"
@@ -211,12 +196,6 @@ class Recorded:
 
     async def write(self, batch: Any) -> None:
         self.ids.extend(r.interaction.id for r in batch)
-
-    async def flush(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
@@ -276,28 +255,30 @@ async def test_a_rebalance_mid_trace_hands_buffered_traces_to_the_new_owner(
     assert positions == {p: 4 for p in range(4)}
 
 
-@pytest.mark.parametrize("overflow", ["assemble", "drop"])
-async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
-    broker: Broker, topic: Topic, judge_server: JudgeServer, overflow: str
-) -> None:
+async def produce_roots_last(topic: Topic, n: int) -> None:
+    """``n`` traces on partition 0, one message of children and one of the root each:
+    every trace's children first, the roots after, so that all ``n`` are open at once."""
     recorder = SpanRecorder()
     children, roots = [], []
-    for i in range(4):
+    for i in range(n):
         openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
         spans = recorder.take()
         children.append(encode(spans[:-1]))
         roots.append(encode(spans[-1:]))
-    # every trace's children first, the roots after: four traces open at once, two fit
     await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
                   partition=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("overflow", ["assemble", "drop"])
+async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
+    broker: Broker, topic: Topic, judge_server: JudgeServer, overflow: str
+) -> None:
+    await produce_roots_last(topic, 4)  # four traces open at once, two fit
     settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 trace_grace_seconds=0.2, trace_buffer_max_traces=2,
                                 trace_buffer_overflow=overflow)  # fmt: skip
-    parts = build(settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, stop, parts))
-    traces = parts.exporter.traces
-    try:
+    async with serving(settings) as parts:
+        traces = parts.exporter.traces
         await wait_until(lambda: traces.labels(outcome="assembled")._value.get() >= 2, 60,
                          "two traces assembled")  # fmt: skip
         early = "overflow_assembled" if overflow == "assemble" else "overflow_dropped"
@@ -310,9 +291,6 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
             return bool(pushed_out and late and scored)
 
         await wait_until(settled, 30, "two traces pushed out, their roots late, all scored")
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
     text = generate_latest(parts.exporter.registry).decode()
     counted = samples(text, "rag_monitor_traces_total")
     assert counted[(("outcome", early),)] == 2  # the two oldest, pushed out
@@ -327,29 +305,15 @@ async def test_a_full_trace_buffer_closes_the_oldest_trace_and_counts_it(
 async def test_a_window_full_of_held_messages_closes_old_traces_instead_of_stalling(
     broker: Broker, topic: Topic, judge_server: JudgeServer
 ) -> None:
-    recorder = SpanRecorder()
-    children, roots = [], []
-    for i in range(6):
-        openinference_trace(recorder, interaction(i), start_ns=T0 + i * 1000 * MS)
-        spans = recorder.take()
-        children.append(encode(spans[:-1]))
-        roots.append(encode(spans[-1:]))
-    await produce(topic.bootstrap, topic.name, [(None, m) for m in children + roots],
-                  partition=0)  # fmt: skip
+    await produce_roots_last(topic, 6)
     # 4 messages in flight at most: the children of 4 traces fill the window, their roots
     # are behind it; the timeout is far beyond the wait below
     settings = monitor_settings(broker, topic, judge_server, input_format="otlp_proto",
                                 max_in_flight=4, trace_grace_seconds=0.2,
                                 trace_timeout_seconds=120.0)  # fmt: skip
-    parts = build(settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, stop, parts))
-    scored = parts.exporter.records_scored
-    try:
+    async with serving(settings) as parts:
+        scored = parts.exporter.records_scored
         await wait_until(lambda: scored._value.get() >= 6, 20, "all 6 traces scored")
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
     assert scored._value.get() == 6
     assert parts.exporter.traces.labels(outcome="overflow_assembled")._value.get() >= 2
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)

@@ -7,6 +7,8 @@ from typing import Any
 
 import asyncpg
 
+from monitor.backlog.store import BacklogStore
+from monitor.config import Settings
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 
 
@@ -48,3 +50,13 @@ async def fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
         return rows
     finally:
         await conn.close()
+
+
+async def migrate(dsn: str, settings: Settings) -> None:
+    """Bring the backlog schema at ``dsn`` up to date, as `rag-monitor migrate` does."""
+    store = BacklogStore(dsn, settings)
+    await store.start()
+    try:
+        await store.migrate()
+    finally:
+        await store.close()

@@ -135,6 +135,18 @@ class DemoProcess:
                     stream.close()
         return code
 
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 60) -> int:
+        """Send ``sig`` (Ctrl-C by default) and `finish`: the exit code."""
+        self.proc.send_signal(sig)
+        return self.finish(timeout)
+
+    def close(self) -> None:
+        """For a test's ``finally``: a demo still running is stopped as a user would
+        (SIGTERM), and its output collected and pipes closed either way."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.finish(timeout=60)
+
     def assert_nothing_left(self) -> None:
         def alive() -> set[int]:
             return {pid for pid in self.pids if _alive(pid)}

@@ -1,14 +1,22 @@
-"""`rag-monitor run` in a subprocess, for the end-to-end tests: its environment and its metrics."""
+"""`rag-monitor run` for the end-to-end tests: in a subprocess (its environment, its metrics,
+its log), or in-process for the length of a block (`serving`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+from monitor.app import Components, build, serve
+from monitor.config import Settings
 from monitor.demo.broker import Broker
 from tests.fixtures.kafka import Topic
 from tests.support import ROOT
@@ -45,6 +53,29 @@ def environment(broker: Broker, topic: Topic, judge: RecordingJudge, port: int,
     )
     env.update(extra)
     return env
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Components]:
+    """`rag-monitor run` in-process (`build` + `serve`) while the block runs; its end stops
+    it, and it must exit 0."""
+    parts = build(settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        yield parts
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+
+
+def readyz(port: int) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of ``/readyz`` on a monitor's ``port`` (a 503 too)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
 
 
 class Monitor:

@@ -73,3 +73,14 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
     return json.dumps(data).encode()
+
+
+def partial_trace(recorder: SpanRecorder, kinds: Sequence[str]) -> None:
+    """A root span, with a retrieval span and an answering LLM span only where ``kinds``
+    names them (``"retriever"``, ``"llm"``): a trace missing either is incomplete."""
+    t = TraceMaker(recorder)
+    t.span("root", chain("q", "a"), 0, 100, root=True)
+    if "retriever" in kinds:
+        t.span("retrieve", docs("ctx"), 1, 10)
+    if "llm" in kinds:
+        t.span("llm", llm("a"), 20, 90)

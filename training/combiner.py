@@ -24,7 +24,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,13 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.ranking import auroc
-from monitor.judges.local.claims import claims, phrase
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
-from monitor.judges.local.evidence import Evidence, content
+from monitor.judges.local.evidence import content
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
 from training import nli
 from training.cross_encoder import held_out
+from training.windows import texts
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "combiner"
@@ -52,10 +52,6 @@ Array = npt.NDArray[np.float64]
 def halueval_fit_half(record: dict[str, Any]) -> bool:
     """HaluEval QA dev records fitted on: half of the questions, by a hash of the question."""
     return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
-
-
-def _texts(contexts: Sequence[Any]) -> list[str]:
-    return [c if isinstance(c, str) else str(c["text"]) for c in contexts]
 
 
 def _records() -> list[dict[str, Any]]:
@@ -81,18 +77,24 @@ def _records() -> list[dict[str, Any]]:
     return out
 
 
+def _judge() -> LocalJudge:
+    """The judge whose steps read every set: its own combiner is what is being fitted, so
+    it reads with zero weights (only `LocalJudge.read` and `LocalJudge.gaps` are used)."""
+    return LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0), threads=1)
+
+
 def read_features(*, nli_pairs: bool = True) -> None:
     """Every answer's claims and every held-out NLI pair through the judge's parts."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    judge = LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0))
+    judge = _judge()
     start = time.perf_counter()
     rows = []
     records = _records()
     for n, r in enumerate(records):
-        contexts = _texts(r["retrieved_contexts"])
-        said = claims(r["response"], r["user_input"])
+        contexts = texts(r["retrieved_contexts"])
+        said = judge.statements(r["response"], r["user_input"])
         if not said:
-            continue
+            continue  # the faithfulness metric scores no answer without claims
         [found] = judge.read(said, contexts)
         rows.append(
             {
@@ -105,7 +107,7 @@ def read_features(*, nli_pairs: bool = True) -> None:
                 "overlap": overlap(r["response"], contexts),
                 "contexts": contexts,
                 "claims": [
-                    {"claim": c, "logit": r.support.logit} for c, r in zip(said, found, strict=True)
+                    {"claim": c, "logit": f.support.logit} for c, f in zip(said, found, strict=True)
                 ],
             }
         )
@@ -119,14 +121,14 @@ def read_features(*, nli_pairs: bool = True) -> None:
     pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
     out = []
     for n, p in enumerate(pairs):
-        [[r]] = judge.read([p.hypothesis], [p.premise])
+        [[read]] = judge.read([p.hypothesis], [p.premise])
         out.append(
             {
                 "source": p.source,
                 "label": p.label,
                 "premise": p.premise,
                 "hypothesis": p.hypothesis,
-                "logit": r.support.logit,
+                "logit": read.support.logit,
             }
         )
         if n % 500 == 0:
@@ -151,15 +153,16 @@ def _load(name: str) -> list[dict[str, Any]]:
 def with_features(
     answers: list[dict[str, Any]], pairs: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The cached logits with the combiner's features as the judge computes them now (the
-    lexical side is cheap: only the logits are cached)."""
+    """The cached logits with the combiner's features as the judge computes them now
+    (`LocalJudge.gaps`: the lexical side is cheap, only the logits are cached)."""
+    judge = _judge()
     for a in answers:
-        evidence = Evidence.of(a["contexts"])
-        for c in a["claims"]:
-            said, is_phrase = phrase(c["claim"])
-            c["x"] = features(c["logit"], evidence.gaps(said), phrase=is_phrase)
+        found = judge.gaps([c["claim"] for c in a["claims"]], a["contexts"])
+        for c, (gaps, is_phrase) in zip(a["claims"], found, strict=True):
+            c["x"] = features(c["logit"], gaps, phrase=is_phrase)
     for p in pairs:
-        p["x"] = features(p["logit"], Evidence.of([p["premise"]]).gaps(p["hypothesis"]))
+        [(gaps, is_phrase)] = judge.gaps([p["hypothesis"]], [p["premise"]])
+        p["x"] = features(p["logit"], gaps, phrase=is_phrase)
     return answers, pairs
 
 
@@ -208,7 +211,7 @@ def answer_scores(a: dict[str, Any], theta: Array, used: Sequence[int]) -> tuple
     return sum(p >= 0.5 for p in ps) / len(ps), float(np.mean(ps))
 
 
-SETS = {
+SETS: dict[str, Callable[[dict[str, Any]], bool]] = {
     "HaluEval QA dev, report half": lambda a: a["set"] == "halueval-report",
     "realistic holdout": lambda a: a["set"] == "realistic-holdout",
     "realistic all": lambda a: a["set"].startswith("realistic"),

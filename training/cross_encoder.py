@@ -8,8 +8,10 @@ The mix is `training.nli`'s licensed pairs (weights per source: ``--mix``) plus
 rule-made one-fact edits of their supported claims (``--edit-share``). A fiftieth
 of each source (by claim, so a claim never sits on both sides) is held out and
 reported as in-distribution AUROC. Transfer is reported on data never trained or
-tuned on: the realistic set's non-evasive answers (the answer's weakest statement,
-each statement against its best of a few windows), per split and per category.
+tuned on: the realistic set's non-evasive answers read as the local judge's screen
+reads them (`training.windows`: its claims, numbers written the contexts' way, each
+claim's best of its nearest windows and, when none alone supports it, of the two
+joined; the answer's weakest claim), per split and per category.
 
 Seeded; the mix and its order are written to ``--out`` once, and a checkpoint
 (weights, optimiser, schedule, step) every ``--every`` steps, written atomically,
@@ -46,6 +48,7 @@ import numpy as np
 
 from bench.ranking import auroc
 from training import nli
+from training.windows import Claim, Windows, flat, weakest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIX = (
@@ -81,14 +84,15 @@ def batches(pairs: Sequence[nli.Pair], size: int, rng: random.Random) -> list[li
 
 
 def realistic_candidates(path: Path | None) -> list[dict[str, Any]]:
-    """The realistic set's scored records as the model reads them: label, split, category
-    and each statement with its nearest windows; read from ``path`` when it exists, else
-    computed (with the monitor's embedder) and, with a ``path``, written there."""
+    """The realistic set's scored records as the local judge reads them: label, split,
+    category and each claim with its windows (`training.windows`); read from ``path`` when
+    it exists, else computed (with the judge's own steps) and, with a ``path``, written
+    there."""
     if path is not None and path.exists():
         cached: list[dict[str, Any]] = json.loads(path.read_text())
-        return cached
-    from training.windows import Windows
-
+        if all(isinstance(c, dict) for r in cached for c in r["said"]):
+            return cached
+        # a file of an older layout ([statement, windows] pairs, no joined windows): again
     windows = Windows()
     rows = [
         {
@@ -226,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dev_sample = random.Random(1).sample(dev, min(len(dev), 1500))
     records = realistic_candidates(args.candidates)
-    candidates = [r["said"] for r in records]
+    candidates: list[list[Claim]] = [r["said"] for r in records]
 
     def report() -> dict[str, Any]:
         model.eval()  # type: ignore[no-untyped-call]
@@ -239,15 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             labels = [dev_sample[i].label == 1 for i in idx]
             if len(set(labels)) == 2:
                 row[f"dev/{source}"] = auroc([float(z[i]) for i in idx], labels)
-        scores = []
-        for said in candidates:
-            flat = [(s, w) for s, ws in said for w in ws]
-            z = logits(flat)
-            k, weakest = 0, np.inf
-            for _, ws in said:
-                weakest = min(weakest, float(z[k : k + len(ws)].max()))
-                k += len(ws)
-            scores.append(weakest)
+        scores = [weakest(said, logits(flat(said)).tolist()) for said in candidates]
         ok = [bool(r["ok"]) for r in records]
         for split in ("tune", "holdout", "all"):
             idx = [i for i, r in enumerate(records) if split in ("all", r["split"])]

@@ -7,7 +7,7 @@ Only the label that means "the evidence supports the whole claim" maps to 1;
 partial support, contradiction, neutral and "not enough info" map to 0, since a
 monitor must flag a statement that says more than its context.
 
-None of these is an evaluation set of this project (`training.data.FORBIDDEN`).
+None of these is an evaluation set of this project (training/README.md names those).
 """
 
 from __future__ import annotations

@@ -1,27 +1,79 @@
-"""A labelled answer as the support model reads it: each claim (as the local judge cuts it)
-with its nearest windows."""
+"""A labelled answer as the local judge's screen reads it: the claims it cuts the answer into,
+each as the support model reads it (numbers and durations written the contexts' way) with
+the windows it is read against. Every step is the judge's own (`LocalJudge.screened`,
+`LocalJudge.pairs`); only the model differs: the trainer reads these pairs with the
+model it trains (`training.cross_encoder`), and `best` picks a claim's score from its
+windows as `SupportModel` does."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from monitor.judges.local.claims import claims
-from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local.windows import nearest, windows_of
+if TYPE_CHECKING:  # imported where used: `best` runs where the monitor's runtime is not
+    from monitor.judges.local.judge import LocalJudge
+
+
+class Claim(TypedDict):
+    """One claim as the support model reads it, and what it reads it against."""
+
+    #: the claim, its numbers and durations written as the contexts write them
+    statement: str
+    #: its nearest windows, nearest first
+    windows: list[str]
+    #: its two nearest windows joined, read only when no window alone supports it
+    joined: list[str]
+
+
+def texts(contexts: Sequence[Any]) -> list[str]:
+    """A record's retrieved contexts as text (plain strings or ``{"text": ...}``)."""
+    return [c if isinstance(c, str) else str(c["text"]) for c in contexts]
 
 
 class Windows:
-    def __init__(self) -> None:
-        self.embedder = MiniLMEmbedder(threads=1)
+    def __init__(self, judge: LocalJudge | None = None) -> None:
+        from monitor.judges.local.embedder import MiniLMEmbedder
+        from monitor.judges.local.judge import LocalJudge
 
-    def candidates(self, record: dict[str, Any]) -> list[tuple[str, list[str]]]:
-        contexts = [
-            c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]
-        ]
+        self.judge = judge or LocalJudge(embedder=MiniLMEmbedder(threads=1), threads=1)
+
+    def candidates(self, record: dict[str, Any]) -> list[Claim]:
+        """``record``'s claims as `LocalJudge.screen` reads them (its answer's claims, the
+        whole answer when it has none) against its retrieved contexts."""
+        contexts = texts(record["retrieved_contexts"])
         question = str(record.get("user_input") or "")
-        said = claims(str(record["response"]), question) or [str(record["response"])]
-        found = windows_of(contexts)
+        said = self.judge.screened(str(record["response"]), question)
         return [
-            (s, [found[i] for i in idx])
-            for s, idx in zip(said, nearest(self.embedder, said, found), strict=True)
+            Claim(statement=s, windows=list(c.windows), joined=list(c.joined))
+            for s, c in self.judge.pairs(said, contexts)
         ]
+
+
+def flat(said: Sequence[Claim]) -> list[tuple[str, str]]:
+    """Every (statement, window) pair of ``said`` in order: each claim's windows, then its
+    joined ones."""
+    return [(c["statement"], w) for c in said for w in (*c["windows"], *c["joined"])]
+
+
+def weakest(said: Sequence[Claim], logits: Sequence[float]) -> float:
+    """The logit of the answer's weakest claim (the claim the judge's screen rates the
+    answer by), ``logits`` being the model's for `flat` (said), in order."""
+    low, k = math.inf, 0
+    for c in said:
+        n, m = len(c["windows"]), len(c["joined"])
+        low = min(low, best(logits[k : k + n], logits[k + n : k + n + m]))
+        k += n + m
+    return low
+
+
+def best(alone: Sequence[float], joined: Sequence[float]) -> float:
+    """A claim's logit from its windows' (``alone``) and its joined windows' (``joined``):
+    the best one read, the joined ones read only when no window alone supports the claim
+    (logit below 0), as `monitor.judges.local.entailment.SupportModel` reads them (-inf
+    without windows). Written out here, not imported: the trainer runs on a machine
+    without the monitor's runtime (tests/training/test_windows.py holds the two equal)."""
+    if not alone:
+        return -math.inf
+    top = max(alone)
+    return max(top, *joined) if top < 0 and joined else top

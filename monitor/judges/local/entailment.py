@@ -211,43 +211,79 @@ class SupportModel:
             for k in range(len(contexts))
         ]
 
-    def _read(self, statements: Sequence[str], contexts: Sequence[str]) -> list[list[_Window]]:
-        """Each statement's read windows with their logits: its ``top`` nearest windows in
-        one `logits` call, then, for the statements no window alone supports, the two
-        nearest joined in a second (a claim that combines two chunks)."""
-        if not statements:
-            return []
+    def candidates(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Candidates]:
+        """What `support` reads each statement against (`Candidates`), without reading it:
+        the training code's transfer check reads the same windows with the model it trains."""
+        return self._plan(statements, contexts)[1]
+
+    def _plan(
+        self, statements: Sequence[str], contexts: Sequence[str]
+    ) -> tuple[dict[str, set[int]], list[Candidates]]:
+        """The windows of ``contexts`` with the contexts each came from, and each
+        statement's `Candidates` among them."""
         origins: dict[str, set[int]] = {}
         for k, context in enumerate(contexts):
             for window in windows_of([context]):
                 origins.setdefault(window, set()).add(k)
         windows = list(origins)
-        if not windows:
-            return [[] for _ in statements]
+        if not statements or not windows:
+            return origins, [Candidates((), ()) for _ in statements]
         chosen = nearest(self.embedder, statements, windows, self.top)
-        pairs = [(s, windows[i]) for s, idx in zip(statements, chosen, strict=True) for i in idx]
+        return origins, [
+            Candidates(tuple(windows[i] for i in idx), tuple(_joined(windows, idx)))
+            for idx in chosen
+        ]
+
+    def _read(self, statements: Sequence[str], contexts: Sequence[str]) -> list[list[_Window]]:
+        """Each statement's read windows with their logits: its ``top`` nearest windows in
+        one `logits` call, then, for the statements no window alone supports
+        (`reads_joined`), the two nearest joined in a second (a claim that combines two
+        chunks)."""
+        if not statements:
+            return []
+        origins, plan = self._plan(statements, contexts)
+        pairs = [(s, w) for s, c in zip(statements, plan, strict=True) for w in c.windows]
+        if not pairs:
+            return [[] for _ in statements]
         z = self.logits(pairs)
         out: list[list[_Window]] = []
         k = 0
-        for idx in chosen:
+        for c in plan:
             out.append(
                 [
-                    _Window(windows[i], frozenset(origins[windows[i]]), float(z[k + n]))
-                    for n, i in enumerate(idx)
-                ]  # fmt: skip
+                    _Window(w, frozenset(origins[w]), float(z[k + n]))
+                    for n, w in enumerate(c.windows)
+                ]
             )
-            k += len(idx)
+            k += len(c.windows)
         joins = [
-            (n, text, frozenset(origins[windows[idx[0]]] | origins[windows[idx[1]]]))
-            for n, idx in enumerate(chosen)
-            if max(w.logit for w in out[n]) < 0
-            for text in _joined(windows, idx)
+            (n, text, frozenset(origins[c.windows[0]] | origins[c.windows[1]]))
+            for n, c in enumerate(plan)
+            if reads_joined([w.logit for w in out[n]])
+            for text in c.joined
         ]
         if joins:
             z = self.logits([(statements[n], text) for n, text, _ in joins])
             for (n, text, where), logit in zip(joins, z, strict=True):
                 out[n].append(_Window(text, where, float(logit), joined=True))
         return out
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The windows `SupportModel` reads one statement against: its ``top`` nearest windows
+    (MiniLM cosine), nearest first, and its two nearest joined as one (none when one holds
+    the other or there is one window), read only when no window alone supports the
+    statement (`reads_joined`). Its support is its best read window's."""
+
+    windows: tuple[str, ...]
+    joined: tuple[str, ...]
+
+
+def reads_joined(logits: Sequence[float]) -> bool:
+    """No window alone supports the statement (the best of its windows' ``logits`` is below
+    0, p < `THRESHOLD`): its two nearest windows joined are read too."""
+    return max(logits) < 0
 
 
 @dataclass(frozen=True)

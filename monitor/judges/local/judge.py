@@ -18,7 +18,7 @@ from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import claims as cl
 from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.combiner import Combiner
-from monitor.judges.local.entailment import THRESHOLD, Support, SupportModel
+from monitor.judges.local.entailment import THRESHOLD, Candidates, Support, SupportModel
 from monitor.judges.local.evidence import EvidenceCache, Gaps
 from monitor.judges.local.reasons import WHERE, excerpt, quote
 from monitor.judges.steps import (
@@ -139,13 +139,7 @@ class LocalJudge(InProcessJudge):
         taken together, or against each context), and the model's best window for the
         claim with its numbers and durations written as the contexts write them
         ("twenty-five" → "25")."""
-        read = [cl.phrase(claim) for claim in claims]
-        together = self._evidence.get(contexts)
-        gaps = [together.gaps(said) for said, _ in read]
-        aligned = [
-            claim.replace(said, found.aligned) if found.aligned else claim
-            for claim, (said, _), found in zip(claims, read, gaps, strict=True)
-        ]
+        read, gaps, aligned = self._lexical(claims, contexts)
         if not per_context:
             rows = [(gaps, self.support_model.support(aligned, contexts))]
         else:
@@ -158,6 +152,36 @@ class LocalJudge(InProcessJudge):
             [Reading(s, g, phrase) for (_, phrase), g, s in zip(read, row, sup, strict=True)]
             for row, sup in rows
         ]
+
+    def pairs(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[str, Candidates]]:
+        """What `read` gives the support model for each claim against ``contexts`` taken
+        together, without reading it: the claim as the model reads it (its numbers and
+        durations written as the contexts write them) and the windows it is read against
+        (`SupportModel.candidates`). The training code's transfer check reads these."""
+        _, _, aligned = self._lexical(claims, contexts)
+        return list(zip(aligned, self.support_model.candidates(aligned, contexts), strict=True))
+
+    def gaps(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
+        """What `read` finds for each claim besides the model's logit: its lexical gaps
+        against ``contexts`` taken together, and whether it is a phrase answer read after
+        its question (the combiner's other inputs; the combiner's fit reads these)."""
+        read, gaps, _ = self._lexical(claims, contexts)
+        return [(g, phrase) for (_, phrase), g in zip(read, gaps, strict=True)]
+
+    def _lexical(
+        self, claims: Sequence[str], contexts: Sequence[str]
+    ) -> tuple[list[tuple[str, bool]], list[Gaps], list[str]]:
+        """Each claim without the question a phrase answer is read after (and whether it
+        is one), its gaps against ``contexts`` taken together, and the claim as the model
+        reads it."""
+        read = [cl.phrase(claim) for claim in claims]
+        together = self._evidence.get(contexts)
+        gaps = [together.gaps(said) for said, _ in read]
+        aligned = [
+            claim.replace(said, found.aligned) if found.aligned else claim
+            for claim, (said, _), found in zip(claims, read, gaps, strict=True)
+        ]
+        return read, gaps, aligned
 
     # --- synchronous answers (also usable without an event loop)
 
@@ -194,6 +218,11 @@ class LocalJudge(InProcessJudge):
         """The atomic claims of ``text`` (`claims.claims`)."""
         return cl.claims(text, question)
 
+    def screened(self, text: str, question: str | None = None) -> list[str]:
+        """The claims the screens and usefulness read: ``text``'s claims (`statements`), or
+        ``text`` whole when it has none (none when it is blank)."""
+        return self.statements(text, question) or ([text] if text.strip() else [])
+
     def verify(self, context: str, claims: Sequence[str]) -> list[Decision]:
         """Each claim's support by ``context`` (one passage a line)."""
         passages = [line for line in context.split("\n") if line.strip()]
@@ -204,7 +233,7 @@ class LocalJudge(InProcessJudge):
     def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
         """A hallucination risk for one record, in [0, 1] (1 = surely unsupported):
         1 − the support probability of the response's weakest claim."""
-        said = self.statements(response, question) or ([response] if response.strip() else [])
+        said = self.screened(response, question)
         if not said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
         found = self.decide(said, contexts)[0]
@@ -221,7 +250,7 @@ class LocalJudge(InProcessJudge):
     ) -> float:
         """The cheapest screen: no model call, only the lexical gaps, weighed as the combiner
         weighs them with the model undecided (logit 0). 1 − the weakest claim's probability."""
-        said = self.statements(response, question) or ([response] if response.strip() else [])
+        said = self.screened(response, question)
         if not said:
             return 0.5
         evidence = self._evidence.get(list(contexts))
@@ -238,7 +267,7 @@ class LocalJudge(InProcessJudge):
         self, answer: str, contexts: Sequence[str], question: str | None = None
     ) -> list[ContextVerdict]:
         """A context is useful when it supports at least one claim of the answer."""
-        said = self.statements(answer, question) or ([answer] if answer.strip() else [])
+        said = self.screened(answer, question)
         if not said:
             return [ContextVerdict(reason="the answer states nothing", verdict=0) for _ in contexts]
         verdicts: list[ContextVerdict] = []

@@ -35,7 +35,7 @@ Q = "When do I need to attach a receipt?"
 async def test_every_distinct_answer_is_kept_with_its_own_evidence(
     backlog: BacklogSink, pg_dsn: str
 ) -> None:
-    faithful = scored("a1", Q, faithfulness=0.9, response="Above $100.")
+    faithful = scored("a1", Q, faithfulness=1.0, response="Above $100.")
     faithful.results["response_relevancy"] = MetricResult(metric="response_relevancy", score=0.1)
     await backlog.write([faithful])
     first = await backlog.store.get("a1")
@@ -61,7 +61,7 @@ async def test_every_distinct_answer_is_kept_with_its_own_evidence(
     assert [a.interaction_id for a in row.answers] == ["a1", "a2"]
     kept, hallucinated = row.answers
     assert (kept.response, kept.reasons, kept.seen_count) == ("Above $100.", ["low_relevancy"], 1)
-    assert kept.online_scores["faithfulness"] == 0.9
+    assert kept.online_scores["faithfulness"] == 1.0
     assert hallucinated.response == "Never, receipts are optional."
     assert hallucinated.reasons == ["hallucination"]
     assert hallucinated.online_scores["faithfulness"] == 0.2
@@ -81,7 +81,7 @@ async def test_control_answers_are_never_merged_with_flagged_ones(
 ) -> None:
     async with make_backlog(control_share=1.0) as sink:
         await sink.write([scored("f", Q, response="Same text.")])
-        await sink.write([scored("c", Q, response="Same text.", faithfulness=0.95)])
+        await sink.write([scored("c", Q, response="Same text.", faithfulness=1.0)])
         row = await sink.store.get("f")
         assert row is not None
         assert [(a.interaction_id, a.reasons) for a in row.answers] == [
@@ -279,7 +279,7 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
         # (the traffic totals), the backlog queues the controls among it
         fine = []
         for i in range(200):
-            fine.append(scored(f"c{i}", f"fine {i}", faithfulness=0.9))
+            fine.append(scored(f"c{i}", f"fine {i}", faithfulness=1.0))
             if sum(is_control(r.interaction.id, 0.5) for r in fine) == 4:
                 break
         controls = [r for r in fine if is_control(r.interaction.id, 0.5)]

@@ -150,7 +150,7 @@ async def test_constructor_has_no_side_effects(make_settings: SettingsFactory) -
 
 
 async def test_flagged_records_are_queued_unflagged_are_not(backlog: BacklogSink) -> None:
-    await backlog.write([scored("bad", "q one"), scored("good", "q two", faithfulness=0.9)])
+    await backlog.write([scored("bad", "q one"), scored("good", "q two", faithfulness=1.0)])
     row = await backlog.store.get("bad")
     assert row is not None
     assert row.status == "pending"
@@ -175,7 +175,7 @@ async def test_redelivery_is_idempotent(backlog: BacklogSink, pg_dsn: str) -> No
 async def test_repeated_question_increments_seen_count(backlog: BacklogSink, pg_dsn: str) -> None:
     await backlog.write([scored("q1", "When do I need a receipt?")])
     await backlog.write([scored("q2", "  when do i NEED a receipt  ")])
-    low_relevancy = scored("q3", "When do I need... a receipt!", faithfulness=0.9)
+    low_relevancy = scored("q3", "When do I need... a receipt!", faithfulness=1.0)
     low_relevancy.results["response_relevancy"] = MetricResult(
         metric="response_relevancy", score=0.1
     )
@@ -239,7 +239,7 @@ async def test_enqueued_counts_interactions_and_the_traffic_totals_every_scored_
     batch = [
         scored("m1", "When do I need a receipt?"),
         merged,  # merged into m1's row: a second interaction queued, not a second row
-        scored("fine", "a good one", faithfulness=0.95),  # not queued, but scored
+        scored("fine", "a good one", faithfulness=1.0),  # not queued, but scored
         unscored,  # in neither total: no faithfulness score
     ]
     await backlog.write(batch)
@@ -272,7 +272,7 @@ async def test_same_question_in_one_batch_and_concurrent_writers(
 
 async def test_control_share_queues_unflagged_records(make_backlog: BacklogFactory) -> None:
     async with make_backlog(control_share=1.0) as sink:
-        await sink.write([scored("fine", "a good one", faithfulness=0.95)])
+        await sink.write([scored("fine", "a good one", faithfulness=1.0)])
         row = await sink.store.get("fine")
         assert row is not None and row.reasons == ["control"]
         assert counter(sink.exporter, "rag_monitor_backlog_enqueued_total", reason="control") == 1

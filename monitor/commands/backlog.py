@@ -27,15 +27,13 @@ from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schem
 from monitor.backlog.reviews import ImportReport
 from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
-from monitor.config import Settings, load_settings
+from monitor.commands import backlog_dsn, command_settings, fail
+from monitor.commands.exits import EXIT_OK, EXIT_SCHEMA, EXIT_UNAVAILABLE, EXIT_USAGE
+from monitor.config import Settings
 from monitor.flags import CONTROL, HALLUCINATION
-from monitor.logging import configure_logging
 
-EXIT_OK = 0
+#: some input rejected (the rest done)
 EXIT_REJECTED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_SCHEMA = 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -148,35 +146,17 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
 # --- handlers
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = load_settings(cast(str | None, args.config))
-    configure_logging(settings.log_level, force=True)
-    return settings
-
-
-def _dsn(settings: Settings) -> str | None:
-    if settings.pg_dsn is None:
-        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
-        return None
-    return settings.pg_dsn.get_secret_value()
-
-
 def _run(args: argparse.Namespace, action: str) -> int:
-    settings = _settings(args)
-    dsn = _dsn(settings)
+    settings = command_settings(args)
+    dsn = backlog_dsn(settings)
     if dsn is None:
         return EXIT_USAGE
     try:
         return asyncio.run(_with_store(dsn, settings, args, action))
-    except StoreError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except MigrationError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except (StoreError, MigrationError) as exc:
+        return fail(exc, EXIT_UNAVAILABLE)
     except SchemaBehind as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_SCHEMA
+        return fail(exc, EXIT_SCHEMA)
 
 
 async def _with_store(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
@@ -326,8 +306,7 @@ async def _import_file(store: BacklogStore, path: Path, fmt: str, force: bool) -
     try:
         rows = read_annotations(path, fmt)
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"rag-monitor: cannot read {path}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"cannot read {path}: {exc}")
     report = await store.import_references(rows, force=force)
     print_report(report, sys.stdout, sys.stderr)
     return EXIT_REJECTED if report.rejected else EXIT_OK

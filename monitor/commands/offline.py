@@ -11,20 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import cast
 
 from monitor.backlog.migrations import SchemaBehind
 from monitor.backlog.store import StoreError
-from monitor.config import load_settings
+from monitor.commands import add_judge_option, backlog_dsn, command_settings, fail
+from monitor.commands.exits import EXIT_OK, EXIT_SCHEMA, EXIT_UNAVAILABLE, EXIT_USAGE
 from monitor.judges.factory import JudgeConfigError
-from monitor.logging import configure_logging
 from monitor.offline import run_offline
 from monitor.scoring import OFFLINE_METRICS, UnknownMetric, parse_metric_names
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_SCHEMA = 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,13 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="LIST",
         help=f"score these comma-separated metrics (default: {','.join(OFFLINE_METRICS)})",
     )
-    offline.add_argument(
-        "--judge",
-        choices=("auto", "llm", "local"),
-        default="auto",
-        help="llm: the OpenAI-compatible endpoint of RAG_MONITOR_JUDGE_BASE_URL; local: the "
-        "in-process judge; auto (default): llm when the base URL is set, else local",
-    )
+    add_judge_option(offline)
     offline.add_argument(
         "--lease-seconds",
         type=float,
@@ -76,19 +64,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _offline(args: argparse.Namespace) -> int:
-    settings = load_settings(cast(str | None, args.config))
-    configure_logging(settings.log_level, force=True)
-    if settings.pg_dsn is None:
-        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
+    settings = command_settings(args)
+    if backlog_dsn(settings) is None:
         return EXIT_USAGE
     if (args.limit is not None and args.limit < 1) or args.batch < 1:
-        print("rag-monitor: --limit and --batch must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
+        return fail("--limit and --batch must be at least 1")
     try:
         metrics = parse_metric_names(args.metrics)
     except (UnknownMetric, ValueError) as exc:
-        print(f"rag-monitor: --metrics: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"--metrics: {exc}")
     try:
         report = asyncio.run(
             run_offline(
@@ -102,13 +86,10 @@ def _offline(args: argparse.Namespace) -> int:
             )
         )
     except JudgeConfigError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc)
     except StoreError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+        return fail(exc, EXIT_UNAVAILABLE)
     except SchemaBehind as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_SCHEMA
+        return fail(exc, EXIT_SCHEMA)
     sys.stdout.write(report.render())
     return EXIT_OK

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 from monitor.allocator import pin_mmap_threshold
 from monitor.app import serve
-from monitor.config import load_settings
+from monitor.commands import command_settings, fail
 from monitor.kafka.client import KafkaUnreachable
-from monitor.logging import configure_logging
 
 #: no Kafka broker answered at start (settings errors exit 2, a clean shutdown 0)
 EXIT_KAFKA_UNREACHABLE = 3
@@ -34,11 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def handle(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    configure_logging(settings.log_level, force=True)
+    settings = command_settings(args)
     pin_mmap_threshold()  # docs/operations.md, "Memory over time"
     try:
         return asyncio.run(serve(settings))
     except KafkaUnreachable as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_KAFKA_UNREACHABLE
+        return fail(exc, EXIT_KAFKA_UNREACHABLE)

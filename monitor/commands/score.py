@@ -13,9 +13,9 @@ from typing import IO
 
 import structlog
 
-from monitor.config import UNUSED_API_KEY, ambient_api_key, load_settings
+from monitor.commands import add_judge_option, command_settings, fail
+from monitor.config import UNUSED_API_KEY, ambient_api_key
 from monitor.judges.factory import JudgeConfigError, build_judge
-from monitor.logging import configure_logging
 from monitor.score_file import DEFAULT_CONCURRENCY, score_file
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
@@ -54,19 +54,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="score N records at once (default: 8 with an LLM judge, to spare its endpoint; "
         "64 with the local judge)",
     )
-    parser.add_argument(
-        "--judge",
-        choices=("auto", "llm", "local"),
-        default="auto",
-        help="llm: the OpenAI-compatible endpoint of RAG_MONITOR_JUDGE_BASE_URL; local: the "
-        "in-process judge; auto (default): llm when the base URL is set, else local",
-    )
+    add_judge_option(parser)
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    configure_logging(settings.log_level, force=True)
+    settings = command_settings(args)
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:
@@ -127,11 +120,9 @@ def handle(args: argparse.Namespace) -> int:
     summary.print(metrics, sys.stderr)
     failure = summary.failure()
     if failure is not None:
-        print(f"rag-monitor score: {failure}", file=sys.stderr)
-        return 1
+        return fail(failure, 1, command="score")
     return 0
 
 
 def _fail(message: str) -> int:
-    print(f"rag-monitor score: {message}", file=sys.stderr)
-    return 2
+    return fail(message, command="score")

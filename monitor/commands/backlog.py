@@ -1,4 +1,4 @@
-"""``rag-monitor migrate`` and ``rag-monitor backlog stats|export|import|discard``.
+"""``rag-monitor backlog stats|export|import|discard``, and ``rag-monitor migrate``'s store.
 
 See docs/review.md, "The backlog" (the annotation loop and the exit codes).
 """
@@ -36,26 +36,8 @@ from monitor.flags import CONTROL, HALLUCINATION
 EXIT_REJECTED = 1
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    migrate = subparsers.add_parser(
-        "migrate",
-        help="apply the Postgres migrations of the golden-set backlog",
-        description="Apply the backlog's pending Postgres migrations to the database of "
-        "RAG_MONITOR_PG_DSN, each once; a schema that is up to date is left as it is.",
-        epilog="Exit codes: 0 done, 2 invalid settings, 3 Postgres unreachable or a migration "
-        "failed.",
-    )
-    migrate.set_defaults(handler=_migrate)
-
-    backlog = subparsers.add_parser(
-        "backlog",
-        help="inspect, export and annotate the backlog",
-        description="Inspect the golden-set backlog in Postgres, export its rows for "
-        "annotation, import the references and verdicts people wrote, or discard rows.",
-        epilog="Exit codes: 0 done, 1 some input rejected, 2 usage or settings, 3 Postgres "
-        "unreachable, 4 the backlog schema is behind (run rag-monitor migrate).",
-    )
-    sub = backlog.add_subparsers(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(
         dest="backlog_command", required=True, metavar="ACTION", help="what to do (one of these)"
     )
 
@@ -68,7 +50,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
     )
-    stats.set_defaults(handler=_stats)
 
     export = sub.add_parser(
         "export",
@@ -93,7 +74,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument(
         "--out", metavar="FILE", help="write to FILE instead of stdout (whole or not at all)"
     )
-    export.set_defaults(handler=_export)
 
     imp = sub.add_parser(
         "import",
@@ -117,7 +97,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     imp.add_argument(
         "--force", action="store_true", help="also replace the references of evaluated rows"
     )
-    imp.set_defaults(handler=_import_handler)
 
     discard = sub.add_parser(
         "discard",
@@ -126,7 +105,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "rows being evaluated are kept.",
     )
     discard.add_argument("ids", nargs="+", metavar="ID", help="the id of a backlog row")
-    discard.set_defaults(handler=_discard)
 
 
 def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
@@ -146,7 +124,12 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
 # --- handlers
 
 
-def _run(args: argparse.Namespace, action: str) -> int:
+def handle(args: argparse.Namespace) -> int:
+    return run_action(args, args.backlog_command)
+
+
+def run_action(args: argparse.Namespace, action: str) -> int:
+    """Run ``action`` (migrate, or a backlog action) on the backlog's store."""
     settings = command_settings(args)
     dsn = backlog_dsn(settings)
     if dsn is None:
@@ -310,23 +293,3 @@ async def _import_file(store: BacklogStore, path: Path, fmt: str, force: bool) -
     report = await store.import_references(rows, force=force)
     print_report(report, sys.stdout, sys.stderr)
     return EXIT_REJECTED if report.rejected else EXIT_OK
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    return _run(args, "migrate")
-
-
-def _stats(args: argparse.Namespace) -> int:
-    return _run(args, "stats")
-
-
-def _export(args: argparse.Namespace) -> int:
-    return _run(args, "export")
-
-
-def _import_handler(args: argparse.Namespace) -> int:
-    return _run(args, "import")
-
-
-def _discard(args: argparse.Namespace) -> int:
-    return _run(args, "discard")

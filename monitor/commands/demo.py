@@ -31,19 +31,7 @@ EXIT_INTERRUPTED = 130
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="run everything embedded (broker, Postgres, judge) on a bundled traffic set",
-        description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
-        "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
-        "live progress line, annotate the backlog from the set's reference answers, run the "
-        "offline metrics and print a report. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) "
-        "stops everything cleanly; "
-        "nothing is left behind unless --keep-dir is given.",
-        epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
-        "record), 2 invalid options, settings, traffic file or a taken port, 130 interrupted.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--records",
         type=int,
@@ -136,7 +124,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--report-json", type=Path, metavar="FILE", help="also write the report as JSON to FILE"
     )
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

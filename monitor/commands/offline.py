@@ -21,35 +21,25 @@ from monitor.offline import run_offline
 from monitor.scoring import OFFLINE_METRICS, UnknownMetric, parse_metric_names
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    offline = subparsers.add_parser(
-        "offline",
-        help="score annotated backlog rows with the reference-based metrics",
-        description="Score the annotated rows of the backlog with the reference-based metrics "
-        "and print a report; progress goes to stderr, the report to stdout. Several runners "
-        "may work side by side: each claims rows of its own. The judge has its own token "
-        "budget, RAG_MONITOR_OFFLINE_TOKEN_BUDGET (unlimited by default).",
-        epilog="Exit codes: 0 done, 2 invalid options or settings, 3 Postgres unreachable, "
-        "4 the backlog schema is behind (run rag-monitor migrate).",
-    )
-    offline.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--limit",
         type=int,
         default=None,
         metavar="N",
         help="score at most N rows (default: every annotated row)",
     )
-    offline.add_argument(
+    parser.add_argument(
         "--batch", type=int, default=8, metavar="N", help="claim N rows at a time (default 8)"
     )
-    offline.add_argument(
+    parser.add_argument(
         "--metrics",
         default=",".join(OFFLINE_METRICS),
         metavar="LIST",
         help=f"score these comma-separated metrics (default: {','.join(OFFLINE_METRICS)})",
     )
-    add_judge_option(offline)
-    offline.add_argument(
+    add_judge_option(parser)
+    parser.add_argument(
         "--lease-seconds",
         type=float,
         default=900.0,
@@ -57,13 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="keep a claimed batch reserved this long (default 900); the rows of a runner that "
         "crashed return to the queue after it",
     )
-    offline.add_argument(
+    parser.add_argument(
         "--no-progress", action="store_true", help="do not draw the progress bar on stderr"
     )
-    offline.set_defaults(handler=_offline)
 
 
-def _offline(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     settings = command_settings(args)
     if backlog_dsn(settings) is None:
         return EXIT_USAGE

@@ -22,30 +22,21 @@ from monitor.review.app import ReviewApp
 from monitor.review.auth import TokenError, check_access, parse_tokens
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    review = subparsers.add_parser(
-        "review",
-        help="the web page for reviewing and annotating the golden-set backlog",
-        description="Serve the review pages over the backlog, where reviewers read flagged "
-        "answers, record verdicts and write references, until Ctrl-C or SIGTERM. On an address "
-        "other than loopback it needs RAG_MONITOR_REVIEW_TOKENS; the backlog must be migrated.",
-        epilog="Exit codes: 0 stopped, 2 invalid settings or tokens, 3 Postgres unreachable.",
-    )
-    review.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="listen on this address (default 127.0.0.1; any other needs reviewer tokens)",
     )
-    review.add_argument(
+    parser.add_argument(
         "--port",
         type=int,
         default=8080,
         help="listen on this port (default 8080; 0: any free port)",
     )
-    review.set_defaults(handler=_review)
 
 
-def _review(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     settings = command_settings(args)
     dsn = backlog_dsn(settings)
     if dsn is None:

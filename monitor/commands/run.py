@@ -17,18 +17,8 @@ from monitor.kafka.client import KafkaUnreachable
 EXIT_KAFKA_UNREACHABLE = 3
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "run",
-        help="the sidecar: consume Kafka, score a sample within the token budget, export metrics",
-        description="Consume interactions from Kafka, score a sample of them within the token "
-        "budget and export the scores on /metrics; with RAG_MONITOR_PG_DSN set, flagged "
-        "records also go to the Postgres backlog. SIGTERM or Ctrl-C stops it cleanly: records "
-        "in flight get RAG_MONITOR_SHUTDOWN_GRACE_SECONDS to finish, then their offsets are "
-        "committed. A broker that goes away while it runs is retried until it is back.",
-        epilog="Exit codes: 0 stopped cleanly, 2 invalid settings, 3 Kafka unreachable at start.",
-    )
-    parser.set_defaults(handler=handle)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """None: the sidecar reads its settings only."""
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -22,18 +22,7 @@ from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 log = structlog.get_logger("monitor.commands.score")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "score",
-        help="score a JSON-lines file of interactions (same scorer as the sidecar)",
-        description="Score a JSON-lines file of interactions with the sidecar's scorer and "
-        "write one JSON line per input line, in input order: its id, its scores (null where a "
-        "metric could not be scored), the judge's usage and any error. A line that is not a "
-        "valid record gets an error line and the run goes on. A progress bar and a summary "
-        "table go to stderr.",
-        epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
-        "on stderr), 2 unusable input (unreadable, or no non-empty line), arguments or settings.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
         metavar="FILE.jsonl",
@@ -55,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "64 with the local judge)",
     )
     add_judge_option(parser)
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

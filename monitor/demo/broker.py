@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Self
 
-from monitor.demo.servers import Server, free_port
+from monitor.demo.servers import Server
+from monitor.demo.servers import free_port as free_port  # re-exported: tests import it from here
 from monitor.kafka.topics import create_topics
 
 KINDS = ("noida", "tansu")

@@ -1,9 +1,9 @@
 """The `rag-monitor` command line.
 
-Each command lives in `monitor/commands/<name>.py` with a ``register(subparsers)``
-function that adds its parser and sets ``handler`` to a callable taking the
-parsed arguments and returning an exit code. Signal handling lives in what
-runs long jobs (`monitor.app.serve`, the `demo` command), never in constructors.
+Each command lives in `monitor/commands/<name>.py`: ``add_arguments(parser)`` adds its
+arguments, ``handle(args)`` runs it and returns the exit code; `COMMANDS` holds what its
+help page says. Signal handling lives in what runs long jobs (`monitor.app.serve`, the
+`demo` command), never in constructors.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from monitor import __version__
 from monitor.config import ConfigError
@@ -25,15 +26,81 @@ EXIT_BROKEN_PIPE = 141
 LOG_LEVEL_ENV = "RAG_MONITOR_LOG_LEVEL"
 _LEVELS = ("debug", "info", "warning", "error")
 
-#: command name -> module under monitor.commands
+
+@dataclass(frozen=True)
+class Command:
+    """What ``rag-monitor COMMAND --help`` says of a command: the one line that lists it,
+    its description and its epilog (the exit codes)."""
+
+    help: str
+    description: str
+    epilog: str
+
+
+#: every command, as ``rag-monitor --help`` lists it: its module under monitor.commands
+#: (of the same name) adds its arguments (``add_arguments(parser)``) and runs it
+#: (``handle(args)``, which returns the exit code)
 COMMANDS = {
-    "run": "run",
-    "score": "score",
-    "migrate": "backlog",
-    "backlog": "backlog",
-    "offline": "offline",
-    "review": "review",
-    "demo": "demo",
+    "run": Command(
+        help="the sidecar: consume Kafka, score a sample within the token budget, export metrics",
+        description="Consume interactions from Kafka, score a sample of them within the token "
+        "budget and export the scores on /metrics; with RAG_MONITOR_PG_DSN set, flagged "
+        "records also go to the Postgres backlog. SIGTERM or Ctrl-C stops it cleanly: records "
+        "in flight get RAG_MONITOR_SHUTDOWN_GRACE_SECONDS to finish, then their offsets are "
+        "committed. A broker that goes away while it runs is retried until it is back.",
+        epilog="Exit codes: 0 stopped cleanly, 2 invalid settings, 3 Kafka unreachable at start.",
+    ),
+    "score": Command(
+        help="score a JSON-lines file of interactions (same scorer as the sidecar)",
+        description="Score a JSON-lines file of interactions with the sidecar's scorer and "
+        "write one JSON line per input line, in input order: its id, its scores (null where a "
+        "metric could not be scored), the judge's usage and any error. A line that is not a "
+        "valid record gets an error line and the run goes on. A progress bar and a summary "
+        "table go to stderr.",
+        epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
+        "on stderr), 2 unusable input (unreadable, or no non-empty line), arguments or settings.",
+    ),
+    "migrate": Command(
+        help="apply the Postgres migrations of the golden-set backlog",
+        description="Apply the backlog's pending Postgres migrations to the database of "
+        "RAG_MONITOR_PG_DSN, each once; a schema that is up to date is left as it is.",
+        epilog="Exit codes: 0 done, 2 invalid settings, 3 Postgres unreachable or a migration "
+        "failed.",
+    ),
+    "backlog": Command(
+        help="inspect, export and annotate the backlog",
+        description="Inspect the golden-set backlog in Postgres, export its rows for "
+        "annotation, import the references and verdicts people wrote, or discard rows.",
+        epilog="Exit codes: 0 done, 1 some input rejected, 2 usage or settings, 3 Postgres "
+        "unreachable, 4 the backlog schema is behind (run rag-monitor migrate).",
+    ),
+    "offline": Command(
+        help="score annotated backlog rows with the reference-based metrics",
+        description="Score the annotated rows of the backlog with the reference-based metrics "
+        "and print a report; progress goes to stderr, the report to stdout. Several runners "
+        "may work side by side: each claims rows of its own. The judge has its own token "
+        "budget, RAG_MONITOR_OFFLINE_TOKEN_BUDGET (unlimited by default).",
+        epilog="Exit codes: 0 done, 2 invalid options or settings, 3 Postgres unreachable, "
+        "4 the backlog schema is behind (run rag-monitor migrate).",
+    ),
+    "review": Command(
+        help="the web page for reviewing and annotating the golden-set backlog",
+        description="Serve the review pages over the backlog, where reviewers read flagged "
+        "answers, record verdicts and write references, until Ctrl-C or SIGTERM. On an address "
+        "other than loopback it needs RAG_MONITOR_REVIEW_TOKENS; the backlog must be migrated.",
+        epilog="Exit codes: 0 stopped, 2 invalid settings or tokens, 3 Postgres unreachable.",
+    ),
+    "demo": Command(
+        help="run everything embedded (broker, Postgres, judge) on a bundled traffic set",
+        description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
+        "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
+        "live progress line, annotate the backlog from the set's reference answers, run the "
+        "offline metrics and print a report. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) "
+        "stops everything cleanly; "
+        "nothing is left behind unless --keep-dir is given.",
+        epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
+        "record), 2 invalid options, settings, traffic file or a taken port, 130 interrupted.",
+    ),
 }
 
 
@@ -57,13 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="what to do (one of these)"
     )
-    registered: set[str] = set()
-    for module_name in dict.fromkeys(COMMANDS.values()):
-        module = importlib.import_module(f"monitor.commands.{module_name}")
-        register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
-        register = module.register
-        register(sub)
-        registered.add(module_name)
+    for name, command in COMMANDS.items():
+        module = importlib.import_module(f"monitor.commands.{name}")
+        add_arguments: Callable[[argparse.ArgumentParser], None] = module.add_arguments
+        handle: Callable[[argparse.Namespace], int] = module.handle
+        command_parser = sub.add_parser(
+            name, help=command.help, description=command.description, epilog=command.epilog
+        )
+        add_arguments(command_parser)
+        command_parser.set_defaults(handler=handle)
     return parser
 
 

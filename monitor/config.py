@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import yaml
 from pydantic import (
@@ -96,6 +96,14 @@ class RedactionPattern(BaseModel):
         except re.error as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
+
+
+def _check_port(url: SplitResult) -> None:
+    """A URL's port, if any, is a number (urllib checks it when it is read)."""
+    try:
+        url.port  # noqa: B018
+    except ValueError:
+        raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
 
 
 class Settings(BaseSettings):
@@ -236,10 +244,7 @@ class Settings(BaseSettings):
             raise ValueError(
                 "not a Postgres URL: write postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
             )
-        try:
-            parts.port  # noqa: B018 (urllib checks the port when it is read)
-        except ValueError:
-            raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
+        _check_port(parts)
         return value
 
     @field_validator("judge_base_url", mode="after")
@@ -252,10 +257,7 @@ class Settings(BaseSettings):
         example = "write http(s)://HOST[:PORT]/PATH, e.g. https://api.openai.com/v1"
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {example}")
-        try:
-            parts.port  # noqa: B018 (urllib checks the port when it is read)
-        except ValueError:
-            raise ValueError("the port after HOST: must be a number from 0 to 65535") from None
+        _check_port(parts)
         return value
 
     @field_validator("thresholds", mode="after")

@@ -18,151 +18,99 @@ PREFIX = "rag_monitor_"
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+# Every series' help text, by its name after PREFIX.
+HELP = {
+    "records_consumed_total": "Records read from Kafka.",
+    "records_sampled_total": "Records kept by the sampler.",
+    "records_invalid_total": "Records that failed validation and went to the dead-letter topic.",
+    "records_skipped_total": (
+        "Records not scored for a reason: sampled but unaffordable (budget), kept by the "
+        "configured rate but thinned by the budget (budget_thinned), judge failure, ..."
+    ),
+    "records_scored_total": "Records scored and handed to every sink.",
+    "metric_score": "Scores per metric and route (LLM judge unless judge=local).",
+    "verdicts_total": "Per-metric outcomes against the metric's threshold.",
+    "hallucinations_total": "Scored records whose faithfulness fell below the threshold.",
+    "scored_weight_total": (
+        "Sum of 1/p over records with a faithfulness score and a context (p = inclusion "
+        "probability): the hallucination rate's denominator."
+    ),
+    "hallucination_weight_total": (
+        "Sum of 1/p over hallucinated records; divide rates by scored_weight_total."
+    ),
+    "no_context_total": (
+        "Records with a faithfulness score but no retrieved context (a retrieval "
+        "failure, not a hallucination)."
+    ),
+    "no_context_weight_total": (
+        "Sum of 1/p over no-context records; their share of the records with a "
+        "faithfulness score is this / (this + scored_weight_total)."
+    ),
+    "judge_requests_total": (
+        "Judge HTTP requests by outcome (ok, timeout, rate_limited, server_error, ...)."
+    ),
+    "judge_request_duration_seconds": "Judge request latency, retries included.",
+    "judge_tokens_total": "Judge tokens spent, by metric and kind (prompt, completion).",
+    "token_budget_remaining": "Tokens left in the current budget window.",
+    "token_budget_share": (
+        "This replica's share of the deployment's token budget: its assigned partitions "
+        "/ the topic's partitions."
+    ),
+    "sample_rate": "Current base sample rate (after budget adaptation).",
+    "consumer_lag": "Records behind the partition's high watermark.",
+    "backlog_enqueued_total": "Interactions queued into the golden-set backlog, by flag reason.",
+    "backlog_write_errors_total": "Failed backlog writes (retried).",
+    "backlog_size": "Backlog rows by status.",
+    "traces_total": (
+        "OTLP traces out of the trace buffer, by outcome (assembled, split, no_llm, ...)."
+    ),
+    "trace_buffer_traces": "Traces held in the trace buffer.",
+    "trace_buffer_bytes": "Estimated bytes of the spans held there.",
+    "judge_info": (
+        "The judge that scores (always 1): kind (llm or local), model, and role (primary, "
+        "or fallback: the local judge for records the token budget cannot afford)."
+    ),
+}
+
 
 class Exporter:
     """The metric objects, on a registry of their own (so tests can run several)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        p = PREFIX
-        self.records_consumed = Counter(
-            p + "records_consumed_total", "Records read from Kafka.", ["topic"], registry=r
+        declare = _Declare(self.registry)
+        self.records_consumed = declare.counter("records_consumed_total", "topic")
+        self.records_sampled = declare.counter("records_sampled_total")
+        self.records_invalid = declare.counter("records_invalid_total", "reason")
+        self.records_skipped = declare.counter("records_skipped_total", "reason")
+        self.records_scored = declare.counter("records_scored_total")
+        self.metric_score = declare.histogram(
+            "metric_score", SCORE_BUCKETS, "metric", "route", "judge"
         )
-        self.records_sampled = Counter(
-            p + "records_sampled_total", "Records kept by the sampler.", registry=r
+        self.verdicts = declare.counter("verdicts_total", "metric", "verdict", "judge")
+        self.hallucinations = declare.counter("hallucinations_total", "route", "judge")
+        self.scored_weight = declare.counter("scored_weight_total", "route", "judge")
+        self.hallucination_weight = declare.counter("hallucination_weight_total", "route", "judge")
+        self.no_context = declare.counter("no_context_total", "route", "judge")
+        self.no_context_weight = declare.counter("no_context_weight_total", "route", "judge")
+        self.judge_requests = declare.counter("judge_requests_total", "outcome")
+        self.judge_request_duration = declare.histogram(
+            "judge_request_duration_seconds", LATENCY_BUCKETS
         )
-        self.records_invalid = Counter(
-            p + "records_invalid_total",
-            "Records that failed validation and went to the dead-letter topic.",
-            ["reason"],
-            registry=r,
-        )
-        self.records_skipped = Counter(
-            p + "records_skipped_total",
-            "Records not scored for a reason: sampled but unaffordable (budget), kept by the "
-            "configured rate but thinned by the budget (budget_thinned), judge failure, ...",
-            ["reason"],
-            registry=r,
-        )
-        self.records_scored = Counter(
-            p + "records_scored_total", "Records scored and handed to every sink.", registry=r
-        )
-        self.metric_score = Histogram(
-            p + "metric_score",
-            "Scores per metric and route (LLM judge unless judge=local).",
-            ["metric", "route", "judge"],
-            buckets=SCORE_BUCKETS,
-            registry=r,
-        )
-        self.verdicts = Counter(
-            p + "verdicts_total",
-            "Per-metric outcomes against the metric's threshold.",
-            ["metric", "verdict", "judge"],
-            registry=r,
-        )
-        self.hallucinations = Counter(
-            p + "hallucinations_total",
-            "Scored records whose faithfulness fell below the threshold.",
-            ["route", "judge"],
-            registry=r,
-        )
-        self.scored_weight = Counter(
-            p + "scored_weight_total",
-            "Sum of 1/p over records with a faithfulness score and a context (p = inclusion "
-            "probability): the hallucination rate's denominator.",
-            ["route", "judge"],
-            registry=r,
-        )
-        self.hallucination_weight = Counter(
-            p + "hallucination_weight_total",
-            "Sum of 1/p over hallucinated records; divide rates by scored_weight_total.",
-            ["route", "judge"],
-            registry=r,
-        )
-        self.no_context = Counter(
-            p + "no_context_total",
-            "Records with a faithfulness score but no retrieved context (a retrieval "
-            "failure, not a hallucination).",
-            ["route", "judge"],
-            registry=r,
-        )
-        self.no_context_weight = Counter(
-            p + "no_context_weight_total",
-            "Sum of 1/p over no-context records; their share of the records with a "
-            "faithfulness score is this / (this + scored_weight_total).",
-            ["route", "judge"],
-            registry=r,
-        )
-        self.judge_requests = Counter(
-            p + "judge_requests_total",
-            "Judge HTTP requests by outcome (ok, timeout, rate_limited, server_error, ...).",
-            ["outcome"],
-            registry=r,
-        )
-        self.judge_request_duration = Histogram(
-            p + "judge_request_duration_seconds",
-            "Judge request latency, retries included.",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.judge_tokens = Counter(
-            p + "judge_tokens_total",
-            "Judge tokens spent, by metric and kind (prompt, completion).",
-            ["metric", "kind"],
-            registry=r,
-        )
-        self.token_budget_remaining = Gauge(
-            p + "token_budget_remaining", "Tokens left in the current budget window.", registry=r
-        )
-        self.token_budget_share = Gauge(
-            p + "token_budget_share",
-            "This replica's share of the deployment's token budget: its assigned partitions "
-            "/ the topic's partitions.",
-            registry=r,
-        )
-        self.sample_rate = Gauge(
-            p + "sample_rate", "Current base sample rate (after budget adaptation).", registry=r
-        )
-        self.consumer_lag = Gauge(
-            p + "consumer_lag",
-            "Records behind the partition's high watermark.",
-            ["partition"],
-            registry=r,
-        )
-        self.backlog_enqueued = Counter(
-            p + "backlog_enqueued_total",
-            "Interactions queued into the golden-set backlog, by flag reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.backlog_write_errors = Counter(
-            p + "backlog_write_errors_total", "Failed backlog writes (retried).", registry=r
-        )
-        self.backlog_size = Gauge(
-            p + "backlog_size", "Backlog rows by status.", ["status"], registry=r
-        )
-        self.traces = Counter(
-            p + "traces_total",
-            "OTLP traces out of the trace buffer, by outcome (assembled, split, no_llm, ...).",
-            ["outcome"],
-            registry=r,
-        )
-        self.trace_buffer_traces = Gauge(
-            p + "trace_buffer_traces", "Traces held in the trace buffer.", registry=r
-        )
-        self.trace_buffer_bytes = Gauge(
-            p + "trace_buffer_bytes", "Estimated bytes of the spans held there.", registry=r
-        )
-        self.judge_info = Gauge(
-            p + "judge_info",
-            "The judge that scores (always 1): kind (llm or local), model, and role (primary, "
-            "or fallback: the local judge for records the token budget cannot afford).",
-            ["kind", "model", "role"],
-            registry=r,
-        )
+        self.judge_tokens = declare.counter("judge_tokens_total", "metric", "kind")
+        self.token_budget_remaining = declare.gauge("token_budget_remaining")
+        self.token_budget_share = declare.gauge("token_budget_share")
+        self.sample_rate = declare.gauge("sample_rate")
+        self.consumer_lag = declare.gauge("consumer_lag", "partition")
+        self.backlog_enqueued = declare.counter("backlog_enqueued_total", "reason")
+        self.backlog_write_errors = declare.counter("backlog_write_errors_total")
+        self.backlog_size = declare.gauge("backlog_size", "status")
+        self.traces = declare.counter("traces_total", "outcome")
+        self.trace_buffer_traces = declare.gauge("trace_buffer_traces")
+        self.trace_buffer_bytes = declare.gauge("trace_buffer_bytes")
+        self.judge_info = declare.gauge("judge_info", "kind", "model", "role")
         self.calibration = CalibrationCollector()
-        r.register(self.calibration)
+        self.registry.register(self.calibration)
 
     def initialise(
         self,
@@ -206,6 +154,22 @@ class Exporter:
                     self.judge_tokens.labels(metric=metric, kind=kind)
         for reason in backlog_reasons:
             self.backlog_enqueued.labels(reason=reason)
+
+
+class _Declare:
+    """Declares metrics on one registry: each name behind `PREFIX`, its help text from `HELP`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def counter(self, name: str, *labels: str) -> Counter:
+        return Counter(PREFIX + name, HELP[name], labels, registry=self.registry)
+
+    def gauge(self, name: str, *labels: str) -> Gauge:
+        return Gauge(PREFIX + name, HELP[name], labels, registry=self.registry)
+
+    def histogram(self, name: str, buckets: Sequence[float], *labels: str) -> Histogram:
+        return Histogram(PREFIX + name, HELP[name], labels, buckets=buckets, registry=self.registry)
 
 
 class CalibrationCollector(Collector):

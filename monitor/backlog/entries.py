@@ -92,6 +92,21 @@ class Entry:
     #: that judge's model, as the judge reports it (None: more than one, or not recorded)
     judge_model: str | None = None
 
+    def row_values(self) -> tuple[Any, ...]:
+        """The row's columns from ``record`` to ``span_id``, in their order: what
+        `queries.ENQUEUE` ($4-$12) and `queries.KEEP_LOWEST` ($2-$10) write."""
+        return (
+            self.record,
+            self.redactions,
+            self.route,
+            self.judge,
+            self.inclusion_probability,
+            self.online_scores,
+            self.online_details,
+            self.trace_id,
+            self.span_id,
+        )
+
 
 def build_entry(
     record: ScoredRecord,

@@ -4,11 +4,11 @@ Postgres by a task of their own (docs/operations.md)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
 
+from monitor.background import BackgroundTask
 from monitor.backlog.calibration import Calibration
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.telemetry import Exporter
@@ -34,18 +34,13 @@ class BacklogGauges:
         self.exporter = exporter
         self.stats_interval = stats_interval
         self.calibration_interval = calibration_interval
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "backlog-gauges")
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="backlog-gauges")
+        self._task.start()
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
     async def refresh_stats(self) -> None:
         """Read the rows per status and set the size gauge."""

@@ -6,7 +6,7 @@ See docs/review.md, "The backlog".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,13 +31,7 @@ class Verdict:
     at: str
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "reason": self.reason,
-            "verdict": self.verdict,
-            "reviewer": self.reviewer,
-            "note": self.note,
-            "at": self.at,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

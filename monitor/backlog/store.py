@@ -218,15 +218,7 @@ class BacklogStore:
                     entry.id,
                     entry.reasons,
                     entry.question_hash,
-                    entry.record,
-                    entry.redactions,
-                    entry.route,
-                    entry.judge,
-                    entry.inclusion_probability,
-                    entry.online_scores,
-                    entry.online_details,
-                    entry.trace_id,
-                    entry.span_id,
+                    *entry.row_values(),
                 )
                 if row is None:
                     continue  # a redelivery: this id is already in the backlog
@@ -235,15 +227,7 @@ class BacklogStore:
                     await conn.execute(
                         queries.KEEP_LOWEST,
                         row["id"],
-                        entry.record,
-                        entry.redactions,
-                        entry.route,
-                        entry.judge,
-                        entry.inclusion_probability,
-                        entry.online_scores,
-                        entry.online_details,
-                        entry.trace_id,
-                        entry.span_id,
+                        *entry.row_values(),
                         entry.record["id"],
                     )
                 answer = await conn.fetchrow(

@@ -1,4 +1,4 @@
-"""``rag-monitor migrate`` and ``rag-monitor backlog stats|export|import|discard``.
+"""``rag-monitor backlog stats|export|import|discard``, and ``rag-monitor migrate``'s store.
 
 See docs/review.md, "The backlog" (the annotation loop and the exit codes).
 """
@@ -27,37 +27,17 @@ from monitor.backlog.migrations import MigrationError, SchemaBehind, check_schem
 from monitor.backlog.reviews import ImportReport
 from monitor.backlog.rows import EVALUATING, STATUSES
 from monitor.backlog.store import BacklogStore, StoreError
-from monitor.config import Settings, load_settings
+from monitor.commands import backlog_dsn, command_settings, fail
+from monitor.commands.exits import EXIT_OK, EXIT_SCHEMA, EXIT_UNAVAILABLE, EXIT_USAGE
+from monitor.config import Settings
 from monitor.flags import CONTROL, HALLUCINATION
-from monitor.logging import configure_logging
 
-EXIT_OK = 0
+#: some input rejected (the rest done)
 EXIT_REJECTED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_SCHEMA = 4
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    migrate = subparsers.add_parser(
-        "migrate",
-        help="apply the Postgres migrations of the golden-set backlog",
-        description="Apply the backlog's pending Postgres migrations to the database of "
-        "RAG_MONITOR_PG_DSN, each once; a schema that is up to date is left as it is.",
-        epilog="Exit codes: 0 done, 2 invalid settings, 3 Postgres unreachable or a migration "
-        "failed.",
-    )
-    migrate.set_defaults(handler=_migrate)
-
-    backlog = subparsers.add_parser(
-        "backlog",
-        help="inspect, export and annotate the backlog",
-        description="Inspect the golden-set backlog in Postgres, export its rows for "
-        "annotation, import the references and verdicts people wrote, or discard rows.",
-        epilog="Exit codes: 0 done, 1 some input rejected, 2 usage or settings, 3 Postgres "
-        "unreachable, 4 the backlog schema is behind (run rag-monitor migrate).",
-    )
-    sub = backlog.add_subparsers(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(
         dest="backlog_command", required=True, metavar="ACTION", help="what to do (one of these)"
     )
 
@@ -70,7 +50,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
     )
-    stats.set_defaults(handler=_stats)
 
     export = sub.add_parser(
         "export",
@@ -95,7 +74,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument(
         "--out", metavar="FILE", help="write to FILE instead of stdout (whole or not at all)"
     )
-    export.set_defaults(handler=_export)
 
     imp = sub.add_parser(
         "import",
@@ -119,7 +97,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     imp.add_argument(
         "--force", action="store_true", help="also replace the references of evaluated rows"
     )
-    imp.set_defaults(handler=_import_handler)
 
     discard = sub.add_parser(
         "discard",
@@ -128,7 +105,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "rows being evaluated are kept.",
     )
     discard.add_argument("ids", nargs="+", metavar="ID", help="the id of a backlog row")
-    discard.set_defaults(handler=_discard)
 
 
 def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
@@ -148,35 +124,22 @@ def print_report(report: ImportReport, out: TextIO, err: TextIO) -> None:
 # --- handlers
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = load_settings(cast(str | None, args.config))
-    configure_logging(settings.log_level, force=True)
-    return settings
+def handle(args: argparse.Namespace) -> int:
+    return run_action(args, args.backlog_command)
 
 
-def _dsn(settings: Settings) -> str | None:
-    if settings.pg_dsn is None:
-        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
-        return None
-    return settings.pg_dsn.get_secret_value()
-
-
-def _run(args: argparse.Namespace, action: str) -> int:
-    settings = _settings(args)
-    dsn = _dsn(settings)
+def run_action(args: argparse.Namespace, action: str) -> int:
+    """Run ``action`` (migrate, or a backlog action) on the backlog's store."""
+    settings = command_settings(args)
+    dsn = backlog_dsn(settings)
     if dsn is None:
         return EXIT_USAGE
     try:
         return asyncio.run(_with_store(dsn, settings, args, action))
-    except StoreError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except MigrationError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except (StoreError, MigrationError) as exc:
+        return fail(exc, EXIT_UNAVAILABLE)
     except SchemaBehind as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_SCHEMA
+        return fail(exc, EXIT_SCHEMA)
 
 
 async def _with_store(dsn: str, settings: Settings, args: argparse.Namespace, action: str) -> int:
@@ -327,28 +290,7 @@ async def _import_file(store: BacklogStore, path: Path, fmt: str, force: bool) -
     try:
         rows = read_annotations(path, fmt)
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"rag-monitor: cannot read {path}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"cannot read {path}: {exc}")
     report = await store.import_references(rows, force=force)
     print_report(report, sys.stdout, sys.stderr)
     return EXIT_REJECTED if report.rejected else EXIT_OK
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    return _run(args, "migrate")
-
-
-def _stats(args: argparse.Namespace) -> int:
-    return _run(args, "stats")
-
-
-def _export(args: argparse.Namespace) -> int:
-    return _run(args, "export")
-
-
-def _import_handler(args: argparse.Namespace) -> int:
-    return _run(args, "import")
-
-
-def _discard(args: argparse.Namespace) -> int:
-    return _run(args, "discard")

@@ -9,9 +9,10 @@ import argparse
 import asyncio
 import importlib.util
 import signal
-import sys
 from pathlib import Path
 
+from monitor.commands import fail
+from monitor.commands.exits import EXIT_OK, EXIT_USAGE
 from monitor.config import ConfigError
 from monitor.demo import DemoError, DemoInputError
 from monitor.demo.run import Demo, DemoOptions, embedded_services_missing
@@ -22,28 +23,15 @@ HOST = "127.0.0.1"
 #: backlog rows left for a person to review when the review page is served
 DEFAULT_LEAVE_PENDING = 10
 
-EXIT_OK = 0
+#: the demo failed (also when the judge failed on every record)
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 #: what stops the demo cleanly: Ctrl-C, a kill, and a closed terminal (SIGHUP)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="run everything embedded (broker, Postgres, judge) on a bundled traffic set",
-        description="Run the whole product on embedded parts: start a Kafka-protocol broker and "
-        "a Postgres of its own, produce the bundled traffic set, run the sidecar on it with a "
-        "live progress line, annotate the backlog from the set's reference answers, run the "
-        "offline metrics and print a report. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) "
-        "stops everything cleanly; "
-        "nothing is left behind unless --keep-dir is given.",
-        epilog="Exit codes: 0 done, 1 the demo failed (also when the judge failed on every "
-        "record), 2 invalid options, settings, traffic file or a taken port, 130 interrupted.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--records",
         type=int,
@@ -136,7 +124,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--report-json", type=Path, metavar="FILE", help="also write the report as JSON to FILE"
     )
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -212,17 +199,14 @@ async def _main(options: DemoOptions) -> int:
     except ConfigError:
         raise
     except DemoInputError as exc:  # read before anything starts, like the options
-        print(f"rag-monitor demo: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(exc)
     except (DemoError, BrokerError, PostgresUnavailable) as exc:
-        print(f"rag-monitor demo: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail(exc, EXIT_FAILED, command="demo")
     finally:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     return EXIT_INTERRUPTED if report is None else EXIT_OK
 
 
-def _usage(message: str) -> int:
-    print(f"rag-monitor demo: {message}", file=sys.stderr)
-    return EXIT_USAGE
+def _usage(message: object) -> int:
+    return fail(message, EXIT_USAGE, command="demo")

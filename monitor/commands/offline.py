@@ -11,57 +11,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import cast
 
 from monitor.backlog.migrations import SchemaBehind
 from monitor.backlog.store import StoreError
-from monitor.config import load_settings
+from monitor.commands import add_judge_option, backlog_dsn, command_settings, fail
+from monitor.commands.exits import EXIT_OK, EXIT_SCHEMA, EXIT_UNAVAILABLE, EXIT_USAGE
 from monitor.judges.factory import JudgeConfigError
-from monitor.logging import configure_logging
 from monitor.offline import run_offline
 from monitor.scoring import OFFLINE_METRICS, UnknownMetric, parse_metric_names
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_SCHEMA = 4
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    offline = subparsers.add_parser(
-        "offline",
-        help="score annotated backlog rows with the reference-based metrics",
-        description="Score the annotated rows of the backlog with the reference-based metrics "
-        "and print a report; progress goes to stderr, the report to stdout. Several runners "
-        "may work side by side: each claims rows of its own. The judge has its own token "
-        "budget, RAG_MONITOR_OFFLINE_TOKEN_BUDGET (unlimited by default).",
-        epilog="Exit codes: 0 done, 2 invalid options or settings, 3 Postgres unreachable, "
-        "4 the backlog schema is behind (run rag-monitor migrate).",
-    )
-    offline.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--limit",
         type=int,
         default=None,
         metavar="N",
         help="score at most N rows (default: every annotated row)",
     )
-    offline.add_argument(
+    parser.add_argument(
         "--batch", type=int, default=8, metavar="N", help="claim N rows at a time (default 8)"
     )
-    offline.add_argument(
+    parser.add_argument(
         "--metrics",
         default=",".join(OFFLINE_METRICS),
         metavar="LIST",
         help=f"score these comma-separated metrics (default: {','.join(OFFLINE_METRICS)})",
     )
-    offline.add_argument(
-        "--judge",
-        choices=("auto", "llm", "local"),
-        default="auto",
-        help="llm: the OpenAI-compatible endpoint of RAG_MONITOR_JUDGE_BASE_URL; local: the "
-        "in-process judge; auto (default): llm when the base URL is set, else local",
-    )
-    offline.add_argument(
+    add_judge_option(parser)
+    parser.add_argument(
         "--lease-seconds",
         type=float,
         default=900.0,
@@ -69,26 +47,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="keep a claimed batch reserved this long (default 900); the rows of a runner that "
         "crashed return to the queue after it",
     )
-    offline.add_argument(
+    parser.add_argument(
         "--no-progress", action="store_true", help="do not draw the progress bar on stderr"
     )
-    offline.set_defaults(handler=_offline)
 
 
-def _offline(args: argparse.Namespace) -> int:
-    settings = load_settings(cast(str | None, args.config))
-    configure_logging(settings.log_level, force=True)
-    if settings.pg_dsn is None:
-        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
+def handle(args: argparse.Namespace) -> int:
+    settings = command_settings(args)
+    if backlog_dsn(settings) is None:
         return EXIT_USAGE
     if (args.limit is not None and args.limit < 1) or args.batch < 1:
-        print("rag-monitor: --limit and --batch must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
+        return fail("--limit and --batch must be at least 1")
     try:
         metrics = parse_metric_names(args.metrics)
     except (UnknownMetric, ValueError) as exc:
-        print(f"rag-monitor: --metrics: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"--metrics: {exc}")
     try:
         report = asyncio.run(
             run_offline(
@@ -102,13 +75,10 @@ def _offline(args: argparse.Namespace) -> int:
             )
         )
     except JudgeConfigError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc)
     except StoreError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+        return fail(exc, EXIT_UNAVAILABLE)
     except SchemaBehind as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_SCHEMA
+        return fail(exc, EXIT_SCHEMA)
     sys.stdout.write(report.render())
     return EXIT_OK

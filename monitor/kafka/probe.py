@@ -7,11 +7,12 @@ end once, and keeps `BrokerProbe.reachable`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
 from aiokafka.errors import KafkaError
+
+from monitor.background import BackgroundTask
 
 log = structlog.get_logger("monitor.kafka.probe")
 
@@ -38,20 +39,15 @@ class BrokerProbe:
         self.every = every
         #: whether the brokers answered the last probe (``/readyz`` check ``kafka``)
         self.reachable = False
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "kafka-probe")
 
     def start(self) -> None:
         """The brokers just answered (a client started): reachable, probed from now on."""
         self.reachable = True
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="kafka-probe")
+        self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
     async def _run(self) -> None:
         delay = 0.0

@@ -65,6 +65,13 @@ def unscoreable(metric: str, reason: str, **details: Any) -> MetricResult:
     return MetricResult(metric=metric, score=NAN, details={"reason": reason, **details})
 
 
+def mean_verdict(verdicts: Sequence[int]) -> float:
+    """The share of 0/1 verdicts that are 1; NaN with no verdict."""
+    if not verdicts:
+        return NAN
+    return sum(verdicts) / len(verdicts)
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity; 0.0 when either vector is all zeros (nothing to compare).
 

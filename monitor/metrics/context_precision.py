@@ -43,16 +43,25 @@ def context_details(verdicts: Sequence[ContextVerdict]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class ContextPrecision:
+    """Asks the ``usefulness`` of each context for the reference; `result` scores them."""
+
     name: ClassVar[str] = NAME
     needs_reference: ClassVar[bool] = True
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         assert interaction.reference is not None
         if not interaction.retrieved_contexts:
-            return unscoreable(NAME, "no contexts")
+            return unscoreable(self.name, "no contexts")
         verdicts = await st.usefulness(
-            steps, NAME, interaction.user_input, interaction.reference, interaction.context_texts
+            steps,
+            self.name,
+            interaction.user_input,
+            interaction.reference,
+            interaction.context_texts,
         )
+        return self.result(verdicts)
+
+    def result(self, verdicts: list[ContextVerdict]) -> MetricResult:
         return MetricResult(
             metric=NAME,
             score=average_precision([v.verdict for v in verdicts]),

@@ -7,23 +7,19 @@ reference statements → unscoreable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from monitor.judges.steps import join_contexts
 from monitor.metrics import _steps as st
-from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.metrics._base import StepRunner, mean_verdict, unscoreable
 from monitor.records import Interaction, MetricResult
 
 NAME = "context_recall"
 
 
-def score(verdicts: Sequence[int]) -> float:
-    """attributed / total; NaN with no reference statement."""
-    if not verdicts:
-        return NAN
-    return sum(verdicts) / len(verdicts)
+#: attributed / total; NaN with no reference statement.
+score = mean_verdict
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,12 @@ See docs/metrics.md, "How the scores are computed".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from monitor.judges.steps import StatementVerdict, join_contexts
 from monitor.metrics import _steps as st
-from monitor.metrics._base import NAN, StepRunner, unscoreable
+from monitor.metrics._base import StepRunner, mean_verdict, unscoreable
 from monitor.records import Interaction, MetricResult
 from monitor.text import evasive
 
@@ -21,11 +20,8 @@ NAME = "faithfulness"
 NONCOMMITTAL = "noncommittal answer"
 
 
-def score(verdicts: Sequence[int]) -> float:
-    """supported / total; NaN when there is no statement."""
-    if not verdicts:
-        return NAN
-    return sum(verdicts) / len(verdicts)
+#: supported / total; NaN when there is no statement.
+score = mean_verdict
 
 
 @dataclass(frozen=True)

@@ -6,37 +6,28 @@ both in the frugal pattern). score = mean verdict; no contexts → unscoreable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from monitor.metrics import _steps as st
-from monitor.metrics._base import NAN, StepRunner, unscoreable
-from monitor.metrics.context_precision import context_details
-from monitor.records import Interaction, MetricResult
+from monitor.judges.steps import ContextVerdict
+from monitor.metrics._base import mean_verdict
+from monitor.metrics.context_precision import ContextPrecision, context_details
+from monitor.records import MetricResult
 
 NAME = "precision_at_k"
 
 
-def score(verdicts: Sequence[int]) -> float:
-    """Mean of the verdicts; NaN with no contexts."""
-    if not verdicts:
-        return NAN
-    return sum(verdicts) / len(verdicts)
+#: mean of the verdicts; NaN with no contexts.
+score = mean_verdict
 
 
 @dataclass(frozen=True)
-class PrecisionAtK:
-    name: ClassVar[str] = NAME
-    needs_reference: ClassVar[bool] = True
+class PrecisionAtK(ContextPrecision):
+    """context_precision's verdicts, scored without their order."""
 
-    async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
-        assert interaction.reference is not None
-        if not interaction.retrieved_contexts:
-            return unscoreable(NAME, "no contexts")
-        verdicts = await st.usefulness(
-            steps, NAME, interaction.user_input, interaction.reference, interaction.context_texts
-        )
+    name: ClassVar[str] = NAME
+
+    def result(self, verdicts: list[ContextVerdict]) -> MetricResult:
         return MetricResult(
             metric=NAME,
             score=score([v.verdict for v in verdicts]),

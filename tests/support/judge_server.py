@@ -49,9 +49,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Literal, cast
 
+from monitor.demo.servers import Server
 from monitor.judges.wire import parse_user_message
 
 AnswerFn = Callable[[str, dict[str, Any], int], list[dict[str, Any]]]
@@ -237,7 +237,7 @@ def _default_embed(texts: list[str]) -> list[list[float]]:
     return embed(texts)
 
 
-class JudgeServer:
+class JudgeServer(Server):
     """An OpenAI-compatible judge on ``127.0.0.1``; see the module docstring."""
 
     def __init__(
@@ -297,15 +297,7 @@ class JudgeServer:
         self._stopping.set()
         self._close_listener()
 
-    def __enter__(self) -> JudgeServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()
 
     @property

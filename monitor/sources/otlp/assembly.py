@@ -187,13 +187,7 @@ def _question(chain: Span | None, root: Span | None, answering: Span) -> str | N
         text = _last_message(_genai_messages(root.attributes.get(GENAI_INPUT)), "user")
         if text:
             return text
-    text = _plain(answering, INPUT_VALUE, INPUT_MIME)
-    if text:
-        return text
-    text = _last_message(_flat_messages(answering, LLM_INPUT), "user")
-    if text:
-        return text
-    return _last_message(_genai_messages(answering.attributes.get(GENAI_INPUT)), "user")
+    return _llm_text(answering, INPUT_VALUE, INPUT_MIME, LLM_INPUT, GENAI_INPUT, "user")
 
 
 def _answer(chain: Span | None, answering: Span) -> str | None:
@@ -201,13 +195,19 @@ def _answer(chain: Span | None, answering: Span) -> str | None:
         text = _plain(chain, OUTPUT_VALUE, OUTPUT_MIME)
         if text:
             return text
-    text = _plain(answering, OUTPUT_VALUE, OUTPUT_MIME)
-    if text:
-        return text
-    text = _last_message(_flat_messages(answering, LLM_OUTPUT), "assistant")
-    if text:
-        return text
-    return _last_message(_genai_messages(answering.attributes.get(GENAI_OUTPUT)), "assistant")
+    return _llm_text(answering, OUTPUT_VALUE, OUTPUT_MIME, LLM_OUTPUT, GENAI_OUTPUT, "assistant")
+
+
+def _llm_text(
+    span: Span, key: str, mime_key: str, messages_prefix: str, genai_key: str, role: str
+) -> str | None:
+    """The LLM span's text on one side: its plain ``key`` attribute, else its last ``role``
+    message in OpenInference's flattened messages, else in GenAI's."""
+    return (
+        _plain(span, key, mime_key)
+        or _last_message(_flat_messages(span, messages_prefix), role)
+        or _last_message(_genai_messages(span.attributes.get(genai_key)), role)
+    )
 
 
 def _plain(span: Span, key: str, mime_key: str) -> str | None:

@@ -30,7 +30,10 @@ HELP = {
     "records_scored_total": "Records scored and handed to every sink.",
     "metric_score": "Scores per metric and route (LLM judge unless judge=local).",
     "verdicts_total": "Per-metric outcomes against the metric's threshold.",
-    "hallucinations_total": "Scored records whose faithfulness fell below the threshold.",
+    "hallucinations_total": (
+        "Scored records whose faithfulness fell below its threshold (by default 1: "
+        "an answer with any claim its context does not support)."
+    ),
     "scored_weight_total": (
         "Sum of 1/p over records with a faithfulness score and a context (p = inclusion "
         "probability): the hallucination rate's denominator."

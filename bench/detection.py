@@ -33,7 +33,7 @@ record count), ``realistic-tune`` and ``realistic-holdout`` (bench/data/
 realistic.jsonl, its two splits). A per-category table of the realistic sets
 follows the main one.
 
-    python bench/detection.py [--datasets halueval,demo,realistic-tune,realistic-holdout]
+    python -m bench.detection [--datasets halueval,demo,realistic-tune,realistic-holdout]
         [--judges local[,llm]] [--judge-url URL --judge-model M] [--limit N] [--concurrency N]
         [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python] [--dump FILE.jsonl]
 
@@ -63,15 +63,15 @@ for path in (ROOT, BENCH):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from ragas_venv import run_child  # noqa: E402
-from ranking import auroc  # noqa: E402
+from ragas_venv import run_child
+from ranking import auroc
 
-from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
-from monitor.flags import threshold  # noqa: E402
-from monitor.judges.factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
-from monitor.records import validate_record  # noqa: E402
-from monitor.score_file import DEFAULT_CONCURRENCY, score_file  # noqa: E402
-from monitor.scoring import Scorer  # noqa: E402
+from monitor.config import ConfigError, Settings, load_settings
+from monitor.flags import threshold
+from monitor.judges.factory import JudgeConfigError, JudgeKind, build_judge
+from monitor.records import validate_record
+from monitor.score_file import DEFAULT_CONCURRENCY, score_file
+from monitor.scoring import Scorer
 
 HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"

@@ -1,6 +1,6 @@
 """Faults survived and load held: real `rag-monitor run` replicas under faults, one row each.
 
-    python bench/faults.py [--scenarios kill,postgres,...] [--quick] [--rate 10]
+    python -m bench.faults [--scenarios kill,postgres,...] [--quick] [--rate 10]
                            [--soak-minutes 20] [--budget-fraction 0.6] [--json FILE]
 
 Every scenario starts from nothing: a fresh Kafka-protocol broker (noida-db, or
@@ -73,21 +73,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from bench.memory import proc_status
+from monitor.demo.broker import _command, free_port
+from monitor.demo.postgres import EmbeddedPostgres
+from monitor.kafka.client import MAX_REQUEST_BYTES
+from monitor.kafka.topics import create_topics, produce
+from tests.support.judge_server import Fault, JudgeServer, JudgeStats
+from tests.support.kafka import bare_consume
+from tests.support.records import encode, interaction, samples
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import asyncpg  # noqa: E402
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
-from aiokafka.errors import KafkaError  # noqa: E402
-from memory import proc_status  # noqa: E402  (bench/ is on sys.path)
-
-from monitor.demo.broker import _command, free_port  # noqa: E402
-from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
-from monitor.kafka.client import MAX_REQUEST_BYTES  # noqa: E402
-from monitor.kafka.topics import create_topics, produce  # noqa: E402
-from tests.support.judge_server import Fault, JudgeServer, JudgeStats  # noqa: E402
-from tests.support.kafka import bare_consume  # noqa: E402
-from tests.support.records import encode, interaction, samples  # noqa: E402
 
 PARTITIONS = 4
 RUN = [sys.executable, "-m", "monitor", "run"]

@@ -1,6 +1,6 @@
 """Measure the sidecar's ingest: consume throughput against a bare loop, and scoring throughput.
 
-    python bench/ingest.py [--broker noida|tansu] [--records 50000] [--partitions 4]
+    python -m bench.ingest [--broker noida|tansu] [--records 50000] [--partitions 4]
                            [--rounds 2] [--latency 0.3] [--concurrency 64] [--window 20]
                            [--embedding-latency 0.05] [--consume-only]
 
@@ -63,11 +63,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import LabBroker
 
-from tests.support.judge_server import JudgeServer  # noqa: E402
-from tests.support.kafka import LabBroker  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_RATIO = 0.7
 TARGET_SCORED = 150.0
@@ -325,7 +324,8 @@ def start_judge(args: argparse.Namespace, port: int, embedding_latency: float) -
     """A `worker_judge` process, serving once it says so."""
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.ingest",
         "--worker",
         "judge",
         "--port",
@@ -387,7 +387,8 @@ def spawn(
     """Run one worker process to completion (killed by pid on a timeout); its result."""
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.ingest",
         "--worker",
         kind,
         "--bootstrap",

@@ -31,7 +31,7 @@ in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.
   differ only by Ragas's output format. Ragas parses and scores them itself,
   and its scores are checked against ours.
 
-    python bench/judge_tokens.py [--records 60] [--seed 7] [--chunk-sentences 5-8]
+    python -m bench.judge_tokens [--records 60] [--seed 7] [--chunk-sentences 5-8]
         [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python]
 
 Exit status 1 if any score differs between the two patterns; 2 if the Ragas
@@ -54,12 +54,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `monitor` and the test doubles (`tests.support`) of this tree
-
-from monitor.judges.llm import OpenAIJudge  # noqa: E402
-from monitor.judges.steps import (  # noqa: E402
+from bench.ragas_venv import run_child
+from monitor.judges.llm import OpenAIJudge
+from monitor.judges.steps import (
     GROUNDING,
     QUESTIONS,
     STATEMENTS,
@@ -72,18 +69,15 @@ from monitor.judges.steps import (  # noqa: E402
     Verdicts,
     join_contexts,
 )
-from monitor.judges.wire import strict_schema  # noqa: E402
-from monitor.metrics import _steps as st  # noqa: E402
-from monitor.records import Context, Interaction, ScoredRecord, Usage  # noqa: E402
-from monitor.scoring import ONLINE_METRICS, Scorer  # noqa: E402
-from monitor.tokens import count_tokens, estimate_prompt_tokens  # noqa: E402
-from tests.support import answers  # noqa: E402
-from tests.support.judge_server import JudgeServer, StatsSnapshot  # noqa: E402
+from monitor.judges.wire import strict_schema
+from monitor.metrics import _steps as st
+from monitor.records import Context, Interaction, ScoredRecord, Usage
+from monitor.scoring import ONLINE_METRICS, Scorer
+from monitor.tokens import count_tokens, estimate_prompt_tokens
+from tests.support import answers
+from tests.support.judge_server import JudgeServer, StatsSnapshot
 
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))  # the benches' shared helpers, beside this file
-from ragas_venv import run_child  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODEL = "gpt-4o-mini"
 EMBEDDING_MODEL = "text-embedding-3-small"

@@ -26,10 +26,10 @@ tokens in the server's own tokenizer (its ``usage`` for one choice; its
 counts one choice) and finish reason; no text. The report gives, per step, the
 largest answer against its cap and how many ran past it.
 
-    python bench/llm_small_model.py --url http://127.0.0.1:8091/v1 --model qwen
+    python -m bench.llm_small_model --url http://127.0.0.1:8091/v1 --model qwen
         [--data PATH.jsonl] [--split holdout] [--limit 40] [--no-fuse] [--metrics faithfulness]
         [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python] --out /tmp/run
-    python bench/llm_small_model.py --report --out /tmp/run
+    python -m bench.llm_small_model --report --out /tmp/run
 
 The API key comes from ``RAG_MONITOR_JUDGE_API_KEY`` (``local`` if unset).
 """
@@ -56,8 +56,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
-from ranking import auroc
 
+from bench.ranking import auroc
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.wire import parse_user_message
 from monitor.records import Interaction

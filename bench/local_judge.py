@@ -1,6 +1,6 @@
 """The local judge on labelled answers it was not fitted on, beside word overlap, and its speed.
 
-    python bench/local_judge.py [--baseline 09978da] [--skip-speed] [--records 48]
+    python -m bench.local_judge [--baseline 09978da] [--skip-speed] [--records 48]
 
 1. Detection. Each answer goes through the local judge as the sidecar reads it
    (`LocalJudge.screen`: its claims, each claim's one support decision). Per data
@@ -288,7 +288,6 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-detection", action="store_true")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     print(f"CPU: {_cpu()}\n")
     if not args.skip_detection:
         detection(args.halueval)

@@ -1,6 +1,6 @@
 """Where the sidecar's memory goes: RSS once started, and while it scores.
 
-    python bench/memory.py [--broker noida|tansu] [--records 50000] [--partitions 4]
+    python -m bench.memory [--broker noida|tansu] [--records 50000] [--partitions 4]
                            [--latency 0.3] [--embedding-latency S] [--concurrency 64]
                            [--window 20] [--diagnose]
 
@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def proc_status(pid: int | str = "self") -> dict[str, float]:
@@ -166,9 +164,8 @@ def _deep_size(obj: object) -> int:
 
 async def diagnose(args: argparse.Namespace) -> None:
     """`ingest._monitor_score` as is, with a reporter beside it (``build`` wrapped to see parts)."""
-    import ingest
-
     import monitor.app as app
+    from bench import ingest
 
     built: list[Any] = []
     original = app.build
@@ -254,15 +251,16 @@ def main() -> int:
         asyncio.run(diagnose(worker_parser().parse_args(rest)))
         return 0
 
-    import ingest
-
+    from bench import ingest
     from monitor.kafka.topics import produce
     from tests.support.judge_server import JudgeServer
     from tests.support.kafka import LabBroker
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
     print("Once started, before any record (a fresh interpreter):\n", flush=True)
-    subprocess.run([sys.executable, __file__, "--startup"], env=env, cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "bench.memory", "--startup"], env=env, cwd=ROOT, check=True
+    )
 
     broker = LabBroker(args.broker)
     judge = JudgeServer()
@@ -281,9 +279,9 @@ def main() -> int:
             "--concurrency", str(args.concurrency), "--window", str(args.window), "--rate", "1",
         ]  # fmt: skip
         if args.diagnose:
-            command = [sys.executable, __file__, "--diagnose-worker", *worker]
+            command = [sys.executable, "-m", "bench.memory", "--diagnose-worker", *worker]
         else:
-            command = [sys.executable, str(ROOT / "bench" / "ingest.py"), "--worker", "score"]
+            command = [sys.executable, "-m", "bench.ingest", "--worker", "score"]
             command += worker
         embeddings = args.latency if args.embedding_latency is None else args.embedding_latency
         print(

@@ -54,7 +54,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bench.ragas_venv import run_child
+from bench.harness import run_child
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.steps import (
     GROUNDING,

@@ -816,7 +816,7 @@ def fault_share(
     fault: Fault, share: float, seconds: float, note: str, slow: float = 0.0
 ) -> FaultFn:
     async def run(lab: Lab) -> str:
-        with ShareFaults(lab.judge, fault, share, seconds=slow or 30.0):  # type: ignore[arg-type]
+        with ShareFaults(lab.judge, fault, share, seconds=slow or 30.0):
             await asyncio.sleep(seconds)
         return note
 
@@ -1049,7 +1049,7 @@ def tokens_per_record(workdir: Path) -> float:
         stats = judge.stats.snapshot()
     lines = [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
     embed = stats.embedding_tokens
-    total = sum(
+    total: int = sum(
         line["usage"]["prompt_tokens"] + line["usage"]["completion_tokens"] for line in lines
     )
     return (total + embed) / max(1, len(lines))

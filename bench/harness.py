@@ -256,7 +256,7 @@ def ragas_faithfulness() -> None:  # runs in the Ragas interpreter (`run_child`)
     metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
     gate = asyncio.Semaphore(job["concurrency"])
 
-    async def one(row):
+    async def one(row: dict[str, object]) -> None:
         async with gate:
             sample = SingleTurnSample(
                 user_input=row["user_input"],
@@ -280,7 +280,7 @@ def ragas_faithfulness() -> None:  # runs in the Ragas interpreter (`run_child`)
             with open(sys.argv[2], "a", encoding="utf-8") as f:  # noqa: ASYNC230 (one line)
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    async def main():
+    async def main() -> None:
         await asyncio.gather(*(one(r) for r in job["records"]))
 
     asyncio.run(main())

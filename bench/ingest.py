@@ -206,9 +206,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
 
 def _total(metric: Any) -> float:
     """The sum of a counter's samples (its own ``collect``, not the whole registry's)."""
-    return sum(
+    total: float = sum(
         s.value for family in metric.collect() for s in family.samples if s.name.endswith("_total")
     )
+    return total
 
 
 async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
@@ -571,7 +572,8 @@ def main() -> int:
     )
 
     def cpu_us(i: int) -> float:
-        return statistics.median(r[i]["cpu_seconds"] / r[i]["records"] for r in rounds) * 1e6
+        per_record: list[float] = [r[i]["cpu_seconds"] / r[i]["records"] for r in rounds]
+        return statistics.median(per_record) * 1e6
 
     print(
         "\nCPU per record (the consumer process's CPU seconds / records, start and group "

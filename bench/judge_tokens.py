@@ -560,7 +560,7 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
     calls = []
     now = {"record": "", "metric": ""}
 
-    def handle(request):
+    def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         call = {"record": now["record"], "metric": now["metric"], "model": body["model"]}
         if request.url.path.endswith("/embeddings"):
@@ -630,8 +630,8 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
     for metric in metrics:
         metric.init(RunConfig())
 
-    async def score_all():
-        scores = {}
+    async def score_all() -> dict[str, dict[str, float]]:
+        scores: dict[str, dict[str, float]] = {}
         for row in job["records"]:
             sample = SingleTurnSample(
                 user_input=row["user_input"],
@@ -765,14 +765,14 @@ def report_ragas(records: list[Interaction], ragas: RagasRun, per_call: Run, fru
     equal, compared, worst = 0, 0, 0.0
     for r in frugal.records:
         for theirs_name, ours_name in RAGAS_METRICS.items():
-            x = ragas.scores[r.interaction.id][theirs_name]
-            y = r.results[ours_name].score
+            theirs_score = ragas.scores[r.interaction.id][theirs_name]
+            our_score = r.results[ours_name].score
             compared += 1
-            if math.isnan(x) or math.isnan(y):
-                equal += int(math.isnan(x) and math.isnan(y))
+            if math.isnan(theirs_score) or math.isnan(our_score):
+                equal += int(math.isnan(theirs_score) and math.isnan(our_score))
                 continue
-            worst = max(worst, abs(x - y))
-            equal += int(abs(x - y) <= 1e-6)
+            worst = max(worst, abs(theirs_score - our_score))
+            equal += int(abs(theirs_score - our_score) <= 1e-6)
     print(
         f"Ragas's own scoring of these answers equals ours on {equal} of {compared} scores "
         f"(|Δ| ≤ 1e-6; largest |Δ| {worst:.1e})"

@@ -174,7 +174,7 @@ async def diagnose(args: argparse.Namespace) -> None:
         built.append(original(settings))
         return built[-1]
 
-    app.build = build  # type: ignore[assignment]
+    app.build = build
     started = time.monotonic()
 
     def report(deep: bool) -> None:

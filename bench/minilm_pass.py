@@ -120,7 +120,7 @@ def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
     """A cacheless embedder running ``model`` with ``disabled`` onnxruntime rewrites."""
     import onnxruntime as ort
 
-    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False, word_table=False)
+    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False)
     out.warm_up()  # the tokenizer; the session is replaced below
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

@@ -174,9 +174,10 @@ async def through_sidecar(
 
 
 def _total(metric: Any) -> float:
-    return sum(
+    total: float = sum(
         s.value for family in metric.collect() for s in family.samples if s.name.endswith("_total")
     )
+    return total
 
 
 def main() -> int:

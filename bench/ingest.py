@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.memory import load_options
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import LabBroker
 
@@ -321,6 +322,19 @@ def worker_judge(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def popen(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """A worker process run from the repository root, its stdout and stderr piped."""
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        text=True,
+    )
+
+
 def start_judge(args: argparse.Namespace, port: int, embedding_latency: float) -> Any:
     """A `worker_judge` process, serving once it says so."""
     command = [
@@ -412,15 +426,7 @@ def spawn(
         str(rate),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
-        text=True,
-    )
+    process = popen(command, env)
     cpu, wall = _cpu(), time.perf_counter()
     try:
         out, err = process.communicate(timeout=150)
@@ -440,13 +446,8 @@ def spawn(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--partitions", type=int, default=4)
+    load_options(parser)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument(
         "--embedding-latency",
         type=float,

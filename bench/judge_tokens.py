@@ -75,7 +75,7 @@ from monitor.records import Context, Interaction, ScoredRecord, Usage
 from monitor.scoring import ONLINE_METRICS, Scorer
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 from tests.support import answers
-from tests.support.judge_server import JudgeServer, StatsSnapshot
+from tests.support.judge_server import JudgeServer, StatsSnapshot, StepStats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -651,13 +651,11 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
 
 
 @dataclass
-class RagasStep:
-    requests: int = 0
-    choices: int = 0
-    prompt_tokens: int = 0
+class RagasStep(StepStats):
+    """One Ragas step's requests and tokens, counted as the judge server counts ours."""
+
     #: prompt tokens outside the rendered inputs: instruction, JSON schema, examples
     fixed_tokens: int = 0
-    completion_tokens: int = 0
     #: the completions laid out as Ragas's examples are (``indent=4``)
     indented_completion_tokens: int = 0
 

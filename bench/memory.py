@@ -95,15 +95,9 @@ def startup() -> None:
 
 def watch(command: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     """Run ``command``, sampling its VmRSS every 50 ms; its timeline, last status and stdout."""
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
-        text=True,
-    )
+    from bench.ingest import popen
+
+    process = popen(command, env)
     started = time.monotonic()
     timeline: list[tuple[float, float]] = []
     last: dict[str, float] = {}
@@ -231,15 +225,21 @@ def worker_parser() -> argparse.ArgumentParser:
 # --- the run --------------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def load_options(parser: argparse.ArgumentParser) -> None:
+    """The load of a score run, shared with `bench.ingest`: broker, records, partitions,
+    judge latency, records in flight and the scorer's window."""
     parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--embedding-latency", type=float, default=None, help="default: --latency")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--window", type=float, default=20.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    load_options(parser)
+    parser.add_argument("--embedding-latency", type=float, default=None, help="default: --latency")
     parser.add_argument("--diagnose", action="store_true", help="print what the worker holds")
     parser.add_argument("--startup", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--diagnose-worker", action="store_true", help=argparse.SUPPRESS)

@@ -175,6 +175,15 @@ class LLM:
         self.proxy.stop()
 
 
+#: each detector's name in the tables
+DETECTOR_NAMES = {
+    "local": Local.name,
+    "overlap": WordOverlap.name,
+    "llm": LLM.name,
+    "ragas": "Ragas Faithfulness",
+}
+
+
 # --- the LLM judge's requests
 
 
@@ -360,7 +369,6 @@ async def score(
     """The verdicts ``run`` lacks, ``concurrency`` records at a time, appended to ``out``."""
     todo = [i for i in items if str(i.record["id"]) not in run.verdicts]
     gate = asyncio.Semaphore(concurrency)
-    lock = threading.Lock()
 
     async def one(item: Item) -> None:
         async with gate:
@@ -371,7 +379,7 @@ async def score(
             run.seconds.append(seconds)
             if out is not None:
                 text = json.dumps(_line(item, verdict, seconds), ensure_ascii=False) + "\n"
-                with lock, out.open("a", encoding="utf-8") as f:
+                with out.open("a", encoding="utf-8") as f:
                     f.write(text)
 
     cpu = time.process_time()
@@ -575,14 +583,6 @@ async def measure(args: argparse.Namespace, requests: Path) -> None:
     if llm is not None:
         print(f"\nLLM judge request outcomes (this run): {dict(llm.outcomes.counts)}")
     caps_report(requests)
-
-
-DETECTOR_NAMES = {
-    "local": Local.name,
-    "overlap": WordOverlap.name,
-    "llm": LLM.name,
-    "ragas": "Ragas Faithfulness",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

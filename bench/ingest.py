@@ -324,14 +324,9 @@ def worker_judge(args: argparse.Namespace) -> dict[str, Any]:
 
 def popen(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """A worker process run from the repository root, its stdout and stderr piped."""
+    pipe = subprocess.PIPE
     return subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
-        text=True,
+        command, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, env=env, cwd=ROOT, text=True
     )
 
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def monitor_at(ref: str, into: Path) -> Path:
     """Commit ``ref``'s whole ``monitor`` package (read-only ``git archive``) under ``into``;
-    put ``into`` first on a process's ``sys.path`` to run that commit's code."""
+    run a process there (its working directory comes first on its path) for that commit's code."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", ref, "monitor"],
         check=True,

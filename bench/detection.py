@@ -1,436 +1,517 @@
-"""Hallucination detection: does a judge's faithfulness say what the labels say?
+"""Hallucination detection: does a detector's faithfulness say what the labels say?
 
-Per judge and per data set, one row of a table:
+One table for any detector (`bench.harness.Detector`) on the labelled data sets
+(`bench.harness.load_dataset`), per data set and detector:
 
-- **records** scored, and **online values scored**: the share of the online
-  metrics' values (faithfulness, response_relevancy, context_utility) that came
-  back with a score, not unscoreable or failed; records with a judge error;
-- **AUROC** of faithfulness over the faithful and hallucinated answers
-  (hallucinated = low faithfulness; an answer whose faithfulness is unscoreable
-  is left out of the AUROC and counted in the next column; evasive answers are
-  not in it either);
-- **faithful flagged**: faithful answers whose faithfulness is below the flag
-  threshold (0.5 unless ``thresholds`` says otherwise, as `monitor.flags` flags);
-- **hallucinated flagged** (recall): hallucinated answers below it (an
-  unscoreable one is a miss);
-- **evasive flagged**: evasive answers (declining, deferring, not knowing) below
-  it, i.e. counted as hallucinations (they should be unscoreable);
-- **CPU ms per record**: this process's CPU time (all threads) while scoring;
-  for an LLM judge that is the client's side only, not the server's.
+- **answers**: the faithful and hallucinated answers finished (evasive answers and the
+  demo's off-topic ones are in no column but their own); **unscoreable**: those the
+  detector gave no faithfulness (left out of the AUROC, never flagged);
+- **AUROC** of faithfulness (hallucinated = low, `bench.ranking.auroc`), and of the graded
+  score where the detector has one (the local judge's mean support of the claims);
+- per flag rule, faithfulness < 0.5 (`monitor.flags`' default), < 0.7 (one unsupported claim
+  of three) and < 1 (any unsupported claim): the share of answers flagged, the recall on
+  hallucinated answers and the flag's precision;
+- **evasive flagged**: evasive answers below the default rule (they should be unscoreable);
+- **CPU ms / answer**: this process's CPU time while scoring (for the LLM judge the client's
+  side only; for Ragas its interpreter's).
 
-Judges: ``local`` (`monitor.judges.local`, in process) and ``llm`` (the endpoint of
-``--judge-url``), both through the scorer `rag-monitor score` uses (settings
-from the environment and ``--config`` as for ``rag-monitor score``: call
-pattern, cache, thresholds, timeouts); a word-overlap baseline row (share of
-the answer's content words found in the contexts) for every data set; with
-``--ragas-python PATH``, Ragas 0.4.3's own ``Faithfulness`` with the same LLM
-endpoint on the same records (in that interpreter, see `ragas_venv`).
+Then, for the data sets with categories, how many of each category every detector flags.
 
-Data sets: ``halueval`` (../shared/data/halueval_qa_dev.jsonl beside the
-repository, or ``--halueval PATH``), ``demo`` (monitor/demo/traffic.jsonl,
-labels from ``metadata.label``; off-topic answers are in no column but the
-record count), ``realistic-tune`` and ``realistic-holdout`` (bench/data/
-realistic.jsonl, its two splits). A per-category table of the realistic sets
-follows the main one.
+Detectors: ``local`` (`monitor.judges.local.judge.LocalJudge`, each answer read as the
+sidecar reads it: `LocalJudge.screen`), ``overlap`` (`bench.harness.overlap`), ``llm``
+(`monitor.judges.llm.OpenAIJudge` through `monitor.scoring.Scorer` against the
+OpenAI-compatible ``--url``, with ``--metrics``) and ``ragas`` (Ragas 0.4.3's own
+``Faithfulness`` against the same endpoint, in the ``--ragas-python`` interpreter).
 
-    python bench/detection.py [--datasets halueval,demo,realistic-tune,realistic-holdout]
-        [--judges local[,llm]] [--judge-url URL --judge-model M] [--limit N] [--concurrency N]
-        [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python] [--dump FILE.jsonl]
+The LLM judge talks to the endpoint through a recording proxy on 127.0.0.1 (`CapLog`): one
+line per chat request (the step, the output cap it carried, each answer's completion tokens
+in the server's own tokenizer and finish reason; never text) in ``PREFIX.requests.jsonl``
+(a temporary file without ``--out``); the report gives, per step, the largest answer against
+its cap and how many ran past it.
 
-The API key of the LLM endpoint comes from the environment as for the sidecar
-(``RAG_MONITOR_JUDGE_API_KEY``), never from the command line.
+With ``--out PREFIX`` every verdict is appended to ``PREFIX.SET.DETECTOR.jsonl`` as it
+comes; a second run scores only what is missing, and ``--report`` scores nothing and
+reports what the files hold. A table compares the detectors on the records all of them
+finished.
+
+    python -m bench.detection                              # local judge and word overlap
+    python -m bench.detection --detectors llm,ragas --url http://127.0.0.1:8091/v1 \\
+        --model qwen --datasets realistic-holdout --limit 44 --no-fuse --concurrency 1 \\
+        --metrics faithfulness --ragas-python /tmp/rag-monitor-ragas-venv/bin/python \\
+        --out /tmp/run
+    python -m bench.detection --detectors llm,ragas --datasets realistic-holdout \\
+        --report --out /tmp/run
+
+The API key of the LLM endpoint comes from ``RAG_MONITOR_JUDGE_API_KEY`` (``local`` if
+unset), never from the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import math
-import re
+import os
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
+import urllib.request
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench"
-for path in (ROOT, BENCH):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+from pydantic import SecretStr
 
-from ragas_venv import run_child  # noqa: E402
-from ranking import auroc  # noqa: E402
+from bench.harness import (
+    DATASETS,
+    DEMO,
+    EVASIVE,
+    FAITHFUL,
+    HALLUCINATED,
+    HALUEVAL,
+    Detector,
+    Item,
+    Record,
+    Verdict,
+    WordOverlap,
+    alternating,
+    contexts,
+    finite,
+    load_dataset,
+    ragas_faithfulness,
+    read_jsonl,
+    run_child,
+)
+from bench.ranking import auroc
+from monitor.flags import threshold
+from monitor.judges.llm import OpenAIJudge
+from monitor.judges.wire import parse_user_message
+from monitor.records import Interaction
+from monitor.scoring import ONLINE_METRICS, Scorer
+from monitor.text import evasive
 
-from monitor.config import ConfigError, Settings, load_settings  # noqa: E402
-from monitor.flags import threshold  # noqa: E402
-from monitor.judges.factory import JudgeConfigError, JudgeKind, build_judge  # noqa: E402
-from monitor.records import validate_record  # noqa: E402
-from monitor.score_file import DEFAULT_CONCURRENCY, score_file  # noqa: E402
-from monitor.scoring import Scorer  # noqa: E402
-
-HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
-DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
-REALISTIC = BENCH / "data" / "realistic.jsonl"
-DATASETS = ("halueval", "demo", "realistic-tune", "realistic-holdout")
-JUDGES = ("local", "llm")
-
-FAITHFUL, HALLUCINATED, EVASIVE, OTHER = "faithful", "hallucinated", "evasive", "other"
-
-
-@dataclass(frozen=True)
-class Item:
-    """One labelled record: the record as read, and what it is."""
-
-    record: dict[str, Any]
-    kind: str  # FAITHFUL, HALLUCINATED, EVASIVE or OTHER
-    category: str
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+DETECTORS = ("local", "overlap", "llm", "ragas")
+#: the flag rules: `monitor.flags`' default, one unsupported claim of three, any
+RULES = (threshold({}, "faithfulness"), 0.7, 1.0)
 
 
-def load_dataset(name: str, halueval: Path, demo: Path = DEMO) -> list[Item]:
-    if name == "halueval":
-        if not halueval.is_file():
-            raise SystemExit(f"detection: no HaluEval dev set at {halueval}; pass --halueval PATH")
-        return [
-            Item(r, HALLUCINATED if r["label_hallucinated"] else FAITHFUL, "halueval")
-            for r in _read(halueval)
-        ]
-    if name == "demo":
-        kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}
-        return [
-            Item(r, kinds.get(r["metadata"]["label"], OTHER), r["metadata"]["label"])
-            for r in _read(demo)
-        ]
-    split = name.removeprefix("realistic-")
-    items = []
-    for r in _read(REALISTIC):
-        if r["split"] != split:
-            continue
-        if r["category"] == "evasive":
-            kind = EVASIVE
+# --- the detectors
+
+
+class Local:
+    """The local judge, each answer read as the sidecar reads it (`LocalJudge.screen`)."""
+
+    name = "local judge"
+
+    def __init__(self) -> None:
+        from monitor.judges.local.judge import LocalJudge
+
+        self.local = LocalJudge()
+        self.local.support_model.warm_up()  # loaded before the clock starts, as a sidecar does
+        self.local.embedder.warm_up()
+
+    async def judge(self, record: Record) -> Verdict:
+        response = str(record["response"])
+        if evasive.noncommittal(response):
+            return Verdict(math.nan, details={"noncommittal": True})
+        screen = self.local.screen(contexts(record), response, str(record.get("user_input") or ""))
+        return Verdict(screen.faithfulness, screen.support, details={"reason": screen.reason})
+
+
+class Outcomes:
+    """The LLM judge's observer: request outcomes counted."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def on_request(self, outcome: str, seconds: float) -> None:
+        self.counts[outcome] += 1
+
+    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None:
+        return None
+
+
+class LLM:
+    """`OpenAIJudge` through the `Scorer`, reaching the endpoint through a `CapLog`."""
+
+    name = "LLM judge"
+
+    def __init__(self, args: argparse.Namespace, requests: Path) -> None:
+        self.proxy = CapLog(args.url, requests, args.timeout + 60).start()
+        self.client = OpenAIJudge(
+            base_url=self.proxy.base_url,
+            model=args.model,
+            api_key=SecretStr(os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")),
+            embedding_model=args.model,
+            timeout_seconds=args.timeout,
+            max_retries=1,
+            concurrency=args.concurrency * 3,
+            max_completion_tokens=args.max_completion_tokens,
+        )
+        self.outcomes = Outcomes()
+        self.client.observer = self.outcomes
+        self.scorer = Scorer(self.client, args.metrics, fuse_grounding=args.fuse)
+
+    async def judge(self, record: Record) -> Verdict:
+        fields = ("id", "user_input", "retrieved_contexts", "response")
+        scored = await self.scorer.score(Interaction.model_validate({k: record[k] for k in fields}))
+        faithfulness = scored.results.get("faithfulness")
+        return Verdict(
+            math.nan if faithfulness is None else faithfulness.score,
+            scores={m: finite(r.score) for m, r in scored.results.items()},
+            errors={m: r.error for m, r in scored.results.items() if r.error},
+            details={} if faithfulness is None else dict(faithfulness.details),
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        self.proxy.stop()
+
+
+#: each detector's name in the tables
+DETECTOR_NAMES = {
+    "local": Local.name,
+    "overlap": WordOverlap.name,
+    "llm": LLM.name,
+    "ragas": "Ragas Faithfulness",
+}
+
+
+# --- the LLM judge's requests
+
+
+class CapLog:
+    """A recording proxy between the LLM judge and the endpoint: one JSON line per chat request
+    (step, cap, each answer's tokens and finish reason; never text) in ``path``."""
+
+    def __init__(self, upstream: str, path: Path, timeout: float) -> None:
+        parts = urlsplit(upstream)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.prefix = parts.path.rstrip("/")
+        self.path = path
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.prefix}"
+
+    def start(self) -> CapLog:
+        log = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, body = log.forward(self.path, raw, self.headers.get("Authorization"))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if self.path.endswith("/chat/completions") and status == 200:
+                    log.record(json.loads(raw), json.loads(body))
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def forward(self, path: str, raw: bytes, auth: str | None) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = auth
+        request = urllib.request.Request(self.origin + path, data=raw, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status: int = response.status
+                body: bytes = response.read()
+                return status, body
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.read()
+
+    def tokens(self, text: str) -> int:
+        """``text``'s tokens in the server's tokenizer (llama.cpp's ``/tokenize``)."""
+        raw = json.dumps({"content": text, "add_special": False}).encode()
+        status, body = self.forward("/tokenize", raw, None)
+        return len(json.loads(body)["tokens"]) if status == 200 else -1
+
+    def record(self, sent: dict[str, Any], answered: dict[str, Any]) -> None:
+        step = None
+        for message in sent.get("messages", []):
+            try:
+                step, _ = parse_user_message(str(message.get("content") or ""))
+                break
+            except ValueError:
+                continue
+        cap = next((f for f in ("max_tokens", "max_completion_tokens") if f in sent), None)
+        choices = sorted(answered.get("choices", []), key=lambda c: c.get("index", 0))
+        usage = answered.get("usage") or {}
+        if len(choices) == 1:  # llama.cpp's usage counts one choice of several
+            counts = [int(usage.get("completion_tokens", -1))]
         else:
-            kind = HALLUCINATED if r["label_hallucinated"] else FAITHFUL
-        items.append(Item(r, kind, r["category"]))
-    return items
+            counts = [self.tokens(c["message"].get("content") or "") for c in choices]
+        line = {
+            "step": step,
+            "cap_field": cap,
+            "cap": sent.get(cap) if cap else None,
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "answers": [[n, c.get("finish_reason")] for n, c in zip(counts, choices, strict=True)],
+        }
+        with self._lock, self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
 
-# --- scores
+def caps_report(path: Path) -> None:
+    """Per step: requests, answers cut at their cap, the largest answer against its cap,
+    answers past their cap (the server's token counts), requests without a cap."""
+    requests = read_jsonl(path) if path.is_file() else []
+    if not requests:
+        return
+    print(
+        "\n| step | requests | answers | cut at the cap | largest answer / its cap "
+        "| answers past their cap | requests without a cap |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for step in sorted({str(r["step"]) for r in requests}):
+        mine = [r for r in requests if str(r["step"]) == step]
+        answers = [(n, why, r["cap"]) for r in mine for n, why in r["answers"]]
+        largest = max(answers, key=lambda a: (a[0] / a[2]) if a[2] else a[0])
+        past = sum(1 for n, _, cap in answers if cap is not None and n > cap)
+        print(
+            f"| {step} | {len(mine)} | {len(answers)} | "
+            f"{sum(1 for _, why, _ in answers if why == 'length')} | "
+            f"{largest[0]} / {largest[2]} | {past} | "
+            f"{sum(1 for r in mine if r['cap'] is None)} |"
+        )
+    fields = Counter(str(r["cap_field"]) for r in requests)
+    print(f"\ncap fields sent: {dict(fields)}")
+
+
+# --- a run: verdicts per data set and detector, kept in a file as they come
 
 
 @dataclass
-class Scored:
-    """One judge's scores of one data set."""
+class Run:
+    """One detector's verdicts on one data set (by record id), and what they cost."""
 
-    judge: str
-    #: faithfulness per item, None when unscoreable or failed
-    faithfulness: list[float | None]
-    #: online values with a score, of how many; None when the judge scores faithfulness only
-    values: tuple[int, int] | None
-    records_with_errors: int
-    cpu_seconds: float
-    #: faithfulness details per item as the scorer wrote them (empty for the other judges)
-    details: list[dict[str, Any]] = field(default_factory=list)
+    detector: str
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    #: seconds per record (wall, one record's own), where known
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    scored_here: int = 0
+    ragas_version: str | None = None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+def _line(item: Item, verdict: Verdict, seconds: float) -> dict[str, Any]:
+    return {
+        "id": item.record["id"],
+        "kind": item.kind,
+        "category": item.category,
+        "faithfulness": finite(verdict.faithfulness),
+        "graded": finite(verdict.graded),
+        "scores": verdict.scores,
+        "errors": verdict.errors,
+        "details": verdict.details,
+        "seconds": round(seconds, 3),
+    }
 
 
-async def score_with_scorer(
-    settings: Settings, kind: JudgeKind, items: Sequence[Item], concurrency: int | None = None
-) -> Scored:
-    """Score through `rag-monitor score`'s own path: `build_judge`, `Scorer`, `score_file`."""
-    judge = build_judge(settings, kind=kind)
-    metrics = list(settings.online_metrics)
-    scorer = Scorer(
-        judge,
-        metrics,
-        call_pattern=settings.call_pattern,
-        relevancy_questions=settings.relevancy_questions,
-        cache_size=settings.judge_cache_size,
-    )
-    if kind == "local":  # load the models before the clock starts (a sidecar loads them once)
-        warm = Scorer(judge, metrics, cache_size=0)
-        await warm.score(validate_record(items[0].record))
-    out = io.StringIO()
-    with tempfile.TemporaryDirectory(prefix="detection-") as tmp:
-        path = Path(tmp) / "records.jsonl"
-        path.write_text(
-            "".join(json.dumps(i.record, ensure_ascii=False) + "\n" for i in items),
-            encoding="utf-8",
-        )
-        start = time.process_time()
-        await score_file(
-            path,
-            scorer,
-            judge,
-            out,
-            concurrency=concurrency or DEFAULT_CONCURRENCY.get(judge.kind, 8),
-            max_bytes=settings.max_record_bytes,
-            total=len(items),
-        )
-        cpu = time.process_time() - start
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    if len(lines) != len(items):
-        raise RuntimeError(f"{kind}: {len(lines)} result lines for {len(items)} records")
-    scored = sum(1 for line in lines for m in metrics if _number(line["scores"].get(m)) is not None)
-    return Scored(
-        judge=kind,
-        faithfulness=[_number(line["scores"].get("faithfulness")) for line in lines],
-        values=(scored, len(lines) * len(metrics)),
-        records_with_errors=sum(1 for line in lines if "error" in line),
-        cpu_seconds=cpu,
-        details=[line["details"].get("faithfulness", {}) for line in lines],
+def _verdict(line: dict[str, Any]) -> Verdict:
+    def number(key: str) -> float:
+        value = line.get(key)
+        return math.nan if value is None else float(value)
+
+    return Verdict(
+        number("faithfulness"),
+        number("graded"),
+        dict(line.get("scores") or {}),
+        dict(line.get("errors") or {}),
+        dict(line.get("details") or {}),
     )
 
 
-#: function words: not content, not checked by the overlap baseline
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself
-    yourselves also may might must shall s t d ll m re ve y don isn aren wasn weren hasn haven
-    hadn doesn didn won wouldn shan shouldn can't cannot yes""".split()
-)
-_WORD = re.compile(r"[\w']+")
+def read_run(name: str, path: Path | None) -> Run:
+    run = Run(name)
+    if path is not None and path.is_file():
+        for line in read_jsonl(path):
+            run.verdicts[str(line["id"])] = _verdict(line)
+            run.seconds.append(float(line.get("seconds") or 0.0))
+            run.ragas_version = line.get("version") or run.ragas_version
+    return run
 
 
-def content_words(text: str) -> list[str]:
-    words = (w.strip("'").lower() for w in _WORD.findall(text))
-    return [w for w in words if w and w not in STOPWORDS]
+async def score(
+    detector: Detector, items: Sequence[Item], run: Run, out: Path | None, concurrency: int
+) -> None:
+    """The verdicts ``run`` lacks, ``concurrency`` records at a time, appended to ``out``."""
+    todo = [i for i in items if str(i.record["id"]) not in run.verdicts]
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: Item) -> None:
+        async with gate:
+            started = time.perf_counter()
+            verdict = await detector.judge(item.record)
+            seconds = time.perf_counter() - started
+            run.verdicts[str(item.record["id"])] = verdict
+            run.seconds.append(seconds)
+            if out is not None:
+                text = json.dumps(_line(item, verdict, seconds), ensure_ascii=False) + "\n"
+                with out.open("a", encoding="utf-8") as f:
+                    f.write(text)
+
+    cpu = time.process_time()
+    await asyncio.gather(*(one(i) for i in todo))
+    run.cpu_seconds += time.process_time() - cpu
+    run.scored_here += len(todo)
 
 
-def overlap(record: dict[str, Any]) -> float | None:
-    """Share of the answer's content words that occur in the contexts; None without any."""
-    said = content_words(record["response"])
-    if not said:
-        return None
-    contexts = record["retrieved_contexts"]
-    texts = [c if isinstance(c, str) else c["text"] for c in contexts]
-    known = set(content_words(" ".join(texts)))
-    return sum(w in known for w in said) / len(said)
-
-
-def score_overlap(items: Sequence[Item]) -> Scored:
-    start = time.process_time()
-    values = [overlap(i.record) for i in items]
-    return Scored("word overlap", values, None, 0, time.process_time() - start)
-
-
-def _ragas_faithfulness() -> None:  # runs in the --ragas-python interpreter, not here
-    """Ragas's own Faithfulness over the job's records, on the job's LLM endpoint.
-
-    Self-contained (stdlib, ragas, LangChain; no `monitor`). The usual Ragas LLM
-    path, `LangchainLLMWrapper(ChatOpenAI)`; the API key comes from
-    ``OPENAI_API_KEY`` in the environment. One record at a time (a polite load
-    on a small server), one retry, the job's timeout per call. A record that
-    fails or comes back NaN is None.
-    """
-    import asyncio
-    import json
-    import math
-    import sys
-    import time
-    import warnings
-
-    warnings.simplefilter("ignore")
-
-    import ragas
-    from langchain_openai import ChatOpenAI
-    from ragas.dataset_schema import SingleTurnSample
-    from ragas.llms import LangchainLLMWrapper
-    from ragas.metrics import Faithfulness
-    from ragas.run_config import RunConfig
-    from tqdm import tqdm
-
-    with open(sys.argv[1], encoding="utf-8") as f:
-        job = json.load(f)
-    chat = ChatOpenAI(
-        model=job["model"],
-        base_url=job["base_url"],
-        timeout=job["timeout"],
-        max_retries=0,
-        temperature=0,
-    )
-    metric = Faithfulness(llm=LangchainLLMWrapper(chat))
-    metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
-
-    failures: dict[str, int] = {}
-
-    async def score_all() -> tuple[list[float | None], int, float]:
-        scores: list[float | None] = []
-        errors, cpu = 0, 0.0
-        for row in tqdm(job["records"], desc="ragas faithfulness", unit="record"):
-            sample = SingleTurnSample(
-                user_input=row["user_input"],
-                response=row["response"],
-                retrieved_contexts=row["contexts"],
-            )
-            start = time.process_time()
-            try:
-                value = float(await metric.single_turn_ascore(sample))
-            except Exception as exc:
-                value, errors = math.nan, errors + 1
-                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
-            cpu += time.process_time() - start
-            scores.append(None if math.isnan(value) else value)
-        return scores, errors, cpu
-
-    scores, errors, cpu = asyncio.run(score_all())
-    with open(sys.argv[2], "w", encoding="utf-8") as f:
-        json.dump(
+def score_ragas(items: Sequence[Item], run: Run, out: Path, args: argparse.Namespace) -> None:
+    """Ragas's Faithfulness on the records ``run`` lacks, in the ``--ragas-python`` child."""
+    todo = [i for i in items if str(i.record["id"]) not in run.verdicts]
+    if not todo:
+        return
+    job = {
+        "url": args.url,
+        "model": args.model,
+        "timeout": args.timeout,
+        "concurrency": args.concurrency,
+        "records": [
             {
-                "version": ragas.__version__,
-                "scores": scores,
-                "errors": errors,
-                "failures": failures,
-                "cpu": cpu,
-            },
-            f,
-        )
-
-
-def score_ragas(python: str, settings: Settings, items: Sequence[Item]) -> Scored:
-    rows = []
-    for i in items:
-        contexts = i.record["retrieved_contexts"]
-        rows.append(
-            {
+                "id": i.record["id"],
                 "user_input": i.record["user_input"],
                 "response": i.record["response"],
-                "contexts": [c if isinstance(c, str) else c["text"] for c in contexts],
+                "contexts": contexts(i.record),
             }
-        )
-    job = {
-        "model": settings.judge_model,
-        "base_url": settings.judge_base_url,
-        "timeout": settings.judge_timeout_seconds,
-        "records": rows,
+            for i in todo
+        ],
     }
-    key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else "not-set"
-    result = run_child(
-        python,
-        _ragas_faithfulness,
+    key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
+    run_child(
+        args.ragas_python,
+        ragas_faithfulness,
         job,
-        timeout=max(600.0, 4 * settings.judge_timeout_seconds * len(rows)),
+        timeout=None,
         env={"OPENAI_API_KEY": key},
         show_stderr=True,
+        result=out,
     )
-    values = [_number(v) for v in result["scores"]]
-    if result["failures"]:
-        failed = ", ".join(f"{k} {v}" for k, v in sorted(result["failures"].items()))
-        print(f"Ragas: records that failed, by exception: {failed}", file=sys.stderr)
-    return Scored(
-        f"ragas {result['version']} faithfulness",
-        values,
-        (sum(v is not None for v in values), len(values)),
-        int(result["errors"]),
-        float(result["cpu"]),
-    )
+    done = read_run(run.detector, out)
+    finished = [
+        line for line in read_jsonl(out) if str(line["id"]) in {str(i.record["id"]) for i in todo}
+    ]
+    run.verdicts, run.seconds, run.ragas_version = done.verdicts, done.seconds, done.ragas_version
+    run.cpu_seconds += sum(float(line.get("cpu") or 0.0) for line in finished)
+    run.scored_here += len(finished)
+    failures = Counter(str(line["error"]) for line in finished if line.get("error"))
+    if failures:
+        print(f"Ragas: records that failed, by exception: {dict(failures)}", file=sys.stderr)
 
 
-# --- the table
-
-
-@dataclass
-class Row:
-    dataset: str
-    judge: str
-    records: int
-    values: str
-    errors: str
-    auroc: str
-    unscoreable: str
-    faithful_flagged: str
-    recall: str
-    evasive_flagged: str
-    cpu_ms: str
+# --- the tables
 
 
 def _share(k: int, n: int) -> str:
-    return f"{k}/{n} ({k / n:.1%})" if n else "-"
+    return f"{k / n:.1%}" if n else "-"
 
 
-def summarise(dataset: str, items: Sequence[Item], scored: Scored, limit: float) -> Row:
-    kinds = [i.kind for i in items]
-    pairs = [
-        (f, k == HALLUCINATED)
-        for f, k in zip(scored.faithfulness, kinds, strict=True)
-        if k in (FAITHFUL, HALLUCINATED) and f is not None
-    ]
-    labelled = sum(k in (FAITHFUL, HALLUCINATED) for k in kinds)
-    area = auroc([1 - f for f, _ in pairs], [h for _, h in pairs])
-
-    def flagged(kind: str) -> str:
-        of_kind = [f for f, k in zip(scored.faithfulness, kinds, strict=True) if k == kind]
-        return _share(sum(f is not None and f < limit for f in of_kind), len(of_kind))
-
-    n = len(items)
-    values = "-" if scored.values is None else _share(*scored.values)
-    errors = "-" if scored.values is None else str(scored.records_with_errors)
-    return Row(
-        dataset=dataset,
-        judge=scored.judge,
-        records=n,
-        values=values,
-        errors=errors,
-        auroc="-" if math.isnan(area) else f"{area:.3f}",
-        unscoreable=str(labelled - len(pairs)),
-        faithful_flagged=flagged(FAITHFUL),
-        recall=flagged(HALLUCINATED),
-        evasive_flagged=flagged(EVASIVE) if EVASIVE in kinds else "-",
-        cpu_ms=f"{1000 * scored.cpu_seconds / n:.2f}" if n else "-",
+def row(dataset: str, items: Sequence[Item], run: Run) -> str:
+    verdicts = [(i.kind, run.verdicts[str(i.record["id"])]) for i in items]
+    labelled = [(k == HALLUCINATED, v) for k, v in verdicts if k in (FAITHFUL, HALLUCINATED)]
+    scored = [(h, v) for h, v in labelled if not math.isnan(v.faithfulness)]
+    area = auroc([1 - v.faithfulness for _, v in scored], [h for h, _ in scored])
+    graded = [(h, v.graded) for h, v in scored if not math.isnan(v.graded)]
+    graded_area = auroc([1 - g for _, g in graded], [h for h, _ in graded]) if graded else math.nan
+    bad = sum(h for h, _ in labelled)
+    cells = []
+    for limit in RULES:
+        flagged = [h for h, v in scored if v.faithfulness < limit]
+        cells.append(
+            f"{_share(len(flagged), len(labelled))} / {_share(sum(flagged), bad)} / "
+            + (f"{sum(flagged) / len(flagged):.2f}" if flagged else "-")
+        )
+    evasive_ = [v for k, v in verdicts if k == EVASIVE]
+    evasive_flagged = sum(v.faithfulness < RULES[0] for v in evasive_)  # NaN is not below
+    cpu = f"{1000 * run.cpu_seconds / run.scored_here:.1f}" if run.scored_here else "-"
+    return (
+        f"| {dataset} | {run.detector} | {len(labelled)} | {len(labelled) - len(scored)} | "
+        f"{_share(bad, len(labelled))} | {'-' if math.isnan(area) else f'{area:.3f}'} | "
+        f"{'-' if math.isnan(graded_area) else f'{graded_area:.3f}'} | {' | '.join(cells)} | "
+        f"{f'{evasive_flagged}/{len(evasive_)}' if evasive_ else '-'} | {cpu} |"
     )
 
 
-HEADER = (
-    "| data set | judge | records | online values scored | records with judge errors | "
-    "faithfulness AUROC | unscoreable (faithful + hallucinated) | faithful flagged | "
-    "hallucinated flagged (recall) | evasive flagged | CPU ms / record |"
-)
+def header() -> str:
+    rules = " | ".join(f"flagged / recall / precision, < {r:g}" for r in RULES)
+    return (
+        "| data set | detector | answers | unscoreable | labels' rate | AUROC | AUROC graded | "
+        f"{rules} | evasive flagged | CPU ms / answer |\n|---|---|" + "---:|" * (7 + len(RULES))
+    )
 
 
-def print_table(rows: Sequence[Row]) -> None:
-    print(HEADER)
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r.dataset} | {r.judge} | {r.records} | {r.values} | {r.errors} | {r.auroc} | "
-            f"{r.unscoreable} | {r.faithful_flagged} | {r.recall} | {r.evasive_flagged} | "
-            f"{r.cpu_ms} |"
-        )
-
-
-def print_categories(
-    dataset: str, items: Sequence[Item], runs: Sequence[Scored], limit: float
-) -> None:
-    """Per category: how many answers each judge flags, and how many it leaves unscoreable."""
-    categories = list(dict.fromkeys(i.category for i in items))
-    print(f"\n{dataset}, per category: flagged (faithfulness < {limit:g}) / unscoreable\n")
-    print("| category | label | n | " + " | ".join(s.judge for s in runs) + " |")
+def categories(dataset: str, items: Sequence[Item], runs: Sequence[Run]) -> None:
+    """Per category: how many answers each detector flags, and how many it leaves
+    unscoreable."""
+    names = list(dict.fromkeys(i.category for i in items))
+    if len(names) < 2:
+        return
+    print(f"\n{dataset}, per category: flagged (faithfulness < {RULES[0]:g}) / unscoreable\n")
+    print("| category | label | n | " + " | ".join(r.detector for r in runs) + " |")
     print("|---|---|---:|" + "---:|" * len(runs))
-    for category in categories:
-        picked = [k for k, i in enumerate(items) if i.category == category]
-        label = "hallucinated" if items[picked[0]].kind == HALLUCINATED else "not"
+    for name in names:
+        mine = [i for i in items if i.category == name]
         cells = []
-        for s in runs:
-            values = [s.faithfulness[k] for k in picked]
-            low = sum(v is not None and v < limit for v in values)
-            cells.append(f"{low} / {sum(v is None for v in values)}")
-        print(f"| {category} | {label} | {len(picked)} | " + " | ".join(cells) + " |")
+        for run in runs:
+            values = [run.verdicts[str(i.record["id"])].faithfulness for i in mine]
+            low = sum(v < RULES[0] for v in values)
+            cells.append(f"{low} / {sum(math.isnan(v) for v in values)}")
+        print(f"| {name} | {mine[0].kind} | {len(mine)} | " + " | ".join(cells) + " |")
+
+
+def notes(dataset: str, items: Sequence[Item], run: Run) -> None:
+    """What a detector scoring several metrics (the LLM judge) left unscored, and its time."""
+    verdicts = [run.verdicts[str(i.record["id"])] for i in items]
+    values = sum(len(v.scores) for v in verdicts)
+    if values:
+        # an evasive answer's faithfulness left unscoreable as noncommittal is scored right
+        scored = sum(
+            1
+            for v in verdicts
+            for m, s in v.scores.items()
+            if s is not None or (m == "faithfulness" and v.details.get("noncommittal") is True)
+        )
+        errors = Counter(f"{m}: {e}" for v in verdicts for m, e in v.errors.items())
+        print(
+            f"{dataset}, {run.detector}: values scored {scored}/{values} "
+            f"({scored / values:.0%}); judge errors: {dict(errors) or 'none'}"
+        )
+    if run.seconds:
+        print(
+            f"{dataset}, {run.detector}: {sum(run.seconds) / len(run.seconds):.1f} s per record "
+            f"(wall, one record's own, {len(run.seconds)} records)"
+        )
 
 
 # --- main
@@ -438,135 +519,147 @@ def print_categories(
 
 def _names(text: str, known: Sequence[str], what: str) -> list[str]:
     names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
+    if not names or any(n not in known for n in names):
         raise SystemExit(f"detection: {what} must be among {', '.join(known)}")
     return names
 
 
-def main() -> int:
+def _path(prefix: Path | None, dataset: str, detector: str) -> Path | None:
+    return None if prefix is None else prefix.with_name(f"{prefix.name}.{dataset}.{detector}.jsonl")
+
+
+async def measure(args: argparse.Namespace, requests: Path) -> None:
+    detectors: dict[str, Detector] = {}
+    llm: LLM | None = None
+    try:
+        for name in args.detectors:
+            if args.report or name == "ragas":
+                continue
+            if name == "llm":
+                detectors[name] = llm = LLM(args, requests)
+            else:
+                detectors[name] = Local() if name == "local" else WordOverlap()
+        all_runs: list[tuple[str, list[Item], list[Run]]] = []
+        for dataset in args.datasets:
+            items = alternating(load_dataset(dataset, args.halueval, args.demo))[: args.limit]
+            runs = []
+            for name in args.detectors:
+                out = _path(args.out, dataset, name)
+                run = read_run(DETECTOR_NAMES[name], out)
+                if name == "ragas" and not args.report:
+                    print(f"{dataset}: Ragas, {len(items)} records", file=sys.stderr)
+                    assert out is not None
+                    await asyncio.to_thread(score_ragas, items, run, out, args)
+                elif name in detectors:
+                    print(f"{dataset}: {name}, {len(items)} records", file=sys.stderr)
+                    concurrency = args.concurrency if name == "llm" else 1
+                    await score(detectors[name], items, run, out, concurrency)
+                if name == "ragas" and run.ragas_version:
+                    run.detector = f"Ragas {run.ragas_version} Faithfulness"
+                runs.append(run)
+            all_runs.append((dataset, items, runs))
+    finally:
+        if llm is not None:
+            await llm.aclose()
+    print(f"flag rules: faithfulness < {', < '.join(f'{r:g}' for r in RULES)}\n")
+    print(header())
+    for dataset, items, runs in all_runs:
+        both = [i for i in items if all(str(i.record["id"]) in r.verdicts for r in runs)]
+        if len(both) < len(items):
+            print(
+                f"({dataset}: {len(both)} of {len(items)} records finished by every detector)",
+                file=sys.stderr,
+            )
+        for run in runs:
+            print(row(dataset, both, run))
+    for dataset, items, runs in all_runs:
+        both = [i for i in items if all(str(i.record["id"]) in r.verdicts for r in runs)]
+        categories(dataset, both, runs)
+    print()
+    for dataset, items, runs in all_runs:
+        for run in runs:
+            if run.detector == LLM.name:
+                notes(dataset, items, run)
+    if llm is not None:
+        print(f"\nLLM judge request outcomes (this run): {dict(llm.outcomes.counts)}")
+    caps_report(requests)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=(__doc__ or "").split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--detectors",
+        default="local,overlap",
+        metavar="A,B",
+        help=f"among {', '.join(DETECTORS)} (default: local,overlap)",
     )
     parser.add_argument(
         "--datasets",
-        default=",".join(DATASETS),
+        default="halueval,halueval-unfitted,realistic-tune,realistic-holdout,demo",
         metavar="A,B",
-        help=f"among {', '.join(DATASETS)} (default: all)",
+        help=f"among {', '.join(DATASETS)} (default: all but realistic, both its splits)",
     )
     parser.add_argument(
-        "--judges",
-        metavar="A,B",
-        help="local, llm (default: local, and llm when --judge-url is given)",
-    )
-    parser.add_argument(
-        "--judge-url", metavar="URL", help="the LLM judge's OpenAI-compatible endpoint (…/v1)"
-    )
-    parser.add_argument("--judge-model", metavar="M", help="the LLM judge's model name")
-    parser.add_argument(
-        "--ragas-python",
-        metavar="PATH",
-        help="an interpreter with ragas 0.4.3: also score Ragas's Faithfulness "
-        "on the LLM endpoint (e.g. /tmp/rag-monitor-ragas-venv/bin/python)",
-    )
-    parser.add_argument(
-        "--concurrency",
+        "--limit",
         type=int,
         metavar="N",
-        help="records scored at once, as for rag-monitor score (default: 8 with "
-        "the LLM judge, 64 with the local one)",
+        help="the first N of each set, hallucinated and the rest taken in turn",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="first N records of each set")
+    parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH")
+    parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH")
     parser.add_argument(
-        "--halueval",
+        "--out",
         type=Path,
-        default=HALUEVAL,
-        metavar="PATH",
-        help="the HaluEval QA dev set (default: ../shared/data/ beside the repo)",
+        metavar="PREFIX",
+        help="keep every verdict in PREFIX.SET.DETECTOR.jsonl; score only what they lack",
     )
-    parser.add_argument(
-        "--demo",
-        type=Path,
-        default=DEMO,
-        metavar="PATH",
-        help="the demo traffic (default: monitor/demo/traffic.jsonl)",
+    parser.add_argument("--report", action="store_true", help="score nothing: report --out")
+    llm = parser.add_argument_group("the LLM judge and Ragas")
+    llm.add_argument("--url", default="http://127.0.0.1:8091/v1", help="OpenAI-compatible …/v1")
+    llm.add_argument("--model", default="qwen")
+    llm.add_argument("--concurrency", type=int, default=2, help="records at once, per detector")
+    llm.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
+    llm.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="basic steps instead of the fused grounding step",
     )
-    parser.add_argument("--config", metavar="FILE", help="settings file, as for rag-monitor")
-    parser.add_argument(
-        "--dump",
-        type=Path,
-        metavar="FILE",
-        help="also write every record's faithfulness per judge as JSON lines",
+    llm.add_argument(
+        "--metrics",
+        default=",".join(ONLINE_METRICS),
+        metavar="A,B",
+        help="online metrics the LLM judge scores (faithfulness alone is ~2.5x faster)",
     )
-    args = parser.parse_args()
-    datasets = _names(args.datasets, DATASETS, "--datasets")
-    judges = [
-        cast(JudgeKind, name)
-        for name in _names(
-            args.judges or ("local,llm" if args.judge_url else "local"), JUDGES, "--judges"
-        )
-    ]
+    llm.add_argument(
+        "--max-completion-tokens",
+        type=int,
+        default=2048,
+        help="the judge's largest answer cap (RAG_MONITOR_JUDGE_MAX_COMPLETION_TOKENS)",
+    )
+    llm.add_argument("--ragas-python", metavar="PATH", help="an interpreter with ragas 0.4.3")
+    args = parser.parse_args(argv)
+    args.detectors = _names(args.detectors, DETECTORS, "--detectors")
+    args.datasets = _names(args.datasets, DATASETS, "--datasets")
+    args.metrics = tuple(_names(args.metrics, ONLINE_METRICS, "--metrics"))
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
-    if args.concurrency is not None and args.concurrency < 1:
+    if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
-    if ("llm" in judges or args.ragas_python) and not args.judge_url:
-        parser.error("the llm judge and --ragas-python need --judge-url")
-    overrides: dict[str, Any] = {}
-    if args.judge_url:
-        overrides["judge_base_url"] = args.judge_url
-    if args.judge_model:
-        overrides["judge_model"] = args.judge_model
-    try:
-        settings = load_settings(args.config, **overrides)
-    except ConfigError as exc:
-        raise SystemExit(f"detection: {exc}") from None
-    limit = threshold(settings.thresholds, "faithfulness")
-
-    rows: list[Row] = []
-    dump = args.dump.open("w", encoding="utf-8") if args.dump else None
-    per_category: list[tuple[str, list[Item], list[Scored]]] = []
-    try:
-        for name in datasets:
-            items = load_dataset(name, args.halueval, args.demo)[: args.limit]
-            runs: list[Scored] = []
-            for kind in judges:
-                print(f"{name}: {kind} judge, {len(items)} records", file=sys.stderr)
-                try:
-                    runs.append(
-                        asyncio.run(score_with_scorer(settings, kind, items, args.concurrency))
-                    )
-                except JudgeConfigError as exc:
-                    raise SystemExit(f"detection: {exc}") from None
-            if args.ragas_python:
-                print(f"{name}: Ragas, {len(items)} records", file=sys.stderr)
-                runs.append(score_ragas(args.ragas_python, settings, items))
-            runs.append(score_overlap(items))
-            rows.extend(summarise(name, items, s, limit) for s in runs)
-            if name.startswith("realistic"):
-                per_category.append((name, items, runs))
-            if dump is not None:
-                for s in runs:
-                    for k, item in enumerate(items):
-                        line = {
-                            "dataset": name,
-                            "judge": s.judge,
-                            "id": item.record["id"],
-                            "kind": item.kind,
-                            "category": item.category,
-                            "faithfulness": s.faithfulness[k],
-                        }
-                        if s.details:
-                            line["details"] = s.details[k]
-                        dump.write(json.dumps(line, ensure_ascii=False) + "\n")
-    finally:
-        if dump is not None:
-            dump.close()
-    print()
-    print_table(rows)
-    for name, items, runs in per_category:
-        print_categories(name, items, runs, limit)
-    print(f"\nflag threshold: faithfulness < {limit:g}")
+    if args.report and args.out is None:
+        parser.error("--report reads --out")
+    if "ragas" in args.detectors and not args.report and not (args.ragas_python and args.out):
+        parser.error("the ragas detector needs --ragas-python and --out")
+    with tempfile.TemporaryDirectory(prefix="detection-") as tmp:
+        requests = (
+            args.out.with_name(args.out.name + ".requests.jsonl")
+            if args.out is not None
+            else Path(tmp) / "requests.jsonl"
+        )
+        asyncio.run(measure(args, requests))
     return 0
 
 

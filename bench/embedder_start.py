@@ -1,6 +1,6 @@
 """MiniLM embedder start-up: time to the first vector, this tree against a baseline commit.
 
-    python bench/embedder_start.py [--baseline ff08d59] [--rounds 9]
+    python -m bench.embedder_start [--baseline ff08d59] [--rounds 9]
 
 Each measurement is a fresh process that imports the embedder of one tree
 (``--baseline``: that commit's whole ``monitor`` package, extracted with ``git
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from baseline import monitor_at  # bench/ is on sys.path when a bench runs
+
+from bench.baseline import monitor_at
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,12 +42,11 @@ TEXTS = [
     "Pedro Rodríguez de la Vega won the race in 1968.",
 ]
 
-#: run in a fresh process with the tree ``argv[1]`` first on ``sys.path``
+#: run in a fresh process in the tree ``argv[1]`` (the working directory, first on ``sys.path``)
 _CHILD = """
 import json, resource, sys, time
 start = time.perf_counter()
 root = sys.argv[1]
-sys.path.insert(0, root)
 import monitor
 if not monitor.__file__.startswith(root):
     raise SystemExit(f"monitor imported from {monitor.__file__}, not {root}")

@@ -1,6 +1,6 @@
 """Faults survived and load held: real `rag-monitor run` replicas under faults, one row each.
 
-    python bench/faults.py [--scenarios kill,postgres,...] [--quick] [--rate 10]
+    python -m bench.faults [--scenarios kill,postgres,...] [--quick] [--rate 10]
                            [--soak-minutes 20] [--budget-fraction 0.6] [--json FILE]
 
 Every scenario starts from nothing: a fresh Kafka-protocol broker (noida-db, or
@@ -71,23 +71,21 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from bench.memory import proc_status
+from monitor.demo.broker import _command, free_port
+from monitor.demo.postgres import EmbeddedPostgres
+from monitor.kafka.client import MAX_REQUEST_BYTES
+from monitor.kafka.topics import create_topics, produce
+from tests.support.judge_server import Fault, JudgeServer, JudgeStats
+from tests.support.kafka import ConsumedRecord, bare_consume, read_topic
+from tests.support.records import encode, interaction, samples
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import asyncpg  # noqa: E402
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
-from aiokafka.errors import KafkaError  # noqa: E402
-from memory import proc_status  # noqa: E402  (bench/ is on sys.path)
-
-from monitor.demo.broker import _command, free_port  # noqa: E402
-from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
-from monitor.kafka.client import MAX_REQUEST_BYTES  # noqa: E402
-from monitor.kafka.topics import create_topics, produce  # noqa: E402
-from tests.support.judge_server import Fault, JudgeServer, JudgeStats  # noqa: E402
-from tests.support.kafka import bare_consume  # noqa: E402
-from tests.support.records import encode, interaction, samples  # noqa: E402
 
 PARTITIONS = 4
 RUN = [sys.executable, "-m", "monitor", "run"]
@@ -399,6 +397,10 @@ def poison(i: int, max_bytes: int) -> tuple[bytes, bytes]:
     return key, b"not json at all " + key
 
 
+def _key(record: ConsumedRecord) -> str:
+    return (record.key or b"").decode()
+
+
 class Lab:
     """One scenario's broker, topics, judge, Postgres schema and replicas."""
 
@@ -607,28 +609,13 @@ class Lab:
 
     # -- the end: read what was written, check every record
 
-    async def read_all(self, topic: str, quiet: float = 4.0, within: float = 120.0) -> list[Any]:
-        consumer = AIOKafkaConsumer(
-            topic,
-            bootstrap_servers=self.broker.bootstrap,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=MAX_REQUEST_BYTES,
+    async def read_all(
+        self, topic: str, quiet: float = 4.0, within: float = 120.0
+    ) -> list[ConsumedRecord]:
+        """Every record of ``topic``: read until none has come for ``quiet`` seconds."""
+        return await read_topic(
+            self.broker.bootstrap, topic, within_seconds=within, quiet_seconds=quiet
         )
-        await consumer.start()
-        out: list[Any] = []
-        try:
-            deadline = time.monotonic() + within
-            last = time.monotonic()
-            while time.monotonic() - last < quiet and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=500)
-                for messages in batches.values():
-                    if messages:
-                        last = time.monotonic()
-                    out.extend(messages)
-            return out
-        finally:
-            await consumer.stop()
 
     async def check(self, row: Row) -> None:
         for replica in self.replicas:
@@ -637,9 +624,9 @@ class Lab:
         scores = await self.read_all(self.scores)
         dead = await self.read_all(self.dlq)
         row.produced = len(produced)
-        score_ids = Counter(m.key.decode() for m in scores)
-        flagged = {m.key.decode() for m in scores if json.loads(m.value).get("flags")}
-        dead_keys = {m.key.decode() for m in dead if m.key is not None}
+        score_ids = Counter(_key(m) for m in scores)
+        flagged = {_key(m) for m in scores if json.loads(m.value or b"{}").get("flags")}
+        dead_keys = {_key(m) for m in dead if m.key is not None}
         skipped: dict[tuple[int, int], str] = {}
         for replica in self.replicas:
             skipped.update(replica.skipped())
@@ -649,7 +636,7 @@ class Lab:
         reasons: Counter[str] = Counter()
         lost = []
         for m in produced:
-            key = m.key.decode()
+            key = _key(m)
             if key in score_ids or key in dead_keys:
                 continue
             reason = skipped.get((m.partition, m.offset))
@@ -817,7 +804,7 @@ def fault_share(
     fault: Fault, share: float, seconds: float, note: str, slow: float = 0.0
 ) -> FaultFn:
     async def run(lab: Lab) -> str:
-        with ShareFaults(lab.judge, fault, share, seconds=slow or 30.0):  # type: ignore[arg-type]
+        with ShareFaults(lab.judge, fault, share, seconds=slow or 30.0):
             await asyncio.sleep(seconds)
         return note
 
@@ -1050,7 +1037,7 @@ def tokens_per_record(workdir: Path) -> float:
         stats = judge.stats.snapshot()
     lines = [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
     embed = stats.embedding_tokens
-    total = sum(
+    total: int = sum(
         line["usage"]["prompt_tokens"] + line["usage"]["completion_tokens"] for line in lines
     )
     return (total + embed) / max(1, len(lines))

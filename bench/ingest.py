@@ -1,6 +1,6 @@
 """Measure the sidecar's ingest: consume throughput against a bare loop, and scoring throughput.
 
-    python bench/ingest.py [--broker noida|tansu] [--records 50000] [--partitions 4]
+    python -m bench.ingest [--broker noida|tansu] [--records 50000] [--partitions 4]
                            [--rounds 2] [--latency 0.3] [--concurrency 64] [--window 20]
                            [--embedding-latency 0.05] [--consume-only]
 
@@ -63,11 +63,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.memory import load_options
+from tests.support.judge_server import JudgeServer
+from tests.support.kafka import LabBroker
 
-from tests.support.judge_server import JudgeServer  # noqa: E402
-from tests.support.kafka import LabBroker  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_RATIO = 0.7
 TARGET_SCORED = 150.0
@@ -207,9 +207,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
 
 def _total(metric: Any) -> float:
     """The sum of a counter's samples (its own ``collect``, not the whole registry's)."""
-    return sum(
+    total: float = sum(
         s.value for family in metric.collect() for s in family.samples if s.name.endswith("_total")
     )
+    return total
 
 
 async def _monitor_consume(args: argparse.Namespace) -> dict[str, Any]:
@@ -321,11 +322,20 @@ def worker_judge(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def popen(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """A worker process run from the repository root, its stdout and stderr piped."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(
+        command, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL, env=env, cwd=ROOT, text=True
+    )
+
+
 def start_judge(args: argparse.Namespace, port: int, embedding_latency: float) -> Any:
     """A `worker_judge` process, serving once it says so."""
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.ingest",
         "--worker",
         "judge",
         "--port",
@@ -387,7 +397,8 @@ def spawn(
     """Run one worker process to completion (killed by pid on a timeout); its result."""
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.ingest",
         "--worker",
         kind,
         "--bootstrap",
@@ -410,15 +421,7 @@ def spawn(
         str(rate),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
-        text=True,
-    )
+    process = popen(command, env)
     cpu, wall = _cpu(), time.perf_counter()
     try:
         out, err = process.communicate(timeout=150)
@@ -438,13 +441,8 @@ def spawn(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--partitions", type=int, default=4)
+    load_options(parser)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument(
         "--embedding-latency",
         type=float,
@@ -570,7 +568,8 @@ def main() -> int:
     )
 
     def cpu_us(i: int) -> float:
-        return statistics.median(r[i]["cpu_seconds"] / r[i]["records"] for r in rounds) * 1e6
+        per_record: list[float] = [r[i]["cpu_seconds"] / r[i]["records"] for r in rounds]
+        return statistics.median(per_record) * 1e6
 
     print(
         "\nCPU per record (the consumer process's CPU seconds / records, start and group "

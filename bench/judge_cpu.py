@@ -1,6 +1,6 @@
 """CPU the LLM judge client costs per scored record: this tree against an older commit, same run.
 
-    python bench/judge_cpu.py [--baseline d83f760] [--records 400] [--concurrency 16]
+    python -m bench.judge_cpu [--baseline d83f760] [--records 400] [--concurrency 16]
                               [--rounds 3] [--latency 0]
 
 The sidecar's scoring throughput is bound by its one event loop's CPU (see
@@ -35,14 +35,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from baseline import monitor_at  # bench/ is on sys.path when a bench runs
+from bench.baseline import monitor_at
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = "BENCH-RESULT "
 
 
 def _serve(port_queue: Any, latency: float) -> None:
-    sys.path.insert(0, str(ROOT))
     from tests.support.judge_server import JudgeServer
 
     server = JudgeServer().start()
@@ -107,17 +106,16 @@ def worker(url: str, data: str, concurrency: int, tree: str) -> dict[str, float]
 
 def measure(tree: Path, url: str, data: Path, args: argparse.Namespace) -> dict[str, float]:
     code = (
-        f"import sys, json; sys.path.insert(0, {str(tree)!r}); "
-        # `monitor` first, from the tree under test: later imports find it in sys.modules
-        "import monitor; "
-        f"sys.path.insert(1, {str(ROOT / 'bench')!r}); "
-        "from judge_cpu import worker; "
+        # `monitor` first, from the tree under test (the working directory, first on the
+        # path): later imports find it in sys.modules; `bench` from this tree (PYTHONPATH)
+        "import json, monitor; "
+        "from bench.judge_cpu import worker; "
         f"print({RESULT!r} + json.dumps("
         f"worker({url!r}, {str(data)!r}, {args.concurrency}, {str(tree)!r})))"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tree, timeout=600
     )
     for line in done.stdout.splitlines():
         if line.startswith(RESULT):
@@ -134,7 +132,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.0, help="judge answer delay, s")
     args = parser.parse_args()
-    from ingest import generate  # the bench's records, made by this tree (bench/ is on sys.path)
+    from bench.ingest import generate  # the bench's records, made by this tree
 
     queue: Any = mp.get_context("spawn").Queue()
     server = mp.get_context("spawn").Process(target=_serve, args=(queue, args.latency))

@@ -31,7 +31,7 @@ in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.
   differ only by Ragas's output format. Ragas parses and scores them itself,
   and its scores are checked against ours.
 
-    python bench/judge_tokens.py [--records 60] [--seed 7] [--chunk-sentences 5-8]
+    python -m bench.judge_tokens [--records 60] [--seed 7] [--chunk-sentences 5-8]
         [--ragas-python /tmp/rag-monitor-ragas-venv/bin/python]
 
 Exit status 1 if any score differs between the two patterns; 2 if the Ragas
@@ -54,12 +54,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `monitor` and the test doubles (`tests.support`) of this tree
-
-from monitor.judges.llm import OpenAIJudge  # noqa: E402
-from monitor.judges.steps import (  # noqa: E402
+from bench.harness import run_child
+from monitor.judges.llm import OpenAIJudge
+from monitor.judges.steps import (
     GROUNDING,
     QUESTIONS,
     STATEMENTS,
@@ -72,18 +69,15 @@ from monitor.judges.steps import (  # noqa: E402
     Verdicts,
     join_contexts,
 )
-from monitor.judges.wire import strict_schema  # noqa: E402
-from monitor.metrics import _steps as st  # noqa: E402
-from monitor.records import Context, Interaction, ScoredRecord, Usage  # noqa: E402
-from monitor.scoring import ONLINE_METRICS, Scorer  # noqa: E402
-from monitor.tokens import count_tokens, estimate_prompt_tokens  # noqa: E402
-from tests.support import answers  # noqa: E402
-from tests.support.judge_server import JudgeServer, StatsSnapshot  # noqa: E402
+from monitor.judges.wire import strict_schema
+from monitor.metrics import _steps as st
+from monitor.records import Context, Interaction, ScoredRecord, Usage
+from monitor.scoring import ONLINE_METRICS, Scorer
+from monitor.tokens import count_tokens, estimate_prompt_tokens
+from tests.support import answers
+from tests.support.judge_server import JudgeServer, StatsSnapshot, StepStats
 
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))  # the benches' shared helpers, beside this file
-from ragas_venv import run_child  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODEL = "gpt-4o-mini"
 EMBEDDING_MODEL = "text-embedding-3-small"
@@ -566,7 +560,7 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
     calls = []
     now = {"record": "", "metric": ""}
 
-    def handle(request):
+    def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         call = {"record": now["record"], "metric": now["metric"], "model": body["model"]}
         if request.url.path.endswith("/embeddings"):
@@ -636,8 +630,8 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
     for metric in metrics:
         metric.init(RunConfig())
 
-    async def score_all():
-        scores = {}
+    async def score_all() -> dict[str, dict[str, float]]:
+        scores: dict[str, dict[str, float]] = {}
         for row in job["records"]:
             sample = SingleTurnSample(
                 user_input=row["user_input"],
@@ -657,13 +651,11 @@ def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
 
 
 @dataclass
-class RagasStep:
-    requests: int = 0
-    choices: int = 0
-    prompt_tokens: int = 0
+class RagasStep(StepStats):
+    """One Ragas step's requests and tokens, counted as the judge server counts ours."""
+
     #: prompt tokens outside the rendered inputs: instruction, JSON schema, examples
     fixed_tokens: int = 0
-    completion_tokens: int = 0
     #: the completions laid out as Ragas's examples are (``indent=4``)
     indented_completion_tokens: int = 0
 
@@ -771,14 +763,14 @@ def report_ragas(records: list[Interaction], ragas: RagasRun, per_call: Run, fru
     equal, compared, worst = 0, 0, 0.0
     for r in frugal.records:
         for theirs_name, ours_name in RAGAS_METRICS.items():
-            x = ragas.scores[r.interaction.id][theirs_name]
-            y = r.results[ours_name].score
+            theirs_score = ragas.scores[r.interaction.id][theirs_name]
+            our_score = r.results[ours_name].score
             compared += 1
-            if math.isnan(x) or math.isnan(y):
-                equal += int(math.isnan(x) and math.isnan(y))
+            if math.isnan(theirs_score) or math.isnan(our_score):
+                equal += int(math.isnan(theirs_score) and math.isnan(our_score))
                 continue
-            worst = max(worst, abs(x - y))
-            equal += int(abs(x - y) <= 1e-6)
+            worst = max(worst, abs(theirs_score - our_score))
+            equal += int(abs(theirs_score - our_score) <= 1e-6)
     print(
         f"Ragas's own scoring of these answers equals ours on {equal} of {compared} scores "
         f"(|Δ| ≤ 1e-6; largest |Δ| {worst:.1e})"

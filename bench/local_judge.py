@@ -1,20 +1,13 @@
-"""The local judge on labelled answers it was not fitted on, beside word overlap, and its speed.
+"""The local judge's worked examples, and its speed beside the support model it replaced.
 
-    python bench/local_judge.py [--baseline 09978da] [--skip-speed] [--records 48]
+    python -m bench.local_judge [--baseline 09978da] [--records 64] [--skip-speed]
 
-1. Detection. Each answer goes through the local judge as the sidecar reads it
-   (`LocalJudge.screen`: its claims, each claim's one support decision). Per data
-   set: AUROC of the graded score (the mean support probability of the claims) and
-   of faithfulness (the share of supported claims, the metric as reported), next to
-   word overlap (the share of the answer's content words found in the contexts; 1.0
-   for an answer without any), all in the same run; and at the default flag rule
-   (`monitor.flags`): the raw hallucination rate against the labels' and the flag's
-   precision. Evasive answers are left out (the judge makes them unscoreable). The
-   sets: HaluEval QA dev (``../shared/data``) — the half the combiner was not fitted
-   on, and all of it —, the realistic set's holdout and all of it (its tune split was
-   fitted on), and the demo traffic (never fitted on).
-2. The lesson's worked example and the last round's four examples, as faithfulness.
-3. Speed: the three online metrics through the Scorer (16 records in flight, as the
+Its detection on the labelled sets, beside word overlap, is `bench.detection`'s
+(``--detectors local,overlap``).
+
+1. The lesson's worked example and the last round's four examples, as faithfulness
+   (`LocalJudge.screen`, each answer read as the sidecar reads it).
+2. Speed: the three online metrics through the Scorer (16 records in flight, as the
    sidecar scores them) on the realistic set's answers, and on RAG-sized records
    (each realistic answer with the other answers of its scenario, about 85 words,
    against its chunks plus chunks of other scenarios, about 400 words); records per
@@ -27,20 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
-REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
-DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
+from bench.baseline import ROOT, monitor_at
+from bench.harness import REALISTIC, read_jsonl
 
 REFUNDS = (
     "Cancel your subscription in Settings. Refunds are issued to the original card within "
@@ -83,79 +72,11 @@ EXAMPLES = [
 ]
 
 
-def _texts(record: dict[str, Any]) -> list[str]:
-    return [c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]]
-
-
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def data_sets(halueval: Path) -> dict[str, list[tuple[dict[str, Any], bool]]]:
-    """Each set's (record, hallucinated) pairs."""
-    from training.combiner import halueval_fit_half
-
-    halu = [(r, bool(r["label_hallucinated"])) for r in _rows(halueval)]
-    real = [r for r in _rows(REALISTIC) if r["category"] != "evasive"]
-    demo = [r for r in _rows(DEMO) if r["metadata"]["label"] != "evasive"]
-    return {
-        "HaluEval QA dev, not fitted half": [(r, h) for r, h in halu if not halueval_fit_half(r)],
-        "HaluEval QA dev, all": halu,
-        "realistic holdout": [
-            (r, r["label_hallucinated"]) for r in real if r["split"] == "holdout"
-        ],
-        "realistic all": [(r, r["label_hallucinated"]) for r in real],
-        "demo traffic": [(r, r["metadata"]["label"] == "hallucinated") for r in demo],
-    }
-
-
-def detection(halueval: Path) -> None:
-    from bench.ranking import auroc
-    from monitor.flags import threshold
+def examples() -> None:
     from monitor.judges.local.judge import LocalJudge
-    from monitor.text import evasive
-    from training.combiner import overlap
 
     judge = LocalJudge()
-    limit = threshold({}, "faithfulness")
-    rules = (limit, 0.7, 1.0)
-    print(
-        f"flag rules: the default, faithfulness < {limit:g}; < 0.7 (flags one unsupported "
-        "claim of three); any unsupported claim (< 1)\n"
-    )
-    print(
-        "| data set | answers | AUROC graded | AUROC faithfulness | word overlap AUROC "
-        "| labels' rate | "
-        + " | ".join(f"rate, < {r:g} | precision, < {r:g}" for r in rules)
-        + " | CPU ms / answer |"
-    )
-    print("|---|" + "---:|" * (6 + 2 * len(rules)))
-    for name, rows in data_sets(halueval).items():
-        graded, faith, words, ok = [], [], [], []
-        started = time.process_time()
-        for record, hallucinated in rows:
-            response = str(record["response"])
-            if evasive.noncommittal(response):
-                continue
-            contexts = _texts(record)
-            screen = judge.screen(contexts, response, str(record.get("user_input") or ""))
-            faith.append(0.0 if math.isnan(screen.faithfulness) else screen.faithfulness)
-            graded.append(0.0 if math.isnan(screen.support) else screen.support)
-            words.append(overlap(response, contexts))
-            ok.append(not hallucinated)
-        ms = (time.process_time() - started) * 1000 / max(1, len(ok))
-        truth = 1 - sum(ok) / len(ok)
-        cells = []
-        for below in rules:
-            flagged = [f < below for f in faith]
-            caught = sum(f and not y for f, y in zip(flagged, ok, strict=True))
-            cells.append(f"{sum(flagged) / len(ok):.1%} | {caught / max(1, sum(flagged)):.2f}")
-        print(
-            f"| {name} | {len(ok)} | {auroc(graded, ok):.3f} | {auroc(faith, ok):.3f} "
-            f"| {auroc(words, ok):.3f} | {truth:.1%} | {' | '.join(cells)} | {ms:.0f} |",
-            flush=True,
-        )
-    print("\n| context | answer | should be | faithfulness | weakest claim's reason |")
+    print("| context | answer | should be | faithfulness | weakest claim's reason |")
     print("|---|---|---:|---:|---|")
     for context, answer, expected in EXAMPLES:
         screen = judge.screen([context], answer)
@@ -226,7 +147,7 @@ print(json.dumps(out))
 
 
 def speed(baseline: str, records: int) -> None:
-    every = _rows(REALISTIC)
+    every = read_jsonl(REALISTIC)
     rows = every[:records]
     sets = {"realistic answers": rows, "RAG-sized (~400 / ~85 words)": rag_sized(rows, every)}
     print(f"\n(speed: {records} records a set; baseline {baseline}'s support model)")
@@ -236,14 +157,7 @@ def speed(baseline: str, records: int) -> None:
     )
     print("|---|---:|---:|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "baseline"
-        old.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", baseline, "monitor"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        old = monitor_at(baseline, Path(tmp) / "baseline")
         for name, chosen in sets.items():
             data = Path(tmp) / "records.json"
             data.write_text(json.dumps(chosen))
@@ -282,20 +196,18 @@ def _cpu() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL)
     parser.add_argument("--baseline", default="09978da", help="the commit whose model to time")
     parser.add_argument("--records", type=int, default=64)
     parser.add_argument("--skip-speed", action="store_true")
-    parser.add_argument("--skip-detection", action="store_true")
+    parser.add_argument("--skip-examples", action="store_true")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     print(f"CPU: {_cpu()}\n")
-    if not args.skip_detection:
-        detection(args.halueval)
+    if not args.skip_examples:
+        examples()
     if not args.skip_speed:
         speed(args.baseline, args.records)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS of the detection process: {peak:.0f} MiB")
+    print(f"\npeak RSS of the examples' process: {peak:.0f} MiB")
     return 0
 
 

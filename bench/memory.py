@@ -1,6 +1,6 @@
 """Where the sidecar's memory goes: RSS once started, and while it scores.
 
-    python bench/memory.py [--broker noida|tansu] [--records 50000] [--partitions 4]
+    python -m bench.memory [--broker noida|tansu] [--records 50000] [--partitions 4]
                            [--latency 0.3] [--embedding-latency S] [--concurrency 64]
                            [--window 20] [--diagnose]
 
@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def proc_status(pid: int | str = "self") -> dict[str, float]:
@@ -97,15 +95,9 @@ def startup() -> None:
 
 def watch(command: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     """Run ``command``, sampling its VmRSS every 50 ms; its timeline, last status and stdout."""
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=ROOT,
-        text=True,
-    )
+    from bench.ingest import popen
+
+    process = popen(command, env)
     started = time.monotonic()
     timeline: list[tuple[float, float]] = []
     last: dict[str, float] = {}
@@ -166,9 +158,8 @@ def _deep_size(obj: object) -> int:
 
 async def diagnose(args: argparse.Namespace) -> None:
     """`ingest._monitor_score` as is, with a reporter beside it (``build`` wrapped to see parts)."""
-    import ingest
-
     import monitor.app as app
+    from bench import ingest
 
     built: list[Any] = []
     original = app.build
@@ -177,7 +168,7 @@ async def diagnose(args: argparse.Namespace) -> None:
         built.append(original(settings))
         return built[-1]
 
-    app.build = build  # type: ignore[assignment]
+    app.build = build
     started = time.monotonic()
 
     def report(deep: bool) -> None:
@@ -234,15 +225,21 @@ def worker_parser() -> argparse.ArgumentParser:
 # --- the run --------------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def load_options(parser: argparse.ArgumentParser) -> None:
+    """The load of a score run, shared with `bench.ingest`: broker, records, partitions,
+    judge latency, records in flight and the scorer's window."""
     parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--embedding-latency", type=float, default=None, help="default: --latency")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--window", type=float, default=20.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    load_options(parser)
+    parser.add_argument("--embedding-latency", type=float, default=None, help="default: --latency")
     parser.add_argument("--diagnose", action="store_true", help="print what the worker holds")
     parser.add_argument("--startup", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--diagnose-worker", action="store_true", help=argparse.SUPPRESS)
@@ -254,15 +251,16 @@ def main() -> int:
         asyncio.run(diagnose(worker_parser().parse_args(rest)))
         return 0
 
-    import ingest
-
+    from bench import ingest
     from monitor.kafka.topics import produce
     from tests.support.judge_server import JudgeServer
     from tests.support.kafka import LabBroker
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
     print("Once started, before any record (a fresh interpreter):\n", flush=True)
-    subprocess.run([sys.executable, __file__, "--startup"], env=env, cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "bench.memory", "--startup"], env=env, cwd=ROOT, check=True
+    )
 
     broker = LabBroker(args.broker)
     judge = JudgeServer()
@@ -281,9 +279,9 @@ def main() -> int:
             "--concurrency", str(args.concurrency), "--window", str(args.window), "--rate", "1",
         ]  # fmt: skip
         if args.diagnose:
-            command = [sys.executable, __file__, "--diagnose-worker", *worker]
+            command = [sys.executable, "-m", "bench.memory", "--diagnose-worker", *worker]
         else:
-            command = [sys.executable, str(ROOT / "bench" / "ingest.py"), "--worker", "score"]
+            command = [sys.executable, "-m", "bench.ingest", "--worker", "score"]
             command += worker
         embeddings = args.latency if args.embedding_latency is None else args.embedding_latency
         print(

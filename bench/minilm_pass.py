@@ -1,6 +1,6 @@
 """MiniLM forward passes on one core: the embedder's graph against older ones, same run.
 
-    python bench/minilm_pass.py [--baseline 8459904] [--rounds 15]
+    python -m bench.minilm_pass [--baseline 8459904] [--rounds 15]
 
 Encodes the demo traffic's questions and answers (batches of 4, as the
 relevancy step sends them) and single words (batches of 20, as the synonym
@@ -40,12 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from baseline import monitor_at  # bench/ is on sys.path when a bench runs
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from monitor.judges.local.embedder import (  # noqa: E402
+from bench.baseline import monitor_at
+from monitor.judges.local.embedder import (
     DISABLED_OPTIMIZERS,
     GRAPH_PATH,
     GRAPH_SHA256,
@@ -53,6 +49,8 @@ from monitor.judges.local.embedder import (  # noqa: E402
     read_pinned,
     vnni,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
@@ -71,14 +69,13 @@ def texts_and_words() -> tuple[list[str], list[str]]:
 #: where the local judge package is in a commit: now, and before it moved into monitor/judges
 LOCAL_PACKAGES = ("monitor.judges.local", "monitor.local")
 
-#: run with the extracted commit first on ``sys.path``: write that commit's int8 graph into
+#: run in the extracted commit (its working directory, first on the path): write its int8 graph into
 #: ``argv[3]`` (its shipped ``GRAPH_PATH``, or, before graphs shipped, its ``int8_graph`` of
 #: the model file ``argv[2]``), print its ``DISABLED_OPTIMIZERS``
 _OLD_INT8 = """
 import importlib, json, sys
 from pathlib import Path
 root, model, out, local = sys.argv[1:5]
-sys.path.insert(0, root)
 import monitor
 if not Path(monitor.__file__).is_relative_to(root):
     raise SystemExit(f"monitor imported from {monitor.__file__}, not {root}")
@@ -123,7 +120,7 @@ def embedder(model: bytes, disabled: tuple[str, ...]) -> MiniLMEmbedder:
     """A cacheless embedder running ``model`` with ``disabled`` onnxruntime rewrites."""
     import onnxruntime as ort
 
-    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False, word_table=False)
+    out = MiniLMEmbedder(threads=1, cache_size=0, int8=False)
     out.warm_up()  # the tokenizer; the session is replaced below
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

@@ -1,6 +1,6 @@
 """Why the int8 graph ships for VNNI CPUs only: onnxruntime's AVX2 u8·s8 kernel, emulated.
 
-    python bench/minilm_saturation.py
+    python -m bench.minilm_saturation
 
 Without VNNI, onnxruntime multiplies uint8 activations by int8 weights with
 ``vpmaddubsw``, which adds each pair of neighbouring products (along the inner
@@ -14,22 +14,20 @@ clip and how far the clipped products land from the exact ones.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from monitor.judges.local.embedder import (  # noqa: E402
+from monitor.judges.local.embedder import (
     GRAPH_PATH,
     GRAPH_SHA256,
     build_tokenizer,
     read_pinned,
 )
-from scripts.minilm_int8 import GRAPH_OUTPUT, MODEL_GRAPH, ParsedModel  # noqa: E402
-from scripts.onnx_wire import UINT8, int_field, len_field  # noqa: E402
+from scripts.minilm_int8 import GRAPH_OUTPUT, MODEL_GRAPH, ParsedModel
+from scripts.onnx_wire import UINT8, int_field, len_field
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TEXTS = [
     "A man is eating a piece of bread.",

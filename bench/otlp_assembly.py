@@ -1,6 +1,6 @@
 """OTLP span messages through trace assembly, next to interaction records of the same content.
 
-    python bench/otlp_assembly.py [--traces 5000] [--broker noida|tansu] [--rounds 2]
+    python -m bench.otlp_assembly [--traces 5000] [--broker noida|tansu] [--rounds 2]
 
 ``--traces`` interactions (a question, 5 documents of ≈ 300 characters, an answer)
 are made twice: as interaction records (JSON, the record schema), and as
@@ -39,10 +39,7 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SPANS_PER_TRACE = 8
 DOCUMENTS = 5
@@ -177,9 +174,10 @@ async def through_sidecar(
 
 
 def _total(metric: Any) -> float:
-    return sum(
+    total: float = sum(
         s.value for family in metric.collect() for s in family.samples if s.name.endswith("_total")
     )
+    return total
 
 
 def main() -> int:

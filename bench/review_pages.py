@@ -1,6 +1,6 @@
 """Review pages with a big backlog: latency per request of the queue and row pages.
 
-    python bench/review_pages.py [--rows 100000] [--requests 200] [--seed 3]
+    python -m bench.review_pages [--rows 100000] [--requests 200] [--seed 3]
 
 Fills a fresh schema of an embedded Postgres (``RAG_MONITOR_PG_DSN`` instead, if
 set) with ``--rows`` backlog rows in the shape the sink stores them (a question,
@@ -33,14 +33,13 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from monitor.backlog.store import BacklogStore
+from monitor.config import Settings
+from monitor.demo.postgres import EmbeddedPostgres
+from monitor.review.app import ReviewApp
+from monitor.sinks.backlog import BacklogSink
 
-from monitor.backlog.store import BacklogStore  # noqa: E402
-from monitor.config import Settings  # noqa: E402
-from monitor.demo.postgres import EmbeddedPostgres  # noqa: E402
-from monitor.review.app import ReviewApp  # noqa: E402
-from monitor.sinks.backlog import BacklogSink  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 FILL = """
 INSERT INTO backlog (id, status, reasons, question_hash, seen_count, record, route, judge,

@@ -10,9 +10,9 @@ before it loads the file; the sidecar rewrites nothing at start-up, and nothing
 under ``monitor/`` imports this script. The output is the same bytes on every
 run (a test rebuilds it and compares).
 
-    python3 scripts/build_embedder_graph.py            # writes and pins the shipped file
-    python3 scripts/build_embedder_graph.py OUT.onnx   # writes OUT.onnx only
-    python3 scripts/build_embedder_graph.py --check    # exit 1 when the shipped file is stale
+    python3 -m scripts.build_embedder_graph            # writes and pins the shipped file
+    python3 -m scripts.build_embedder_graph OUT.onnx   # writes OUT.onnx only
+    python3 -m scripts.build_embedder_graph --check    # exit 1 when the shipped file is stale
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # this tree's scripts and monitor, not an installed copy
+from scripts.minilm_int8 import MODEL_SHA256, int8_graph, model_matches
 
-from scripts.minilm_int8 import MODEL_SHA256, int8_graph, model_matches  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LOCAL = ROOT / "monitor" / "judges" / "local"
 #: where the embedder loads the graph from (`monitor.judges.local.embedder.GRAPH_PATH`)
@@ -75,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         current = args.out.read_bytes() if args.out.is_file() else b""
         if current != graph:
-            print(f"{args.out} is stale: run python3 scripts/build_embedder_graph.py")
+            print(f"{args.out} is stale: run python3 -m scripts.build_embedder_graph")
             return 1
         print(f"{args.out}: up to date ({digest})")
         return 0

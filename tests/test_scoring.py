@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from bench import judge_tokens
 from monitor.config import Settings
 from monitor.flags import HALLUCINATION, NONCOMMITTAL, flag_reasons, is_hallucination
 from monitor.judges import BUILTIN_MODEL, Embedded, Judged, OutT, Prompt, model_name
@@ -26,7 +26,7 @@ from monitor.scoring import (
     fuses_grounding,
     parse_metric_names,
 )
-from tests.support import answers, load_script
+from tests.support import answers
 from tests.support.judge_server import AnswerFn, Fault, JudgeServer
 
 RECORDS = [
@@ -473,13 +473,9 @@ def test_a_judge_that_names_no_model_is_builtin() -> None:
     assert model_name(Unnamed()) == BUILTIN_MODEL  # type: ignore[arg-type]
 
 
-def _bench() -> ModuleType:
-    return load_script("bench/judge_tokens.py", "judge_tokens_bench")
-
-
 async def test_frugal_token_and_call_ratios_on_bench_records(judge_server: JudgeServer) -> None:
-    """The ratios `bench/judge_tokens.py` reports (0.27x calls, 0.48x tokens on 60 records)."""
-    bench = _bench()
+    """The ratios `bench.judge_tokens` reports (0.27x calls, 0.48x tokens on 60 records)."""
+    bench = judge_tokens
     records = bench.generate_records(12, 7)
     per_call = await bench.score_all(judge_server, records, "per_call")
     frugal = await bench.score_all(judge_server, records, "frugal")

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.harness import overlap
 from bench.ranking import auroc
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
-from monitor.judges.local.evidence import content
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
 from training import nli
@@ -134,16 +134,6 @@ def read_features(*, nli_pairs: bool = True) -> None:
         if n % 500 == 0:
             print(f"nli pairs {n}/{len(pairs)} {time.perf_counter() - start:.0f}s", flush=True)
     (CACHE / "nli.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
-
-
-def overlap(response: str, contexts: Sequence[str]) -> float:
-    """The baseline: the share of the answer's content words found in the contexts (1.0
-    for an answer without any: nothing in it is unsupported)."""
-    said = content(response)
-    if not said:
-        return 1.0
-    known = set(content(" ".join(contexts)))
-    return sum(w in known for w in said) / len(said)
 
 
 def _load(name: str) -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ def test_nothing_is_lost_duplicated_or_overspent_under_the_short_fault_bench(
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "bench" / "faults.py"),
+            "-m",
+            "bench.faults",
             "--quick",
             "--scenarios",
             "kill,broker,postgres",

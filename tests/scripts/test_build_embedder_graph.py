@@ -25,7 +25,7 @@ def source() -> bytes:
 def test_the_shipped_graph_is_pinned_and_the_script_rebuilds_it_byte_for_byte(
     source: bytes,
 ) -> None:
-    """Fails after a change to the rewrite until ``python3 scripts/build_embedder_graph.py``
+    """Fails after a change to the rewrite until ``python3 -m scripts.build_embedder_graph``
     runs."""
     shipped = GRAPH_PATH.read_bytes()
     assert hashlib.sha256(shipped).hexdigest() == GRAPH_SHA256

@@ -109,9 +109,15 @@ class ConsumedRecord:
 
 
 async def read_topic(
-    bootstrap_servers: str, topic: str, *, expected: int, within_seconds: float = 20.0
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    expected: int | None = None,
+    within_seconds: float = 20.0,
+    quiet_seconds: float | None = None,
 ) -> list[ConsumedRecord]:
-    """Read a whole topic without a group until ``expected`` records (or the timeout)."""
+    """Read a whole topic without a group: until ``expected`` records, or until none has
+    come for ``quiet_seconds``, or the timeout."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap_servers,
@@ -122,10 +128,17 @@ async def read_topic(
     await consumer.start()
     out: list[ConsumedRecord] = []
     try:
-        deadline = time.monotonic() + within_seconds
-        while len(out) < expected and time.monotonic() < deadline:
+        deadline = last = time.monotonic()
+        deadline += within_seconds
+        while time.monotonic() < deadline:
+            if expected is not None and len(out) >= expected:
+                break
+            if quiet_seconds is not None and time.monotonic() - last >= quiet_seconds:
+                break
             batches = await consumer.getmany(timeout_ms=200)
             for messages in batches.values():
+                if messages:
+                    last = time.monotonic()
                 out.extend(
                     ConsumedRecord(m.partition, m.offset, m.key, m.value, tuple(m.headers))
                     for m in messages

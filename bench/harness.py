@@ -1,0 +1,286 @@
+"""What the benchmarks share: the labelled data sets, the detector interface, the word-overlap
+baseline and the child process that runs Ragas.
+
+- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped; ``../shared/data`` beside
+  the repository), its half the local judge's combiner was not fitted on, the demo traffic
+  (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), and the realistic set
+  (`bench/data/realistic.jsonl`), whole or by split. Each record becomes an `Item`: the
+  record, its kind (faithful, hallucinated, evasive, other) and its category.
+- **Detectors** (`Detector`): anything that gives a record a `Verdict`, its faithfulness
+  (low = hallucinated; NaN when it could not score the record).
+- **Word overlap** (`overlap`): the baseline every detector is measured against.
+- **Ragas** (`run_child`): Ragas 0.4.3 and its LangChain stack live in their own venv
+  (``.ci/run`` makes /tmp/rag-monitor-ragas-venv), not beside `monitor`. A bench hands
+  `run_child` a self-contained function (stdlib and what that venv has; no `monitor`) and a
+  JSON job: the function's source runs as ``PATH -c SOURCE JOB_FILE RESULT_FILE``, reads the
+  job from ``sys.argv[1]`` and writes its result to ``sys.argv[2]``.
+
+The one AUROC is `bench.ranking.auroc`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from monitor.judges.local.evidence import content
+
+ROOT = Path(__file__).resolve().parents[1]
+HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
+DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
+REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
+
+#: the data sets `load_dataset` knows; ``halueval-unfitted`` is the half of HaluEval the
+#: local judge's combiner was not fitted on, ``realistic`` both splits of the realistic set
+DATASETS = (
+    "halueval",
+    "halueval-unfitted",
+    "realistic-tune",
+    "realistic-holdout",
+    "realistic",
+    "demo",
+)
+
+FAITHFUL, HALLUCINATED, EVASIVE, OTHER = "faithful", "hallucinated", "evasive", "other"
+
+Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One labelled record: the record as read, and what it is."""
+
+    record: Record
+    kind: str  # FAITHFUL, HALLUCINATED, EVASIVE or OTHER
+    category: str
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def contexts(record: Record) -> list[str]:
+    """A record's retrieved contexts as plain text (a context may be a string or an object)."""
+    return [c if isinstance(c, str) else str(c["text"]) for c in record["retrieved_contexts"]]
+
+
+def _labelled(record: Record) -> str:
+    return HALLUCINATED if record["label_hallucinated"] else FAITHFUL
+
+
+def load_dataset(name: str, halueval: Path = HALUEVAL, demo: Path = DEMO) -> list[Item]:
+    """The items of data set ``name`` (one of `DATASETS`), in file order."""
+    if name.startswith("halueval"):
+        if not halueval.is_file():
+            raise SystemExit(f"no HaluEval QA dev set at {halueval}; pass --halueval PATH")
+        rows = read_jsonl(halueval)
+        if name == "halueval-unfitted":
+            from training.combiner import halueval_fit_half
+
+            rows = [r for r in rows if not halueval_fit_half(r)]
+        return [Item(r, _labelled(r), "halueval") for r in rows]
+    if name == "demo":
+        kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}
+        return [
+            Item(r, kinds.get(r["metadata"]["label"], OTHER), r["metadata"]["label"])
+            for r in read_jsonl(demo)
+        ]
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}")
+    split = name.removeprefix("realistic").removeprefix("-") or None
+    return [
+        Item(r, EVASIVE if r["category"] == "evasive" else _labelled(r), r["category"])
+        for r in read_jsonl(REALISTIC)
+        if split is None or r["split"] == split
+    ]
+
+
+def alternating(items: Sequence[Item]) -> list[Item]:
+    """Hallucinated and the rest taken in turn, so that the first N of a set (``--limit``, a
+    run stopped early) hold both labels."""
+    bad = [i for i in items if i.kind == HALLUCINATED]
+    rest = [i for i in items if i.kind != HALLUCINATED]
+    out: list[Item] = []
+    for k in range(max(len(bad), len(rest))):
+        out.extend(group[k] for group in (bad, rest) if k < len(group))
+    return out
+
+
+# --- detectors
+
+
+@dataclass
+class Verdict:
+    """What a detector says of one record."""
+
+    #: in [0, 1], low = hallucinated; NaN when the detector could not score the record
+    faithfulness: float
+    #: a graded faithfulness where the detector has one (the local judge's mean support)
+    graded: float = math.nan
+    #: every metric the detector scored, None where unscoreable or failed
+    scores: dict[str, float | None] = field(default_factory=dict)
+    #: metric → error, for the metrics that failed
+    errors: dict[str, str] = field(default_factory=dict)
+    #: how the detector got there (its faithfulness details), for reading a run back
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Detector(Protocol):
+    """A hallucination detector: a record in, its `Verdict` out."""
+
+    #: the name of its rows in a table
+    name: str
+
+    async def judge(self, record: Record) -> Verdict: ...
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a float, or None for NaN, infinities and what is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+# --- word overlap
+
+
+def overlap(response: str, texts: Sequence[str]) -> float:
+    """The baseline: the share of the answer's content words (`monitor.judges.local.evidence`'s
+    ``content``) found in the contexts; 1.0 for an answer without any (nothing in it is
+    unsupported)."""
+    said = content(response)
+    if not said:
+        return 1.0
+    known = set(content(" ".join(texts)))
+    return sum(w in known for w in said) / len(said)
+
+
+class WordOverlap:
+    """`overlap` as a detector."""
+
+    name = "word overlap"
+
+    async def judge(self, record: Record) -> Verdict:
+        return Verdict(overlap(str(record["response"]), contexts(record)))
+
+
+# --- Ragas, in its own interpreter
+
+#: Ragas's usage analytics and LangChain's tracing would post over HTTP
+QUIET = {
+    "RAGAS_DO_NOT_TRACK": "true",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_TRACING": "false",
+}
+
+
+def run_child(
+    python: str,
+    child: Callable[[], None],
+    job: Mapping[str, Any],
+    *,
+    timeout: float | None,
+    env: Mapping[str, str] | None = None,
+    show_stderr: bool = False,
+    result: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``child`` in ``python`` on ``job``; its JSON result. `RuntimeError` when it fails.
+
+    ``env`` is added to this process's environment (secrets go here, never in the job
+    file). With ``show_stderr`` the child's stderr (a progress bar) goes to ours; otherwise
+    it is kept for the error message. With ``result`` the child writes (appends) there and
+    the result is ``{}``: for a child that writes as it goes.
+    """
+    source = inspect.getsource(child) + f"\n{child.__name__}()\n"
+    environment = os.environ | QUIET | dict(env or {})
+    with tempfile.TemporaryDirectory(prefix="rag-monitor-ragas-") as tmp:
+        job_path = Path(tmp) / "job.json"
+        result_path = result or Path(tmp) / "result.json"
+        job_path.write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+        done = subprocess.run(
+            [python, "-c", source, str(job_path), str(result_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=None if show_stderr else subprocess.PIPE,
+            text=True,
+            env=environment,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0 or not result_path.is_file():
+            tail = (done.stderr or "").strip()[-3000:] or "(its stderr is above)"
+            raise RuntimeError(f"{python} exited with {done.returncode}:\n{tail}")
+        if result is not None:
+            return {}
+        found: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
+    return found
+
+
+def ragas_faithfulness() -> None:  # runs in the Ragas interpreter (`run_child`), not here
+    """Ragas's own Faithfulness on each record of the job, against the job's endpoint, with
+    the usual Ragas LLM path (`LangchainLLMWrapper` around `ChatOpenAI`; the API key from
+    ``OPENAI_API_KEY``); one JSON line per record appended to the result file as it finishes
+    (id, faithfulness or None, the exception's name, seconds, CPU seconds). Self-contained:
+    stdlib, ragas, LangChain."""
+    import asyncio
+    import json
+    import sys
+    import time
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from langchain_openai import ChatOpenAI
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import Faithfulness
+    from ragas.run_config import RunConfig
+
+    with open(sys.argv[1], encoding="utf-8") as f:
+        job = json.load(f)
+    chat = ChatOpenAI(
+        model=job["model"],
+        base_url=job["url"],
+        temperature=0.0,
+        timeout=job["timeout"],
+        max_retries=1,
+    )
+    metric = Faithfulness(llm=LangchainLLMWrapper(chat))
+    metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
+    gate = asyncio.Semaphore(job["concurrency"])
+
+    async def one(row: dict[str, object]) -> None:
+        async with gate:
+            sample = SingleTurnSample(
+                user_input=row["user_input"],
+                response=row["response"],
+                retrieved_contexts=row["contexts"],
+            )
+            started, cpu = time.perf_counter(), time.process_time()
+            try:
+                value = float(await metric.single_turn_ascore(sample))
+                error = None
+            except Exception as exc:  # Ragas's own failure: recorded, not fatal
+                value, error = float("nan"), type(exc).__name__
+            line = {
+                "id": row["id"],
+                "faithfulness": None if value != value else value,
+                "error": error,
+                "seconds": round(time.perf_counter() - started, 1),
+                "cpu": time.process_time() - cpu,
+                "version": __import__("ragas").__version__,
+            }
+            with open(sys.argv[2], "a", encoding="utf-8") as f:  # noqa: ASYNC230 (one line)
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    async def main() -> None:
+        await asyncio.gather(*(one(r) for r in job["records"]))
+
+    asyncio.run(main())

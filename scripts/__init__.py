@@ -1,0 +1,2 @@
+"""The project's maintenance scripts; one that imports another runs as
+``python -m scripts.NAME`` from the repository root."""

@@ -8,8 +8,8 @@ One table for any detector (`bench.harness.Detector`) on the labelled data sets
   detector gave no faithfulness (left out of the AUROC, never flagged);
 - **AUROC** of faithfulness (hallucinated = low, `bench.ranking.auroc`), and of the graded
   score where the detector has one (the local judge's mean support of the claims);
-- per flag rule, faithfulness < 0.5 (`monitor.flags`' default), < 0.7 (one unsupported claim
-  of three) and < 1 (any unsupported claim): the share of answers flagged, the recall on
+- per flag rule, faithfulness < 0.5, < 0.7 (one unsupported claim of three flags) and < 1
+  (any unsupported claim, `monitor.flags`' default): the share of answers flagged, the recall on
   hallucinated answers and the flag's precision;
 - **evasive flagged**: evasive answers below the default rule (they should be unscoreable);
 - **CPU ms / answer**: this process's CPU time while scoring (for the LLM judge the client's
@@ -98,8 +98,11 @@ from monitor.scoring import ONLINE_METRICS, Scorer
 from monitor.text import evasive
 
 DETECTORS = ("local", "overlap", "llm", "ragas")
-#: the flag rules: `monitor.flags`' default, one unsupported claim of three, any
-RULES = (threshold({}, "faithfulness"), 0.7, 1.0)
+#: the flag rules compared: faithfulness below half, below 0.7 (one unsupported claim of
+#: three flags), and any unsupported claim (below 1)
+RULES = (0.5, 0.7, 1.0)
+#: the rule `monitor.flags` applies by default
+DEFAULT_RULE = threshold({}, "faithfulness")
 
 
 # --- the detectors
@@ -453,7 +456,7 @@ def row(dataset: str, items: Sequence[Item], run: Run) -> str:
             + (f"{sum(flagged) / len(flagged):.2f}" if flagged else "-")
         )
     evasive_ = [v for k, v in verdicts if k == EVASIVE]
-    evasive_flagged = sum(v.faithfulness < RULES[0] for v in evasive_)  # NaN is not below
+    evasive_flagged = sum(v.faithfulness < DEFAULT_RULE for v in evasive_)  # NaN is not below
     cpu = f"{1000 * run.cpu_seconds / run.scored_here:.1f}" if run.scored_here else "-"
     return (
         f"| {dataset} | {run.detector} | {len(labelled)} | {len(labelled) - len(scored)} | "
@@ -477,7 +480,7 @@ def categories(dataset: str, items: Sequence[Item], runs: Sequence[Run]) -> None
     names = list(dict.fromkeys(i.category for i in items))
     if len(names) < 2:
         return
-    print(f"\n{dataset}, per category: flagged (faithfulness < {RULES[0]:g}) / unscoreable\n")
+    print(f"\n{dataset}, per category: flagged (faithfulness < {DEFAULT_RULE:g}) / unscoreable\n")
     print("| category | label | n | " + " | ".join(r.detector for r in runs) + " |")
     print("|---|---|---:|" + "---:|" * len(runs))
     for name in names:
@@ -485,7 +488,7 @@ def categories(dataset: str, items: Sequence[Item], runs: Sequence[Run]) -> None
         cells = []
         for run in runs:
             values = [run.verdicts[str(i.record["id"])].faithfulness for i in mine]
-            low = sum(v < RULES[0] for v in values)
+            low = sum(v < DEFAULT_RULE for v in values)
             cells.append(f"{low} / {sum(math.isnan(v) for v in values)}")
         print(f"| {name} | {mine[0].kind} | {len(mine)} | " + " | ".join(cells) + " |")
 
@@ -561,7 +564,10 @@ async def measure(args: argparse.Namespace, requests: Path) -> None:
     finally:
         if llm is not None:
             await llm.aclose()
-    print(f"flag rules: faithfulness < {', < '.join(f'{r:g}' for r in RULES)}\n")
+    print(
+        f"flag rules: faithfulness < {', < '.join(f'{r:g}' for r in RULES)} "
+        f"(the default: < {DEFAULT_RULE:g})\n"
+    )
     print(header())
     for dataset, items, runs in all_runs:
         both = [i for i in items if all(str(i.record["id"]) in r.verdicts for r in runs)]

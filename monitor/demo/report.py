@@ -161,13 +161,13 @@ class DemoReport:
             )
             if edge is not None:
                 add(f"                {edge}")
-            add(f"  counted:      {self.hallucination_rule}")
+            lines.extend(self._counted())
             lines.extend(self._production())
             add(f"  raw (judge):  {raw}")
             add(f"                {RAW_MEANING}")
         else:
             add(f"hallucination rate: {raw}, raw (judge), not calibrated")
-            add(f"  counted:      {self.hallucination_rule}")
+            lines.extend(self._counted())
             add(f"  raw (judge):  {RAW_MEANING}")
         if interval:
             add(f"                {interval}")
@@ -194,6 +194,10 @@ class DemoReport:
                 "unreviewed (the review page's queue, status pending)"
             )
         return lines
+
+    def _counted(self) -> list[str]:
+        """What the rate counts as a hallucination, in one sentence (when known)."""
+        return [f"  counted:      {self.hallucination_rule}"] if self.hallucination_rule else []
 
     def _production(self) -> list[str]:
         """The calibrated rate at production's control share, simulated from this run."""

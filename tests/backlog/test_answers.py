@@ -319,12 +319,14 @@ async def test_calibration_from_the_backlog_and_backlog_stats(
     stats = json.loads(capsys.readouterr().out)
     assert stats["calibration"]["calibrated_rate"] == pytest.approx(result.calibrated_rate)
     assert stats["calibration"]["flag_precision"] == {"hallucination": 0.75}
+    assert stats["hallucination_rule"].endswith("(faithfulness below 1)")
     assert await asyncio.to_thread(main, ["backlog", "stats"]) == 0
     text = capsys.readouterr().out
     assert f"hallucination rate, calibrated:        {100 * expected:.1f}%" in text
     assert f"hallucination rate, raw (judge):       {100 * 40 / everything:.1f}%" in text
     assert text.index("calibrated:") < text.index("raw (judge):")
     assert "flag precision hallucination:" in text and "75.0%  (4 reviewed)" in text
+    assert "  counted: an answer counts as a hallucination when any of its claims" in text
 
 
 async def test_calibration_series_are_refreshed_from_postgres(

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.demo.production import AtProduction
 from monitor.demo.report import DemoReport
 from monitor.demo.statistics import RateEstimate
+from monitor.flags import hallucination_rule
 from tests.support.demo import backlog_cli, start_demo, wait_for_report
 
 P = "rag_monitor_"
@@ -141,6 +142,12 @@ def test_report_json_metrics_and_backlog_stats_agree(tmp_path: Path) -> None:
         f"{report['calibrated_low']:.1%} – {report['calibrated_high']:.1%}), calibrated by "
         f"{report['review_verdicts']} reviewer verdicts"
     )
+    # the rule the rate counts, said once beside it, in the text and the JSON
+    assert report["hallucination_rule"] == hallucination_rule({})
+    assert [line for line in lines if line.startswith("  counted:")] == [
+        f"  counted:      {hallucination_rule({})}"
+    ]
+    assert f"  counted: {hallucination_rule({})}" in stats_text
     raw_line = next(line for line in lines if line.startswith("  raw (judge):"))
     assert f"{h['rate']:.1%} (95% CI {h['low']:.1%} – {h['high']:.1%};" in raw_line
     error_line = next(line for line in lines if line.startswith("  judge error:"))

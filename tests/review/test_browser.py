@@ -184,6 +184,10 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
     await page.goto(base(app) + "/calibration")
     await expect(page.locator("h1")).to_have_text("Judge accuracy")
     await expect(page.locator("main")).to_contain_text("no control answers")
+    await expect(page.locator(".rule")).to_have_text(
+        "Counted: an answer counts as a hallucination when any of its claims is not "
+        "supported by its retrieved context (faithfulness below 1)."
+    )
     await expect(page.locator(".judges")).to_have_text(
         "The verdicts check the flags of: the local judge (support-model) (3 answers)"
     )

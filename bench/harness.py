@@ -1,8 +1,8 @@
 """What the benchmarks share: the labelled data sets, the detector interface, the word-overlap
 baseline and the child process that runs Ragas.
 
-- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped; ``../shared/data`` beside
-  the repository), its half the local judge's combiner was not fitted on, the demo traffic
+- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: its JSONL file is passed
+  as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the demo traffic
   (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), and the realistic set
   (`bench/data/realistic.jsonl`), whole or by split. Each record becomes an `Item`: the
   record, its kind (faithful, hallucinated, evasive, other) and its category.

@@ -90,6 +90,7 @@ from bench.harness import (
     run_child,
 )
 from bench.ranking import auroc
+from bench.twins import LONG
 from monitor.flags import threshold
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.wire import parse_user_message
@@ -544,7 +545,9 @@ async def measure(args: argparse.Namespace, requests: Path) -> None:
                 detectors[name] = Local() if name == "local" else WordOverlap()
         all_runs: list[tuple[str, list[Item], list[Run]]] = []
         for dataset in args.datasets:
-            items = alternating(load_dataset(dataset, args.halueval, args.demo))[: args.limit]
+            items = alternating(load_dataset(dataset, args.halueval, args.demo, args.long))[
+                : args.limit
+            ]
             runs = []
             for name in args.detectors:
                 out = _path(args.out, dataset, name)
@@ -615,6 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the first N of each set, hallucinated and the rest taken in turn",
     )
     parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH")
+    parser.add_argument("--long", type=Path, default=LONG, metavar="PATH")
     parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH")
     parser.add_argument(
         "--out",

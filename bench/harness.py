@@ -2,7 +2,9 @@
 baseline and the child process that runs Ragas.
 
 - **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: its JSONL file is passed
-  as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the demo traffic
+  as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the long
+  faithful answers and their hallucinated twins (`bench.twins`; not shipped either: ``--long
+  PATH``), whole or by half, the demo traffic
   (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), and the realistic set
   (`bench/data/realistic.jsonl`), whole or by split. Each record becomes an `Item`: the
   record, its kind (faithful, hallucinated, evasive, other) and its category.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.twins import LONG, twins
 from monitor.judges.local.evidence import content
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +42,9 @@ DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 
 #: the data sets `load_dataset` knows; ``halueval-unfitted`` is the half of HaluEval the
-#: local judge's combiner was not fitted on, ``realistic`` both splits of the realistic set
+#: local judge's combiner was not fitted on, ``realistic`` both splits of the realistic set,
+#: ``long`` the long faithful answers with their hallucinated twins (`bench.twins`), by
+#: half (``long-fit``, ``long-report``) or whole
 DATASETS = (
     "halueval",
     "halueval-unfitted",
@@ -47,6 +52,9 @@ DATASETS = (
     "realistic-holdout",
     "realistic",
     "demo",
+    "long",
+    "long-fit",
+    "long-report",
 )
 
 FAITHFUL, HALLUCINATED, EVASIVE, OTHER = "faithful", "hallucinated", "evasive", "other"
@@ -77,8 +85,19 @@ def _labelled(record: Record) -> str:
     return HALLUCINATED if record["label_hallucinated"] else FAITHFUL
 
 
-def load_dataset(name: str, halueval: Path = HALUEVAL, demo: Path = DEMO) -> list[Item]:
+def load_dataset(
+    name: str, halueval: Path = HALUEVAL, demo: Path = DEMO, long: Path = LONG
+) -> list[Item]:
     """The items of data set ``name`` (one of `DATASETS`), in file order."""
+    if name.startswith("long"):
+        if not long.is_file():
+            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
+        half = name.removeprefix("long").removeprefix("-")
+        return [
+            Item(r, _labelled(r), r["category"])
+            for r in twins(read_jsonl(long))
+            if not half or r["fit"] == (half == "fit")
+        ]
     if name.startswith("halueval"):
         if not halueval.is_file():
             raise SystemExit(f"no HaluEval QA dev set at {halueval}; pass --halueval PATH")

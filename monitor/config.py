@@ -167,6 +167,9 @@ class Settings(BaseSettings):
         "context_utility",
     ]
     thresholds: dict[str, float] = DEFAULT_THRESHOLDS
+    #: how the local judge says a claim is unsupported: on its own probability ("claim"),
+    #: or only in an answer it judges as a whole to hold one ("answer"; docs/metrics.md)
+    local_decision: Literal["claim", "answer"] = "claim"
 
     # --- sampling and budget
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)

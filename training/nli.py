@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from training import edits
+from bench import edits
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_NLI = ROOT.parent / "shared" / "nli"
@@ -142,7 +142,7 @@ def contrastive_edits(pairs: list[Pair], rng: random.Random, share: float) -> li
 
     The edit takes the replacement from the premise where it can, so both sides of
     the new pair keep every word but the one fact (what VitaminC teaches, made from
-    the mix's own supported claims; `training.edits`).
+    the mix's own supported claims; `bench.edits`).
     """
     made = []
     for p in pairs:

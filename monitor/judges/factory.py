@@ -86,7 +86,6 @@ def _minilm() -> MiniLMEmbedder:
 
 
 def _local_judge(settings: Settings) -> Judge:
-    del settings  # one local judge, with nothing to choose
     from monitor.judges.local.judge import LocalJudge
 
-    return LocalJudge()
+    return LocalJudge(decision=settings.local_decision)

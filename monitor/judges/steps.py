@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 STATEMENTS = "statements"
 VERIFY = "verify"
@@ -71,6 +72,9 @@ class StatementVerdict(_Model):
 
 class Verdicts(_Model):
     verdicts: list[StatementVerdict]
+    #: the probability that the statements hold at least one unsupported one, where the
+    #: judge gives one (the local judge; never asked of an LLM: not in its schema)
+    hallucination_probability: SkipJsonSchema[float | None] = None
 
 
 # --- questions: a question the response answers, judged from the response alone

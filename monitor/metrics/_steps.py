@@ -214,8 +214,21 @@ async def verify_verbose(
     source: VerifySource = "context",
 ) -> list[StatementVerdict]:
     """As `verify`, with the judge's reasons."""
+    return (await verify_read(steps, metric, context, statements, source=source)).verdicts
+
+
+async def verify_read(
+    steps: StepRunner,
+    metric: str,
+    context: str,
+    statements: Sequence[str],
+    *,
+    source: VerifySource = "context",
+) -> Verdicts:
+    """As `verify_verbose`, with the judge's probability that the statements hold an
+    unsupported one, where it gives one."""
     if not statements:
-        return []
+        return Verdicts(verdicts=[])
     prompt = Prompt(
         step=VERIFY,
         metric=metric,
@@ -226,7 +239,7 @@ async def verify_verbose(
     )
     [out] = await steps.generate(prompt)
     _expect(len(out.verdicts), len(statements), "verdicts for statements", VERIFY)
-    return out.verdicts
+    return out
 
 
 async def usefulness(

@@ -18,6 +18,9 @@ NAME = "faithfulness"
 
 #: the reason of a noncommittal answer's unscoreable result
 NONCOMMITTAL = "noncommittal answer"
+#: the details' key of the judge's probability that the answer holds an unsupported claim
+#: (the local judge gives one; docs/metrics.md, "The flag rule")
+HALLUCINATION_PROBABILITY = "hallucination_probability"
 
 
 #: supported / total; NaN when there is no statement.
@@ -37,6 +40,7 @@ class Faithfulness:
         if steps.fuse_grounding:
             grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
         verdicts: list[StatementVerdict]
+        probability: float | None = None
         if grounded is not None:
             if grounded.noncommittal:
                 return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
@@ -47,11 +51,11 @@ class Faithfulness:
             if found.noncommittal:
                 return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
             statements = found.statements
-            verdicts = await st.verify_verbose(steps, NAME, join_contexts(contexts), statements)
+            read = await st.verify_read(steps, NAME, join_contexts(contexts), statements)
+            verdicts, probability = read.verdicts, read.hallucination_probability
         if not statements:
             return unscoreable(NAME, "no statements in the response")
-        return MetricResult(
-            metric=NAME,
-            score=score([v.verdict for v in verdicts]),
-            details={"statements": st.statement_details(statements, verdicts)},
-        )
+        details: dict[str, object] = {"statements": st.statement_details(statements, verdicts)}
+        if probability is not None:
+            details[HALLUCINATION_PROBABILITY] = probability
+        return MetricResult(metric=NAME, score=score([v.verdict for v in verdicts]), details=details)

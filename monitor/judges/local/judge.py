@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import claims as cl
+from monitor.judges.local.answer import AnswerModel
 from monitor.judges.local.base import InProcessJudge, Screen
 from monitor.judges.local.combiner import Combiner
 from monitor.judges.local.entailment import THRESHOLD, Candidates, Support, SupportModel
@@ -39,6 +40,8 @@ from monitor.judges.steps import (
     VerifySource,
 )
 
+#: How the local judge says a claim is unsupported (`LocalJudge.decision`).
+LocalDecision = Literal["claim", "answer"]
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "claims+support-model"
 
@@ -59,16 +62,53 @@ class Decision:
     def supported(self) -> bool:
         return self.probability >= THRESHOLD
 
-    def reason(self, source: VerifySource = "context") -> str:
-        """The verdict, its probability, the words that decided it and the closest window."""
-        said = "supported" if self.supported else "not supported"
-        why = f"{said} (p={self.probability:.2f}, model {self.model_probability:.2f})"
+    def reason(
+        self, source: VerifySource = "context", *, supported: bool | None = None, answer: str = ""
+    ) -> str:
+        """The verdict (the claim's own unless ``supported`` says otherwise), its probability,
+        the words that decided it and the closest window; ``answer`` says how the answer as a
+        whole was read (`Reading.reason`)."""
+        supported = self.supported if supported is None else supported
+        said = "supported" if supported else "not supported"
+        why = f"{said} (p={self.probability:.2f}, model {self.model_probability:.2f}{answer})"
         missing = self.gaps.decisive()
         if missing:
             why += f"; {quote(missing)} in no passage of {WHERE[source]}"
         if not self.window:
             return f"{why}; {WHERE[source]} is empty"
         return f"{why}; closest in {WHERE[source]}: {excerpt(self.window)}"
+
+
+@dataclass(frozen=True)
+class AnswerReading:
+    """The claims of one text against its context, read as a whole (`LocalJudge.assess`)."""
+
+    decisions: list[Decision]
+    #: the probability that the text holds at least one unsupported claim
+    probability: float
+    #: the cut at and above which the judge says it does
+    cut: float
+
+    @property
+    def flagged(self) -> bool:
+        return self.probability >= self.cut
+
+    @property
+    def unsupported(self) -> list[bool]:
+        """Which claims the judge says are unsupported: none when the answer is not flagged;
+        when it is, the claims below the claim threshold, and at least the weakest."""
+        if not self.flagged or not self.decisions:
+            return [False] * len(self.decisions)
+        weakest = min(range(len(self.decisions)), key=lambda k: self.decisions[k].probability)
+        return [not d.supported or k == weakest for k, d in enumerate(self.decisions)]
+
+    def reasons(self, source: VerifySource = "context") -> list[str]:
+        compare = ">=" if self.flagged else "<"
+        answer = f"; answer p={self.probability:.2f} {compare} cut {self.cut:.2f}"
+        return [
+            d.reason(source, supported=not bad, answer=answer)
+            for d, bad in zip(self.decisions, self.unsupported, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
@@ -89,6 +129,11 @@ class LocalJudge(InProcessJudge):
     model: SupportModel | None = None
     #: the combiner's weights (the shipped ones when not given)
     combiner: Combiner | None = None
+    #: the answer-level model and its cut (the shipped ones when not given)
+    answer_model: AnswerModel | None = None
+    #: how a claim is said to be unsupported against retrieved context: on its own
+    #: probability ("claim"), or only in an answer judged as a whole to hold one ("answer")
+    decision: LocalDecision = "claim"
     #: worker threads (onnxruntime releases the GIL: a few per core keep them busy)
     threads: int = 8
     model_name: str = MODEL_NAME
@@ -98,6 +143,7 @@ class LocalJudge(InProcessJudge):
         super().__post_init__()
         self.support_model = self.model or SupportModel(self.embedder)
         self._combiner = self.combiner
+        self._answers = self.answer_model
         self._evidence = EvidenceCache()
 
     @property
@@ -106,9 +152,16 @@ class LocalJudge(InProcessJudge):
             self._combiner = Combiner.load()
         return self._combiner
 
+    @property
+    def answers(self) -> AnswerModel:
+        if self._answers is None:
+            self._answers = AnswerModel.load()
+        return self._answers
+
     def warm_up(self) -> None:
         """Load the models and the weights now, not on the first record."""
         self.weights  # noqa: B018 - loads and checks the pinned file
+        self.answers  # noqa: B018 - loads and checks the pinned file
         self.support_model.warm_up()
 
     # --- the one support decision
@@ -195,15 +248,7 @@ class LocalJudge(InProcessJudge):
                 noncommittal=int(self.noncommittal(inputs.text)),
             )
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
-            found = self.verify(inputs.context, inputs.statements)
-            result = Verdicts(
-                verdicts=[
-                    StatementVerdict(
-                        statement=s, reason=d.reason(inputs.source), verdict=int(d.supported)
-                    )
-                    for s, d in zip(inputs.statements, found, strict=True)
-                ]
-            )
+            result = self.verdicts(inputs)
         elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
             result = self.question(inputs.response)
         elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
@@ -223,25 +268,68 @@ class LocalJudge(InProcessJudge):
         ``text`` whole when it has none (none when it is blank)."""
         return self.statements(text, question) or ([text] if text.strip() else [])
 
-    def verify(self, context: str, claims: Sequence[str]) -> list[Decision]:
+    def support(self, context: str, claims: Sequence[str]) -> list[Decision]:
         """Each claim's support by ``context`` (one passage a line)."""
         passages = [line for line in context.split("\n") if line.strip()]
         return self.decide(claims, passages)[0]
 
+    def assess(self, context: str, claims: Sequence[str]) -> AnswerReading:
+        """``claims`` (one text's) against ``context`` read as a whole: each claim's support,
+        and the probability that at least one of them is unsupported (`answer`)."""
+        found = self.support(context, claims)
+        if not found:
+            return AnswerReading(found, 0.0, self.answers.cut)
+        probability = self.answers.probability([d.probability for d in found])
+        return AnswerReading(found, round(probability, 6), self.answers.cut)
+
+    def verdicts(self, inputs: VerifyInput) -> Verdicts:
+        """The ``verify`` step: each claim's verdict, and against retrieved context (``source``
+        "context": faithfulness, noise sensitivity, context recall) the probability that the
+        claims hold an unsupported one (`assess`). Each claim is judged on its own
+        probability (``decision`` "claim"), or, with ``decision`` "answer" and against
+        retrieved context, only when the claims as a whole are judged to hold one
+        (`AnswerReading.unsupported`)."""
+        probability: float | None = None
+        if inputs.source == "context":
+            reading = self.assess(inputs.context, inputs.statements)
+            probability = reading.probability if reading.decisions else None
+            if self.decision == "answer":
+                bad, reasons = reading.unsupported, reading.reasons(inputs.source)
+            else:
+                bad = [not d.supported for d in reading.decisions]
+                reasons = [d.reason(inputs.source) for d in reading.decisions]
+        else:
+            found = self.support(inputs.context, inputs.statements)
+            bad = [not d.supported for d in found]
+            reasons = [d.reason(inputs.source) for d in found]
+        return Verdicts(
+            verdicts=[
+                StatementVerdict(statement=s, reason=why, verdict=int(not no))
+                for s, why, no in zip(inputs.statements, reasons, bad, strict=True)
+            ],
+            hallucination_probability=probability,
+        )
+
     # --- the risk screens (not judge steps: record-level scores for risk-based sampling)
 
     def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
-        """A hallucination risk for one record, in [0, 1] (1 = surely unsupported):
-        1 − the support probability of the response's weakest claim."""
+        """A hallucination risk for one record, in [0, 1] (1 = surely unsupported): the
+        probability that the response holds at least one unsupported claim (`assess`), with
+        the faithfulness the ``verify`` step gives it."""
         said = self.screened(response, question)
         if not said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        found = self.decide(said, contexts)[0]
-        worst = min(found, key=lambda d: d.probability)
+        reading = self.assess("\n".join(contexts), said)
+        found = reading.decisions
+        worst = min(range(len(found)), key=lambda k: found[k].probability)
+        if self.decision == "answer":
+            bad, reason = reading.unsupported, reading.reasons()[worst]
+        else:
+            bad, reason = [not d.supported for d in found], found[worst].reason()
         return Screen(
-            risk=round(1.0 - worst.probability, 6),
-            faithfulness=sum(d.supported for d in found) / len(found),
-            reason=worst.reason(),
+            risk=reading.probability,
+            faithfulness=1.0 - sum(bad) / len(found),
+            reason=reason,
             support=sum(d.probability for d in found) / len(found),
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from monitor.judges.local.evidence import Gaps
 from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import VERIFY, Verdicts, VerifyInput
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.records import ALL_METRICS, validate_record
 from monitor.scoring import Scorer
 from tests.support.local_judge import (
@@ -71,6 +73,35 @@ async def test_the_worked_example_is_decided_claim_by_claim() -> None:
     assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
 
 
+async def test_the_worked_example_read_as_a_whole() -> None:
+    """B's invented claim makes B far likelier than A to hold an unsupported claim. With the
+    answer-level decision, the shipped cut (fitted so that at most 5 % of the faithful answers
+    of each dev set are flagged) does not reach B; a cut at B's level flags B's invented
+    claim, and only it."""
+    shipped = LocalJudge(decision="answer")
+    scorer = Scorer(shipped, ["faithfulness"])
+    a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
+    b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
+    p_a = a.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
+    p_b = b.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
+    assert p_b > 3 * p_a and p_a < 0.3
+    assert p_b < shipped.answers.cut
+    assert a.results["faithfulness"].score == b.results["faithfulness"].score == 1.0
+
+    cut = (p_a + p_b) / 2
+    strict = LocalJudge(decision="answer", answer_model=replace(shipped.answers, cut=cut))
+    scorer = Scorer(strict, ["faithfulness"])
+    a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
+    b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
+    assert a.results["faithfulness"].score == pytest.approx(1.0)
+    assert b.results["faithfulness"].score == pytest.approx(2 / 3)
+    [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
+    assert unsupported["statement"].startswith("Amounts over $500")
+    assert "'$500'" in unsupported["reason"] and "answer p=" in unsupported["reason"]
+    assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
+    assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
+
+
 # --- every support decision goes through `LocalJudge.decide`
 
 
@@ -113,8 +144,12 @@ async def test_every_support_decision_is_the_one_interfaces(
         assert result.error is None, name
         assert result.score == pytest.approx(expected), name
     assert record.results["noise_sensitivity"].error is None
-    screen = judge.screen([BYRON], "Helen Byron lent the organization $500,000.")
-    assert screen.risk == pytest.approx(1.0 - probability, abs=1e-6)
+    said = "Helen Byron lent the organization $500,000."
+    screen = judge.screen([BYRON], said)
+    # the screen's risk is the answer's probability of an unsupported claim, from `decide`'s
+    claims = [probability] * len(judge.screened(said))
+    assert screen.risk == pytest.approx(judge.answers.probability(claims), abs=1e-6)
+    assert screen.faithfulness == expected
     await judge.aclose()
 
 

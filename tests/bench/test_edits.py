@@ -8,7 +8,7 @@ import pytest
 
 from monitor.text.numerals import numbers
 from monitor.text.sentences import words
-from training import edits
+from bench import edits
 
 CONTEXTS = (
     "Employees may carry over up to 5 unused days into the next year. "

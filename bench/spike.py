@@ -3,7 +3,10 @@ traffic, fed through the shipped alert rules by promtool.
 
 1. **Verdicts.** Every answer of a labelled pool is scored as a user scores a file
    (``python -m monitor score FILE --judge local --metrics faithfulness``, a child process):
-   its verdict is whether the sidecar flags it ``hallucination``. Pools: the demo traffic,
+   its verdict is whether the sidecar flags it ``hallucination``, under each of the local
+   judge's decisions (``claim``, the default, as ``score`` flags it; ``answer``, the answer's
+   ``hallucination_probability`` at or above the shipped cut, which is what
+   ``RAG_MONITOR_LOCAL_DECISION=answer`` flags). Pools: the demo traffic,
    the long-answer twins' report half (`bench.twins`) and the realistic holdout; only
    faithful and hallucinated answers are drawn (an evasive answer is unscoreable, the demo's
    off-topic ones are neither).
@@ -44,9 +47,13 @@ from pathlib import Path
 from bench.harness import DEMO, FAITHFUL, HALLUCINATED, HALUEVAL, ROOT, load_dataset
 from bench.twins import LONG
 from monitor.flags import HALLUCINATION
+from monitor.judges.local.answer import AnswerModel
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 
 RULES = ROOT / "dashboards" / "alerts.yaml"
 ALERT = "RagMonitorHallucinationSpike"
+#: the local judge's decisions (``RAG_MONITOR_LOCAL_DECISION``), each a row of the table
+DECISIONS = ("claim", "answer")
 #: the pools and the data set each is drawn from
 POOLS = {"demo": "demo", "long-report": "long-report", "realistic-holdout": "realistic-holdout"}
 DAY = 24 * 60
@@ -95,8 +102,10 @@ class Plan:
         return 3 * DAY
 
 
-def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> Verdicts:
-    """Score the pool's answers with the shipped local judge, as ``rag-monitor score`` does."""
+def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> dict[str, Verdicts]:
+    """Score the pool's answers with the shipped local judge, as ``rag-monitor score`` does:
+    its verdicts under each decision (`DECISIONS`)."""
+    cut = AnswerModel.load().cut
     items = [
         i
         for i in load_dataset(POOLS[name], halueval, demo, long)
@@ -116,14 +125,23 @@ def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> Verdicts:
         )  # fmt: skip
     if done.returncode not in (0, 1):
         raise SystemExit(f"rag-monitor score failed ({done.returncode}): {done.stderr[-2000:]}")
-    flagged = {}
+    lines = {}
     for line in done.stdout.splitlines():
         row = json.loads(line)
-        flagged[row["id"]] = HALLUCINATION in row.get("flags", [])
-    out = Verdicts([], [])
+        lines[row["id"]] = row
+    out = {decision: Verdicts([], []) for decision in DECISIONS}
     for n, item in enumerate(items):
-        side = out.hallucinated if item.kind == HALLUCINATED else out.faithful
-        side.append(flagged[f"r{n}"])
+        row = lines[f"r{n}"]
+        probability = row.get(HALLUCINATION_PROBABILITY)
+        flagged = {
+            # the default: each claim on its own (the flag as `score` wrote it)
+            "claim": HALLUCINATION in row.get("flags", []),
+            # RAG_MONITOR_LOCAL_DECISION=answer flags exactly the answers at or above the cut
+            "answer": probability is not None and probability >= cut,
+        }
+        for decision, verdicts in out.items():
+            side = verdicts.hallucinated if item.kind == HALLUCINATED else verdicts.faithful
+            side.append(flagged[decision])
     return out
 
 
@@ -224,7 +242,7 @@ def run(verdicts: Verdicts, plan: Plan, seed: int, rules: Path = RULES) -> Outco
 
 def _table(rows: Mapping[str, tuple[Verdicts, list[Outcome]]], plan: Plan) -> list[str]:
     lines = [
-        "| pool | faithful / hallucinated | faithful flagged | recall | raw-rate ratio "
+        "| pool, decision | faithful / hallucinated | faithful flagged | recall | raw-rate ratio "
         "| minutes to fire (per seed) | control-day minutes fired |",
         "|---|---:|---:|---:|---:|---|---:|",
     ]
@@ -263,20 +281,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in pools:
         kept = Path(f"{args.out}.{name}.verdicts.json") if args.out else None
         if kept is not None and kept.is_file():
-            verdicts = Verdicts(**json.loads(kept.read_text(encoding="utf-8")))
+            found = json.loads(kept.read_text(encoding="utf-8"))
+            by_decision = {d: Verdicts(**found[d]) for d in DECISIONS}
         else:
             print(f"{name}: scoring the pool", file=sys.stderr)
-            verdicts = score_pool(name, args.halueval, args.demo, args.long)
+            by_decision = score_pool(name, args.halueval, args.demo, args.long)
             if kept is not None:
-                kept.write_text(json.dumps(verdicts.__dict__), encoding="utf-8")
-        if args.verdicts_only:
-            rows[name] = (verdicts, [])
-            continue
-        outcomes = []
-        for seed in range(args.seeds):
-            print(f"{name}: seed {seed}: promtool", file=sys.stderr)
-            outcomes.append(run(verdicts, plan, seed, args.rules))
-        rows[name] = (verdicts, outcomes)
+                found = {d: v.__dict__ for d, v in by_decision.items()}
+                kept.write_text(json.dumps(found), encoding="utf-8")
+        for decision, verdicts in by_decision.items():
+            outcomes = []
+            for seed in range(0 if args.verdicts_only else args.seeds):
+                print(f"{name} ({decision}): seed {seed}: promtool", file=sys.stderr)
+                outcomes.append(run(verdicts, plan, seed, args.rules))
+            rows[f"{name}, {decision}"] = (verdicts, outcomes)
     print(
         f"{plan.per_minute} scored answers a minute; {plan.base:.0%} hallucinated, "
         f"{plan.spike:.0%} for {plan.spike_hours:g} h after a day, then a control day"

@@ -18,6 +18,7 @@ from typing import IO, Any, TextIO
 from tqdm import tqdm
 
 from monitor.flags import flag_reasons
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.judges import Judge, model_name
 from monitor.records import (
     Interaction,
@@ -228,14 +229,19 @@ SCORE_DECIMALS = 6
 
 def output_line(record: ScoredRecord, thresholds: Mapping[str, float] | None) -> dict[str, Any]:
     """The record's JSON line: its scores (rounded), ``flags`` (the reasons the sidecar would
-    queue it in the backlog for; none when the judge failed, as the sidecar skips it), then
-    the details, the usage and any error."""
+    queue it in the backlog for; none when the judge failed, as the sidecar skips it), the
+    judge's ``hallucination_probability`` where it gives one (the local judge: the probability
+    that the answer holds an unsupported claim, to rank a file by), then the details, the
+    usage and any error."""
     line = record.output_line()
     scores = {name: None if value is None else round(value, SCORE_DECIMALS)
               for name, value in line["scores"].items()}  # fmt: skip
     failed = record.error is not None
     flags = [] if failed else flag_reasons(record, thresholds or {})
-    return {"id": line["id"], "scores": scores, "flags": flags,
+    found = record.results.get("faithfulness")
+    probability = found.details.get(HALLUCINATION_PROBABILITY) if found is not None else None
+    local = {} if probability is None else {HALLUCINATION_PROBABILITY: probability}
+    return {"id": line["id"], "scores": scores, "flags": flags, **local,
             **{k: v for k, v in line.items() if k not in ("id", "scores")}}  # fmt: skip
 
 

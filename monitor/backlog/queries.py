@@ -116,12 +116,15 @@ SELECT b.*, coalesce((
 FROM backlog b
 """
 
+# the queue's rows with their sort keys, as a table the filters and the keyset read
 QUEUE_SELECT = """
-SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
+SELECT * FROM (SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
     left(record->>'user_input', 300) AS question,
     (SELECT count(*) FROM backlog_answers a WHERE a.backlog_id = b.id) AS answers,
-    (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts
-FROM backlog b"""
+    (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts,
+    coalesce((SELECT max((a.online_details->'faithfulness'->>'hallucination_probability')
+        ::double precision) FROM backlog_answers a WHERE a.backlog_id = b.id), -1) AS risk
+FROM backlog b) q"""
 
 INSERT_VERDICT = """
 INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, reviewer, note)

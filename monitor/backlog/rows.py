@@ -213,8 +213,11 @@ def describe_judge(kind: str | None, model: str | None) -> str:
     return f"{name} ({model})" if model else f"{name} (model not recorded)"
 
 
-QueueOrder = Literal["newest", "seen"]
-QUEUE_ORDERS: tuple[QueueOrder, ...] = ("newest", "seen")
+QueueOrder = Literal["risk", "newest", "seen"]
+#: the queue's orders, the default first: ``risk`` puts the rows whose answers the judge
+#: thinks likeliest to hold an unsupported claim first (their highest
+#: ``hallucination_probability``; -1 for rows whose judge gives none, last)
+QUEUE_ORDERS: tuple[QueueOrder, ...] = ("risk", "newest", "seen")
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,10 @@ class QueueItem:
     question: str
     answers: int
     verdicts: int
+    #: the highest ``hallucination_probability`` of the row's answers (-1: none given)
+    risk: float = -1.0
 
     def sort_key(self, order: QueueOrder) -> Any:
+        if order == "risk":
+            return (self.risk, self.created_at)
         return self.created_at if order == "newest" else self.seen_count

@@ -386,14 +386,15 @@ class BacklogStore:
         status: str | None = None,
         reason: str | None = None,
         route: str | None = None,
-        order: QueueOrder = "newest",
+        order: QueueOrder = "risk",
         limit: int = 50,
         after: tuple[Any, str] | None = None,
     ) -> list[QueueItem]:
         """One page of the review queue, keyset-paged: rows after ``after`` (its sort key, id)."""
         if order not in QUEUE_ORDERS:
             raise ValueError(f"unknown order {order!r}")
-        key = "created_at" if order == "newest" else "seen_count"
+        # risk ties (every row of a judge that gives no probability) go newest first
+        key = {"risk": "risk, created_at", "newest": "created_at", "seen": "seen_count"}[order]
         where: list[str] = []
         args: list[Any] = []
         # each filter is a fixed SQL fragment with a numbered parameter (no value in the text)
@@ -406,12 +407,16 @@ class BacklogStore:
                 args.append(value)
                 where.append(fragment.format(len(args)))
         if after is not None:
-            args.extend(after)
-            where.append(f"({key}, id) < (${len(args) - 1}, ${len(args)})")
+            sort, after_id = after
+            values = [*sort, after_id] if order == "risk" else [sort, after_id]
+            args.extend(values)
+            marks = ", ".join(f"${len(args) - k}" for k in reversed(range(len(values))))
+            where.append(f"({key}, id) < ({marks})")
         args.append(limit)
         # the text is built only from constant fragments and the order's column name
         sql = queries.QUEUE_SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        sql += f" ORDER BY {key} DESC, id DESC LIMIT ${len(args)}"
+        columns = ", ".join(f"{column} DESC" for column in (*key.split(", "), "id"))
+        sql += f" ORDER BY {columns} LIMIT ${len(args)}"
         async with self.connection() as conn:
             rows = await conn.fetch(sql, *args)
         return [QueueItem(**dict(r)) for r in rows]

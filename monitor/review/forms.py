@@ -31,7 +31,10 @@ _REASON = re.compile(r"[a-z_]{1,40}")
 
 
 def encode_cursor(key: Any, row_id: str) -> str:
-    value = key.isoformat() if isinstance(key, datetime) else key
+    def plain(part: Any) -> Any:
+        return part.isoformat() if isinstance(part, datetime) else part
+
+    value = [plain(k) for k in key] if isinstance(key, tuple) else plain(key)
     raw = json.dumps([value, row_id], separators=(",", ":")).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
@@ -44,6 +47,11 @@ def decode_cursor(cursor: str, order: QueueOrder) -> tuple[Any, str]:
             raise ValueError("id")
         if order == "newest":
             return datetime.fromisoformat(key), row_id
+        if order == "risk":
+            risk, created = key
+            if isinstance(risk, bool) or not isinstance(risk, int | float):
+                raise ValueError("key")
+            return (float(risk), datetime.fromisoformat(created)), row_id
         if not isinstance(key, int):
             raise ValueError("key")
         return key, row_id
@@ -161,7 +169,7 @@ def parse_filters(
     reason = q.get("reason") or None
     if reason is not None and not _REASON.fullmatch(reason):
         raise Invalid("reason", "reason must be a flag reason")
-    order = q.get("order") or "newest"
+    order = q.get("order") or QUEUE_ORDERS[0]
     if order not in QUEUE_ORDERS:
         raise Invalid("order", f"order must be one of {', '.join(QUEUE_ORDERS)}")
     route = q.get("route") or None

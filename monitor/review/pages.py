@@ -125,7 +125,11 @@ def queue_page(
     )
     order_opts = "".join(
         f'<option value="{o}"{" selected" if o == order else ""}>{label}</option>'
-        for o, label in (("newest", "newest first"), ("seen", "most seen first"))
+        for o, label in (
+            ("risk", "likeliest hallucination first"),
+            ("newest", "newest first"),
+            ("seen", "most seen first"),
+        )
     )
     form = (
         '<form class="filters" method="get" action="/">'
@@ -141,6 +145,7 @@ def queue_page(
         f'<tr data-href="/rows/{url(i.id)}{row_query}">'
         f'<td><a href="/rows/{url(i.id)}{row_query}">{esc(i.question)}</a></td>'
         f"<td>{_tags(i.reasons)}</td>"
+        f'<td class="num">{f"{i.risk:.2f}" if i.risk >= 0 else "–"}</td>'
         f'<td>{esc(i.route or "")}</td><td class="num">{i.seen_count}</td>'
         f'<td class="num">{i.answers}</td><td class="num">{i.verdicts}</td>'
         f'<td><span class="status {esc(i.status)}">{esc(i.status)}</span></td>'
@@ -148,7 +153,10 @@ def queue_page(
         for i in items
     )
     table = (
-        '<table class="queue"><thead><tr><th>question</th><th>reasons</th><th>route</th>'
+        '<table class="queue"><thead><tr><th>question</th><th>reasons</th>'
+        '<th title="the judge\'s probability that an answer of the row holds a claim its '
+        'context does not support (the highest of its answers; – where the judge gives '
+        'none)">p(hallucinated)</th><th>route</th>'
         "<th>seen</th><th>answers</th><th>verdicts</th><th>status</th><th>queued</th>"
         f"</tr></thead><tbody>{rows}</tbody></table>"
         if items

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from monitor.backoff import Backoff
 from monitor.config import Settings
 from monitor.flags import flag_reasons
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.records import ScoredRecord
 from monitor.sinks import SinkBackpressure, SinkError
 
@@ -42,12 +43,16 @@ def score_message(record: ScoredRecord, settings: Settings, scored_at: datetime)
     scores = {
         name: (r.score if math.isfinite(r.score) else None) for name, r in record.results.items()
     }
+    faithfulness = record.results.get("faithfulness")
+    probability = None if faithfulness is None else faithfulness.details.get(HALLUCINATION_PROBABILITY)
     return {
         "id": interaction.id,
         "trace_id": interaction.trace_id,
         "span_id": interaction.span_id,
         "scores": scores,
         "flags": flag_reasons(record, settings.thresholds),
+        # the local judge's probability that the answer holds an unsupported claim
+        HALLUCINATION_PROBABILITY: probability,
         "judge": judges.pop() if len(judges) == 1 else ("mixed" if judges else None),
         "scored_at": scored_at.isoformat(),
     }

@@ -33,6 +33,33 @@ async def seed_rows(backlog: BacklogSink, n: int) -> None:
         await backlog.write([scored(f"row-{i:02d}", f"question {i}", response=f"answer {i}")])
 
 
+async def test_the_queue_puts_the_likeliest_hallucination_first(
+    app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
+) -> None:
+    """By default the queue is ordered by the highest ``hallucination_probability`` of a
+    row's answers (rows whose judge gives none last), paged by a cursor on it."""
+    for rid, probability in (("low", 0.2), ("none", None), ("high", 0.95), ("mid", 0.6)):
+        statements = [{"statement": "Always attach it.", "verdict": 0}]
+        details = {"statements": statements}
+        if probability is not None:
+            details["hallucination_probability"] = probability
+        await backlog.write([scored(rid, f"question {rid}", details=details)])
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        async with http.get(base(app) + "/api/rows", params=params) as r:
+            assert r.status == 200
+            body = await r.json()
+        seen += [row["id"] for row in body["rows"]]
+        cursor = body["next"]
+        if cursor is None:
+            break
+    assert seen == ["high", "mid", "low", "none"]
+    async with http.get(base(app) + "/api/rows", params={"order": "newest"}) as r:
+        assert [row["id"] for row in (await r.json())["rows"]] == ["mid", "high", "none", "low"]
+
+
 async def test_rows_are_keyset_paged_and_filtered(
     app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
 ) -> None:

@@ -39,7 +39,8 @@ def test_the_message_carries_ids_scores_flags_and_judge() -> None:
     assert message == {
         "id": "rec-1", "trace_id": "ab12", "span_id": "cd34",
         "scores": {"faithfulness": 0.25, "context_utility": None},
-        "flags": ["hallucination"], "judge": "llm", "scored_at": "2026-12-01T08:00:00+00:00",
+        "flags": ["hallucination"], "hallucination_probability": None, "judge": "llm",
+        "scored_at": "2026-12-01T08:00:00+00:00",
     }  # fmt: skip
     json.dumps(message, allow_nan=False)  # unscoreable is null, never NaN
 

@@ -11,7 +11,8 @@ cut off: a condition ("If you work full time, ...") stays with what it
 conditions, a part of fewer than `MIN_WORDS` words stays with its neighbour,
 and a part that starts with its verb ("..., and must be taken by March") gets
 the subject of the sentence's first claim. A claim of at most `PHRASE_WORDS`
-words (a phrase that answers the question) is one claim, read after the question.
+words (a phrase that answers the question) is one claim, read after the question (its
+last line: a question that carries the conversation before it ends with the turn asked).
 See docs/local-judge.md, "The steps".
 """
 
@@ -76,12 +77,20 @@ _VERB_FIRST = re.compile(
 _SUBJECT_END = re.compile(r"\s+(?=" + _VERB_FIRST.pattern[1:] + ")", re.IGNORECASE)
 
 
+def asked(question: str) -> str:
+    """What a phrase answer answers: the question's last line with text (a question that
+    carries the conversation before it ends with the turn being answered)."""
+    lines = [line.strip() for line in question.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def claims(text: str, question: str | None = None) -> list[str]:
     """The atomic claims ``text`` makes (see the module docstring)."""
     found = []
+    current = asked(question or "")
     for s in statements(text):
-        if question and question.strip() and len(words(s)) <= PHRASE_WORDS:
-            found.append(f"{question.strip()}{PHRASE_JOIN}{s}")  # one claim, as asked
+        if current and len(words(s)) <= PHRASE_WORDS:
+            found.append(f"{current}{PHRASE_JOIN}{s}")  # one claim, as asked
         else:
             found.extend(split(s))
     return found

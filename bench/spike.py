@@ -257,8 +257,11 @@ def _table(rows: Mapping[str, tuple[Verdicts, list[Outcome]]], plan: Plan) -> li
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.spike", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.spike",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--pools", default=",".join(POOLS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--per-minute", type=int, default=Plan.per_minute)

@@ -18,8 +18,8 @@ from typing import IO, Any, TextIO
 from tqdm import tqdm
 
 from monitor.flags import flag_reasons
-from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.judges import Judge, model_name
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.records import (
     Interaction,
     InvalidRecord,

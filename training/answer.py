@@ -55,7 +55,7 @@ Array = npt.NDArray[np.float64]
 
 def _items(name: str, halueval: Path, long: Path) -> list[Item]:
     if name == "halueval-fit":
-        return [i for i in load_dataset("halueval", halueval) if halueval_fit_half(i.record)]
+        return [i for i in load_dataset("halueval", halueval) if halueval_fit_half(dict(i.record))]
     return load_dataset(name, halueval, long=long)
 
 
@@ -94,7 +94,8 @@ def collect(
             todo = [i for i in items if _key(name, i) not in done]
             if todo:
                 print(f"{name}: scoring {len(todo)} of {len(items)} answers", file=sys.stderr)
-            for item, found in zip(todo, pool.map(lambda i: read_answer(judge, i), todo)):
+            found_all = pool.map(lambda i: read_answer(judge, i), todo)
+            for item, found in zip(todo, found_all, strict=True):
                 done[_key(name, item)] = found["probabilities"]
                 sink.write(json.dumps({"key": _key(name, item), **found}) + "\n")
                 sink.flush()
@@ -143,9 +144,7 @@ def cut_for(faithful_probabilities: Sequence[Sequence[float]], share: float = FA
     return cut
 
 
-def report(
-    model: AnswerModel, data: dict[str, list[tuple[Item, list[float] | None]]]
-) -> list[str]:
+def report(model: AnswerModel, data: dict[str, list[tuple[Item, list[float] | None]]]) -> list[str]:
     """One table line per set: answers, faithful flagged, recall, AUROC of the answer's
     probability and of the mean support, today's rule (any claim below 0.5) for comparison."""
     lines = [

@@ -58,4 +58,5 @@ class Faithfulness:
         details: dict[str, object] = {"statements": st.statement_details(statements, verdicts)}
         if probability is not None:
             details[HALLUCINATION_PROBABILITY] = probability
-        return MetricResult(metric=NAME, score=score([v.verdict for v in verdicts]), details=details)
+        share = score([v.verdict for v in verdicts])
+        return MetricResult(metric=NAME, score=share, details=details)

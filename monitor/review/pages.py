@@ -154,8 +154,8 @@ def queue_page(
     )
     table = (
         '<table class="queue"><thead><tr><th>question</th><th>reasons</th>'
-        '<th title="the judge\'s probability that an answer of the row holds a claim its '
-        'context does not support (the highest of its answers; – where the judge gives '
+        "<th title=\"the judge's probability that an answer of the row holds a claim its "
+        "context does not support (the highest of its answers; – where the judge gives "
         'none)">p(hallucinated)</th><th>route</th>'
         "<th>seen</th><th>answers</th><th>verdicts</th><th>status</th><th>queued</th>"
         f"</tr></thead><tbody>{rows}</tbody></table>"

@@ -44,7 +44,9 @@ def score_message(record: ScoredRecord, settings: Settings, scored_at: datetime)
         name: (r.score if math.isfinite(r.score) else None) for name, r in record.results.items()
     }
     faithfulness = record.results.get("faithfulness")
-    probability = None if faithfulness is None else faithfulness.details.get(HALLUCINATION_PROBABILITY)
+    probability = (
+        None if faithfulness is None else faithfulness.details.get(HALLUCINATION_PROBABILITY)
+    )
     return {
         "id": interaction.id,
         "trace_id": interaction.trace_id,

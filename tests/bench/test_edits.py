@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from bench import edits
 from monitor.text.numerals import numbers
 from monitor.text.sentences import words
-from bench import edits
 
 CONTEXTS = (
     "Employees may carry over up to 5 unused days into the next year. "

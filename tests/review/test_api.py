@@ -40,7 +40,7 @@ async def test_the_queue_puts_the_likeliest_hallucination_first(
     row's answers (rows whose judge gives none last), paged by a cursor on it."""
     for rid, probability in (("low", 0.2), ("none", None), ("high", 0.95), ("mid", 0.6)):
         statements = [{"statement": "Always attach it.", "verdict": 0}]
-        details = {"statements": statements}
+        details: dict[str, object] = {"statements": statements}
         if probability is not None:
             details["hallucination_probability"] = probability
         await backlog.write([scored(rid, f"question {rid}", details=details)])

@@ -167,9 +167,10 @@ class Settings(BaseSettings):
         "context_utility",
     ]
     thresholds: dict[str, float] = DEFAULT_THRESHOLDS
-    #: how the local judge says a claim is unsupported: on its own probability ("claim"),
-    #: or only in an answer it judges as a whole to hold one ("answer"; docs/metrics.md)
-    local_decision: Literal["claim", "answer"] = "claim"
+    #: how the local judge says a claim is unsupported: only in an answer it judges as a
+    #: whole to hold one ("answer", for specificity), or on the claim's own probability
+    #: ("claim"; docs/metrics.md, "The flag rule")
+    local_decision: Literal["answer", "claim"] = "answer"
 
     # --- sampling and budget
     sample_rate: float = Field(default=0.1, ge=0.0, le=1.0)

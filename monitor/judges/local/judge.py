@@ -41,7 +41,10 @@ from monitor.judges.steps import (
 )
 
 #: How the local judge says a claim is unsupported (`LocalJudge.decision`).
-LocalDecision = Literal["claim", "answer"]
+LocalDecision = Literal["answer", "claim"]
+#: The metrics whose ``verify`` step reads one answer against its retrieved context, where the
+#: ``answer`` decision applies; the reference-based ones judge each claim on its own.
+WHOLE_ANSWER_METRICS = frozenset({"faithfulness"})
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "claims+support-model"
 
@@ -67,7 +70,7 @@ class Decision:
     ) -> str:
         """The verdict (the claim's own unless ``supported`` says otherwise), its probability,
         the words that decided it and the closest window; ``answer`` says how the answer as a
-        whole was read (`Reading.reason`)."""
+        whole was read (`AnswerReading.reasons`)."""
         supported = self.supported if supported is None else supported
         said = "supported" if supported else "not supported"
         why = f"{said} (p={self.probability:.2f}, model {self.model_probability:.2f}{answer})"
@@ -133,7 +136,7 @@ class LocalJudge(InProcessJudge):
     answer_model: AnswerModel | None = None
     #: how a claim is said to be unsupported against retrieved context: on its own
     #: probability ("claim"), or only in an answer judged as a whole to hold one ("answer")
-    decision: LocalDecision = "claim"
+    decision: LocalDecision = "answer"
     #: worker threads (onnxruntime releases the GIL: a few per core keep them busy)
     threads: int = 8
     model_name: str = MODEL_NAME
@@ -248,7 +251,7 @@ class LocalJudge(InProcessJudge):
                 noncommittal=int(self.noncommittal(inputs.text)),
             )
         elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
-            result = self.verdicts(inputs)
+            result = self.verdicts(inputs, whole=prompt.metric in WHOLE_ANSWER_METRICS)
         elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
             result = self.question(inputs.response)
         elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
@@ -282,18 +285,17 @@ class LocalJudge(InProcessJudge):
         probability = self.answers.probability([d.probability for d in found])
         return AnswerReading(found, round(probability, 6), self.answers.cut)
 
-    def verdicts(self, inputs: VerifyInput) -> Verdicts:
+    def verdicts(self, inputs: VerifyInput, *, whole: bool = True) -> Verdicts:
         """The ``verify`` step: each claim's verdict, and against retrieved context (``source``
-        "context": faithfulness, noise sensitivity, context recall) the probability that the
-        claims hold an unsupported one (`assess`). Each claim is judged on its own
-        probability (``decision`` "claim"), or, with ``decision`` "answer" and against
-        retrieved context, only when the claims as a whole are judged to hold one
-        (`AnswerReading.unsupported`)."""
+        "context") the probability that the claims hold an unsupported one (`assess`). A claim
+        is judged on its own probability, unless ``whole`` (faithfulness reads an answer,
+        `WHOLE_ANSWER_METRICS`) and ``decision`` is "answer": then only when the claims as a
+        whole are judged to hold one (`AnswerReading.unsupported`)."""
         probability: float | None = None
         if inputs.source == "context":
             reading = self.assess(inputs.context, inputs.statements)
             probability = reading.probability if reading.decisions else None
-            if self.decision == "answer":
+            if whole and self.decision == "answer":
                 bad, reasons = reading.unsupported, reading.reasons(inputs.source)
             else:
                 bad = [not d.supported for d in reading.decisions]

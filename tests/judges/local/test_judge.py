@@ -45,7 +45,9 @@ ANSWER_B = (
 
 @pytest.fixture(scope="module")
 def judge() -> LocalJudge:
-    return LocalJudge()
+    """The judge deciding claim by claim: these tests read how single claims are supported
+    (the shipped default reads the answer as a whole, `test_the_worked_example_read_as_a_whole`)."""
+    return LocalJudge(decision="claim")
 
 
 def _refund_record(response: str) -> object:
@@ -60,7 +62,7 @@ def _refund_record(response: str) -> object:
 
 
 async def test_the_worked_example_is_decided_claim_by_claim() -> None:
-    scorer = Scorer(LocalJudge(), ["faithfulness"])
+    scorer = Scorer(LocalJudge(decision="claim"), ["faithfulness"])
     a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
     assert a.results["faithfulness"].score == pytest.approx(1.0)
@@ -68,7 +70,7 @@ async def test_the_worked_example_is_decided_claim_by_claim() -> None:
     [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
     assert unsupported["statement"].startswith("Amounts over $500")
     assert "'$500'" in unsupported["reason"]
-    # by default B is a hallucination (one invented claim) and A is not
+    # claim by claim, B is a hallucination (one invented claim) and A is not
     assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
     assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
 
@@ -78,7 +80,8 @@ async def test_the_worked_example_read_as_a_whole() -> None:
     answer-level decision, the shipped cut (fitted so that at most 5 % of the faithful answers
     of each dev set are flagged) does not reach B; a cut at B's level flags B's invented
     claim, and only it."""
-    shipped = LocalJudge(decision="answer")
+    shipped = LocalJudge()
+    assert shipped.decision == "answer"
     scorer = Scorer(shipped, ["faithfulness"])
     a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
@@ -346,7 +349,7 @@ async def test_generate_answers_every_step_at_zero_tokens(judge: LocalJudge) -> 
 
 async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
     metrics = list(ALL_METRICS)
-    scorer = Scorer(LocalJudge(), metrics)
+    scorer = Scorer(LocalJudge(decision="claim"), metrics)
     record = await scorer.score(
         receipt_interaction(
             "Attach a receipt for travel expenses over $100. Receipts are kept for 7 years.",

@@ -274,8 +274,11 @@ def test_yaml_example_is_a_valid_settings_file(
 # --------------------------------------------------------------------------- commands
 
 
-DEMO_COMMAND = "pip install '.[demo]' && rag-monitor demo"
-TEST_COMMAND = "pip install -e '.[dev]' && python3 -m pytest"
+#: the venv each of the README's two commands starts with: Debian's and Ubuntu's own python3
+#: refuse ``pip install`` outside one (``externally-managed-environment``)
+VENV = "python3 -m venv .venv && . .venv/bin/activate"
+DEMO_COMMAND = f"{VENV} && pip install '.[demo]' && rag-monitor demo"
+TEST_COMMAND = f"{VENV} && pip install -e '.[dev]' && python3 -m pytest"
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -287,26 +290,38 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert (first, second) == (DEMO_COMMAND, TEST_COMMAND)
 
 
-def test_ci_runs_the_readmes_test_command() -> None:
-    """CI installs the dev extra and runs the README's pytest command as written.
+def test_the_readme_commands_install_into_the_venv_they_make() -> None:
+    """Each command makes ``.venv``, activates it, and only then runs pip: nothing reaches the
+    system's Python, and the programs after pip are the venv's."""
+    for command in (DEMO_COMMAND, TEST_COMMAND):
+        steps = simple_commands(command)
+        assert [s.argv[:3] for s in steps[:2]] == [
+            ["python3", "-m", "venv"],
+            [".", ".venv/bin/activate"],
+        ], command
+        assert steps[0].argv[3] == ".venv" and steps[2].program == "pip", command
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert ".venv/" in ignored, "the README's venv would show up in git status"
 
-    .ci/run may run the checks itself or through scripts/check; either holds the lines. The
-    pytest line may go through a wrapper (scripts/check's ``run_pytest python3 -m pytest``),
-    so it has to end with the command, its arguments unchanged.
-    """
-    scripts = [ROOT / ".ci" / "run", ROOT / "scripts" / "check"]
-    lines = [
-        line.strip()
-        for script in scripts
-        if script.is_file()
-        for line in script.read_text(encoding="utf-8").splitlines()
-    ]
-    install, _, run = TEST_COMMAND.partition(" && ")
-    extra = install.split()[-1]  # '.[dev]'
-    assert any("pip install" in line and line.endswith(extra) for line in lines), install
-    assert any(line == run or line.endswith(" " + run) for line in lines), (
-        f"no line of .ci/run (or scripts/check) runs {run!r}"
-    )
+
+def test_the_readme_says_how_long_the_tests_take() -> None:
+    """The test command's cost, said before anyone waits for it."""
+    head = readme().split("## ", 1)[0]
+    assert re.search(r"about \d+ minutes on two cores", head), "README: how long the tests take"
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """.ci/run runs the README's test command as written, on a line of its own (its status
+    kept), then scripts/check without the suite it has just run."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    runs = [line for line in ci if TEST_COMMAND in line and not line.lstrip().startswith("#")]
+    assert len(runs) == 1, f".ci/run does not run the README's test command {TEST_COMMAND!r}"
+    assert runs[0].startswith(TEST_COMMAND), runs[0]
+    assert "bash scripts/check --suite-done" in ci
+    # scripts/check still runs the same suite for a developer, and skips it only when told
+    check = (ROOT / "scripts" / "check").read_text(encoding="utf-8")
+    assert "run_pytest python3 -m pytest\n" in check
+    assert "--suite-done) suite=0" in check
 
 
 # ------------------------------------------------------------------- demo options
@@ -372,7 +387,9 @@ def _check_pip(c: Simple) -> None:
 
 def _check_python(c: Simple) -> None:
     args = c.argv[1:]
-    if args[:2] == ["-m", "pytest"]:
+    if args[:2] == ["-m", "venv"]:
+        assert args[2:] == [".venv"], f"the README's venv is .venv: {c.line!r}"
+    elif args[:2] == ["-m", "pytest"]:
         for path in args[2:]:
             if not path.startswith("-"):
                 assert (ROOT / path).exists(), f"{path} in {c.line!r} does not exist"
@@ -461,6 +478,12 @@ def _check_script(c: Simple) -> None:
     assert script.is_file() and os.access(script, os.X_OK), f"{c.program} is not executable"
 
 
+def _check_activate(c: Simple) -> None:
+    """``. .venv/bin/activate``, after the same line made that venv."""
+    assert c.argv[1:] == [".venv/bin/activate"], c.line
+    assert "python3 -m venv .venv && " in c.line.split(". .venv/bin/activate")[0], c.line
+
+
 def _check_rag_monitor(c: Simple) -> None:
     test_rag_monitor_command_parses(c)
 
@@ -479,6 +502,7 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    ".": _check_activate,
     "scripts/check": _check_script,
     "./scripts/check": _check_script,
 }

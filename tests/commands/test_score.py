@@ -215,7 +215,7 @@ def test_scored_means_at_least_one_value(judge_server: JudgeServer, tmp_path: Pa
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1] == (
         "rag-monitor score: no record scored: every line is invalid (invalid record on line 1: "
-        "not_json: EOF while parsing a string at line 1 column 39)"
+        "not_json: EOF while parsing a string at column 39)"
     )
 
 

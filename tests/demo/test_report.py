@@ -193,7 +193,8 @@ def test_a_calibrated_rate_on_the_end_of_its_interval_says_why() -> None:
     at = lines.index("hallucination rate: 17.6% (95% interval 17.6% – 44.9%), calibrated by "
                      "34 reviewer verdicts")  # fmt: skip
     said = "at the interval's lower end: none of the 2 reviewed control answers was a "
-    calibrated = lines.index(next(line for line in lines if line.startswith("  calibrated:")))
+    calibrated = next(i for i, line in enumerate(lines) if line.startswith("  calibrated:"))
+    assert at < calibrated
     assert lines[calibrated + 1].strip().startswith(said + "hallucination")
     report.calibrated_low = 0.12
     assert "interval's lower end" not in report.render()

@@ -698,6 +698,27 @@ def test_metrics_table_lists_every_metric_once_with_when_it_runs() -> None:
     assert listed == expected
 
 
+def test_the_flag_rule_tables_demo_rows_say_what_they_count() -> None:
+    """The bench's demo rows (hallucinated and faithful answers only) and the demo report's
+    rate (every answer with a faithfulness score, off-topic included) differ; the page says
+    by how much, from the traffic's own labels."""
+    labels = [json.loads(line)["metadata"]["label"] for line in TRAFFIC.read_text().splitlines()]
+    hallucinated = labels.count("hallucinated")
+    bench = hallucinated + labels.count("faithful")
+    report = len(labels) - labels.count("evasive")  # the evasive ones are unscoreable
+    text = METRICS.read_text(encoding="utf-8")
+    rows = [r for r in re.findall(r"^\| (.+) \|$", text, flags=re.M) if "| demo |" in f"| {r} |"]
+    assert rows, "the flag-rule table has no demo row"
+    for row in rows:
+        assert f"| {100 * hallucinated / bench:.1f} % |" in f"| {row} |", row
+    said = " ".join(text.split())
+    assert f"({bench} of the demo's {len(labels)})" in said
+    assert f"({report} answers with a faithfulness score;" in said
+    assert f"the {labels.count('off_topic')} off-topic answers" in said
+    assert f"the {labels.count('evasive')} evasive ones have none" in said
+    assert f"{100 * hallucinated / report:.1f} % ({hallucinated} of {report})" in said
+
+
 def test_every_exported_series_is_named_in_metrics_md() -> None:
     """Each family the exporter registers appears in the page's series list."""
     text = METRICS.read_text(encoding="utf-8")

@@ -778,6 +778,19 @@ def test_relative_links_resolve(page: Path) -> None:
     assert not broken, f"{page.relative_to(ROOT)}: links that do not resolve: {broken}"
 
 
+def test_the_screenshot_script_takes_the_row_the_readme_describes() -> None:
+    """docs/img/review.png is retaken by scripts/review_screenshot.py on its default row: the
+    README names that row, and the bundled traffic asks that question."""
+    from tests.support import load_script
+
+    question = load_script("scripts/review_screenshot.py").QUESTION
+    asked = [json.loads(line)["user_input"] for line in TRAFFIC.read_text().splitlines()]
+    assert any(q.startswith(question) for q in asked), question
+    said = " ".join(readme().split())
+    assert "at the row about cancelling a monthly plan" in said and "monthly plan" in question
+    assert "`python3 scripts/review_screenshot.py` takes it again, on the same row" in said
+
+
 def test_the_link_check_sees_links() -> None:
     """The checker finds the README's links, so a broken one cannot slip through unparsed."""
     links = list(relative_links(README))

@@ -347,6 +347,16 @@ def demo_parser_options() -> list[str]:
     ]
 
 
+def test_demo_md_says_the_demos_control_share_and_productions() -> None:
+    """The report's `controls:` line, as docs/demo.md explains it: the shares are the code's."""
+    from monitor.demo.production import CONTROL_SHARE
+    from monitor.demo.run import DEMO_CONTROL_SHARE
+
+    said = " ".join(DEMO.read_text(encoding="utf-8").split())
+    assert f"queues at a control share of {DEMO_CONTROL_SHARE:.0%}".replace("%", " %") in said
+    assert f"production's default is {CONTROL_SHARE:.0%}".replace("%", " %") in said
+
+
 def test_demo_options_table_lists_each_option_once() -> None:
     table = demo_options_table()
     twice = sorted({o for o in table if table.count(o) > 1})

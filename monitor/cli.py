@@ -57,7 +57,8 @@ COMMANDS = {
         '"id"; "scores", each metric\'s value from 0 to 1, null where it could not be scored; '
         '"flags", the reasons the sidecar would queue the record for review (hallucination, '
         "low_relevancy, low_utility: a score below its threshold in RAG_MONITOR_THRESHOLDS; "
-        'no_context: no retrieved context; noncommittal: an evasive answer); "details", per metric what the judge decided and why (each '
+        'no_context: no retrieved context; noncommittal: an evasive answer); "details", per '
+        "metric what the judge decided and why (each "
         "statement's verdict and reason, the generated questions, each context's verdict); "
         '"usage", the judge\'s calls and tokens; and "error" when the judge failed or the line '
         "is not a valid record (the run goes on). On stderr: a progress bar, then a summary: "

@@ -53,10 +53,17 @@ COMMANDS = {
     "score": Command(
         help="score a JSON-lines file of interactions (same scorer as the sidecar)",
         description="Score a JSON-lines file of interactions with the sidecar's scorer and "
-        "write one JSON line per input line, in input order: its id, its scores (null where a "
-        "metric could not be scored), the judge's usage and any error. A line that is not a "
-        "valid record gets an error line and the run goes on. A progress bar and a summary "
-        "table go to stderr.",
+        "write one JSON line per input line, in input order, to stdout (or --out): "
+        '"id"; "scores", each metric\'s value from 0 to 1, null where it could not be scored; '
+        '"flags", the reasons the sidecar would queue the record for review (hallucination, '
+        "low_relevancy, low_utility: a score below its threshold in RAG_MONITOR_THRESHOLDS; "
+        'no_context: no retrieved context; noncommittal: an evasive answer); "details", per '
+        "metric what the judge decided and why (each "
+        "statement's verdict and reason, the generated questions, each context's verdict); "
+        '"usage", the judge\'s calls and tokens; and "error" when the judge failed or the line '
+        "is not a valid record (the run goes on). On stderr: a progress bar, then a summary: "
+        "each metric's mean, how many records were scored, invalid and flagged (per reason), "
+        "each invalid line's error, and what the judge spent.",
         epilog="Exit codes: 0 at least one record scored, 1 none was (the cause in the last line "
         "on stderr), 2 unusable input (unreadable, or no non-empty line), arguments or settings.",
     ),

@@ -322,6 +322,14 @@ class ConfigError(Exception):
     """Invalid configuration; the message names the setting."""
 
 
+def _invalid(problems: list[str]) -> ConfigError:
+    """The error for ``problems`` (each ``SETTING: why``): one problem on one line, several
+    one a line under a heading."""
+    if len(problems) == 1:
+        return ConfigError(f"invalid configuration: {problems[0]}")
+    return ConfigError("\n".join(["invalid configuration:", *(f"  {p}" for p in problems)]))
+
+
 # The file of the `load_settings` call in progress (a settings class takes no per-call source).
 _config_file: ContextVar[Path | None] = ContextVar("rag_monitor_config_file", default=None)
 
@@ -366,7 +374,7 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         settings = Settings(**overrides)
     except ValidationError as exc:
         path = None if config_file is None else Path(config_file)
-        raise ConfigError(_explain(exc, path, set(overrides))) from None
+        raise _invalid(_explain(exc, path, set(overrides))) from None
     except SettingsError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
     finally:
@@ -399,11 +407,12 @@ def _check_judge_choice(settings: Settings) -> None:
     endpoint: refused, since the local judge would run in its place unnoticed."""
     if settings.judge_api_key is None or settings.judge_base_url or ambient_api_key(settings):
         return
-    raise ConfigError(
-        "invalid configuration:\n"
-        f"  {PREFIX}JUDGE_API_KEY: set, but {PREFIX}JUDGE_BASE_URL is not; the key is for an "
-        "LLM judge, which needs its endpoint (e.g. https://api.openai.com/v1). Set "
-        f"{PREFIX}JUDGE_BASE_URL, or unset the key to run the local judge"
+    raise _invalid(
+        [
+            f"{PREFIX}JUDGE_API_KEY: set, but {PREFIX}JUDGE_BASE_URL is not; the key is for an "
+            "LLM judge, which needs its endpoint (e.g. https://api.openai.com/v1). Set "
+            f"{PREFIX}JUDGE_BASE_URL, or unset the key to run the local judge"
+        ]
     )
 
 
@@ -435,9 +444,9 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
         head = _collection_head(upper, known)
         if delimiter and head is not None and upper.startswith(head + delimiter.upper()):
             continue  # one key of a mapping setting, read as such by pydantic-settings
-        lines.append(f"  {variable}: {_not_a_setting(upper, known, in_environment=True)}")
+        lines.append(f"{variable}: {_not_a_setting(upper, known, in_environment=True)}")
     if lines:
-        raise ConfigError("\n".join(["invalid configuration:", *lines]))
+        raise _invalid(lines)
 
 
 def _collection_head(variable: str, known: Mapping[str, str]) -> str | None:
@@ -490,23 +499,24 @@ def _check_json_variables(overridden: set[str]) -> None:
         try:
             json.loads(environ[variable])
         except json.JSONDecodeError as exc:
-            lines.append(f"  {variable}: not valid JSON: {exc.msg} at column {exc.colno}")
+            lines.append(f"{variable}: not valid JSON: {exc.msg} at column {exc.colno}")
     if lines:
-        raise ConfigError("\n".join(["invalid configuration:", *lines]))
+        raise _invalid(lines)
 
 
-def _explain(exc: ValidationError, config_file: Path | None, overridden: set[str]) -> str:
-    """One line per error, naming the setting where it was given: the environment
-    variable, or the key as written in the YAML file."""
+def _explain(exc: ValidationError, config_file: Path | None, overridden: set[str]) -> list[str]:
+    """One problem per error, naming the setting where it was given: the environment
+    variable, or the key as written in the YAML file; the validator's own words without
+    pydantic's ``Value error, `` before them."""
     in_file = _file_keys(config_file)
     in_environment = {k.upper() for k in os.environ}
-    lines = ["invalid configuration:"]
+    lines: list[str] = []
     for err in exc.errors(include_input=False, include_url=False):
         loc = [str(p) for p in err["loc"]]
         name = loc[0] if loc else "?"
         where = ".".join(loc[1:])
         variable = f"{PREFIX}{name.upper()}"
-        message = err["msg"]
+        message = err["msg"].removeprefix("Value error, ")
         from_file = (
             config_file is not None
             and name.lower() in in_file
@@ -521,8 +531,8 @@ def _explain(exc: ValidationError, config_file: Path | None, overridden: set[str
             setting = variable + (f" [{where}]" if where else "")
             if err["type"] == "extra_forbidden" and not where:
                 message = _not_a_setting(variable, setting_variables(), in_environment=False)
-        lines.append(f"  {setting}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{setting}: {message}")
+    return lines
 
 
 def _in_environment(name: str, environment: set[str]) -> bool:

@@ -170,7 +170,7 @@ def _invalid(value: bytes, exc: ValidationError) -> InvalidRecord:
             value.decode("utf-8")
         except UnicodeDecodeError as bad:
             return InvalidRecord("not_utf8", f"invalid UTF-8 at byte {bad.start}")
-        return InvalidRecord("not_json", errors[0]["msg"].removeprefix("Invalid JSON: "))
+        return InvalidRecord("not_json", _json_position(errors[0]["msg"], value))
     if kind == "model_type" and not errors[0]["loc"]:
         first = value.lstrip()[:1]
         found = _JSON_KINDS.get(first, "number")
@@ -180,6 +180,25 @@ def _invalid(value: bytes, exc: ValidationError) -> InvalidRecord:
     return InvalidRecord("schema", describe_validation_error(exc))
 
 
+def _json_position(message: str, value: bytes) -> str:
+    """The JSON parser's message, its position said of the record: ``at column C`` for a
+    record on one line (a file's line numbers are the reader's; "line 1" would be a second
+    one), ``at line L, column C of the record`` for one that spans lines."""
+    message = message.removeprefix("Invalid JSON: ")
+    found = _JSON_POSITION.search(message)
+    if found is None:
+        return message
+    line, column = found.groups()
+    where = (
+        f"at column {column}"
+        if b"\n" not in value.rstrip(b"\r\n")
+        else (f"at line {line}, column {column} of the record")
+    )
+    return message[: found.start()] + where
+
+
+#: where serde_json (pydantic's JSON parser) says an error is
+_JSON_POSITION = re.compile(r"at line (\d+) column (\d+)$")
 _KEY_NOT_UTF8 = "key_not_utf8"
 #: a JSON value's kind by its first byte (the rest are numbers)
 _JSON_KINDS = {b"[": "an array", b'"': "a string", b"t": "true", b"f": "false", b"n": "null"}

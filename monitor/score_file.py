@@ -55,11 +55,22 @@ class Summary:
     judge_causes: Counter[str] = field(default_factory=Counter)
     #: unscoreable results of records the judge did not fail on, by their reason ("no reference")
     unscoreable_reasons: Counter[str] = field(default_factory=Counter)
-    #: the first invalid line's error
-    first_invalid: str | None = None
+    #: each invalid line's error, in input order ("invalid record on line 2: not_json: …")
+    invalid_errors: list[str] = field(default_factory=list)
+    #: records with at least one flag, and the records per flag reason
+    flagged: int = 0
+    flags: Counter[str] = field(default_factory=Counter)
 
-    def add(self, record: ScoredRecord) -> None:
+    @property
+    def first_invalid(self) -> str | None:
+        return self.invalid_errors[0] if self.invalid_errors else None
+
+    def add(self, record: ScoredRecord, flags: Sequence[str] = ()) -> None:
+        """One scored record, and the reasons its output line flags it for."""
         self.records += 1
+        if flags:
+            self.flagged += 1
+            self.flags.update(flags)
         self.usage.add(record.usage)
         if record.error is not None:
             self.judge_errors += 1
@@ -80,8 +91,7 @@ class Summary:
 
     def add_invalid(self, error: str) -> None:
         self.invalid += 1
-        if self.first_invalid is None:
-            self.first_invalid = error
+        self.invalid_errors.append(error)
 
     def failure(self) -> str | None:
         """Why no record got a value, in one line; None when at least one did."""
@@ -119,6 +129,18 @@ class Summary:
             f"records: {self.records + self.invalid} read, {self.scored} scored, "
             f"{self.invalid} invalid, {self.judge_errors} with judge errors"
         )
+        reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(self.flags.items()))
+        lines.append(
+            f"flagged: {self.flagged} of {_records(self.records)}"
+            + (f" ({reasons}; a record can have several)" if reasons else "")
+        )
+        for error in self.invalid_errors[:SHOWN_INVALID]:
+            lines.append(f"invalid: {error.removeprefix('invalid record ')}")
+        if self.invalid > SHOWN_INVALID:
+            lines.append(
+                f"invalid: {self.invalid - SHOWN_INVALID} more lines (each one's error is in its "
+                "output line's error)"
+            )
         for cause, n in self.judge_causes.most_common():
             lines.append(f"judge errors: {cause} ({_records(n)})")
         if self.judge_kind == "local":
@@ -134,6 +156,10 @@ class Summary:
                 f"(total {self.usage.calls} calls, {self.usage.total_tokens} tokens)"
             )
         print("\n".join(lines), file=stream)
+
+
+#: invalid lines whose error the summary prints; the rest are counted
+SHOWN_INVALID = 20
 
 
 def _records(n: int) -> str:
@@ -188,8 +214,9 @@ async def score_file(
 
     async def score(interaction: Interaction) -> dict[str, Any]:
         record = await scorer.score(interaction)
-        summary.add(record)
-        return output_line(record, thresholds)
+        line = output_line(record, thresholds)
+        summary.add(record, line["flags"])
+        return line
 
     try:
         for number, raw in _lines(path):

@@ -7,6 +7,7 @@ Runs ``rag-monitor demo --review --review-port 0`` (the local judge unless
 ``--question`` (by default the monthly-plan question the README shows) in chromium driven
 by Playwright (``/usr/bin/chromium``, nothing downloaded), saves the top 1200 × 1000
 pixels of the page, and stops the demo with Ctrl-C (SIGINT). Prints the rows it looked at.
+Needs the ``dev`` extra (Playwright) and Debian's ``chromium``; says so, and exits 2, without.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
-
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 QUESTION = "Quick question: what happens if I cancel my monthly plan?"
@@ -32,6 +31,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "review.png")
     parser.add_argument("--question", default=QUESTION)
     args = parser.parse_args()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("review_screenshot: needs Playwright: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+    if not Path(CHROMIUM).is_file():
+        print(
+            f"review_screenshot: needs {CHROMIUM}: apt-get install chromium (Debian's package)",
+            file=sys.stderr,
+        )
+        return 2
     demo = subprocess.Popen(
         [sys.executable, "-m", "monitor", "demo", "--review", "--review-port", "0"],
         cwd=ROOT,

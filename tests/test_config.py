@@ -65,9 +65,8 @@ def test_malformed_json_names_its_variable(monkeypatch: pytest.MonkeyPatch, vari
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value).splitlines() == [
-        "invalid configuration:",
-        f"  {variable.upper()}: not valid JSON: Expecting property name enclosed in double quotes"
-        " at column 22",
+        f"invalid configuration: {variable.upper()}: not valid JSON: Expecting property name "
+        "enclosed in double quotes at column 22",
     ]
     assert "EnvSettingsSource" not in str(caught.value)
 
@@ -149,10 +148,7 @@ def test_an_unknown_variable_is_refused_naming_the_nearest_setting(
 ) -> None:
     monkeypatch.setenv(variable, "postgresql://monitor:hunter2@pg/rag")
     errors = config_errors()
-    assert errors == [
-        "invalid configuration:",
-        f"  {variable}: not a setting; {reason}",
-    ]
+    assert errors == [f"invalid configuration: {variable}: not a setting; {reason}"]
     assert "hunter2" not in "\n".join(errors)  # a variable's value may be a secret: never shown
 
 
@@ -183,7 +179,9 @@ def test_variables_of_other_prefixes_are_left_alone(monkeypatch: pytest.MonkeyPa
 
 def test_the_prefix_has_no_exception_for_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{PREFIX}TEST_BROKER", "tansu")  # what the suite once used
-    assert config_errors()[1].startswith(f"  {PREFIX}TEST_BROKER: not a setting")
+    assert config_errors()[0].startswith(
+        f"invalid configuration: {PREFIX}TEST_BROKER: not a setting"
+    )
 
 
 def test_the_package_never_reads_the_test_suites_variables() -> None:
@@ -289,8 +287,11 @@ def test_a_threshold_for_no_metric_is_refused_naming_the_nearest(
 ) -> None:
     """A misspelt metric would leave the metric meant at its default threshold, unnoticed."""
     monkeypatch.setenv(f"{PREFIX}THRESHOLDS", thresholds)
-    line = config_errors()[-1]
-    assert line.startswith(f"  {PREFIX}THRESHOLDS: Value error, ") and line.endswith(message)
+    (line,) = config_errors()
+    assert line.startswith(f"invalid configuration: {PREFIX}THRESHOLDS: ") and line.endswith(
+        message
+    )
+    assert "Value error" not in line  # pydantic's own words, not the user's business
 
 
 def test_an_offline_metric_may_have_a_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -319,7 +320,8 @@ def test_malformed_addresses_are_settings_errors_that_never_show_the_password(
     monkeypatch.setenv(PREFIX + variable, value)
     with pytest.raises(ConfigError) as info:
         load_settings()
-    assert f"{PREFIX}{variable}: Value error, {message}" in str(info.value)
+    assert str(info.value).startswith(f"invalid configuration: {PREFIX}{variable}: {message}")
+    assert "\n" not in str(info.value) and "Value error" not in str(info.value)
     assert "hunter2" not in str(info.value)
 
 

@@ -274,8 +274,11 @@ def test_yaml_example_is_a_valid_settings_file(
 # --------------------------------------------------------------------------- commands
 
 
-DEMO_COMMAND = "pip install '.[demo]' && rag-monitor demo"
-TEST_COMMAND = "pip install -e '.[dev]' && python3 -m pytest"
+#: the venv each of the README's two commands starts with: Debian's and Ubuntu's own python3
+#: refuse ``pip install`` outside one (``externally-managed-environment``)
+VENV = "python3 -m venv .venv && . .venv/bin/activate"
+DEMO_COMMAND = f"{VENV} && pip install '.[demo]' && rag-monitor demo"
+TEST_COMMAND = f"{VENV} && pip install -e '.[dev]' && python3 -m pytest"
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -287,26 +290,38 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert (first, second) == (DEMO_COMMAND, TEST_COMMAND)
 
 
-def test_ci_runs_the_readmes_test_command() -> None:
-    """CI installs the dev extra and runs the README's pytest command as written.
+def test_the_readme_commands_install_into_the_venv_they_make() -> None:
+    """Each command makes ``.venv``, activates it, and only then runs pip: nothing reaches the
+    system's Python, and the programs after pip are the venv's."""
+    for command in (DEMO_COMMAND, TEST_COMMAND):
+        steps = simple_commands(command)
+        assert [s.argv[:3] for s in steps[:2]] == [
+            ["python3", "-m", "venv"],
+            [".", ".venv/bin/activate"],
+        ], command
+        assert steps[0].argv[3] == ".venv" and steps[2].program == "pip", command
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert ".venv/" in ignored, "the README's venv would show up in git status"
 
-    .ci/run may run the checks itself or through scripts/check; either holds the lines. The
-    pytest line may go through a wrapper (scripts/check's ``run_pytest python3 -m pytest``),
-    so it has to end with the command, its arguments unchanged.
-    """
-    scripts = [ROOT / ".ci" / "run", ROOT / "scripts" / "check"]
-    lines = [
-        line.strip()
-        for script in scripts
-        if script.is_file()
-        for line in script.read_text(encoding="utf-8").splitlines()
-    ]
-    install, _, run = TEST_COMMAND.partition(" && ")
-    extra = install.split()[-1]  # '.[dev]'
-    assert any("pip install" in line and line.endswith(extra) for line in lines), install
-    assert any(line == run or line.endswith(" " + run) for line in lines), (
-        f"no line of .ci/run (or scripts/check) runs {run!r}"
-    )
+
+def test_the_readme_says_how_long_the_tests_take() -> None:
+    """The test command's cost, said before anyone waits for it."""
+    head = readme().split("## ", 1)[0]
+    assert re.search(r"about \d+ minutes on two cores", head), "README: how long the tests take"
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """.ci/run runs the README's test command as written, on a line of its own (its status
+    kept), then scripts/check without the suite it has just run."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    runs = [line for line in ci if TEST_COMMAND in line and not line.lstrip().startswith("#")]
+    assert len(runs) == 1, f".ci/run does not run the README's test command {TEST_COMMAND!r}"
+    assert runs[0].startswith(TEST_COMMAND), runs[0]
+    assert "bash scripts/check --suite-done" in ci
+    # scripts/check still runs the same suite for a developer, and skips it only when told
+    check = (ROOT / "scripts" / "check").read_text(encoding="utf-8")
+    assert "run_pytest python3 -m pytest\n" in check
+    assert "--suite-done) suite=0" in check
 
 
 # ------------------------------------------------------------------- demo options
@@ -330,6 +345,16 @@ def demo_parser_options() -> list[str]:
         for action in demo._actions
         if action.option_strings and not isinstance(action, argparse._HelpAction)
     ]
+
+
+def test_demo_md_says_the_demos_control_share_and_productions() -> None:
+    """The report's `controls:` line, as docs/demo.md explains it: the shares are the code's."""
+    from monitor.demo.production import CONTROL_SHARE
+    from monitor.demo.run import DEMO_CONTROL_SHARE
+
+    said = " ".join(DEMO.read_text(encoding="utf-8").split())
+    assert f"queues at a control share of {DEMO_CONTROL_SHARE:.0%}".replace("%", " %") in said
+    assert f"production's default is {CONTROL_SHARE:.0%}".replace("%", " %") in said
 
 
 def test_demo_options_table_lists_each_option_once() -> None:
@@ -372,7 +397,9 @@ def _check_pip(c: Simple) -> None:
 
 def _check_python(c: Simple) -> None:
     args = c.argv[1:]
-    if args[:2] == ["-m", "pytest"]:
+    if args[:2] == ["-m", "venv"]:
+        assert args[2:] == [".venv"], f"the README's venv is .venv: {c.line!r}"
+    elif args[:2] == ["-m", "pytest"]:
         for path in args[2:]:
             if not path.startswith("-"):
                 assert (ROOT / path).exists(), f"{path} in {c.line!r} does not exist"
@@ -461,6 +488,12 @@ def _check_script(c: Simple) -> None:
     assert script.is_file() and os.access(script, os.X_OK), f"{c.program} is not executable"
 
 
+def _check_activate(c: Simple) -> None:
+    """``. .venv/bin/activate``, after the same line made that venv."""
+    assert c.argv[1:] == [".venv/bin/activate"], c.line
+    assert "python3 -m venv .venv && " in c.line.split(". .venv/bin/activate")[0], c.line
+
+
 def _check_rag_monitor(c: Simple) -> None:
     test_rag_monitor_command_parses(c)
 
@@ -479,6 +512,7 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    ".": _check_activate,
     "scripts/check": _check_script,
     "./scripts/check": _check_script,
 }
@@ -674,6 +708,27 @@ def test_metrics_table_lists_every_metric_once_with_when_it_runs() -> None:
     assert listed == expected
 
 
+def test_the_flag_rule_tables_demo_rows_say_what_they_count() -> None:
+    """The bench's demo rows (hallucinated and faithful answers only) and the demo report's
+    rate (every answer with a faithfulness score, off-topic included) differ; the page says
+    by how much, from the traffic's own labels."""
+    labels = [json.loads(line)["metadata"]["label"] for line in TRAFFIC.read_text().splitlines()]
+    hallucinated = labels.count("hallucinated")
+    bench = hallucinated + labels.count("faithful")
+    report = len(labels) - labels.count("evasive")  # the evasive ones are unscoreable
+    text = METRICS.read_text(encoding="utf-8")
+    rows = [r for r in re.findall(r"^\| (.+) \|$", text, flags=re.M) if "| demo |" in f"| {r} |"]
+    assert rows, "the flag-rule table has no demo row"
+    for row in rows:
+        assert f"| {100 * hallucinated / bench:.1f} % |" in f"| {row} |", row
+    said = " ".join(text.split())
+    assert f"({bench} of the demo's {len(labels)})" in said
+    assert f"({report} answers with a faithfulness score;" in said
+    assert f"the {labels.count('off_topic')} off-topic answers" in said
+    assert f"the {labels.count('evasive')} evasive ones have none" in said
+    assert f"{100 * hallucinated / report:.1f} % ({hallucinated} of {report})" in said
+
+
 def test_every_exported_series_is_named_in_metrics_md() -> None:
     """Each family the exporter registers appears in the page's series list."""
     text = METRICS.read_text(encoding="utf-8")
@@ -731,6 +786,19 @@ def test_relative_links_resolve(page: Path) -> None:
         elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: links that do not resolve: {broken}"
+
+
+def test_the_screenshot_script_takes_the_row_the_readme_describes() -> None:
+    """docs/img/review.png is retaken by scripts/review_screenshot.py on its default row: the
+    README names that row, and the bundled traffic asks that question."""
+    from tests.support import load_script
+
+    question = load_script("scripts/review_screenshot.py").QUESTION
+    asked = [json.loads(line)["user_input"] for line in TRAFFIC.read_text().splitlines()]
+    assert any(q.startswith(question) for q in asked), question
+    said = " ".join(readme().split())
+    assert "at the row about cancelling a monthly plan" in said and "monthly plan" in question
+    assert "`python3 scripts/review_screenshot.py` takes it again, on the same row" in said
 
 
 def test_the_link_check_sees_links() -> None:

@@ -55,7 +55,7 @@ def test_kafka_key_is_the_id_fallback() -> None:
     ("value", "reason", "names"),
     [
         (b"\xff\xfe not utf8", "not_utf8", "UTF-8"),
-        (b"{not json", "not_json", "line 1"),
+        (b"{not json", "not_json", "at column 2"),
         (b"[1, 2]", "not_object", "an array"),
         (_bytes({"id": "x", "contexts": [], "response": "r"}), "schema", "user_input"),
         (
@@ -89,7 +89,15 @@ def test_an_empty_or_blank_response_is_invalid(response: str, alias: str) -> Non
 def test_a_json_error_reads_once_at_its_position() -> None:
     with pytest.raises(InvalidRecord) as info:
         parse_record(b'{"id": "x", "user_input": "unterminated')
-    assert info.value.detail == "EOF while parsing a string at line 1 column 39"
+    assert info.value.detail == "EOF while parsing a string at column 39"
+
+
+def test_a_json_error_in_a_record_of_several_lines_names_the_records_line() -> None:
+    """A file's line number is the reader's: the parser's "line 1" is said only of a record
+    that itself spans lines, and then as the record's."""
+    with pytest.raises(InvalidRecord) as info:
+        parse_record(b'{"id": "x",\n "user_input": oops}')
+    assert info.value.detail == "expected value at line 2, column 16 of the record"
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ from bench import edits
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_NLI = ROOT.parent / "shared" / "nli"
+#: the folders of ``SHARED_NLI`` the loaders below read, one per source
+FOLDERS = ("vitaminc", "docnli-fever-mnli", "factcheck-gpt", "wice", "esnli-snli")
 
 
 @dataclass(frozen=True)

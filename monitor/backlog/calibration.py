@@ -321,7 +321,10 @@ def estimate(
     if grand <= 0:  # nothing scored: no share is to blame
         missing.append("no scored answers yet")
     elif not has_controls:
-        missing.append("no control answers (control_share = 0?): unflagged traffic is unknown")
+        missing.append(
+            "no control answers: no unflagged answer has been queued for review yet (each one "
+            "is, at the control share's odds), so the judge's misses are unknown"
+        )
     if known is not None:
         raw = known.raw_rate
     else:

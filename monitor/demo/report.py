@@ -74,6 +74,8 @@ class DemoReport:
     #: among the reviewed control (unflagged) answers, the share that hallucinate
     control_hallucination_share: float | None = None
     control_reviewed: int = 0
+    #: the share of unflagged records the demo's sidecar queued as controls (its setting)
+    control_share: float = 0.0
     #: the calibrated rate the same reviewing would give at production's control share
     #: (`monitor.demo.production`), next to the played reviewer's
     production: AtProduction | None = None
@@ -150,6 +152,7 @@ class DemoReport:
                 f"{_pct(self.calibrated_low)} – {_pct(self.calibrated_high)}), calibrated by "
                 f"{self.review_verdicts} reviewer verdicts"
             )
+            lines.extend(self._in_short())
             add(f"  calibrated:   {CALIBRATED_MEANING}")
             edge = at_edge(
                 self.calibrated_rate,
@@ -192,6 +195,66 @@ class DemoReport:
             add(
                 f"  left for you: the {self.left_pending} newest backlog rows, pending and "
                 "unreviewed (the review page's queue, status pending)"
+            )
+        return lines
+
+    def _in_short(self) -> list[str]:
+        """How far the raw rate is from the calibrated one and why, in one sentence, and where
+        the control verdicts behind the correction come from; from the report's own figures."""
+        h = self.hallucination
+        precision = self.flag_precision.get(HALLUCINATION)
+        control = self.control_hallucination_share
+        calibrated = self.calibrated_rate
+        if h is None or h.rate is None or calibrated is None or precision is None:
+            return []
+        if control is None:
+            return []
+        raw = h.rate
+        false_alarms = 1 - precision
+        gap = raw - calibrated
+        if abs(gap) < 0.005:
+            head = f"the judge's raw rate, {raw:.1%}, matches the calibrated {calibrated:.1%}"
+            why = (
+                f"its false alarms ({false_alarms:.0%} of its reviewed hallucination flags) "
+                f"and its misses ({control:.1%} of the reviewed unflagged answers) cancel"
+            )
+        elif gap > 0:
+            times = f" ({raw / calibrated:.1f} times)" if calibrated > 0 else ""
+            head = (
+                f"the judge's raw rate, {raw:.1%}, is {100 * gap:.1f} points{times} above the "
+                f"calibrated {calibrated:.1%}"
+            )
+            why = (
+                f"reviewers confirmed only {precision:.1%} of its hallucination flags "
+                f"({false_alarms:.0%} were false alarms)"
+            )
+            if control > 0:
+                why += (
+                    f", which outweighs the {control:.1%} of reviewed unflagged answers that "
+                    "did hallucinate"
+                )
+        else:
+            head = (
+                f"the judge's raw rate, {raw:.1%}, is {100 * -gap:.1f} points below the "
+                f"calibrated {calibrated:.1%}"
+            )
+            why = (
+                f"{control:.1%} of the reviewed unflagged answers hallucinated (misses its "
+                f"flags do not count), which outweighs its false alarms ({false_alarms:.0%} of "
+                "its reviewed hallucination flags)"
+            )
+        lines = [f"  in short:     {head} because {why}."]
+        if self.control_reviewed:
+            production = (
+                f", where production's default of {self.production.control_share:.0%} would "
+                "give far fewer (production below)"
+                if self.production is not None
+                else ""
+            )
+            lines.append(
+                f"  controls:     the {self.control_reviewed} control verdicts are on unflagged "
+                f"answers this run queued for review at a control share of "
+                f"{self.control_share:.0%} and the labels judged{production}"
             )
         return lines
 
@@ -381,6 +444,7 @@ def read_sidecar(
     report.token_budget = budget_text(settings.token_budget)
     report.token_budget_tokens = settings.token_budget.tokens
     report.hallucination_rule = hallucination_rule(settings.thresholds)
+    report.control_share = settings.control_share
     # the reasons interactions were queued for (every reason's series starts at 0)
     report.backlog_enqueued = {
         k: int(v)

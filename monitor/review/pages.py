@@ -6,6 +6,8 @@ See docs/review.md, "The review page".
 from __future__ import annotations
 
 import html
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -179,38 +181,85 @@ def queue_page(
 
 
 def highlight(response: str, statements: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """``response`` escaped, each statement found in it marked by its verdict.
+    """``response`` escaped, each statement marked in it by its verdict.
 
-    Returns the markup and the escaped list items of the supported (or unjudged)
-    statements not found verbatim (the judge may have rephrased them), which the page
-    lists under the answer; the unsupported ones are all listed by `unsupported_claims`.
+    A statement found verbatim is marked as it is. One the claim splitter reworded (a
+    pronoun resolved, a capital or a full stop added, a clause cut) is marked on the span
+    of the answer that shares most of its words (`_reworded_span`), with the class
+    ``reworded`` and the claim as the judge read it in the mark's title. Returns the
+    markup and the escaped list items of the supported (or unjudged) statements the page
+    lists under the answer: the reworded ones (so their wording is visible, not only on
+    hover) and any that no span matches; the unsupported ones are all listed, as read, by
+    `unsupported_claims`.
     """
-    marks: list[tuple[int, int, Mapping[str, Any]]] = []
+    marks: list[tuple[int, int, Mapping[str, Any], bool]] = []
     unplaced: list[str] = []
+    pending: list[Mapping[str, Any]] = []
     pos = 0
-    for st in statements:
+    for st in statements:  # verbatim first, in order, so a rewording cannot take their place
         text = str(st.get("statement", ""))
         at = response.find(text, pos) if text else -1
         if at < 0:
             at = response.find(text) if text else -1
-            if at < 0 or any(a < at + len(text) and at < b for a, b, _ in marks):
-                if _verdict_class(st) != "unsupported":
-                    unplaced.append(_statement_item(st))
+            if at < 0 or _overlaps(marks, at, at + len(text)):
+                pending.append(st)
                 continue
-        marks.append((at, at + len(text), st))
+        marks.append((at, at + len(text), st, False))
         pos = at + len(text)
+    for st in pending:
+        span = _reworded_span(response, str(st.get("statement", "")), marks)
+        if span is not None:
+            marks.append((*span, st, True))
+        if _verdict_class(st) != "unsupported":
+            unplaced.append(_statement_item(st, reworded=span is not None))
     marks.sort(key=lambda m: m[0])
     out: list[str] = []
     cursor = 0
-    for start, end, st in marks:
+    for start, end, st, reworded in marks:
         out.append(esc(response[cursor:start]))
-        out.append(
-            f'<mark class="{_verdict_class(st)}" title="{esc(st.get("reason") or "")}">'
-            f"{esc(response[start:end])}</mark>"
-        )
+        reason = str(st.get("reason") or "")
+        title = f"read as: {st.get('statement')} — {reason}" if reworded else reason
+        css = _verdict_class(st) + (" reworded" if reworded else "")
+        out.append(f'<mark class="{css}" title="{esc(title)}">{esc(response[start:end])}</mark>')
         cursor = end
     out.append(esc(response[cursor:]))
     return "".join(out), unplaced
+
+
+#: the least word overlap (F1 of the two bags of words) for a span to stand for a claim
+REWORDED_MATCH = 0.6
+
+
+def _overlaps(marks: Sequence[tuple[int, int, Any, bool]], start: int, end: int) -> bool:
+    return any(a < end and start < b for a, b, _, _ in marks)
+
+
+def _reworded_span(
+    response: str, claim: str, marks: Sequence[tuple[int, int, Any, bool]]
+) -> tuple[int, int] | None:
+    """The span of ``response`` (outside ``marks``) whose words best match ``claim``'s, by
+    the F1 of the two bags of lower-cased words, when it reaches `REWORDED_MATCH`."""
+    wanted = Counter(w.lower() for w in re.findall(r"\w+", claim))
+    n = sum(wanted.values())
+    if not n:
+        return None
+    words = [(m.group().lower(), m.start(), m.end()) for m in re.finditer(r"\w+", response)]
+    best: tuple[float, int, int] | None = None
+    for i in range(len(words)):
+        have: Counter[str] = Counter()
+        shared = 0
+        for j in range(i, min(len(words), i + 2 * n)):
+            word = words[j][0]
+            have[word] += 1
+            if have[word] <= wanted[word]:
+                shared += 1
+            score = 2 * shared / (n + j - i + 1)
+            start, end = words[i][1], words[j][2]
+            if (best is None or score > best[0]) and not _overlaps(marks, start, end):
+                best = (score, start, end)
+    if best is None or best[0] < REWORDED_MATCH:
+        return None
+    return best[1], best[2]
 
 
 def unsupported_claims(statements: Sequence[Mapping[str, Any]]) -> str:
@@ -245,10 +294,11 @@ def _verdict_class(st: Mapping[str, Any]) -> str:
     return "supported" if verdict == 1 else "unsupported" if verdict == 0 else "unknown"
 
 
-def _statement_item(st: Mapping[str, Any]) -> str:
+def _statement_item(st: Mapping[str, Any], *, reworded: bool = False) -> str:
     reason = st.get("reason")
     why = f' <span class="why">— {esc(reason)}</span>' if reason else ""
-    return f'<li class="{_verdict_class(st)}">{esc(st.get("statement"))}{why}</li>'
+    read = '<span class="read-as">read as</span> ' if reworded else ""
+    return f'<li class="{_verdict_class(st)}">{read}{esc(st.get("statement"))}{why}</li>'
 
 
 def _scores(scores: Mapping[str, Any]) -> str:
@@ -313,8 +363,22 @@ def _verdict_inputs(index: int, answer: Answer, chosen: Mapping[tuple[str, str],
 def _answer(
     index: int, answer: Answer, chosen: Mapping[tuple[str, str], str], *, show_contexts: bool
 ) -> str:
-    marked, unplaced = highlight(answer.response, answer.statements())
+    statements = answer.statements()
+    marked, unplaced = highlight(answer.response, statements)
     unplaced_html = f'<ul class="statements">{"".join(unplaced)}</ul>' if unplaced else ""
+    reworded = (
+        ' <mark class="reworded">dotted: a claim the judge read in other words</mark>'
+        if ' reworded"' in marked
+        else ""
+    )
+    probability = (
+        '<p class="legend probability"><b>p</b>: how likely the judge finds it that the '
+        "contexts support the claim, the figure its verdict rests on; <b>model</b>: the "
+        "trained support model's own probability for the claim's closest passage, before "
+        "the check for words, numbers and names that no passage states</p>"
+        if any("(p=" in str(st.get("reason") or "") for st in statements)
+        else ""
+    )
     contexts = _contexts(answer.contexts)
     context_block = (
         f"<h3>Contexts, in rank order</h3>{contexts}"
@@ -329,9 +393,10 @@ def _answer(
         f'<p class="response">{marked}</p>'
         '<p class="legend"><mark class="supported">supported</mark> '
         '<mark class="unsupported">not supported by the contexts</mark> '
-        '<mark class="decisive">the words that decided</mark> '
+        '<mark class="decisive">the words that decided</mark>'
+        f"{reworded} "
         f'<span class="judge">judged by {esc(describe_judge(answer.judge, answer.judge_model))}'
-        "</span></p>"
+        f"</span></p>{probability}"
         f"{unsupported_claims(answer.statements())}{unplaced_html}"
         f"{_scores(answer.online_scores)}{context_block}"
         f"{_verdict_inputs(index, answer, chosen)}</section>"

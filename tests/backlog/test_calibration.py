@@ -100,7 +100,8 @@ def test_not_enough_verdicts_gives_no_rate_rather_than_zero() -> None:
     no_controls = estimate([Cell(("hallucination",), {"hallucination": "confirmed"}, 3, 3, 3, 3)])
     assert no_controls.raw_rate is None and no_controls.calibrated_rate is None
     assert no_controls.flag_precision == {"hallucination": 1.0}
-    assert "control" in no_controls.missing[0]
+    assert no_controls.missing[0].startswith("no control answers: no unflagged answer has been")
+    assert "control_share = 0" not in no_controls.missing[0]  # a guess at a cause, often wrong
 
 
 def test_unsure_counts_as_unreviewed_and_the_estimate_is_reproducible() -> None:

@@ -96,6 +96,18 @@ def test_scores_a_file_in_input_order(judge_server: JudgeServer, tmp_path: Path)
     # the summary table on stderr
     assert "faithfulness" in result.stderr and "unscoreable" in result.stderr
     assert "4 read, 2 scored, 2 invalid" in result.stderr
+    # how many were flagged and for what, as the output lines say
+    flagged = [line for line in out if line["flags"]]
+    per_reason = sorted({r for line in flagged for r in line["flags"]})
+    summary = result.stderr.splitlines()
+    (flag_line,) = [line for line in summary if line.startswith("flagged: ")]
+    assert flag_line.startswith(f"flagged: {len(flagged)} of 2 records (")
+    for reason in per_reason:
+        assert f"{reason} {sum(reason in line['flags'] for line in out)}" in flag_line
+    # every invalid line's error, as its output line has it
+    assert [line for line in summary if line.startswith("invalid: ")] == [
+        "invalid: " + out[i]["error"].removeprefix("invalid record ") for i in (1, 2)
+    ]
     assert "calls" in result.stderr and "tokens" in result.stderr
     assert "judge: the LLM judge (gpt-4o-mini) per valid record: " in result.stderr
 
@@ -215,7 +227,7 @@ def test_scored_means_at_least_one_value(judge_server: JudgeServer, tmp_path: Pa
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1] == (
         "rag-monitor score: no record scored: every line is invalid (invalid record on line 1: "
-        "not_json: EOF while parsing a string at line 1 column 39)"
+        "not_json: EOF while parsing a string at column 39)"
     )
 
 
@@ -311,3 +323,33 @@ def test_a_changed_model_file_is_one_line_naming_it_and_exit_2(
     assert line.startswith(f"rag-monitor: {changed} is not the pinned file")
     assert embedder_module.GRAPH_SHA256 in line  # the pinned digest, to compare with
     assert line.endswith("; reinstall rag-monitor to restore it")
+
+
+def test_help_describes_the_output_lines_and_the_summary() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor", "score", "--help"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for key in ('"id"', '"scores"', '"flags"', '"details"', '"usage"', '"error"'):
+        assert key in text, key
+    assert "null where it could not be scored" in text
+    assert "flagged (per reason), each invalid line's error" in text
+
+
+def test_many_invalid_lines_are_listed_up_to_a_limit(tmp_path: Path) -> None:
+    from monitor.score_file import SHOWN_INVALID
+
+    records = write_lines(tmp_path / "in.jsonl", ["[1]"] * (SHOWN_INVALID + 3))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor", "score", str(records)],
+        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    shown = [line for line in result.stderr.splitlines() if line.startswith("invalid: ")]
+    assert shown[0] == "invalid: on line 1: not_object: top level is an array, not an object"
+    assert len(shown) == SHOWN_INVALID + 1
+    assert shown[-1].startswith("invalid: 3 more lines")
+    assert "flagged: 0 of 0 records" in result.stderr

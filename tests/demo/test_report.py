@@ -193,7 +193,9 @@ def test_a_calibrated_rate_on_the_end_of_its_interval_says_why() -> None:
     at = lines.index("hallucination rate: 17.6% (95% interval 17.6% – 44.9%), calibrated by "
                      "34 reviewer verdicts")  # fmt: skip
     said = "at the interval's lower end: none of the 2 reviewed control answers was a "
-    assert lines[at + 2].strip().startswith(said + "hallucination")
+    calibrated = next(i for i, line in enumerate(lines) if line.startswith("  calibrated:"))
+    assert at < calibrated
+    assert lines[calibrated + 1].strip().startswith(said + "hallucination")
     report.calibrated_low = 0.12
     assert "interval's lower end" not in report.render()
 
@@ -216,5 +218,64 @@ def test_the_calibrated_rate_at_production_volume_stands_next_to_the_played_revi
         "                no calibrated rate in 54% of the rounds (no control verdict); in the "
         "others typically 14.7% (95% interval 13.0% – 62.0%)"
     )
-    assert lines[at - 2].startswith("hallucination rate: 25.0% (95% interval 20.4% – 31.8%)")
+    head = next(i for i, line in enumerate(lines) if line.startswith("hallucination rate:"))
+    assert lines[head].startswith("hallucination rate: 25.0% (95% interval 20.4% – 31.8%)")
+    assert head < at
     assert report.as_json()["production"]["controls"] == 0.64
+
+
+def _calibrated_report(
+    raw: float, calibrated: float, precision: float, control: float
+) -> DemoReport:
+    report = DemoReport(judge="j", judge_kind="local")
+    report.hallucination = RateEstimate(
+        rate=raw, low=raw - 0.05, high=raw + 0.05, n=255, events=round(raw * 255),
+        effective_n=255.0, weighted_events=raw * 255, weighted_total=255.0,
+        method="Wilson score interval, 95%",
+    )  # fmt: skip
+    report.calibrated_rate, report.calibrated_low, report.calibrated_high = (
+        calibrated, calibrated - 0.03, calibrated + 0.05,
+    )  # fmt: skip
+    report.review_verdicts, report.review_answers = 470, 258
+    report.flag_precision = {"hallucination": precision}
+    report.flag_reviewed = {"hallucination": 126}
+    report.control_hallucination_share, report.control_reviewed = control, 31
+    report.control_share = 0.5
+    report.production = AtProduction(
+        control_share=0.01, reviewed=258, rounds=200, controls=0.7, calibrated=98,
+        rate=0.2, low=0.18, high=0.6,
+    )  # fmt: skip
+    return report
+
+
+def test_the_first_screen_says_why_the_raw_rate_is_off_and_where_the_controls_come_from() -> None:
+    """One sentence under the calibrated rate: the gap to the raw rate, from the report's own
+    figures, and its cause (the flags' precision); then where the control verdicts come from."""
+    report = _calibrated_report(raw=0.506, calibrated=0.228, precision=0.388, control=0.065)
+    lines = report.render().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("hallucination rate:"))
+    assert head < 5
+    assert lines[head + 1] == (
+        "  in short:     the judge's raw rate, 50.6%, is 27.8 points (2.2 times) above the "
+        "calibrated 22.8% because reviewers confirmed only 38.8% of its hallucination flags "
+        "(61% were false alarms), which outweighs the 6.5% of reviewed unflagged answers that "
+        "did hallucinate."
+    )
+    assert lines[head + 2] == (
+        "  controls:     the 31 control verdicts are on unflagged answers this run queued for "
+        "review at a control share of 50% and the labels judged, where production's default of "
+        "1% would give far fewer (production below)"
+    )
+    # other figures, other words: nothing in the sentence is fixed text
+    other = _calibrated_report(raw=0.30, calibrated=0.25, precision=0.8, control=0.0)
+    said = next(line for line in other.render().splitlines() if "in short:" in line)
+    assert "30.0%, is 5.0 points (1.2 times) above the calibrated 25.0%" in said
+    assert "confirmed only 80.0%" in said and "outweighs" not in said
+    # an LLM judge that misses more than it invents: the raw rate below, and why
+    under = _calibrated_report(raw=0.10, calibrated=0.16, precision=0.9, control=0.08)
+    said = next(line for line in under.render().splitlines() if "in short:" in line)
+    assert "10.0%, is 6.0 points below the calibrated 16.0% because 8.0% of the reviewed " in said
+    # no verdicts, no calibrated rate: no sentence to say
+    bare = DemoReport(judge="j", judge_kind="local")
+    bare.hallucination = report.hallucination
+    assert "in short:" not in bare.render() and "controls:" not in bare.render()

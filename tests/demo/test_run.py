@@ -180,6 +180,18 @@ def test_read_traffic_limit_and_errors(tmp_path: Path) -> None:
         read_traffic(bad)
     with pytest.raises(DemoError, match="cannot read"):
         read_traffic(tmp_path / "missing.jsonl")
+    # one invalid line among valid ones is enough (docs/demo.md's exit codes): the demo
+    # produces every line it reads; lines past --records are not read
+    good = [json.dumps(line) for line in traffic_lines()[:2]]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join([*good, "{not json"]) + "\n", encoding="utf-8")
+    with pytest.raises(DemoError, match=r"mixed.jsonl line 3: not_json"):
+        read_traffic(mixed)
+    assert len(read_traffic(mixed, limit=2)) == 2
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join([good[0], good[0]]) + "\n", encoding="utf-8")
+    with pytest.raises(DemoError, match="line 2: duplicate id"):
+        read_traffic(twice)
 
 
 # ------------------------------------------------------------------------- statistics

@@ -229,8 +229,31 @@ MUTATIONS = {
     "lag growth": ("deriv(rag_monitor:consumer_lag:sum[15m]) > 0", "vector(1) > 0"),
     "lag dedup": ("max by (namespace, job, partition)", "sum by (namespace, job, partition)"),
     "absent up == 1": ('rag-monitor.*"} == 1)', 'rag-monitor.*"})'),
+    # flag precision: the last 7 days' verdicts, against a level (LLM judge) or the judge's own
     "precision evidence": ('verdict=~"confirmed|false_alarm"', 'verdict=~".+"'),
-    "precision level": ("(rag_monitor_flag_precision) < 0.5", "(rag_monitor_flag_precision) < 1"),
+    "precision volume guard": (
+        "rag_monitor:review_verdicts:informative7d >= 30",
+        "rag_monitor:review_verdicts:informative7d >= 0",
+    ),
+    "precision level": (
+        "rag_monitor:flag_precision:last7d < 0.5",
+        "rag_monitor:flag_precision:last7d < 0.3",
+    ),
+    # the local judge's steady precision is no news: the level is an LLM judge's only
+    "precision level for any judge": ('{kind="llm", role="primary"}', ""),
+    "precision against its own past": (
+        "(rag_monitor:flag_precision:before7d - 0.2)",
+        "(rag_monitor:flag_precision:before7d + 0.2)",
+    ),
+    "precision's past on few verdicts": (
+        "rag_monitor:review_verdicts:informative offset 7d >= 30",
+        "rag_monitor:review_verdicts:informative offset 7d >= 0",
+    ),
+    "precision replicas counted once": (
+        "max by (namespace, job, reason, verdict) (",
+        "sum by (namespace, job, reason, verdict) (",
+    ),
+    "control answers are no flag": ('reason!="control"', 'reason!="none"'),
     "no-context level": (
         "rag_monitor:no_context_ratio:rate30m > 0.2",
         "rag_monitor:no_context_ratio:rate30m > 0.01",

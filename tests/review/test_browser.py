@@ -8,6 +8,7 @@ is read back from Postgres.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -192,6 +193,75 @@ async def test_queue_row_keyboard_review_lands_in_postgres(
         "The verdicts check the flags of: the local judge (support-model) (3 answers)"
     )
     await shot(page, tmp_path, "calibration")
+    await page.close()
+
+
+#: an answer as the demo's local judge splits it: one claim verbatim, two reworded (a capital
+#: and a full stop added), one of them unsupported
+MONTHLY = (
+    "You can cancel a monthly plan whenever you like; it stays active until the current "
+    "billing period ends, but those fees have to be paid before the end of March or you lose it."
+)
+MONTHLY_CLAIMS = [
+    {"statement": "You can cancel a monthly plan whenever you like", "verdict": 1,
+     "reason": "supported (p=0.91, model 0.95); closest in the context: “Monthly plans can be "
+               "cancelled at any time.”"},
+    {"statement": "It stays active until the current billing period ends.", "verdict": 1,
+     "reason": "supported (p=0.85, model 0.91); closest in the context: “The plan stays "
+               "active until the end of the billing period.”"},
+    {"statement": "Those fees have to be paid before the end of March or you lose it.",
+     "verdict": 0,
+     "reason": "not supported (p=0.48, model 0.37); 'march', 'lose' in no passage of the "
+               "context; closest in the context: “Monthly plans are not refunded.”"},
+]  # fmt: skip
+
+
+async def test_reworded_claims_are_marked_in_the_answer_and_p_is_explained(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser, tmp_path: Path
+) -> None:
+    """A claim the splitter reworded is marked on the words of the answer it stands for, as
+    the legend says; the figures in the reasons (p, model) are explained on the page."""
+    record = scored(
+        "monthly",
+        "What happens if I cancel my monthly plan?",
+        response=MONTHLY,
+        contexts=("Monthly plans can be cancelled at any time.", "Monthly plans are not refunded."),
+        details={"statements": MONTHLY_CLAIMS},
+    )
+    await backlog.write([judged(record)])
+    page = await browser.new_page(viewport={"width": 1200, "height": 900})
+    await page.goto(base(app) + "/rows/monthly")
+    answer = page.locator("section.answer").first
+    response = answer.locator("p.response")
+    await expect(response.locator("mark")).to_have_count(3)  # every claim, none left out
+    await expect(response.locator("mark.supported").first).to_have_text(
+        "You can cancel a monthly plan whenever you like"
+    )
+    stays = response.locator("mark.supported.reworded")
+    await expect(stays).to_have_text("it stays active until the current billing period ends")
+    await expect(stays).to_have_attribute(
+        "title", re.compile(r"^read as: It stays active until the current billing period ends\.")
+    )
+    lost = response.locator("mark.unsupported.reworded")
+    await expect(lost).to_have_text(
+        "those fees have to be paid before the end of March or you lose it"
+    )
+    # the legend promises the dotted marking, and the reworded claim is spelled out below
+    await expect(answer.locator("p.legend").first).to_contain_text(
+        "dotted: a claim the judge read in other words"
+    )
+    await expect(answer.locator("ul.statements li")).to_have_text(
+        "read as It stays active until the current billing period ends. — "
+        + str(MONTHLY_CLAIMS[1]["reason"])
+    )
+    await expect(answer.locator("ol.unsupported-claims q.claim")).to_contain_text(
+        "Those fees have to be paid"
+    )
+    # p=0.48, model 0.37: said what each is, on the page
+    explained = answer.locator("p.legend.probability")
+    await expect(explained).to_contain_text("p: how likely the judge finds it that the contexts")
+    await expect(explained).to_contain_text("model: the trained support model's own probability")
+    await shot(page, tmp_path, "reworded")
     await page.close()
 
 

@@ -15,7 +15,12 @@ from training.cross_encoder import DEFAULT_MIX, batches, held_out
 @pytest.fixture(autouse=True)
 def _shared_nli() -> None:
     if not nli.SHARED_NLI.is_dir():
-        missing(f"{nli.SHARED_NLI} is not beside this checkout", "lay shared/ beside it")
+        missing(
+            f"the support model's training pairs are not at {nli.SHARED_NLI} (only retraining "
+            "the support model reads them; a clone does not hold them)",
+            f"to run these tests, lay the licensed NLI sets in {nli.SHARED_NLI}, one folder per "
+            f"source: {', '.join(nli.FOLDERS)} (training/README.md, where each comes from)",
+        )
 
 
 @pytest.mark.parametrize(

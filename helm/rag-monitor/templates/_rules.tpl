@@ -101,6 +101,40 @@ groups:
           sum by (namespace, job) (rate(rag_monitor_judge_requests_total{outcome!="ok"}[10m]))
             /
           sum by (namespace, job) (rate(rag_monitor_judge_requests_total[10m]))
+      # Reviewer verdicts per flag reason (control answers are no flag): every
+      # replica exports the same counts from Postgres, so max, not sum. Confirmed,
+      # and confirmed + false_alarm (an unsure verdict says nothing of precision).
+      - record: rag_monitor:review_verdicts:confirmed
+        expr: |
+          max by (namespace, job, reason) (
+            rag_monitor_review_verdicts_total{verdict="confirmed", reason!="control"}
+          )
+      - record: rag_monitor:review_verdicts:informative
+        expr: |
+          sum by (namespace, job, reason) (
+            max by (namespace, job, reason, verdict) (
+              rag_monitor_review_verdicts_total{verdict=~"confirmed|false_alarm", reason!="control"}
+            )
+          )
+      # Flag precision over the verdicts of the last 7 days, and over those
+      # before them (the judge's own measured precision).
+      - record: rag_monitor:review_verdicts:informative7d
+        expr: |
+          rag_monitor:review_verdicts:informative
+            - rag_monitor:review_verdicts:informative offset 7d
+      - record: rag_monitor:flag_precision:last7d
+        expr: |
+          (
+            rag_monitor:review_verdicts:confirmed
+              - rag_monitor:review_verdicts:confirmed offset 7d
+          )
+            /
+          rag_monitor:review_verdicts:informative7d
+      - record: rag_monitor:flag_precision:before7d
+        expr: |
+          rag_monitor:review_verdicts:confirmed offset 7d
+            /
+          rag_monitor:review_verdicts:informative offset 7d
       # Total consumer lag; max by partition first so a replica that still
       # reports a partition it lost in a rebalance is not counted twice.
       - record: rag_monitor:consumer_lag:sum
@@ -233,20 +267,33 @@ unwritten records, so lag will grow.` $job $ns))) }}
 {{- end }}
 {{- if has "RagMonitorFlagPrecisionLow" $alerts }}
 {{- $fp := $r.alerts.RagMonitorFlagPrecisionLow }}
+{{- $fpn := include "rag-monitor.number" $fp.minVerdicts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorFlagPrecisionLow"
         "expr" (printf `
-max by (namespace, job, reason) (rag_monitor_flag_precision) < %v
-and on (namespace, job, reason)
-sum by (namespace, job, reason) (
-  max by (namespace, job, reason, verdict) (
-    rag_monitor_review_verdicts_total{verdict=~"confirmed|false_alarm"}
+(
+  (
+    # an LLM judge, whose raw rate pages: below the level
+    rag_monitor:flag_precision:last7d < %v
+    and on (namespace, job)
+    max by (namespace, job) (rag_monitor_judge_info{kind="llm", role="primary"})
   )
-) >= %s` $fp.minPrecision (include "rag-monitor.number" $fp.minVerdicts))
-        "summary" "Reviewers reject most of the judge's {{ $labels.reason }} flags"
+  or
+  (
+    # any judge: well below its own precision before these 7 days
+    rag_monitor:flag_precision:last7d < (rag_monitor:flag_precision:before7d - %v)
+    and on (namespace, job, reason)
+    rag_monitor:review_verdicts:informative offset 7d >= %s
+  )
+)
+and on (namespace, job, reason)
+rag_monitor:review_verdicts:informative7d >= %s` $fp.minPrecision $fp.maxDrop $fpn $fpn)
+        "summary" "Reviewers confirm fewer of the judge's {{ $labels.reason }} flags than they should"
         "description" (printf `
 %s in %s: reviewers confirmed only
-{{ $value | humanizePercentage }} of the reviewed {{ $labels.reason }} flags;
-the raw rate overstates the problem and the backlog fills with false alarms.` $job $ns))) }}
+{{ $value | humanizePercentage }} of the {{ $labels.reason }} flags they reviewed
+in the last 7 days: below %v with an LLM judge, whose raw rate pages, or more
+than %v below the judge's own precision before them. Its raw rate overstates
+the problem more than it did.` $job $ns $fp.minPrecision $fp.maxDrop))) }}
 {{- end }}
 {{- if has "RagMonitorAbsent" $alerts }}
 {{- $rules = append $rules (include "rag-monitor.alertRule" (dict "ctx" . "name" "RagMonitorAbsent"

@@ -218,7 +218,10 @@ def test_a_failing_pass_fails_every_caller_waiting_on_it() -> None:
 
 # --- int8 arithmetic (the shipped graph, model/embedder-int8.onnx)
 
-needs_vnni = pytest.mark.skipif(not vnni(), reason="int8 arithmetic needs a VNNI CPU")
+needs_vnni = pytest.mark.skipif(
+    not vnni(),
+    reason="int8 arithmetic needs a CPU with AVX-512 VNNI or AVX-VNNI (this one has neither)",
+)
 
 
 def test_int8_is_chosen_only_with_vnni() -> None:

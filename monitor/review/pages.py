@@ -375,7 +375,14 @@ def _answer(
         '<p class="legend probability"><b>p</b>: how likely the judge finds it that the '
         "contexts support the claim, the figure its verdict rests on; <b>model</b>: the "
         "trained support model's own probability for the claim's closest passage, before "
-        "the check for words, numbers and names that no passage states</p>"
+        "the check for words, numbers and names that no passage states"
+        + (
+            "; <b>answer p</b>: how likely the judge finds it that the answer holds at least "
+            "one unsupported claim: at or above the <b>cut</b> its weak claims are not "
+            "supported, below it every claim counts as supported</p>"
+            if any("answer p=" in str(st.get("reason") or "") for st in statements)
+            else "</p>"
+        )
         if any("(p=" in str(st.get("reason") or "") for st in statements)
         else ""
     )

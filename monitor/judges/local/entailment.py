@@ -62,6 +62,13 @@ class SupportModel:
     The last ``cache_size`` pairs' logits are kept: metrics of one record read
     the same statement against the same window (faithfulness and context
     utility), and retrieved chunks repeat across records.
+
+    Each pair is read in a forward pass of its own, unpadded: the graph quantises its
+    activations with one scale per pass (``DynamicQuantizeLinear``), so a pair read
+    beside others, or padded to a longer one, gets another logit. Alone, a pair's
+    logit depends on its own word pieces only, whatever records are scored at the
+    same time and whatever the cache already holds (and it costs less: no padding,
+    docs/benchmarks.md).
     """
 
     def __init__(
@@ -69,17 +76,15 @@ class SupportModel:
         embedder: MiniLMEmbedder,
         *,
         threads: int = 1,
-        batch_size: int = 16,
         top: int = TOP,
         cache_size: int = 8192,
         model_dir: Path = MODEL_DIR,
         pinned: dict[str, str] | None = None,
     ) -> None:
-        if threads < 1 or batch_size < 1 or top < 1:
-            raise ValueError("threads, batch_size and top must be >= 1")
+        if threads < 1 or top < 1:
+            raise ValueError("threads and top must be >= 1")
         self.embedder = embedder
         self.threads = threads
-        self.batch_size = batch_size
         self.top = top
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -110,7 +115,7 @@ class SupportModel:
                         )
                 tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
                 tokenizer.enable_truncation(MAX_TOKENS)
-                tokenizer.enable_padding()
+                tokenizer.no_padding()
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
@@ -171,19 +176,16 @@ class SupportModel:
         return out
 
     def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """Each pair's logit, each pair in a pass of its own (see the class)."""
         session, tokenizer = self._load()
-        # similar lengths share a batch: less padding
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = np.zeros(len(pairs), dtype=np.float32)
-        for k in range(0, len(order), self.batch_size):
-            idx = order[k : k + self.batch_size]
-            enc = tokenizer.encode_batch([pairs[i] for i in idx])
+        for k, enc in enumerate(tokenizer.encode_batch(list(pairs))):
             feeds = {
-                "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+                "input_ids": np.array([enc.ids], dtype=np.int64),
+                "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+                "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
             }
-            out[idx] = session.run(["logits"], feeds)[0][:, 0]
+            out[k] = session.run(["logits"], feeds)[0][0, 0]
         self.pairs += len(pairs)
         return out
 

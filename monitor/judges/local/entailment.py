@@ -119,6 +119,9 @@ class SupportModel:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
+                # no arena: a pass's activations go back when it ends, so memory does not
+                # keep the high-water mark of the most passes ever run at once
+                options.enable_cpu_mem_arena = False
                 self._session = ort.InferenceSession(
                     str(self.model_dir / "support.onnx"),
                     options,
@@ -192,21 +195,23 @@ class SupportModel:
     def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
         """Each statement's support by ``contexts``: its best window's probability, and that window.
 
-        A statement is read against its ``top`` nearest windows (MiniLM cosine) and
-        against its two nearest joined (a claim that combines two chunks), so the cost
-        per statement is bounded however long the contexts are. Without any evidence
-        the probability is 0.
+        A statement is read against its nearest window (MiniLM cosine), against its next
+        nearest only when that one does not surely support it (`sure`), and against its
+        two nearest joined when no window alone supports it (a claim that combines two
+        chunks), so the cost per statement is bounded however long the contexts are.
+        Without any evidence the probability is 0.
         """
-        return [_best(found) for found in self._read(statements, contexts)]
+        return [_best(found) for found in self._read(statements, contexts, lazy=True)]
 
     def support_by_context(
         self, statements: Sequence[str], contexts: Sequence[str]
     ) -> list[list[Support]]:
         """`support`, split by the context each read window came from (one list per
         context; a joined window counts for both of its contexts only when no window alone
-        is read as supporting the statement and the joined one is): what `support` reads,
-        so both cost one model pass together. A context none of whose windows is among a
-        statement's nearest supports it with probability 0."""
+        is read as supporting the statement and the joined one is). Every one of a
+        statement's nearest windows is read here, what `support` reads among them, so
+        after `support` only the rest costs a model pass. A context none of whose windows
+        is among a statement's nearest supports it with probability 0."""
         found = [_needed(read) for read in self._read(statements, contexts)]
         return [
             [_best([w for w in read if k in w.origins]) for read in found]
@@ -236,32 +241,39 @@ class SupportModel:
             for idx in chosen
         ]
 
-    def _read(self, statements: Sequence[str], contexts: Sequence[str]) -> list[list[_Window]]:
-        """Each statement's read windows with their logits: its ``top`` nearest windows in
-        one `logits` call, then, for the statements no window alone supports
-        (`reads_joined`), the two nearest joined in a second (a claim that combines two
-        chunks)."""
+    def _read(
+        self, statements: Sequence[str], contexts: Sequence[str], *, lazy: bool = False
+    ) -> list[list[_Window]]:
+        """Each statement's read windows with their logits: its ``top`` nearest windows
+        (``lazy``: its nearest one, and the others only when that one does not surely
+        support it, `sure`), then, for the statements no window alone supports
+        (`reads_joined`), the two nearest joined (a claim that combines two chunks).
+        One `logits` call per round."""
         if not statements:
             return []
         origins, plan = self._plan(statements, contexts)
-        pairs = [(s, w) for s, c in zip(statements, plan, strict=True) for w in c.windows]
-        if not pairs:
-            return [[] for _ in statements]
-        z = self.logits(pairs)
-        out: list[list[_Window]] = []
-        k = 0
-        for c in plan:
-            out.append(
-                [
-                    _Window(w, frozenset(origins[w]), float(z[k + n]))
-                    for n, w in enumerate(c.windows)
-                ]
-            )
-            k += len(c.windows)
+        out: list[list[_Window]] = [[] for _ in statements]
+        first = 1 if lazy else self.top
+        rounds = [[(n, w) for n, c in enumerate(plan) for w in c.windows[:first]]]
+        if lazy:
+            rounds.append([])  # filled once the nearest windows are read
+        for k, todo in enumerate(rounds):
+            if k == 1:
+                todo.extend(
+                    (n, w)
+                    for n, c in enumerate(plan)
+                    if out[n] and not sure(out[n][0].logit)
+                    for w in c.windows[first:]
+                )
+            if not todo:
+                continue
+            z = self.logits([(statements[n], w) for n, w in todo])
+            for (n, w), logit in zip(todo, z, strict=True):
+                out[n].append(_Window(w, frozenset(origins[w]), float(logit)))
         joins = [
             (n, text, frozenset(origins[c.windows[0]] | origins[c.windows[1]]))
             for n, c in enumerate(plan)
-            if reads_joined([w.logit for w in out[n]])
+            if out[n] and reads_joined([w.logit for w in out[n]])
             for text in c.joined
         ]
         if joins:
@@ -280,6 +292,18 @@ class Candidates:
 
     windows: tuple[str, ...]
     joined: tuple[str, ...]
+
+
+#: The logit at and above which a statement's nearest window surely supports it (model
+#: probability 0.95): its other windows are not read for `SupportModel.support`. A higher
+#: logit from another window would move the claim's combined probability by less than the
+#: dev sets' figures can show (docs/benchmarks.md, "Local judge: cost on real RAG records").
+SURE = 3.0
+
+
+def sure(logit: float) -> bool:
+    """The nearest window's ``logit`` says the statement is supported beyond doubt (`SURE`)."""
+    return logit >= SURE
 
 
 def reads_joined(logits: Sequence[float]) -> bool:

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from monitor.judges.local import entailment
+from monitor.judges.local.base import cpu_budget, default_threads
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import SupportModel
 from monitor.judges.local.judge import LocalJudge
+from monitor.judges.local.windows import TOP
 from monitor.records import Interaction, validate_record
 from monitor.scoring import Scorer
 
@@ -120,3 +126,45 @@ def test_the_embedders_vectors_do_not_depend_on_the_batch() -> None:
     alone = embedder.embed([SHORT[1]])
     beside = embedder.embed([LONG[1], SHORT[1]])
     assert np.array_equal(beside[1], alone[0])
+
+
+class _Logit(SupportModel):
+    """The support model with every pair's logit fixed (the windows are still chosen)."""
+
+    def __init__(self, logit: float) -> None:
+        super().__init__(MiniLMEmbedder())
+        self.logit = logit
+        self.seen: list[tuple[str, str]] = []
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        self.seen.extend(pairs)
+        return np.full(len(pairs), self.logit, dtype=np.float32)
+
+
+def test_the_next_window_is_read_only_when_the_nearest_is_not_sure() -> None:
+    contexts = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
+    said = ["Topic 3 has a fact.", "Topic 9 has a fact."]
+    sure = _Logit(entailment.SURE)
+    sure.support(said, contexts)
+    assert len(sure.seen) == len(said)  # the nearest window of each, nothing more
+    unsure = _Logit(entailment.SURE - 0.01)
+    unsure.support(said, contexts)
+    assert len(unsure.seen) == len(said) * TOP  # supported, not surely: both windows
+    # context utility reads every nearest window: what a context gives is never left unread
+    split = _Logit(entailment.SURE)
+    split.support_by_context(said, contexts)
+    assert len(split.seen) == len(said) * TOP
+
+
+def test_the_judges_threads_follow_the_containers_cpu_limit(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cores = len(os.sched_getaffinity(0))
+    cpu_max.write_text("max 100000\n")
+    assert cpu_budget(cpu_max) == cores
+    cpu_max.write_text("50000 100000\n")  # limits.cpu: 500m
+    assert cpu_budget(cpu_max) == 1
+    cpu_max.write_text("150000 100000\n")  # 1.5 cores: two threads may run at once
+    assert cpu_budget(cpu_max) == min(cores, 2)
+    assert cpu_budget(tmp_path / "absent") == cores
+    assert 2 <= default_threads() <= 8
+    assert LocalJudge().threads == default_threads()

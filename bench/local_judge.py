@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.baseline import ROOT, monitor_at
 from bench.harness import HALUEVAL, REALISTIC, read_jsonl
@@ -229,8 +230,8 @@ def score_costs(long: Path, repeat: int, baseline: str, before: str | None) -> N
         "context words; CPU s include start-up and model loading)"
     )
     print(
-        "| records | judge | CPU s | CPU s / record | records / CPU s | wall s "
-        "| ratio (CPU / record) | peak RSS MiB |"
+        "| records | judge | CPU s | CPU s / record | CPU s / record less start-up "
+        "| wall s | ratio (CPU / record) | peak RSS MiB |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -253,6 +254,7 @@ def score_costs(long: Path, repeat: int, baseline: str, before: str | None) -> N
             path.write_text("".join(json.dumps(r) + "\n" for r in chosen))
             files[n] = path
         base_per_record = 0.0
+        start_up: dict[str, float] = {}
         for n, path in files.items():
             if n == repeat and repeat == len(rows):
                 continue
@@ -264,12 +266,98 @@ def score_costs(long: Path, repeat: int, baseline: str, before: str | None) -> N
                     continue  # the memory row: this tree only
                 got = score_run(tree, path, env)
                 per = got["cpu"] / n
+                if n == 1:
+                    start_up[judge] = got["cpu"]
+                net = "-" if n == 1 else f"{(got['cpu'] - start_up[judge]) / (n - 1):.3f}"
                 if n == len(rows) and tree != ROOT and not base_per_record:
                     base_per_record = per
                 ratio = f"{base_per_record / per:.2f}×" if n == len(rows) else "-"
                 print(
-                    f"| {name} | {judge} | {got['cpu']:.1f} | {per:.3f} | {n / got['cpu']:.2f} "
+                    f"| {name} | {judge} | {got['cpu']:.1f} | {per:.3f} | {net} "
                     f"| {got['wall']:.1f} | {ratio} | {got['rss']:.0f} |",
+                    flush=True,
+                )
+
+
+# --- the dev sets' figures, this tree beside another commit
+
+_FIGURES = r"""
+import json, math, sys
+from pathlib import Path
+from monitor.judges.local.judge import LocalJudge
+from monitor.text import evasive
+sets = json.loads(Path(sys.argv[1]).read_text())
+judge = LocalJudge()
+out = {}
+for name, rows in sets.items():
+    found = []
+    for r in rows:
+        if evasive.noncommittal(r["response"]):
+            continue
+        s = judge.screen(r["retrieved_contexts"], r["response"], r["user_input"])
+        if not math.isnan(s.faithfulness):
+            found.append((r["label_hallucinated"], s.faithfulness, s.support))
+    out[name] = found
+print(json.dumps(out))
+"""
+
+
+def figures(long: Path, before: str) -> None:
+    """Graded AUROC (mean claim support), AUROC of the share, and the flag rate at
+    faithfulness < 1 of faithful answers, on HaluEval QA dev, the realistic tune split and
+    the long-answer file, each answer read as `bench.detection` reads it
+    (`LocalJudge.screen`), for ``before``'s local judge and this tree's, in one run."""
+    from bench.harness import FAITHFUL, HALLUCINATED, contexts, load_dataset
+    from bench.ranking import auroc
+
+    def rows(items: list[Any]) -> list[dict[str, Any]]:
+        return [
+            {
+                "response": str(i.record["response"]),
+                "user_input": str(i.record.get("user_input") or ""),
+                "retrieved_contexts": contexts(i.record),
+                "label_hallucinated": i.kind == HALLUCINATED,
+            }
+            for i in items
+            if i.kind in (FAITHFUL, HALLUCINATED)
+        ]
+
+    sets = {
+        "HaluEval QA dev": rows(load_dataset("halueval")),
+        "realistic tune": rows(load_dataset("realistic-tune")),
+        long.name: [{**r, "label_hallucinated": False} for r in read_jsonl(long)],
+    }
+    print(f"\n(dev figures: {before}'s local judge and this tree's, in one run)")
+    print(
+        "| data set | answers | judge | AUROC graded | AUROC faithfulness "
+        "| faithful answers flagged | mean support |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "sets.json"
+        data.write_text(json.dumps(sets))
+        trees = [(before, monitor_at(before, Path(tmp) / "before")), ("this tree", ROOT)]
+        for judge, tree in trees:
+            out = subprocess.run(
+                [sys.executable, "-c", _FIGURES, str(data)],
+                env={**os.environ, "PYTHONPATH": str(tree)},
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=tree,
+            ).stdout
+            found = json.loads(out.strip().splitlines()[-1])
+            for name, got in found.items():
+                labels = [bool(h) for h, _, _ in got]
+                faithful = [f for h, f, _ in got if not h]
+                both = any(labels) and not all(labels)
+                graded = auroc([1 - g for _, _, g in got], labels) if both else float("nan")
+                share = auroc([1 - f for _, f, _ in got], labels) if both else float("nan")
+                flagged = sum(f < 1 for f in faithful) / len(faithful)
+                support = sum(g for _, _, g in got) / len(got)
+                print(
+                    f"| {name} | {len(got)} | {judge} | {graded:.4f} | {share:.4f} "
+                    f"| {flagged:.4f} | {support:.4f} |",
                     flush=True,
                 )
 
@@ -353,6 +441,9 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-score", action="store_true")
     parser.add_argument("--skip-budget", action="store_true")
+    parser.add_argument(
+        "--figures", action="store_true", help="the dev sets' figures, --before's and this tree's"
+    )
     parser.add_argument("--skip-examples", action="store_true")
     args = parser.parse_args()
     print(f"CPU: {_cpu()}\n")
@@ -366,6 +457,8 @@ def main() -> int:
         score_costs(args.long, args.repeat, args.baseline, args.before)
     if not args.skip_budget:
         core_budget(args.long)
+    if args.figures:
+        figures(args.long, args.before or "HEAD")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the examples' process: {peak:.0f} MiB")
     return 0

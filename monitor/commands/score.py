@@ -13,6 +13,7 @@ from typing import IO
 
 import structlog
 
+from monitor.allocator import pin_mmap_threshold
 from monitor.commands import add_judge_option, command_settings, fail
 from monitor.config import UNUSED_API_KEY, ambient_api_key
 from monitor.judges.factory import JudgeConfigError, build_judge
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     settings = command_settings(args)
+    pin_mmap_threshold()  # as `run` does: docs/operations.md, "Memory over time"
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     try:

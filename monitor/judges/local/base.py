@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import math
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from monitor.judges import Embedded, Judged, OutT, Prompt
@@ -31,6 +34,31 @@ RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
 #: to a worker thread (the others split sentences, read contexts or run a model).
 INLINE_STEPS = frozenset({QUESTIONS})
+
+
+#: cgroup v2's CPU limit of this container ("max 100000" when there is none)
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def cpu_budget(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may use: the CPUs it may run on, capped by its container's
+    CPU limit (cgroup v2 ``cpu.max``, rounded up; a pod's ``limits.cpu``), at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        quota, period = cpu_max.read_text(encoding="ascii").split()[:2]
+        if quota != "max":
+            cores = min(cores or 1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores or 1)
+
+
+def default_threads() -> int:
+    """Worker threads of the local judge: two per core it may use (a thread waits in Python
+    while another runs a model; onnxruntime releases the GIL), from 2 to 8. Each thread in
+    a model pass holds that pass's activations, so fewer threads on a small pod is less
+    memory as well as less switching."""
+    return min(8, 2 * cpu_budget())
 
 
 @dataclass(frozen=True)

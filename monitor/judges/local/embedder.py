@@ -117,7 +117,8 @@ class MiniLMEmbedder:
 
     ``threads`` is onnxruntime's intra-op thread count (keep it at 1–2 beside
     other work); ``batch_size`` bounds the texts per forward pass (batches are
-    planned by `plan_batches`);
+    planned by `plan_batches`; 8 rows of at most ``max_length`` word pieces bound a
+    pass's activations, and cost no more CPU per word piece than 32 do);
     ``cache_size`` is the number of texts whose vectors are remembered (0
     disables the cache); ``int8`` runs the shipped int8-arithmetic graph (`GRAPH_PATH`,
     checked against `GRAPH_SHA256`; ``None``: when the CPU has VNNI, else the package's
@@ -132,7 +133,7 @@ class MiniLMEmbedder:
         self,
         *,
         threads: int = 1,
-        batch_size: int = 32,
+        batch_size: int = 8,
         max_length: int = MAX_TOKENS,
         cache_size: int = 8192,
         model_path: Path | None = None,
@@ -174,6 +175,9 @@ class MiniLMEmbedder:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
+                # no arena: a pass's activations go back when it ends, so memory does not
+                # keep the high-water mark of the most passes ever run at once
+                options.enable_cpu_mem_arena = False
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.log_severity_level = 3
                 model, self.arithmetic = self._model()

@@ -62,6 +62,13 @@ class SupportModel:
     The last ``cache_size`` pairs' logits are kept: metrics of one record read
     the same statement against the same window (faithfulness and context
     utility), and retrieved chunks repeat across records.
+
+    Each pair is read in a forward pass of its own, unpadded: the graph quantises its
+    activations with one scale per pass (``DynamicQuantizeLinear``), so a pair read
+    beside others, or padded to a longer one, gets another logit. Alone, a pair's
+    logit depends on its own word pieces only, whatever records are scored at the
+    same time and whatever the cache already holds (and it costs less: no padding,
+    docs/benchmarks.md).
     """
 
     def __init__(
@@ -69,17 +76,15 @@ class SupportModel:
         embedder: MiniLMEmbedder,
         *,
         threads: int = 1,
-        batch_size: int = 16,
         top: int = TOP,
         cache_size: int = 8192,
         model_dir: Path = MODEL_DIR,
         pinned: dict[str, str] | None = None,
     ) -> None:
-        if threads < 1 or batch_size < 1 or top < 1:
-            raise ValueError("threads, batch_size and top must be >= 1")
+        if threads < 1 or top < 1:
+            raise ValueError("threads and top must be >= 1")
         self.embedder = embedder
         self.threads = threads
-        self.batch_size = batch_size
         self.top = top
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -110,10 +115,13 @@ class SupportModel:
                         )
                 tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
                 tokenizer.enable_truncation(MAX_TOKENS)
-                tokenizer.enable_padding()
+                tokenizer.no_padding()
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
+                # no arena: a pass's activations go back when it ends, so memory does not
+                # keep the high-water mark of the most passes ever run at once
+                options.enable_cpu_mem_arena = False
                 self._session = ort.InferenceSession(
                     str(self.model_dir / "support.onnx"),
                     options,
@@ -171,40 +179,39 @@ class SupportModel:
         return out
 
     def _run(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """Each pair's logit, each pair in a pass of its own (see the class)."""
         session, tokenizer = self._load()
-        # similar lengths share a batch: less padding
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = np.zeros(len(pairs), dtype=np.float32)
-        for k in range(0, len(order), self.batch_size):
-            idx = order[k : k + self.batch_size]
-            enc = tokenizer.encode_batch([pairs[i] for i in idx])
+        for k, enc in enumerate(tokenizer.encode_batch(list(pairs))):
             feeds = {
-                "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+                "input_ids": np.array([enc.ids], dtype=np.int64),
+                "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+                "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
             }
-            out[idx] = session.run(["logits"], feeds)[0][:, 0]
+            out[k] = session.run(["logits"], feeds)[0][0, 0]
         self.pairs += len(pairs)
         return out
 
     def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
         """Each statement's support by ``contexts``: its best window's probability, and that window.
 
-        A statement is read against its ``top`` nearest windows (MiniLM cosine) and
-        against its two nearest joined (a claim that combines two chunks), so the cost
-        per statement is bounded however long the contexts are. Without any evidence
-        the probability is 0.
+        A statement is read against its nearest window (MiniLM cosine), against its next
+        nearest only when that one does not surely support it (`sure`), and against its
+        two nearest joined when no window alone supports it (a claim that combines two
+        chunks), so the cost per statement is bounded however long the contexts are.
+        Without any evidence the probability is 0.
         """
-        return [_best(found) for found in self._read(statements, contexts)]
+        return [_best(found) for found in self._read(statements, contexts, lazy=True)]
 
     def support_by_context(
         self, statements: Sequence[str], contexts: Sequence[str]
     ) -> list[list[Support]]:
         """`support`, split by the context each read window came from (one list per
         context; a joined window counts for both of its contexts only when no window alone
-        is read as supporting the statement and the joined one is): what `support` reads,
-        so both cost one model pass together. A context none of whose windows is among a
-        statement's nearest supports it with probability 0."""
+        is read as supporting the statement and the joined one is). Every one of a
+        statement's nearest windows is read here, what `support` reads among them, so
+        after `support` only the rest costs a model pass. A context none of whose windows
+        is among a statement's nearest supports it with probability 0."""
         found = [_needed(read) for read in self._read(statements, contexts)]
         return [
             [_best([w for w in read if k in w.origins]) for read in found]
@@ -234,32 +241,39 @@ class SupportModel:
             for idx in chosen
         ]
 
-    def _read(self, statements: Sequence[str], contexts: Sequence[str]) -> list[list[_Window]]:
-        """Each statement's read windows with their logits: its ``top`` nearest windows in
-        one `logits` call, then, for the statements no window alone supports
-        (`reads_joined`), the two nearest joined in a second (a claim that combines two
-        chunks)."""
+    def _read(
+        self, statements: Sequence[str], contexts: Sequence[str], *, lazy: bool = False
+    ) -> list[list[_Window]]:
+        """Each statement's read windows with their logits: its ``top`` nearest windows
+        (``lazy``: its nearest one, and the others only when that one does not surely
+        support it, `sure`), then, for the statements no window alone supports
+        (`reads_joined`), the two nearest joined (a claim that combines two chunks).
+        One `logits` call per round."""
         if not statements:
             return []
         origins, plan = self._plan(statements, contexts)
-        pairs = [(s, w) for s, c in zip(statements, plan, strict=True) for w in c.windows]
-        if not pairs:
-            return [[] for _ in statements]
-        z = self.logits(pairs)
-        out: list[list[_Window]] = []
-        k = 0
-        for c in plan:
-            out.append(
-                [
-                    _Window(w, frozenset(origins[w]), float(z[k + n]))
-                    for n, w in enumerate(c.windows)
-                ]
-            )
-            k += len(c.windows)
+        out: list[list[_Window]] = [[] for _ in statements]
+        first = 1 if lazy else self.top
+        rounds = [[(n, w) for n, c in enumerate(plan) for w in c.windows[:first]]]
+        if lazy:
+            rounds.append([])  # filled once the nearest windows are read
+        for k, todo in enumerate(rounds):
+            if k == 1:
+                todo.extend(
+                    (n, w)
+                    for n, c in enumerate(plan)
+                    if out[n] and not sure(out[n][0].logit)
+                    for w in c.windows[first:]
+                )
+            if not todo:
+                continue
+            z = self.logits([(statements[n], w) for n, w in todo])
+            for (n, w), logit in zip(todo, z, strict=True):
+                out[n].append(_Window(w, frozenset(origins[w]), float(logit)))
         joins = [
             (n, text, frozenset(origins[c.windows[0]] | origins[c.windows[1]]))
             for n, c in enumerate(plan)
-            if reads_joined([w.logit for w in out[n]])
+            if out[n] and reads_joined([w.logit for w in out[n]])
             for text in c.joined
         ]
         if joins:
@@ -278,6 +292,18 @@ class Candidates:
 
     windows: tuple[str, ...]
     joined: tuple[str, ...]
+
+
+#: The logit at and above which a statement's nearest window surely supports it (model
+#: probability 0.95): its other windows are not read for `SupportModel.support`. A higher
+#: logit from another window would move the claim's combined probability by less than the
+#: dev sets' figures can show (docs/benchmarks.md, "Local judge: cost on real RAG records").
+SURE = 3.0
+
+
+def sure(logit: float) -> bool:
+    """The nearest window's ``logit`` says the statement is supported beyond doubt (`SURE`)."""
+    return logit >= SURE
 
 
 def reads_joined(logits: Sequence[float]) -> bool:

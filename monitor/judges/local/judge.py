@@ -11,13 +11,13 @@ See docs/local-judge.md and docs/model.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from monitor.judges import JudgeError, OutT, Prompt
 from monitor.judges.local import claims as cl
 from monitor.judges.local.answer import AnswerModel
-from monitor.judges.local.base import InProcessJudge, Screen
+from monitor.judges.local.base import InProcessJudge, Screen, default_threads
 from monitor.judges.local.combiner import Combiner
 from monitor.judges.local.entailment import THRESHOLD, Candidates, Support, SupportModel
 from monitor.judges.local.evidence import EvidenceCache, Gaps
@@ -137,8 +137,8 @@ class LocalJudge(InProcessJudge):
     #: how a claim is said to be unsupported against retrieved context: on its own
     #: probability ("claim"), or only in an answer judged as a whole to hold one ("answer")
     decision: LocalDecision = "answer"
-    #: worker threads (onnxruntime releases the GIL: a few per core keep them busy)
-    threads: int = 8
+    #: worker threads (onnxruntime releases the GIL: two per core it may use keep them busy)
+    threads: int = field(default_factory=default_threads)
     model_name: str = MODEL_NAME
     thread_name: ClassVar[str] = "local-judge"
 

@@ -6,13 +6,15 @@ expire in June.", stays with the one before it). Each sentence is then cut into
 claims where it joins clauses or list items: at semicolons, at a colon before a
 clause, at commas, and at "and", "but", "then", "so", "while", "or" after a
 comma ("Cancel in Settings, refunds post in 5-7 days, and amounts over $500
-need manager sign-off" → three claims). A part that cannot stand alone is not
-cut off: a condition ("If you work full time, ...") stays with what it
-conditions, a part of fewer than `MIN_WORDS` words stays with its neighbour,
-and a part that starts with its verb ("..., and must be taken by March") gets
-the subject of the sentence's first claim. A claim of at most `PHRASE_WORDS`
-words (a phrase that answers the question) is one claim, read after the question.
-See docs/local-judge.md, "The steps".
+need manager sign-off" → three claims). Every claim is a span of the answer as
+written: nothing is added or dropped. A part that cannot stand alone is not cut
+off: a condition ("If you work full time, ...") stays with what it conditions, a
+part that qualifies the one before it ("..., whichever comes sooner") or starts
+with its verb ("..., and must be taken by March") stays with it, a part of fewer
+than `MIN_WORDS` words or a list after a colon stays with its neighbour, and a part
+without a verb before one that starts with its verb is that verb's subject. A claim
+of at most `PHRASE_WORDS` words (a phrase that answers the question) is one claim,
+read after the question. See docs/local-judge.md, "The steps".
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ _MODIFIER = re.compile(
 )
 #: A conjunction that opens a sentence ("But only five of them").
 _LEAD = re.compile(r"^(?:but|and|so|also|then)\s+", re.IGNORECASE)
-#: A part that starts with its verb: it shares the subject of the sentence's first claim.
+#: A part that starts with its verb: it stays with the claim whose subject it shares.
 _VERB_FIRST = re.compile(
     r"^(?:is|are|was|were|can|cannot|can't|may|must|will|won't|should|shall|would|could|has|"
     r"have|had|does|do|doesn't|don't|isn't|aren't|needs?|gets?|takes?|costs?|includes?|"

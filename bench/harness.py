@@ -5,8 +5,9 @@ baseline and the child process that runs Ragas.
   as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the long
   faithful answers and their hallucinated twins (`bench.twins`; not shipped either: ``--long
   PATH``), whole or by half, the demo traffic
-  (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), and the realistic set
-  (`bench/data/realistic.jsonl`), whole or by split. Each record becomes an `Item`: the
+  (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), the realistic set
+  (`bench/data/realistic.jsonl`), whole or by split, and two slices built from the long
+  answers (`em_dash`, `other_subject`). Each record becomes an `Item`: the
   record, its kind (faithful, hallucinated, evasive, other) and its category.
 - **Detectors** (`Detector`): anything that gives a record a `Verdict`, its faithfulness
   (low = hallucinated; NaN when it could not score the record).
@@ -22,10 +23,12 @@ The one AUROC is `bench.ranking.auroc`.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import math
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.twins import LONG, twins
+from bench.twins import LONG, fit_half, twins
 from monitor.judges.local.evidence import content
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +47,8 @@ REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 #: the data sets `load_dataset` knows; ``halueval-unfitted`` is the half of HaluEval the
 #: local judge's combiner was not fitted on, ``realistic`` both splits of the realistic set,
 #: ``long`` the long faithful answers with their hallucinated twins (`bench.twins`), by
-#: half (``long-fit``, ``long-report``) or whole
+#: half (``long-fit``, ``long-report``) or whole; ``em-dash`` and ``other-subject`` the
+#: slices built from the long answers (`em_dash`, `other_subject`)
 DATASETS = (
     "halueval",
     "halueval-unfitted",
@@ -55,6 +59,8 @@ DATASETS = (
     "long",
     "long-fit",
     "long-report",
+    "em-dash",
+    "other-subject",
 )
 
 FAITHFUL, HALLUCINATED, EVASIVE, OTHER = "faithful", "hallucinated", "evasive", "other"
@@ -107,6 +113,11 @@ def load_dataset(
 
             rows = [r for r in rows if not halueval_fit_half(r)]
         return [Item(r, _labelled(r), "halueval") for r in rows]
+    if name in ("em-dash", "other-subject"):
+        if not long.is_file():
+            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
+        rows = read_jsonl(long)
+        return slice_items(em_dash(rows) if name == "em-dash" else other_subject(rows))
     if name == "demo":
         kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}
         return [
@@ -121,6 +132,88 @@ def load_dataset(
         for r in read_jsonl(REALISTIC)
         if split is None or r["split"] == split
     ]
+
+
+# --- slices built from the long answers: each a faithful answer and its one-fact twin
+
+#: a number as the answers write it (digits, with thousands commas and decimals)
+_FIGURE = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|,\d)")
+#: where an answer could take an em dash instead: an aside in brackets, a colon before a
+#: list or clause, a comma before "which", "including" or "such as"
+_ASIDE = re.compile(r"\s\(([^()]{3,80})\)|:\s(?=\S)|,\s(?=(?:which|including|such as)\b)")
+
+
+def _value(figure: str) -> float:
+    return float(figure.replace(",", ""))
+
+
+def swap_figure(response: str, texts: Sequence[str]) -> str | None:
+    """``response`` with one figure replaced by another figure the contexts state (so the
+    wrong fact is one the contexts say of something else), or None when there is none: the
+    first figure of the answer that has a replacement of the same size (a tenth to ten times
+    it; a year for a year), the nearest such one in value."""
+    said = {_value(m.group()) for m in _FIGURE.finditer(response)}
+    stated = sorted(
+        {m.group() for t in texts for m in _FIGURE.finditer(t) if _value(m.group()) not in said},
+        key=_value,
+    )
+    for m in _FIGURE.finditer(response):
+        v = _value(m.group())
+        year = 1900 <= v <= 2100 and "." not in m.group()
+        near = [
+            f
+            for f in stated
+            if (1900 <= _value(f) <= 2100) == year and v > 0 and 0.1 <= _value(f) / v <= 10
+        ]
+        if near:
+            other = min(near, key=lambda f: (abs(_value(f) - v), f))
+            return response[: m.start()] + other + response[m.end() :]
+    return None
+
+
+def other_subject(rows: Sequence[Record]) -> list[tuple[Record, str]]:
+    """Each long answer with a figure the contexts state for another subject (`swap_figure`)
+    beside its twin saying so: the twin is hallucinated, though every figure it states is in
+    the contexts."""
+    out: list[tuple[Record, str]] = []
+    for r in rows:
+        swapped = swap_figure(str(r["response"]), contexts(r))
+        if swapped is not None:
+            out.append((r, str(r["response"])))
+            out.append(({**r, "id": f"{r['id']}-swap", "label_hallucinated": True}, swapped))
+    return out
+
+
+def em_dash(rows: Sequence[Record]) -> list[tuple[Record, str]]:
+    """Long answers that set an aside off with em dashes (" — "), as answers often do: those
+    written so, and those with an aside in brackets, a colon or a comma before "which",
+    "including" or "such as" rewritten with one; each beside its twin with one figure swapped
+    as in `other_subject` (where it has one)."""
+    out: list[tuple[Record, str]] = []
+    for r in rows:
+        response = str(r["response"])
+        if "—" not in response:
+            m = _ASIDE.search(response)
+            if m is None:
+                continue
+            aside = f" — {m.group(1)} —" if m.group(1) else " — "
+            response = response[: m.start()] + aside + response[m.end() :]
+        out.append((r, response))
+        swapped = swap_figure(response, contexts(r))
+        if swapped is not None:
+            out.append(({**r, "id": f"{r['id']}-swap", "label_hallucinated": True}, swapped))
+    return out
+
+
+def slice_items(pairs: Sequence[tuple[Record, str]]) -> list[Item]:
+    """The `Item`s of a slice: each record with its response replaced, labelled by its
+    ``label_hallucinated``; the category is its long-answer half."""
+    items = []
+    for r, response in pairs:
+        record = {**r, "response": response}
+        half = "fit" if fit_half(dict(r)) else "report"
+        items.append(Item(record, _labelled(record), half))
+    return items
 
 
 def alternating(items: Sequence[Item]) -> list[Item]:

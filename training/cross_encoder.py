@@ -9,7 +9,7 @@ rule-made one-fact edits of their supported claims (``--edit-share``). A fiftiet
 of each source (by claim, so a claim never sits on both sides) is held out and
 reported as in-distribution AUROC. Transfer is reported on data never trained or
 tuned on: the realistic set's non-evasive answers read as the local judge's screen
-reads them (`training.windows`: its claims, numbers written the contexts' way, each
+reads them (`training.windows`: its claims, spelled numbers in the contexts' figures, each
 claim's best of its nearest windows and, when none alone supports it, of the two
 joined; the answer's weakest claim), per split and per category.
 

@@ -1,6 +1,6 @@
 """A labelled answer as the local judge's screen reads it: the claims it cuts the answer into,
-each as the support model reads it (numbers and durations written the contexts' way) with
-the windows it is read against. Every step is the judge's own (`LocalJudge.screened`,
+each as the support model reads it (as the answer wrote it) with the windows it is read
+against. Every step is the judge's own (`LocalJudge.screened`,
 `LocalJudge.pairs`); only the model differs: the trainer reads these pairs with the
 model it trains (`training.cross_encoder`), and `best` picks a claim's score from its
 windows as `SupportModel` does."""
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported where used: `best` runs where the monitor's runtim
 class Claim(TypedDict):
     """One claim as the support model reads it, and what it reads it against."""
 
-    #: the claim, its numbers and durations written as the contexts write them
+    #: the claim, as the answer wrote it
     statement: str
     #: its nearest windows, nearest first
     windows: list[str]

@@ -1,8 +1,9 @@
 """Numbers as written: amounts, percentages, years, dates and counts, compared by value.
 
 ``$300,000`` = ``300000`` = ``0.3 million``; "2 p.m." is also 14; a spelled
-number ("twelve", "twenty-five") counts, and "one" only before a unit ("one month"). Each
-`Number` has its kind (amount, percentage, year, date, number) for reasons.
+number counts ("twelve", "twenty-five", "three hundred dollars" = ``$300``: a run of number
+words is read by text2num), and "one" only before a unit ("one month"). Each `Number` has
+its kind (amount, percentage, year, date, number) for reasons.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from text_to_num import text2num
 
 #: Spelled cardinals taken as values ("one" is left out: it is mostly a pronoun).
 CARDINAL_WORDS = {
@@ -48,12 +51,17 @@ _ONE_UNIT = re.compile(
     r"night|week|month|quarter|year|time|user|seat|device|licen[cs]e|account)s?\b)",
     re.IGNORECASE,
 )
-#: A compound cardinal ("twenty-five", "forty two"): one number, not two.
-_COMPOUND = re.compile(
-    r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[\s-]"
-    r"(one|two|three|four|five|six|seven|eight|nine)\b",
-    re.IGNORECASE,
+#: The words of a spelled number that are not numbers alone: "three hundred", "two thousand".
+SCALE_WORDS = ("hundred", "thousand", "million", "billion", "trillion")
+_CARDINAL = "|".join(
+    sorted({*CARDINAL_WORDS, *SCALE_WORDS, "one"} - {"zero"}, key=len, reverse=True)
 )
+#: A run of spelled number words ("twenty-five", "three hundred and five"): text2num reads it
+#: as one number when it is one.
+_SPELLED_RUN = re.compile(
+    rf"\b(?:{_CARDINAL})(?:(?:\s+and)?[\s-]+(?:{_CARDINAL}))*\b", re.IGNORECASE
+)
+_AND_PARTS = re.compile(r"\S.*?(?=\s+and\s+|$)")
 DIGIT = re.compile(r"\d")
 _PM = re.compile(r"\s?p\.?\s?m\b\.?", re.IGNORECASE)
 
@@ -120,11 +128,18 @@ def _scan_numbers(text: str, spelled: bool) -> tuple[tuple[Number, int], ...]:
 
 def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]]:
     found: list[tuple[Number, int]] = []
-    compounds = list(_COMPOUND.finditer(text)) if spelled else []
-    for m in compounds:
-        compound = CARDINAL_WORDS[m.group(1).lower()] + NUMBER_WORDS[m.group(2).lower()]
-        found.append((Number(m.group(0), "number", frozenset({compound})), m.end()))
-    inside = {k for m in compounds for k in range(m.start(), m.end())}
+    inside: set[int] = set()
+    for m in _SPELLED_RUN.finditer(text) if spelled else ():
+        # the run as one number, else each of its parts between "and"s ("between twenty-five
+        # and thirty"); what is left is read word by word below
+        parts = [(m.start(), m.group(0))]
+        if _spelled(m.group(0)) is None:
+            parts = [(m.start() + p.start(), p.group(0)) for p in _AND_PARTS.finditer(m.group(0))]
+        for start, part in parts:
+            value = _spelled(part)
+            if value is not None:
+                found.append((Number(part, "number", frozenset({value})), start + len(part)))
+                inside.update(range(start, start + len(part)))
     for m in _NUMBER_WORDS_RE.finditer(text) if spelled else ():
         if m.start() in inside:
             continue
@@ -165,6 +180,17 @@ def _find_numbers(text: str, *, spelled: bool = True) -> list[tuple[Number, int]
             kind = "number"
         found.append((Number(m.group(0).strip(), kind, frozenset(values)), m.end()))
     return found
+
+
+def _spelled(run: str) -> float | None:
+    """The value of a run of number words when it is one number ("three hundred and five"),
+    None when it is several ("two three") or one word (read by `NUMBER_WORDS`)."""
+    if not any(c in run for c in " -"):
+        return None
+    try:
+        return float(text2num(run.lower(), "en"))
+    except ValueError:
+        return None
 
 
 def _near_month(text: str, start: int, end: int) -> bool:

@@ -36,3 +36,12 @@ def test_located_numbers_end_where_the_number_ends() -> None:
         ("twelve", "It costs $5 and takes twelve"),
     ]
     assert [n.surface for n, _ in located_numbers(text, spelled=False)] == ["$5"]
+
+
+def test_a_run_of_spelled_number_words_is_one_number() -> None:
+    [amount] = numbers("three hundred dollars")
+    assert amount.surface == "three hundred" and amount.values == {300.0}
+    assert [n.values for n in numbers("one hundred and five people")] == [{105.0}]
+    # two numbers joined by "and" stay two; words that are no one number stay words
+    assert [n.values for n in numbers("between twenty-five and thirty days")] == [{25.0}, {30.0}]
+    assert [n.values for n in numbers("two three")] == [{2.0}, {3.0}]

@@ -6,14 +6,16 @@ expire in June.", stays with the one before it). Each sentence is then cut into
 claims where it joins clauses or list items: at semicolons, at a colon before a
 clause, at commas, and at "and", "but", "then", "so", "while", "or" after a
 comma ("Cancel in Settings, refunds post in 5-7 days, and amounts over $500
-need manager sign-off" → three claims). A part that cannot stand alone is not
-cut off: a condition ("If you work full time, ...") stays with what it
-conditions, a part of fewer than `MIN_WORDS` words stays with its neighbour,
-and a part that starts with its verb ("..., and must be taken by March") gets
-the subject of the sentence's first claim. A claim of at most `PHRASE_WORDS`
-words (a phrase that answers the question) is one claim, read after the question (its
-last line: a question that carries the conversation before it ends with the turn asked).
-See docs/local-judge.md, "The steps".
+need manager sign-off" → three claims). Every claim is a span of the answer as
+written: nothing is added or dropped. A part that cannot stand alone is not cut
+off: a condition ("If you work full time, ...") stays with what it conditions, a
+part that qualifies the one before it ("..., whichever comes sooner") or starts
+with its verb ("..., and must be taken by March") stays with it, a part of fewer
+than `MIN_WORDS` words or a list after a colon stays with its neighbour, and a part
+without a verb before one that starts with its verb is that verb's subject. A claim
+of at most `PHRASE_WORDS` words (a phrase that answers the question) is one claim,
+read after the question (its last line: a question that carries the conversation
+before it ends with the turn asked). See docs/local-judge.md, "The steps".
 """
 
 from __future__ import annotations
@@ -25,15 +27,15 @@ from monitor.text.sentences import sentences, strip_particle, words
 
 #: A claim of at most this many words is a phrase that answers the question.
 PHRASE_WORDS = 4
-#: What joins a phrase answer to the question it is read after ("Which plan has SSO? —
-#: Enterprise."): `phrase` finds the phrase again by it.
-PHRASE_JOIN = " — "
+#: What joins a phrase answer to the question it is read after ("Which plan has SSO?" and
+#: "Enterprise." on the next line): `phrase` finds the phrase again by it. A claim of the
+#: answer's own never holds it (`sentences` splits at line breaks), so a dash the answer
+#: writes (" — ") is never taken for it.
+PHRASE_JOIN = "\n"
 #: A part of fewer words than this is not a claim of its own ...
 MIN_WORDS = 3
 #: ... nor is a part of fewer words than this without a verb (a list item)
 CLAUSE_WORDS = 5
-#: A first claim without a verb of this many words at most is a subject for the next part.
-SUBJECT_WORDS = 8
 
 #: A sentence that starts by referring to the one before it.
 _REFERS_BACK = re.compile(r"(?:They|It|This|That|These|Those|Its|Their)\b")
@@ -60,11 +62,11 @@ _MODIFIER = re.compile(
     r"^(?:including|like|such\s+as|especially|e\.g\.|i\.e\.|which|who|whose|where|with|"
     r"without|plus|from|via|per|as|in|on|at|by|for|to|of|than|after|before|until|within|"
     r"during|because|unless|if|when|once|provided|although|though|except|"
-    r"(?!\w*thing\b)[a-z]{2,}ing|[a-z]{2,}ed)\b"
+    r"whichever|whatever|whoever|wherever|(?!\w*thing\b)[a-z]{2,}ing|[a-z]{2,}ed)\b"
 )
 #: A conjunction that opens a sentence ("But only five of them").
 _LEAD = re.compile(r"^(?:but|and|so|also|then)\s+", re.IGNORECASE)
-#: A part that starts with its verb: it shares the subject of the sentence's first claim.
+#: A part that starts with its verb: it stays with the claim whose subject it shares.
 _VERB_FIRST = re.compile(
     r"^(?:is|are|was|were|can|cannot|can't|may|must|will|won't|should|shall|would|could|has|"
     r"have|had|does|do|doesn't|don't|isn't|aren't|needs?|gets?|takes?|costs?|includes?|"
@@ -73,6 +75,14 @@ _VERB_FIRST = re.compile(
     r"shows?|lowers?|raises?|returns?|stops?|starts?|ends?|opens?|closes?|depends?)\b",
     re.IGNORECASE,
 )
+#: A first word `_VERB_FIRST` takes for a verb that is a noun: an auxiliary follows it.
+_NOUN_THEN_VERB = re.compile(
+    r"^[\w'-]+\s+(?:is|are|was|were|can|cannot|can't|may|might|must|will|won't|would|should|"
+    r"shall|could|has|have|had|do|does|did|don't|doesn't|didn't|need|needs)\b",
+    re.IGNORECASE,
+)
+#: A part whose first word, ending in -ing, is the subject of the verb after it.
+_GERUND_SUBJECT = re.compile(r"^[a-z]{2,}ing\s+(?=" + _VERB_FIRST.pattern[1:] + ")", re.IGNORECASE)
 #: The subject of a claim: its words before its first verb of `_VERB_FIRST`.
 _SUBJECT_END = re.compile(r"\s+(?=" + _VERB_FIRST.pattern[1:] + ")", re.IGNORECASE)
 
@@ -122,37 +132,88 @@ def statements(text: str) -> list[str]:
 
 
 def split(sentence: str) -> list[str]:
-    """The claims of one sentence (see the module docstring)."""
+    """The claims of one sentence (see the module docstring): each a span of it as written."""
     sentence = _LEAD.sub("", strip_particle(sentence)).strip()
-    parts = [p.strip(" ,;:") for p in _CUT.split(sentence) if p and p.strip(" ,;:")]
-    merged: list[str] = []
-    pending = ""  # a condition waiting for what it conditions
-    for k, part in enumerate(parts):
+    parts = _parts(sentence)
+    merged: list[list[int]] = []  # [start, end) of each claim in ``sentence``
+    pending = -1  # the start of a condition, or of a subject, waiting for what follows it
+    for k, (start, end, colon) in enumerate(parts):
+        part = sentence[start:end]
         last = k == len(parts) - 1
-        if pending:
-            merged.append(f"{pending}, {part}")
-            pending = ""
-        elif merged and _MODIFIER.match(part):
-            merged[-1] = f"{merged[-1]}, {part}"  # "..., because that is the rule"
+        if pending >= 0:
+            merged.append([pending, end])
+            pending = -1
+        elif merged and (_modifier(part) or _VERB_FIRST.match(part) and not _noun(part)):
+            merged[-1][1] = end  # "..., because that is the rule", "..., and must be ..."
         elif _CONDITION.match(part) and not last:
-            pending = part
-        elif merged and _fragment(part):
-            merged[-1] = f"{merged[-1]}, {part}"
+            pending = start
+        elif merged and _subject_of_next(sentence, parts, k):
+            pending = start  # "..., and glucagon, from alpha cells, raises it ..."
+        elif merged and (_fragment(part) or colon and not _has_verb(part)):
+            merged[-1][1] = end  # a list item, or a list after a colon
         else:
-            merged.append(part)
-    if pending:
-        merged.append(pending)
-    if len(merged) > 1 and len(words(merged[0])) < MIN_WORDS:
-        merged[:2] = [f"{merged[0]}, {merged[1]}"]  # "Sorry, we don't take PayPal"
-    if len(merged) > 1 and not _SUBJECT_END.search(merged[0]) and _VERB_FIRST.match(merged[1]):
-        merged[:2] = [f"{merged[0]}, {merged[1]}"]  # "Insulin, made by beta cells, lowers ..."
-    subject = _subject(merged[0]) if merged else ""
-    out = []
-    for k, part in enumerate(merged):
-        if k and subject and _VERB_FIRST.match(part):
-            part = f"{subject} {part}"
-        out.append(_sentence_case(part))
-    return out or ([sentence] if sentence else [])
+            merged.append([start, end])
+    if pending >= 0:
+        merged.append([pending, parts[-1][1]])
+    if len(merged) > 1 and len(words(sentence[slice(*merged[0])])) < MIN_WORDS:
+        merged[:2] = [[merged[0][0], merged[1][1]]]  # "Sorry, we don't take PayPal"
+    if (
+        len(merged) > 1
+        and not _SUBJECT_END.search(sentence[slice(*merged[0])])
+        and _VERB_FIRST.match(sentence[slice(*merged[1])])
+    ):
+        merged[:2] = [[merged[0][0], merged[1][1]]]  # "Insulin, made by beta cells, lowers ..."
+    out = [_sentence_case(sentence[start:end]) for start, end in merged]
+    return [c for c in out if c] or ([sentence] if sentence else [])
+
+
+def _parts(sentence: str) -> list[tuple[int, int, bool]]:
+    """The spans of ``sentence`` between the places `_CUT` finds, each without the
+    punctuation at its edges, and whether it follows a colon."""
+    found = []
+    start, colon = 0, False
+    for m in [*_CUT.finditer(sentence), None]:
+        end = m.start() if m else len(sentence)
+        a, b = start, end
+        while a < b and sentence[a] in " ,;:":
+            a += 1
+        while b > a and sentence[b - 1] in " ,;:":
+            b -= 1
+        if a < b:
+            found.append((a, b, colon))
+        if m:
+            start, colon = m.end(), ":" in m.group(0)
+    return found
+
+
+def _modifier(part: str) -> bool:
+    """``part`` qualifies the one before it (`_MODIFIER`), unless its "-ing" word is the
+    subject of a verb ("shipping takes 5 days")."""
+    return bool(_MODIFIER.match(part)) and not _GERUND_SUBJECT.match(part)
+
+
+def _noun(part: str) -> bool:
+    """``part`` starts with a noun that `_VERB_FIRST` would take for a verb: "returns are
+    free", "costs will rise"."""
+    return bool(_NOUN_THEN_VERB.match(part))
+
+
+def _has_verb(part: str) -> bool:
+    return any(_VERB_FIRST.fullmatch(w) or w.lower().endswith("ed") for w in words(part))
+
+
+def _subject_of_next(sentence: str, parts: list[tuple[int, int, bool]], k: int) -> bool:
+    """Part ``k`` has no verb and, past any parts that qualify it, the next part starts with
+    its verb: part ``k`` is that verb's subject."""
+    if _has_verb(sentence[parts[k][0] : parts[k][1]]):
+        return False
+    for start, end, _ in parts[k + 1 :]:
+        part = sentence[start:end]
+        if _VERB_FIRST.match(part) and not _noun(part):
+            return True
+        if not _modifier(part):
+            return False
+    return False
 
 
 def _fragment(part: str) -> bool:
@@ -163,15 +224,6 @@ def _fragment(part: str) -> bool:
     return len(said) < CLAUSE_WORDS and not any(
         _VERB_FIRST.fullmatch(w) or w.lower().endswith("ed") for w in said
     )
-
-
-def _subject(claim: str) -> str:
-    """The words of ``claim`` before its first verb, when it has one after a subject; a short
-    claim without such a verb is all subject ("Insulin, made by the beta cells")."""
-    m = _SUBJECT_END.search(claim)
-    if not m:
-        return claim if len(words(claim)) <= SUBJECT_WORDS else ""
-    return claim[: m.start()].strip(" ,") if m.start() else ""
 
 
 def _sentence_case(claim: str) -> str:

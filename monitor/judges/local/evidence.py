@@ -18,7 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from monitor.text.numerals import NUMBER_WORDS, numbers
+import snowballstemmer
+
+from monitor.text.numerals import DIGIT, NUMBER_WORDS, located_numbers, numbers
 from monitor.text.sentences import WORD_RE
 
 #: Words that carry no checkable content: articles, pronouns, auxiliaries, prepositions,
@@ -62,9 +64,8 @@ _DURATION = re.compile(
 _ROUGHLY = re.compile(r"\b(?:about|around|roughly|approximately|nearly|almost|under|up to)\s+$")
 #: How far an approximate duration may be from a stated one (a week for 5-7 days).
 ROUGH = 0.3
-
-
-DIGITS = re.compile(r"\d")
+#: The word after a number that only says what the number counts in: said when the number is.
+_UNIT = re.compile(r"\s+(dollars?|euros?|pounds?|cents?|percent|per\s+cent)\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=65536)
@@ -75,38 +76,19 @@ def fold(word: str) -> str:
     return text.removesuffix("'s").strip("'")
 
 
+#: Snowball's English stemmer (Porter2), one per thread (a stemmer keeps state while it works)
+_STEMMERS = threading.local()
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A light suffix stripper on a folded word: plural, past, -ing, -ly, -ment, -ion forms
-    of one word meet ("refunds"/"refunded"/"refunding" → "refund")."""
-    w = word
-    if len(w) <= 3 or w.isdigit():
-        return w
-    for suffix, repl in (
-        ("ies", "y"),
-        ("ied", "y"),
-        ("ying", "y"),
-        ("ings", ""),
-        ("ing", ""),
-        ("ments", ""),
-        ("ment", ""),
-        ("ations", "ate"),
-        ("ation", "ate"),
-        ("ness", ""),
-        ("edly", ""),
-        ("ed", ""),
-        ("ly", ""),
-        ("es", "e"),
-        ("s", ""),
-    ):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            if suffix == "s" and w.endswith(("ss", "us", "is")):
-                break
-            w = w[: len(w) - len(suffix)] + repl
-            break
-    if len(w) > 4 and w[-1] == w[-2] and w[-1] not in "aeiouls":
-        w = w[:-1]  # "cancelled" → "cancel"
-    return w[:-1] if len(w) > 4 and w.endswith("e") else w
+    """A folded word's stem by Snowball's English (Porter2) stemmer: plural, past, -ing and
+    -ly forms of one word meet ("refunds"/"refunded"/"refunding" → "refund", "cancelled" →
+    "cancel"), and its exceptions keep apart words that only look alike ("news" ≠ "new")."""
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def content(text: str) -> list[str]:
@@ -162,8 +144,6 @@ class Duration:
     high: float
     rough: bool
     words: tuple[str, ...]
-    #: as written
-    text: str = ""
 
     def matches(self, other: Duration) -> bool:
         """``self`` (a claim's) says what ``other`` (a context's) says: inside its range, or
@@ -183,7 +163,7 @@ def durations(text: str) -> list[Duration]:
         low, high = a * days, (b if b is not None else a) * days
         rough = bool(_ROUGHLY.search(text[: m.start()].lower()))
         said = tuple(fold(w) for w in WORD_RE.findall(m.group(0)))
-        found.append(Duration(min(low, high), max(low, high), rough, said, m.group(0)))
+        found.append(Duration(min(low, high), max(low, high), rough, said))
     return found
 
 
@@ -200,10 +180,6 @@ class Gaps:
     missing_names: tuple[str, ...]
     #: the claim's words occur in this order, one after another, in a context
     copied: bool = False
-    #: the claim as the support model reads it: each number and duration the evidence
-    #: states in other words ("twenty-five", "about a week") written as the evidence does
-    #: ("25", "5-7 business days")
-    aligned: str = ""
 
     @property
     def missing_share(self) -> float:
@@ -227,8 +203,11 @@ class Evidence:
     durations: tuple[Duration, ...]
     #: each text's words, folded, one space apart (for copies)
     runs: tuple[str, ...] = ()
-    #: a number's value → how a text writes it
-    written: tuple[tuple[float, str], ...] = ()
+    #: each number's value → the capitalised words (folded) of the sentences stating it
+    #: (`_stated_with`): what the texts state it for
+    subjects: tuple[tuple[float, frozenset[str]], ...] = ()
+    #: each number's value → how a text first writes it in figures ("25", "$300")
+    figures: tuple[tuple[float, str], ...] = ()
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Evidence:
@@ -237,7 +216,8 @@ class Evidence:
         values: set[float] = set()
         spans: list[Duration] = []
         runs: list[str] = []
-        written: dict[float, str] = {}
+        subjects: dict[float, set[str]] = {}
+        figures: dict[float, str] = {}
         for text in texts:
             said = [fold(w) for w in WORD_RE.findall(text)]
             runs.append(f" {' '.join(said)} ")
@@ -245,45 +225,53 @@ class Evidence:
             stems.update(stem(w) for w in said)
             for n in numbers(text):
                 values.update(n.values)
-                for v in n.values:
-                    written.setdefault(v, n.surface)
+                if DIGIT.search(n.surface):
+                    for v in n.values:
+                        figures.setdefault(v, n.surface)
             spans.extend(durations(text))
+            for value, near in _stated_with(text):
+                subjects.setdefault(value, set()).update(near)
         return cls(
             frozenset(stems),
             frozenset(folded),
             frozenset(values),
             tuple(spans),
             tuple(runs),
-            tuple(written.items()),
+            tuple((v, frozenset(near)) for v, near in subjects.items()),
+            tuple(figures.items()),
         )
+
+    def in_figures(self, claim: str) -> str:
+        """``claim`` with each spelled number whose value the texts state in figures written
+        as they write it ("twenty-five" → "25", "three hundred" → "$300"): the support model
+        does not read a spelled number as the figure. Nothing else is rewritten (a duration
+        stays as the answer wrote it: written the contexts' way, it hid what else the claim
+        got wrong; docs/benchmarks.md "The claims the model reads")."""
+        figures = dict(self.figures)
+        for n in numbers(claim):
+            if DIGIT.search(n.surface):
+                continue
+            stated = sorted(v for v in n.values if v in figures)
+            if stated:
+                claim = claim.replace(n.surface, figures[stated[0]], 1)
+        return claim
 
     def gaps(self, claim: str) -> Gaps:
         """What ``claim`` says that this evidence does not (see `Gaps`)."""
         matched: set[str] = set()
-        aligned = claim
         for d in durations(claim):
-            stated = next((c for c in self.durations if d.matches(c)), None)
-            if stated is not None:
+            if any(d.matches(c) for c in self.durations):
                 matched.update(d.words)
-                if stated.text and not d.rough:
-                    aligned = aligned.replace(d.text, stated.text, 1)
-                elif stated.text:  # "about a week" for "5-7 business days": the range
-                    within = f"within {stated.text}"
-                    aligned = re.sub(
-                        r"(?:in\s+)?(?:about|around|roughly|approximately|nearly|almost|under|"
-                        r"up to)\s+" + re.escape(d.text),
-                        lambda _, within=within: within,  # type: ignore[misc]
-                        aligned,
-                        count=1,
-                    )
-        written = dict(self.written)
         missing_numbers = []
-        for n in numbers(claim):
+        # the names of the claim the texts know: a number must be stated beside one of them
+        known = {n for n in names(claim) if n in self.folded}
+        subjects = dict(self.subjects)
+        for n, end in located_numbers(claim):
             common = n.values & self.values
-            if common:
-                surface = written.get(min(common), n.surface)
-                if surface != n.surface and not DIGITS.search(n.surface):
-                    aligned = aligned.replace(n.surface, surface, 1)  # "twenty-five" → "25"
+            if common and (not known or any(known & subjects.get(v, frozenset()) for v in common)):
+                unit = _UNIT.match(claim, end)  # "three hundred dollars" for "$300"
+                if unit:
+                    matched.add(fold(unit.group(1)))
             elif fold(n.surface) not in matched:
                 missing_numbers.append(n.surface)
         said = content(claim)
@@ -295,7 +283,29 @@ class Evidence:
         unnamed = tuple(n for n in dict.fromkeys(names(claim)) if n not in self.folded)
         run = " ".join(fold(w) for w in WORD_RE.findall(claim))
         copied = bool(run) and any(f" {run} " in r for r in self.runs)
-        return Gaps(tuple(said), missing, tuple(missing_numbers), unnamed, copied, aligned)
+        return Gaps(tuple(said), missing, tuple(missing_numbers), unnamed, copied)
+
+
+#: Where a text's sentences end (a light cut: only which names stand near a number depends on it).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+
+
+def _stated_with(text: str) -> list[tuple[float, list[str]]]:
+    """Each number's value in ``text`` with the capitalised words (folded) of the sentence
+    that states it, and of the sentence before when this one names nothing after its first
+    word ("It costs $20." reads the one before)."""
+    out: list[tuple[float, list[str]]] = []
+    sentences = _SENTENCE_END.split(text)
+    for k, sentence in enumerate(sentences):
+        found = numbers(sentence)
+        if not found:
+            continue
+        capitals = [w for w in WORD_RE.findall(sentence) if w[:1].isupper()]
+        if k and not capitals[1:]:
+            capitals += [w for w in WORD_RE.findall(sentences[k - 1]) if w[:1].isupper()]
+        near = [fold(w) for w in capitals]
+        out.extend((v, near) for n in found for v in n.values)
+    return out
 
 
 class EvidenceCache:

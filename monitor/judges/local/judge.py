@@ -193,15 +193,15 @@ class LocalJudge(InProcessJudge):
     ) -> list[list[Reading]]:
         """What `decide` weighs for each claim: the lexical gaps (against the contexts
         taken together, or against each context), and the model's best window for the
-        claim with its numbers and durations written as the contexts write them
-        ("twenty-five" → "25")."""
-        read, gaps, aligned = self._lexical(claims, contexts)
+        claim as the answer wrote it (a spelled number the contexts state in figures
+        written in their figures: `Evidence.in_figures`)."""
+        read, gaps, said = self._lexical(claims, contexts)
         if not per_context:
-            rows = [(gaps, self.support_model.support(aligned, contexts))]
+            rows = [(gaps, self.support_model.support(said, contexts))]
         else:
-            split = self.support_model.support_by_context(aligned, contexts)
+            split = self.support_model.support_by_context(said, contexts)
             rows = [
-                ([self._evidence.get([c]).gaps(said) for said, _ in read], found)
+                ([self._evidence.get([c]).gaps(text) for text, _ in read], found)
                 for c, found in zip(contexts, split, strict=True)
             ]
         return [
@@ -211,11 +211,12 @@ class LocalJudge(InProcessJudge):
 
     def pairs(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[str, Candidates]]:
         """What `read` gives the support model for each claim against ``contexts`` taken
-        together, without reading it: the claim as the model reads it (its numbers and
-        durations written as the contexts write them) and the windows it is read against
-        (`SupportModel.candidates`). The training code's transfer check reads these."""
-        _, _, aligned = self._lexical(claims, contexts)
-        return list(zip(aligned, self.support_model.candidates(aligned, contexts), strict=True))
+        together, without reading it: the claim as the model reads it (as the answer wrote
+        it, its spelled numbers in the contexts' figures) and the windows it is read
+        against (`SupportModel.candidates`). The training code's transfer check reads
+        these."""
+        _, _, said = self._lexical(claims, contexts)
+        return list(zip(said, self.support_model.candidates(said, contexts), strict=True))
 
     def gaps(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
         """What `read` finds for each claim besides the model's logit: its lexical gaps
@@ -232,12 +233,12 @@ class LocalJudge(InProcessJudge):
         reads it."""
         read = [cl.phrase(claim) for claim in claims]
         together = self._evidence.get(contexts)
-        gaps = [together.gaps(said) for said, _ in read]
-        aligned = [
-            claim.replace(said, found.aligned) if found.aligned else claim
-            for claim, (said, _), found in zip(claims, read, gaps, strict=True)
+        gaps = [together.gaps(text) for text, _ in read]
+        said = [
+            claim.replace(text, together.in_figures(text))
+            for claim, (text, _) in zip(claims, read, strict=True)
         ]
-        return read, gaps, aligned
+        return read, gaps, said
 
     # --- synchronous answers (also usable without an event loop)
 

@@ -20,10 +20,10 @@ def test_the_worked_example_is_three_claims() -> None:
 @pytest.mark.parametrize(
     ("sentence", "expected"),
     [
-        # a clause that starts with its verb gets the first claim's subject
+        # a clause that starts with its verb stays with its subject's claim, as written
         (
             "The plan costs $10 a month, and can be cancelled at any time.",
-            ["The plan costs $10 a month", "The plan can be cancelled at any time."],
+            ["The plan costs $10 a month, and can be cancelled at any time."],
         ),
         # a condition stays with what it conditions
         (
@@ -33,7 +33,7 @@ def test_the_worked_example_is_three_claims() -> None:
         # list items are not claims of their own
         (
             "You can pay by credit card, SEPA direct debit, or bank transfer.",
-            ["You can pay by credit card, SEPA direct debit, bank transfer."],
+            ["You can pay by credit card, SEPA direct debit, or bank transfer."],
         ),
         # a trailing reason stays with its claim; an opening particle and "but" go
         (
@@ -53,7 +53,7 @@ def test_sentences_split_into_claims(sentence: str, expected: list[str]) -> None
 
 def test_a_phrase_answer_is_read_after_its_question() -> None:
     question = "Which magazine was started first, Arthur's Magazine or First for Women?"
-    assert claims("Arthur's Magazine.", question) == [f"{question} — Arthur's Magazine."]
+    assert claims("Arthur's Magazine.", question) == [f"{question}\nArthur's Magazine."]
     said = "Arthur's Magazine was started in 1844, before First for Women."
     assert claims(said, question) == [said]
     assert claims("Arthur's Magazine.") == ["Arthur's Magazine."]
@@ -71,3 +71,50 @@ def test_a_phrase_is_found_again_whatever_the_question_holds() -> None:
     [claim] = claims("Cards and PayPal.", question)
     assert phrase(claim) == ("Cards and PayPal.", True)
     assert phrase("Refunds post in 5-7 days") == ("Refunds post in 5-7 days", False)
+
+
+# --- the probes of issue 41: what a reviewer reading the claims would object to
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        # a noun the verb list also holds ("returns") is a subject, not a verb: no invented
+        # "The plan returns are free."
+        (
+            "The plan costs $20 per month, shipping takes 5 days, and returns are free.",
+            ["The plan costs $20 per month", "Shipping takes 5 days", "Returns are free."],
+        ),
+        # the second clause keeps its own subject ("glucagon"), not the first one's
+        (
+            "Insulin, made by beta cells, brings blood sugar down, and glucagon, from alpha "
+            "cells, raises it again via the liver.",
+            [
+                "Insulin, made by beta cells, brings blood sugar down",
+                "Glucagon, from alpha cells, raises it again via the liver.",
+            ],
+        ),
+        # fragments are not claims: a relative "whichever ...", a list after a colon
+        (
+            "Coverage lasts 12 months or 12,000 miles, whichever comes sooner.",
+            ["Coverage lasts 12 months or 12,000 miles, whichever comes sooner."],
+        ),
+        (
+            "You need two things: a visa and two photos.",
+            ["You need two things: a visa and two photos."],
+        ),
+    ],
+)
+def test_claims_are_spans_of_the_answer_never_invented(sentence: str, expected: list[str]) -> None:
+    found = split(sentence)
+    assert found == expected
+    for claim in found:  # each claim is the answer's own words, in its order
+        assert claim[1:].rstrip(".") in sentence
+
+
+def test_a_dash_in_the_answer_is_not_the_phrase_marker() -> None:
+    question = "How much is the Pro plan?"
+    said = "The Pro plan — our most popular — costs $20 a month."
+    [claim] = claims(said, question)
+    assert claim == said
+    assert phrase(claim) == (said, False)

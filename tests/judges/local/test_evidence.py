@@ -47,3 +47,34 @@ def test_names_are_capitalised_words_inside_a_sentence() -> None:
         "You can also pay with Klarna."
     )
     assert gaps.missing_names == ("klarna",)
+
+
+# --- the probes of issue 41
+
+
+def test_a_spelled_amount_is_the_amount_in_figures() -> None:
+    fee = Evidence.of(["The filing fee is $300, paid when you file."])
+    gaps = fee.gaps("The filing fee is three hundred dollars.")
+    assert gaps.missing_numbers == () and gaps.missing_words == ()
+    assert fee.gaps("The filing fee is four hundred dollars.").missing_numbers == ("four hundred",)
+
+
+def test_the_stemmer_keeps_apart_words_that_only_look_alike() -> None:
+    assert stem("news") != stem("new")
+    assert stem("cancel") == stem("cancelled") == stem("cancels") == stem("cancelling")
+    said = Evidence.of(["The order was cancelled on Monday."])
+    assert said.gaps("You can cancel the order.").missing_words == ()
+    assert (
+        "news"
+        in Evidence.of(["A new plan starts in May."]).gaps("The news came in May.").missing_words
+    )
+
+
+def test_a_number_stated_for_another_subject_is_a_gap() -> None:
+    plans = Evidence.of(["The Basic plan costs $10 a month. The Pro plan costs $20 a month."])
+    assert plans.gaps("The Basic plan costs $20 a month.").missing_numbers == ("$20",)
+    assert plans.gaps("The Pro plan costs $20 a month.").missing_numbers == ()
+    # a claim that names nothing, and a sentence that points back to the one naming it
+    assert plans.gaps("It costs $20 a month.").missing_numbers == ()
+    later = Evidence.of(["Pro is our largest plan. It costs $20 a month."])
+    assert later.gaps("The Pro plan costs $20 a month.").missing_numbers == ()

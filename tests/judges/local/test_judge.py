@@ -61,6 +61,13 @@ def _refund_record(response: str) -> object:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="A's 'in about a week' is read as written since issue 41 (the duration rewrite hid "
+    "hallucinations on the realistic tune split); the support model gives it 0.02 against "
+    "'within 5-7 business days', which the lexical evidence matches: the combiner, fitted on "
+    "rewritten claims, needs a refit (docs/benchmarks.md, 'The claims the model reads')",
+)
 async def test_the_worked_example_is_decided_claim_by_claim() -> None:
     scorer = Scorer(LocalJudge(decision="claim"), ["faithfulness"])
     a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]

@@ -26,6 +26,10 @@ from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
 
+#: what the fetch loop hands a record's task: a record to dead-letter, one to score, or a
+#: decision that waits for the risk screen
+Verdict = Kept | InvalidRecord | Decision
+
 
 class Pipeline:
     def __init__(
@@ -100,7 +104,7 @@ class Pipeline:
             await self._drain(time.monotonic() + grace)
 
     async def _process(
-        self, record: SourceRecord, verdict: Kept | InvalidRecord, slots: asyncio.Semaphore
+        self, record: SourceRecord, verdict: Verdict, slots: asyncio.Semaphore
     ) -> None:
         try:
             await self._handle(record, verdict)
@@ -110,16 +114,24 @@ class Pipeline:
         finally:
             slots.release()
 
-    def _triage(self, record: SourceRecord) -> Kept | InvalidRecord | None:
+    def _triage(self, record: SourceRecord) -> Verdict | None:
         """Steps 1 and 2, in the fetch loop: validate the record, then sample it, once.
 
         None when the record was sampled out (it is finished); else what `_handle` does
-        with it: dead-letter an InvalidRecord, score a kept one.
+        with it: dead-letter an InvalidRecord, score a kept one, or wait for the risk
+        screen's answer first (a `Decision` with ``screening``: the record stays unfinished
+        meanwhile, so the offsets wait for it and the fetch loop does not).
         """
         read = self._read(record)
         if isinstance(read, InvalidRecord):
             return read
         decision = self._decide(record, read)
+        if decision.screening is not None:
+            return decision
+        return self._sampled(record, decision)
+
+    def _sampled(self, record: SourceRecord, decision: Decision) -> Kept | None:
+        """A settled decision: the kept record (counted), or None with the record finished."""
         if decision.kept is None:
             if decision.skipped is not None:
                 self._skip(record, decision.skipped)
@@ -151,10 +163,15 @@ class Pipeline:
         unit = record.key or read.id.encode("utf-8")
         return self.sampler.decide(unit, read.metadata, lambda: read)
 
-    async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
+    async def _handle(self, record: SourceRecord, verdict: Verdict) -> None:
         if isinstance(verdict, InvalidRecord):
             await self._dead_letter(record, verdict)
             return
+        if isinstance(verdict, Decision):
+            kept = self._sampled(record, await self.sampler.settle(verdict))
+            if kept is None:
+                return
+            verdict = kept
         scored = await self.scorer.score(verdict.interaction)
         if scored.error is not None:
             self._skip(record, scored.error, verdict.interaction.trace_id)

@@ -206,7 +206,13 @@ async def judge_pool(
         }
         with JudgeServer(answer=label_answer(judged)) as server:
             judge = OpenAIJudge(
-                base_url=server.base_url, model=MODEL, max_retries=0, concurrency=16
+                base_url=server.base_url,
+                model=MODEL,
+                max_retries=0,
+                concurrency=16,
+                # the test judge quotes every claim in its reasons: a long answer's
+                # grounding overruns the default cap
+                max_completion_tokens=16_384,
             )
             try:
                 scored = await _score_all(Scorer(judge, ONLINE_METRICS, cache_size=0), records)

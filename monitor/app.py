@@ -251,7 +251,7 @@ def build(settings: Settings) -> Components:
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
     if screen is not None:  # stopped after the source, whose records it screens
-        judges.append(Service("the risk screen", None, screen.aclose))
+        judges.append(Service("the risk screen", screen.start, screen.aclose))
     parts.services[:0] = judges
     return parts
 

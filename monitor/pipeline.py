@@ -17,7 +17,8 @@ import structlog
 
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.records import Interaction, InvalidRecord, parse_record
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
+from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
 from monitor.scoring import RecordScorer
 from monitor.sinks import Sink, SinkBackpressure
@@ -29,6 +30,15 @@ log = structlog.get_logger("monitor.pipeline")
 #: what the fetch loop hands a record's task: a record to dead-letter, one to score, or a
 #: decision that waits for the risk screen
 Verdict = Kept | InvalidRecord | Decision
+
+
+def local_probability(scored: ScoredRecord, risk: float) -> None:
+    """The risk screen's probability in the faithfulness details, where the judge that
+    scored gave none (an LLM judge): so a backlog row, a score line and the scores topic
+    hold the local judge's probability beside the LLM judge's verdict."""
+    result = scored.results.get("faithfulness")
+    if result is not None:
+        result.details.setdefault(HALLUCINATION_PROBABILITY, round(risk, 6))
 
 
 class Pipeline:
@@ -177,6 +187,8 @@ class Pipeline:
             self._skip(record, scored.error, verdict.interaction.trace_id)
             return
         scored.inclusion_probability = verdict.probability
+        if verdict.risk is not None:
+            local_probability(scored, verdict.risk)
         self._checkpoint.add(record, scored)
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted

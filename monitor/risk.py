@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from monitor.records import Interaction
+from monitor.sampling import Screened
 
 if TYPE_CHECKING:
     from monitor.config import Settings
@@ -237,6 +238,7 @@ class RiskScreen:
         calibrator: RiskCalibrator | None = None,
         threads: int = 1,
         depth: int | None = None,
+        warm_up: Callable[[], object] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
@@ -246,6 +248,8 @@ class RiskScreen:
         #: records in the screen at once (running and waiting): two per thread keep each
         #: thread busy without a queue that would hold records back
         self.depth = depth if depth is not None else 2 * threads
+        #: loads what the screen reads (the local judge's models), at `start`
+        self.warm_up = warm_up
         self._executor: ThreadPoolExecutor | None = None
         self._in_screen = 0
         self._share = 1.0
@@ -260,7 +264,7 @@ class RiskScreen:
     def ceiling(self, rate: float) -> float:
         return self.calibrator.ceiling(rate)
 
-    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[float]:
+    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[Screened]:
         """The record's probability: a future of it when the screen reads the record, the
         base rate ``rate`` when the screen is full (called in the event loop)."""
         if self._in_screen >= self.depth:
@@ -272,7 +276,7 @@ class RiskScreen:
         self._in_screen += 1
         return asyncio.ensure_future(self._probability(interaction, rate))
 
-    async def _probability(self, interaction: Interaction, rate: float) -> float:
+    async def _probability(self, interaction: Interaction, rate: float) -> Screened:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="risk-screen")
         loop = asyncio.get_running_loop()
@@ -280,11 +284,16 @@ class RiskScreen:
             risk = await loop.run_in_executor(self._executor, self.screen, interaction)
         except Exception:  # a bug in the screen: the record keeps the base rate
             log.exception("risk screen failed")
-            return rate
+            return Screened(rate)
         finally:
             self._in_screen -= 1
         self.calibrator.observe(risk)
-        return self.calibrator.probability(risk, rate)
+        return Screened(self.calibrator.probability(risk, rate), risk)
+
+    async def start(self) -> None:
+        """Load the screen's models now (in a thread), not on the first record it reads."""
+        if self.warm_up is not None:
+            await asyncio.to_thread(self.warm_up)
 
     async def aclose(self) -> None:
         """Let the worker thread go (a running screen finishes)."""
@@ -300,4 +309,6 @@ def build_adjuster(settings: Settings, judge: LocalJudge | None = None) -> RiskS
         from monitor.judges.local.judge import LocalJudge
 
         judge = LocalJudge()
-    return RiskScreen(model_screen(judge), threads=settings.risk_screen_threads)
+    return RiskScreen(
+        model_screen(judge), threads=settings.risk_screen_threads, warm_up=judge.warm_up
+    )

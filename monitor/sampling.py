@@ -34,7 +34,7 @@ class RateAdjuster(Protocol):
 
     def ceiling(self, rate: float) -> float: ...
 
-    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[float]: ...
+    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[Screened]: ...
 
 
 class Throttle(Protocol):
@@ -51,11 +51,23 @@ BUDGET_THINNED = "budget_thinned"
 
 
 @dataclass(frozen=True)
+class Screened:
+    """What a risk screen found for one record: its probability, and the risk it rests on."""
+
+    probability: float
+    #: the screen's risk (the local judge's probability of an unsupported claim); None
+    #: when the record was not screened
+    risk: float | None = None
+
+
+@dataclass(frozen=True)
 class Kept:
     """A record the sampler keeps: its Interaction and inclusion probability."""
 
     interaction: Interaction
     probability: float
+    #: the risk screen's risk for it (`Screened.risk`), None when it was not screened
+    risk: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,7 @@ class Screening:
     ceiling: float
     #: whether a drop counts as `BUDGET_THINNED`
     thinned: bool
-    probability: asyncio.Future[float]
+    screened: asyncio.Future[Screened]
 
 
 @dataclass(frozen=True)
@@ -161,9 +173,10 @@ class Sampler:
         screening = decision.screening
         if screening is None:
             return decision
-        rate = min(_clamp(await screening.probability), screening.ceiling)
+        screened = await screening.screened
+        rate = min(_clamp(screened.probability), screening.ceiling)
         if screening.u < rate:
-            return Decision(decision.offered, Kept(screening.interaction, rate))
+            return Decision(decision.offered, Kept(screening.interaction, rate, screened.risk))
         return Decision(decision.offered, skipped=BUDGET_THINNED if screening.thinned else None)
 
     def drops_unread(self, unit: bytes) -> bool:

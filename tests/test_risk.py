@@ -23,7 +23,7 @@ from monitor.risk import (
     inclusion_probability,
     solve_scale,
 )
-from monitor.sampling import RateAdjuster, Sampler, unit_hash
+from monitor.sampling import RateAdjuster, Sampler, Screened, unit_hash
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import RecordingJudge
 from tests.support.logs import captured_logs
@@ -197,11 +197,12 @@ async def test_screen_answers_with_a_future_and_draws_at_the_base_rate_when_full
     assert screen.screened_share < 1.0
     release.set()
     risky, safe = await first, await second
-    assert risky > safe > 0
-    assert risky <= screen.ceiling(0.1)
+    assert (risky.risk, safe.risk) == (1.0, 0.0)  # the screen's own reading travels along
+    assert risky.probability > safe.probability > 0
+    assert risky.probability <= screen.ceiling(0.1)
     assert screen.calibrator.observed == pytest.approx(2.0, rel=0.01)
     again = screen.adjust(_interaction("fine"), 0.1)  # room again
-    assert isinstance(again, asyncio.Future) and await again > 0
+    assert isinstance(again, asyncio.Future) and (await again).probability > 0
     await screen.aclose()
 
 
@@ -214,7 +215,7 @@ async def test_a_failing_screen_leaves_the_base_rate_and_frees_its_place() -> No
         for _ in range(3):
             future = screen.adjust(_interaction("x"), 0.2)
             assert isinstance(future, asyncio.Future)
-            assert await future == 0.2
+            assert await future == Screened(0.2, None)  # not screened: no risk
     assert any(e["event"] == "risk screen failed" for e in logs)
     await screen.aclose()
 
@@ -232,6 +233,7 @@ async def test_settle_keeps_what_the_screen_draws_and_never_above_the_ceiling() 
             decision = await Sampler.settle(decision)
             if decision.kept is not None:
                 assert decision.kept.probability <= ceiling
+                assert decision.kept.risk == (1.0 if k % 10 == 0 else 0.05)
         assert decision.screening is None
         if decision.kept is not None:
             kept[decision.kept.interaction.id] = decision.kept.probability
@@ -240,6 +242,29 @@ async def test_settle_keeps_what_the_screen_draws_and_never_above_the_ceiling() 
     assert len(risky_kept) / len(kept) > 0.3
     assert len(kept) / 3000 == pytest.approx(0.1, rel=0.25)
     await screen.aclose()
+
+
+def test_the_local_probability_joins_an_llm_verdict_and_never_replaces_one() -> None:
+    from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
+    from monitor.pipeline import local_probability
+    from monitor.records import MetricResult, ScoredRecord
+
+    llm = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.5)},
+    )
+    local_probability(llm, 0.8123456789)
+    assert llm.results["faithfulness"].details[HALLUCINATION_PROBABILITY] == 0.812346
+    own = {HALLUCINATION_PROBABILITY: 0.3}  # the local judge scored it: its own stays
+    scored = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=1.0, details=own)},
+    )
+    local_probability(scored, 0.9)
+    assert scored.results["faithfulness"].details[HALLUCINATION_PROBABILITY] == 0.3
+    unscored = ScoredRecord(interaction=_interaction("x"))
+    local_probability(unscored, 0.9)  # no faithfulness asked for: nothing to add it to
+    assert unscored.results == {}
 
 
 def test_the_sidecar_screens_with_its_own_local_judge() -> None:

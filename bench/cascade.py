@@ -64,7 +64,7 @@ from bench.twins import LONG
 from monitor.flags import DEFAULT_THRESHOLDS, is_hallucination
 from monitor.judges.local.answer import ANSWER_SHA256
 from monitor.judges.local.combiner import COMBINER_SHA256
-from monitor.judges.steps import GROUNDING, VERIFY
+from monitor.judges.steps import GROUNDING, QUESTIONS, VERIFY
 from monitor.records import Interaction, ScoredRecord, validate_record
 from monitor.risk import EPSILON, FLOOR_SHARE
 from monitor.sampling import unit_hash
@@ -168,8 +168,10 @@ def _error(record_id: str, rate: float) -> bool:
 def label_answer(
     labels: dict[str, bool],
 ) -> Any:
-    """The judge server's answer function: the test judge's answers, with the grounding and
-    verdicts set from ``labels`` (answer text → judged hallucinated)."""
+    """The judge server's answer function: the test judge's answers, with the grounding
+    verdicts set from ``labels`` (answer text → judged hallucinated) and a generated
+    question cut to 16 words (the test judge restates the answer's first sentence, which
+    for a long answer overruns the questions step's output cap)."""
     from tests.support import answers
 
     def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
@@ -180,6 +182,11 @@ def label_answer(
                 verdicts = choice["statements"]
                 for k, v in enumerate(verdicts):
                     v["verdict"] = int(not (hallucinated and k == len(verdicts) - 1))
+        elif step == QUESTIONS:
+            for choice in out:  # a question, not the answer's first sentence restated
+                words = choice["question"].split()
+                if len(words) > 16:
+                    choice["question"] = " ".join(words[:15]) + "?"
         elif step == VERIFY:
             raise ValueError("the cascade's judge answers the fused grounding step only")
         return out
@@ -401,13 +408,61 @@ def report(
             cpu = s.lexical_cpu_per_answer if name == "lexical" else s.cpu_per_answer
             ratio = t.per_1k() / uniform if uniform else math.nan
             print(
-                f"| {variant} | {error:.0%} | {name} | {t.per_1k():.2f} | "
+                f"| {variant} | {error:.0%} | {name} | {t.per_1k():.3f} | "
                 f"{'**' if name == 'risk' else ''}{ratio:.2f}×{'**' if name == 'risk' else ''} "
                 f"| {t.tokens / t.runs:,.0f} | {np.mean(t.bias_labels):+.4f} "
                 f"| {np.mean(t.bias_census):+.4f} | {np.mean(t.width):.4f} "
                 f"| {t.cover_labels / t.runs:.1%} | {t.cover_census / t.runs:.1%} "
                 f"| {share:.1%} | {share * 1000 * cpu:.1f} |"
             )
+
+
+def summary(
+    rows: Sequence[tuple[str, Screened, dict[tuple[str, float], dict[str, Tally]]]],
+) -> None:
+    """One line per pool and base rate: the headline of the detail tables."""
+    screens = [name for name in SAMPLERS if name not in ("uniform", "risk")]
+    print(
+        "| pool | base rate | hallucinated per 1k tokens: uniform → risk | **risk × uniform** "
+        + "".join(f"| {name} × uniform " for name in screens)
+        + "| coverage, labels, judge error 0: uniform / risk "
+        "| coverage, census, judge error 10 % / 25 %: uniform | the same: risk "
+        "| 95 % width, error 10 %: uniform / risk | screened share | screen CPU per answer |"
+    )
+    print("|---|---|---:|---:|" + "---:|" * len(screens) + "---:|---:|---:|---:|---:|---:|")
+    for pool, s, results in rows:
+        variants = list(dict.fromkeys(variant for variant, _ in results))
+        errors = sorted({error for _, error in results})
+        for variant in variants:
+            first = results[(variant, errors[0])]
+            uniform, risk = first["uniform"], first["risk"]
+            ratio = risk.per_1k() / uniform.per_1k()
+            others = "".join(
+                f"| {first[name].per_1k() / uniform.per_1k():.2f}× " for name in screens
+            )
+            exact = results.get((variant, 0.0))
+            labels = (
+                f"{exact['uniform'].cover_labels / exact['uniform'].runs:.1%} / "
+                f"{exact['risk'].cover_labels / exact['risk'].runs:.1%}"
+                if exact is not None
+                else "—"
+            )
+            census = [
+                " / ".join(f"{_census(results[(variant, e)][name]):.1%}" for e in errors if e > 0)
+                for name in ("uniform", "risk")
+            ]
+            middle = results.get((variant, 0.1), first)
+            width = f"{np.mean(middle['uniform'].width):.3f} / {np.mean(middle['risk'].width):.3f}"
+            print(
+                f"| {pool} | {variant} | {uniform.per_1k():.3f} → {risk.per_1k():.3f} "
+                f"| **{ratio:.2f}×** {others}| {labels} | {census[0]} | {census[1]} "
+                f"| {width} | {risk.screened / risk.runs:.1%} "
+                f"| {s.cpu_per_answer * 1000:.0f} ms |"
+            )
+
+
+def _census(t: Tally) -> float:
+    return t.cover_census / t.runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -442,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         screened[pool] = (items, screen_pool(pool, items, args.cache))
     if args.screen_only:
         return 0
+    rows = []
     for pool, (items, s) in screened.items():
         tokens, verdicts = asyncio.run(judge_pool(items, s.ids, errors))
         results: dict[tuple[str, float], dict[str, Tally]] = {}
@@ -458,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     population=args.population,
                 )
         report(pool, s, tokens, results, args.rate, args.population)
+        rows.append((pool, s, results))
+    print("\n### Summary\n")
+    summary(rows)
     return 0
 
 

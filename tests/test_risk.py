@@ -353,3 +353,31 @@ async def test_a_slow_screen_neither_stalls_consumption_nor_passes_the_commit_or
         sampled == value(parts, "rag_monitor_records_scored_total") == len(recording_judge.scored)
     )
     assert 0 < sampled < n
+
+
+@pytest.mark.kafka
+async def test_the_real_screen_runs_beside_an_llm_judge_and_every_record_finishes(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge
+) -> None:
+    from monitor.app import build, serve
+    from tests.test_pipeline import records, settled, value
+
+    n = 60
+    settings = monitor_settings(broker, topic, recording_judge, sample_rate=0.3, risk_sampling=True)
+    await records(topic, range(n), supported=lambda i: i % 3 != 0)
+    parts = build(settings)
+    screen = parts.sampler.adjuster
+    assert isinstance(screen, RiskScreen)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, n), 60, "all records finished")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    # the local judge's models were loaded at start and read at least one record
+    assert screen.screened >= 1 and screen.calibrator.observed > 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == n
+    sampled = value(parts, "rag_monitor_records_sampled_total")
+    assert 0 < sampled == value(parts, "rag_monitor_records_scored_total")

@@ -34,8 +34,8 @@ Verdict = Kept | InvalidRecord | Decision
 
 def local_probability(scored: ScoredRecord, risk: float) -> None:
     """The risk screen's probability in the faithfulness details, where the judge that
-    scored gave none (an LLM judge): so a backlog row, a score line and the scores topic
-    hold the local judge's probability beside the LLM judge's verdict."""
+    scored gave none (an LLM judge): so a backlog row and the scores topic hold the local
+    judge's probability beside the LLM judge's verdict."""
     result = scored.results.get("faithfulness")
     if result is not None:
         result.details.setdefault(HALLUCINATION_PROBABILITY, round(risk, 6))

@@ -12,8 +12,9 @@ weight_total` over `rag_monitor_scored_weight_total`) makes of the truth.
    as the sidecar's screen gives it (`monitor.risk.model_screen`: `LocalJudge.screen(...).risk`,
    the answer's probability of holding an unsupported claim), and the lexical fallback's
    (`monitor.risk.lexical_screen`); the process CPU per answer is measured around the model
-   screen (models loaded first). Cached in ``--cache`` (the CPU-heavy part, done once per tree:
-   the cache names the answer model's and combiner's pinned digests and the pool's ids).
+   screen (models loaded first). Cached in ``--cache`` (the CPU-heavy part, done once per
+   judge: the cache names a digest of the local judge's code and pinned model files, and the
+   pool's ids).
 2. **LLM judge.** Every answer is scored once per judge error rate (``--errors``) by the real
    scorer (`monitor.scoring.Scorer`, the three online metrics, the frugal call pattern) through
    `monitor.judges.llm.OpenAIJudge` against the test suite's judge server on 127.0.0.1
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import platform
@@ -59,11 +61,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import monitor.judges.local
 from bench.harness import FAITHFUL, HALLUCINATED, Item, load_dataset
 from bench.twins import LONG
 from monitor.flags import DEFAULT_THRESHOLDS, is_hallucination
-from monitor.judges.local.answer import ANSWER_SHA256
-from monitor.judges.local.combiner import COMBINER_SHA256
 from monitor.judges.steps import GROUNDING, QUESTIONS, VERIFY
 from monitor.records import Interaction, ScoredRecord, validate_record
 from monitor.risk import EPSILON, FLOOR_SHARE
@@ -110,10 +111,21 @@ def interaction(item: Item, k: int) -> Interaction:
     return validate_record(record)
 
 
+def judge_digest() -> str:
+    """The local judge's code and pinned model files, as one digest: a cached screen is
+    reused only for the judge that made it."""
+    root = Path(monitor.judges.local.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted([*root.rglob("*.py"), root / "model" / "SHA256SUMS"]):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def screen_pool(pool: str, items: Sequence[Item], cache: Path) -> Screened:
     """Both screens' risks for ``items``, from ``cache`` when it holds this pool for this tree."""
     ids = [str(item.record.get("id", k)) for k, item in enumerate(items)]
-    key = {"answer": ANSWER_SHA256, "combiner": COMBINER_SHA256, "ids": ids}
+    key = {"judge": judge_digest(), "ids": ids}
     stored: dict[str, Any] = json.loads(cache.read_text()) if cache.is_file() else {}
     entry = stored.get(pool)
     if entry is None or entry.get("key") != key:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -40,7 +39,7 @@ from monitor.kafka.ledger import LedgerListener
 from monitor.kafka.publisher import KafkaPublisher
 from monitor.pipeline import Pipeline
 from monitor.records import INVALID_REASONS
-from monitor.sampling import BUDGET_THINNED, RateAdjuster, Sampler
+from monitor.sampling import BUDGET_THINNED, Sampler
 from monitor.scoring import RecordScorer, Scorer, UnknownMetric
 from monitor.sinks import Sink
 from monitor.sinks.prometheus import PrometheusSink
@@ -52,6 +51,7 @@ from monitor.tokens import count_tokens
 
 if TYPE_CHECKING:  # asyncpg is imported only where a backlog is configured
     from monitor.backlog.store import BacklogStore
+    from monitor.risk import RiskScreen
 
 log = structlog.get_logger("monitor.app")
 
@@ -179,12 +179,15 @@ def build(settings: Settings) -> Components:
         raise ConfigError(str(exc)) from None
     # the budget's scale on the sampler's rates, taught the cost of a record by the scorer
     adaptive = AdaptiveRate(budget)
+    screen = _risk(settings, [judge, fallback_judge])
     sampler = Sampler(
-        settings.sample_rate, settings.sample_rules, adjuster=_risk(settings), throttle=adaptive
+        settings.sample_rate, settings.sample_rules, adjuster=screen, throttle=adaptive
     )
     # the budget's gauges are read from it at each scrape
     exporter.token_budget_remaining.set_function(budget.remaining)
     exporter.sample_rate.set_function(sampler.scaled_rate)
+    if screen is not None:
+        exporter.risk_screened_share.set_function(lambda: screen.screened_share)
     sinks: list[Sink] = [PrometheusSink(exporter, settings)]
     ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
     # OTLP span messages are assembled per trace; a revoke does not wait for the messages
@@ -247,6 +250,8 @@ def build(settings: Settings) -> Components:
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
+    if screen is not None:  # stopped after the source, whose records it screens
+        judges.append(Service("the risk screen", screen.start, screen.aclose))
     parts.services[:0] = judges
     return parts
 
@@ -369,13 +374,17 @@ def _quietly(check: ReadinessCheck) -> Callable[[], Awaitable[None]]:
     return run
 
 
-def _risk(settings: Settings) -> RateAdjuster | None:
-    """The risk-based sampling hook: `monitor.risk.build_adjuster(settings)` when enabled."""
+def _risk(settings: Settings, judges: Sequence[Judge | None]) -> RiskScreen | None:
+    """The risk-based sampling hook when enabled (`monitor.risk.build_adjuster`), screening
+    with the sidecar's local judge (the primary or the budget's fallback) where it has one,
+    so the models are loaded once."""
     if not settings.risk_sampling:
         return None
-    module = importlib.import_module("monitor.risk")
-    adjuster: RateAdjuster = module.build_adjuster(settings)
-    return adjuster
+    from monitor.judges.local.judge import LocalJudge
+    from monitor.risk import build_adjuster
+
+    local = next((j for j in judges if isinstance(j, LocalJudge)), None)
+    return build_adjuster(settings, local)
 
 
 async def serve(

@@ -180,6 +180,8 @@ class Settings(BaseSettings):
     )
     budget_fallback: Literal["skip", "local"] = "skip"
     risk_sampling: bool = False
+    #: worker threads of the risk screen (each about one core while traffic outruns it)
+    risk_screen_threads: int = Field(default=1, ge=1)
 
     # --- backlog
     pg_dsn: SecretStr | None = None

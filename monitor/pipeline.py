@@ -17,7 +17,8 @@ import structlog
 
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.records import Interaction, InvalidRecord, parse_record
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
+from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
 from monitor.scoring import RecordScorer
 from monitor.sinks import Sink, SinkBackpressure
@@ -25,6 +26,19 @@ from monitor.sources import DeadLetterError, RevokeHook, Source, SourceRecord
 from monitor.telemetry import Exporter
 
 log = structlog.get_logger("monitor.pipeline")
+
+#: what the fetch loop hands a record's task: a record to dead-letter, one to score, or a
+#: decision that waits for the risk screen
+Verdict = Kept | InvalidRecord | Decision
+
+
+def local_probability(scored: ScoredRecord, risk: float) -> None:
+    """The risk screen's probability in the faithfulness details, where the judge that
+    scored gave none (an LLM judge): so a backlog row and the scores topic hold the local
+    judge's probability beside the LLM judge's verdict."""
+    result = scored.results.get("faithfulness")
+    if result is not None:
+        result.details.setdefault(HALLUCINATION_PROBABILITY, round(risk, 6))
 
 
 class Pipeline:
@@ -100,7 +114,7 @@ class Pipeline:
             await self._drain(time.monotonic() + grace)
 
     async def _process(
-        self, record: SourceRecord, verdict: Kept | InvalidRecord, slots: asyncio.Semaphore
+        self, record: SourceRecord, verdict: Verdict, slots: asyncio.Semaphore
     ) -> None:
         try:
             await self._handle(record, verdict)
@@ -110,16 +124,24 @@ class Pipeline:
         finally:
             slots.release()
 
-    def _triage(self, record: SourceRecord) -> Kept | InvalidRecord | None:
+    def _triage(self, record: SourceRecord) -> Verdict | None:
         """Steps 1 and 2, in the fetch loop: validate the record, then sample it, once.
 
         None when the record was sampled out (it is finished); else what `_handle` does
-        with it: dead-letter an InvalidRecord, score a kept one.
+        with it: dead-letter an InvalidRecord, score a kept one, or wait for the risk
+        screen's answer first (a `Decision` with ``screening``: the record stays unfinished
+        meanwhile, so the offsets wait for it and the fetch loop does not).
         """
         read = self._read(record)
         if isinstance(read, InvalidRecord):
             return read
         decision = self._decide(record, read)
+        if decision.screening is not None:
+            return decision
+        return self._sampled(record, decision)
+
+    def _sampled(self, record: SourceRecord, decision: Decision) -> Kept | None:
+        """A settled decision: the kept record (counted), or None with the record finished."""
         if decision.kept is None:
             if decision.skipped is not None:
                 self._skip(record, decision.skipped)
@@ -151,15 +173,22 @@ class Pipeline:
         unit = record.key or read.id.encode("utf-8")
         return self.sampler.decide(unit, read.metadata, lambda: read)
 
-    async def _handle(self, record: SourceRecord, verdict: Kept | InvalidRecord) -> None:
+    async def _handle(self, record: SourceRecord, verdict: Verdict) -> None:
         if isinstance(verdict, InvalidRecord):
             await self._dead_letter(record, verdict)
             return
+        if isinstance(verdict, Decision):
+            kept = self._sampled(record, await self.sampler.settle(verdict))
+            if kept is None:
+                return
+            verdict = kept
         scored = await self.scorer.score(verdict.interaction)
         if scored.error is not None:
             self._skip(record, scored.error, verdict.interaction.trace_id)
             return
         scored.inclusion_probability = verdict.probability
+        if verdict.risk is not None:
+            local_probability(scored, verdict.risk)
         self._checkpoint.add(record, scored)
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted

@@ -1,19 +1,29 @@
-"""Risk-based sampling: the judge spent on the records a cheap screen finds suspicious. Pure.
+"""Risk-based sampling: the LLM judge spent on the records the local judge finds suspicious.
 
-See docs/design.md, "Budget and sampling".
+The maths (`inclusion_probability`, `solve_scale`, `RiskCalibrator`) is pure; `RiskScreen`
+runs the local judge's screen off the event loop, on what it can keep up with.
+See docs/design.md, "The cascade".
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import structlog
+
 from monitor.records import Interaction
+from monitor.sampling import Screened
 
 if TYPE_CHECKING:
     from monitor.config import Settings
+    from monitor.judges.local.judge import LocalJudge
+
+log = structlog.get_logger("monitor.risk")
 
 #: Defaults: ε (risk added to every record) and the smallest share of the rate any record gets.
 EPSILON = 0.05
@@ -175,21 +185,130 @@ class RiskAdjuster:
         return self.calibrator.probability(risk, rate)
 
 
-def build_adjuster(settings: Settings) -> RiskAdjuster:
-    """The sidecar's risk-based sampling hook (``RAG_MONITOR_RISK_SAMPLING=true``).
+#: what a screen reads: one interaction → its hallucination risk in [0, 1]
+ScreenFn = Callable[[Interaction], float]
 
-    The screen is the local judge's cheapest part, its lexical gaps weighed as the
-    combiner weighs them (`LocalJudge.lexical_risk`: no model call), so every consumed
-    record can afford it.
-    """
-    del settings  # the calibrator's defaults hold for every configuration so far
-    from monitor.judges.local.judge import LocalJudge
 
-    judge = LocalJudge()
+def model_screen(judge: LocalJudge) -> ScreenFn:
+    """The local judge's screen: the probability that the answer holds at least one
+    unsupported claim (`LocalJudge.screen`), the support model run on every claim."""
+
+    def screen(interaction: Interaction) -> float:
+        return judge.screen(
+            interaction.context_texts, interaction.response, interaction.user_input
+        ).risk
+
+    return screen
+
+
+def lexical_screen(judge: LocalJudge) -> ScreenFn:
+    """The cheap fallback: the claims' lexical gaps only (`LocalJudge.lexical_risk`), no
+    model call."""
 
     def screen(interaction: Interaction) -> float:
         return judge.lexical_risk(
             interaction.context_texts, interaction.response, interaction.user_input
         )
 
-    return RiskAdjuster(screen=screen)
+    return screen
+
+
+class RiskScreen:
+    """The sidecar's `monitor.sampling.RateAdjuster`: the model screen in a worker thread.
+
+    A record within reach of being kept (`monitor.sampling.Sampler.decide`) is screened
+    when the screen has room (fewer than ``depth`` records in it): `adjust` answers with a
+    future of its probability, which `monitor.sampling.Sampler.settle` awaits. When the
+    screen is full the record is not screened and gets the base rate itself: the screen
+    runs on the share of the traffic it keeps up with, and every record is stamped with
+    the probability it was actually drawn with, so the weights 1/p stay exact either way.
+    ``screened_share`` (``rag_monitor_risk_screened_share``) says which: the recent share
+    of the records within reach that the screen read (1: it keeps up).
+
+    ``threads`` bounds the CPU it takes (one thread: at most about one core).
+    """
+
+    #: how many recent records within reach the screened share is averaged over
+    SHARE_WINDOW = 1000.0
+
+    def __init__(
+        self,
+        screen: ScreenFn,
+        *,
+        calibrator: RiskCalibrator | None = None,
+        threads: int = 1,
+        depth: int | None = None,
+        warm_up: Callable[[], object] | None = None,
+    ) -> None:
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        self.screen = screen
+        self.calibrator = calibrator if calibrator is not None else RiskCalibrator()
+        self.threads = threads
+        #: records in the screen at once (running and waiting): two per thread keep each
+        #: thread busy without a queue that would hold records back
+        self.depth = depth if depth is not None else 2 * threads
+        #: loads what the screen reads (the local judge's models), at `start`
+        self.warm_up = warm_up
+        self._executor: ThreadPoolExecutor | None = None
+        self._in_screen = 0
+        self._share = 1.0
+        self._alpha = 1.0 / self.SHARE_WINDOW
+        self.screened = 0
+        self.unscreened = 0
+
+    @property
+    def screened_share(self) -> float:
+        return self._share
+
+    def ceiling(self, rate: float) -> float:
+        return self.calibrator.ceiling(rate)
+
+    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[Screened]:
+        """The record's probability: a future of it when the screen reads the record, the
+        base rate ``rate`` when the screen is full (called in the event loop)."""
+        if self._in_screen >= self.depth:
+            self.unscreened += 1
+            self._share -= self._alpha * self._share
+            return rate
+        self.screened += 1
+        self._share += self._alpha * (1.0 - self._share)
+        self._in_screen += 1
+        return asyncio.ensure_future(self._probability(interaction, rate))
+
+    async def _probability(self, interaction: Interaction, rate: float) -> Screened:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="risk-screen")
+        loop = asyncio.get_running_loop()
+        try:
+            risk = await loop.run_in_executor(self._executor, self.screen, interaction)
+        except Exception:  # a bug in the screen: the record keeps the base rate
+            log.exception("risk screen failed")
+            return Screened(rate)
+        finally:
+            self._in_screen -= 1
+        self.calibrator.observe(risk)
+        return Screened(self.calibrator.probability(risk, rate), risk)
+
+    async def start(self) -> None:
+        """Load the screen's models now (in a thread), not on the first record it reads."""
+        if self.warm_up is not None:
+            await asyncio.to_thread(self.warm_up)
+
+    async def aclose(self) -> None:
+        """Let the worker thread go (a running screen finishes)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+
+def build_adjuster(settings: Settings, judge: LocalJudge | None = None) -> RiskScreen:
+    """The sidecar's risk-based sampling hook (``RAG_MONITOR_RISK_SAMPLING``), screening with
+    ``judge`` (the sidecar's own local judge where it has one; a new one otherwise) in
+    ``RAG_MONITOR_RISK_SCREEN_THREADS`` threads."""
+    if judge is None:
+        from monitor.judges.local.judge import LocalJudge
+
+        judge = LocalJudge()
+    return RiskScreen(
+        model_screen(judge), threads=settings.risk_screen_threads, warm_up=judge.warm_up
+    )

@@ -5,6 +5,7 @@ See docs/design.md, "Budget and sampling".
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,11 +28,13 @@ class RateAdjuster(Protocol):
 
     ``ceiling(rate)`` bounds what ``adjust`` can return for *any* record with
     that base rate; the sampler uses it to drop records before building them.
+    ``adjust`` answers at once, or with a future when its screen runs elsewhere
+    (`monitor.risk.RiskScreen`): the record's decision then waits for it (`Sampler.settle`).
     """
 
     def ceiling(self, rate: float) -> float: ...
 
-    def adjust(self, interaction: Interaction, rate: float) -> float: ...
+    def adjust(self, interaction: Interaction, rate: float) -> float | asyncio.Future[Screened]: ...
 
 
 class Throttle(Protocol):
@@ -48,11 +51,36 @@ BUDGET_THINNED = "budget_thinned"
 
 
 @dataclass(frozen=True)
+class Screened:
+    """What a risk screen found for one record: its probability, and the risk it rests on."""
+
+    probability: float
+    #: the screen's risk (the local judge's probability of an unsupported claim); None
+    #: when the record was not screened
+    risk: float | None = None
+
+
+@dataclass(frozen=True)
 class Kept:
     """A record the sampler keeps: its Interaction and inclusion probability."""
 
     interaction: Interaction
     probability: float
+    #: the risk screen's risk for it (`Screened.risk`), None when it was not screened
+    risk: float | None = None
+
+
+@dataclass(frozen=True)
+class Screening:
+    """A record within reach of being kept whose probability the risk screen has yet to give."""
+
+    interaction: Interaction
+    #: the record's unit hash, and the ceiling its drop was decided with
+    u: float
+    ceiling: float
+    #: whether a drop counts as `BUDGET_THINNED`
+    thinned: bool
+    screened: asyncio.Future[Screened]
 
 
 @dataclass(frozen=True)
@@ -67,6 +95,8 @@ class Decision:
     #: why a dropped record counts as skipped (`BUDGET_THINNED`); None when it is kept or
     #: simply sampled out
     skipped: str | None = None
+    #: the record waits for the risk screen: `Sampler.settle` gives the decision
+    screening: Screening | None = None
 
 
 class Sampler:
@@ -112,7 +142,8 @@ class Sampler:
 
         A risk adjuster that recalibrates while it screens the record cannot raise the
         stamped probability above the ceiling the drop was decided with: a record with
-        ``u`` at or above it was dropped unbuilt.
+        ``u`` at or above it was dropped unbuilt. An adjuster whose screen answers later
+        gives a `Decision` with ``screening`` set: `settle` finishes it.
         """
         u = unit_hash(unit)
         offered = self.rate_for(metadata) if metadata is not None else self.rate
@@ -121,16 +152,32 @@ class Sampler:
             self.throttle.offered(offered)
         rate = _clamp(offered * scale)
         ceiling = rate if self.adjuster is None else _clamp(self.adjuster.ceiling(rate))
+        thinned = scale < 1.0 and u < offered
         if u < ceiling:
             if interaction is None:
                 raise ValueError("a record the sampler may keep was left unread")
             built = interaction()
             if self.adjuster is not None:
-                rate = min(_clamp(self.adjuster.adjust(built, rate)), ceiling)
+                adjusted = self.adjuster.adjust(built, rate)
+                if isinstance(adjusted, asyncio.Future):
+                    waiting = Screening(built, u, ceiling, thinned, adjusted)
+                    return Decision(offered, screening=waiting)
+                rate = min(_clamp(adjusted), ceiling)
             if u < rate:
                 return Decision(offered, Kept(built, rate))
-        thinned = scale < 1.0 and u < offered
         return Decision(offered, skipped=BUDGET_THINNED if thinned else None)
+
+    @staticmethod
+    async def settle(decision: Decision) -> Decision:
+        """``decision`` once its risk screen has answered (itself when it waits for none)."""
+        screening = decision.screening
+        if screening is None:
+            return decision
+        screened = await screening.screened
+        rate = min(_clamp(screened.probability), screening.ceiling)
+        if screening.u < rate:
+            return Decision(decision.offered, Kept(screening.interaction, rate, screened.risk))
+        return Decision(decision.offered, skipped=BUDGET_THINNED if screening.thinned else None)
 
     def drops_unread(self, unit: bytes) -> bool:
         """Whether `decide` drops every record with this ``unit``, whatever it holds and

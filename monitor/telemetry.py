@@ -60,6 +60,11 @@ HELP = {
         "/ the topic's partitions."
     ),
     "sample_rate": "Current base sample rate (after budget adaptation).",
+    "risk_screened_share": (
+        "Risk-based sampling: the recent share of the records within reach of the sample "
+        "that the local judge's screen read (1: it keeps up; below 1, the rest were drawn "
+        "at the base rate)."
+    ),
     "consumer_lag": "Records behind the partition's high watermark.",
     "backlog_enqueued_total": "Interactions queued into the golden-set backlog, by flag reason.",
     "backlog_write_errors_total": "Failed backlog writes (retried).",
@@ -104,6 +109,7 @@ class Exporter:
         self.token_budget_remaining = declare.gauge("token_budget_remaining")
         self.token_budget_share = declare.gauge("token_budget_share")
         self.sample_rate = declare.gauge("sample_rate")
+        self.risk_screened_share = declare.gauge("risk_screened_share")
         self.consumer_lag = declare.gauge("consumer_lag", "partition")
         self.backlog_enqueued = declare.counter("backlog_enqueued_total", "reason")
         self.backlog_write_errors = declare.counter("backlog_write_errors_total")

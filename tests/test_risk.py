@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import math
 import random
 import statistics
+import threading
+import time
 
 import pytest
 
+from monitor.config import Settings
+from monitor.demo.broker import Broker
+from monitor.kafka.topics import committed_offsets
 from monitor.records import Interaction, validate_record
 from monitor.risk import (
     RiskAdjuster,
     RiskCalibrator,
+    RiskScreen,
     inclusion_probability,
     solve_scale,
 )
-from monitor.sampling import RateAdjuster, unit_hash
+from monitor.sampling import RateAdjuster, Sampler, Screened, unit_hash
+from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.judge_server import RecordingJudge
+from tests.support.logs import captured_logs
+from tests.support.waits import wait_until
 
 
 def test_inclusion_probability_is_clipped_between_floor_and_one() -> None:
@@ -140,6 +152,10 @@ def test_an_uninformative_screen_stays_unbiased() -> None:
     assert abs(statistics.fmean(estimates) - sum(ys) / n) < 3 * se
 
 
+def _same(record: Interaction) -> Interaction:
+    return record
+
+
 def _interaction(response: str) -> Interaction:
     return validate_record(
         {"id": "x", "user_input": "q", "retrieved_contexts": ["c"], "response": response}
@@ -159,3 +175,209 @@ def test_adjuster_is_a_rate_adjuster_and_is_deterministic() -> None:
     for _ in range(200):
         twin.adjust(_interaction("fine"), 0.1)
     assert twin.adjust(_interaction("costs $5"), 0.1) == risky
+
+
+# --- the screen off the event loop (`RiskScreen`), and through the sidecar with a real broker
+
+
+async def test_screen_answers_with_a_future_and_draws_at_the_base_rate_when_full() -> None:
+    release = threading.Event()
+
+    def slow(interaction: Interaction) -> float:
+        release.wait(10)
+        return 1.0 if "$" in interaction.response else 0.0
+
+    screen = RiskScreen(slow, depth=2)
+    first = screen.adjust(_interaction("costs $5"), 0.1)
+    second = screen.adjust(_interaction("fine"), 0.1)
+    assert isinstance(first, asyncio.Future) and isinstance(second, asyncio.Future)
+    # full: the third is not screened and keeps the base rate, without waiting
+    assert screen.adjust(_interaction("costs $7"), 0.1) == 0.1
+    assert screen.screened == 2 and screen.unscreened == 1
+    assert screen.screened_share < 1.0
+    release.set()
+    risky, safe = await first, await second
+    assert (risky.risk, safe.risk) == (1.0, 0.0)  # the screen's own reading travels along
+    assert risky.probability > safe.probability > 0
+    assert risky.probability <= screen.ceiling(0.1)
+    assert screen.calibrator.observed == pytest.approx(2.0, rel=0.01)
+    again = screen.adjust(_interaction("fine"), 0.1)  # room again
+    assert isinstance(again, asyncio.Future) and (await again).probability > 0
+    await screen.aclose()
+
+
+async def test_a_failing_screen_leaves_the_base_rate_and_frees_its_place() -> None:
+    def broken(interaction: Interaction) -> float:
+        raise RuntimeError("boom")
+
+    screen = RiskScreen(broken, depth=1)
+    with captured_logs() as logs:
+        for _ in range(3):
+            future = screen.adjust(_interaction("x"), 0.2)
+            assert isinstance(future, asyncio.Future)
+            assert await future == Screened(0.2, None)  # not screened: no risk
+    assert any(e["event"] == "risk screen failed" for e in logs)
+    await screen.aclose()
+
+
+async def test_settle_keeps_what_the_screen_draws_and_never_above_the_ceiling() -> None:
+    screen = RiskScreen(lambda i: 1.0 if "$" in i.response else 0.05, depth=10_000)
+    sampler = Sampler(0.1, adjuster=screen)
+    kept: dict[str, float] = {}
+    for k in range(3000):
+        risky = k % 10 == 0
+        record = _interaction("costs $5" if risky else "fine").model_copy(update={"id": f"r{k}"})
+        decision = sampler.decide(f"r{k}".encode(), {}, functools.partial(_same, record))
+        if decision.screening is not None:
+            ceiling = decision.screening.ceiling
+            decision = await Sampler.settle(decision)
+            if decision.kept is not None:
+                assert decision.kept.probability <= ceiling
+                assert decision.kept.risk == (1.0 if k % 10 == 0 else 0.05)
+        assert decision.screening is None
+        if decision.kept is not None:
+            kept[decision.kept.interaction.id] = decision.kept.probability
+    risky_kept = [k for k in kept if int(k[1:]) % 10 == 0]
+    # a tenth of the records are risky; risk sampling fills the sample with them
+    assert len(risky_kept) / len(kept) > 0.3
+    assert len(kept) / 3000 == pytest.approx(0.1, rel=0.25)
+    await screen.aclose()
+
+
+def test_the_local_probability_joins_an_llm_verdict_and_never_replaces_one() -> None:
+    from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
+    from monitor.pipeline import local_probability
+    from monitor.records import MetricResult, ScoredRecord
+
+    llm = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.5)},
+    )
+    local_probability(llm, 0.8123456789)
+    assert llm.results["faithfulness"].details[HALLUCINATION_PROBABILITY] == 0.812346
+    own = {HALLUCINATION_PROBABILITY: 0.3}  # the local judge scored it: its own stays
+    scored = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=1.0, details=own)},
+    )
+    local_probability(scored, 0.9)
+    assert scored.results["faithfulness"].details[HALLUCINATION_PROBABILITY] == 0.3
+    unscored = ScoredRecord(interaction=_interaction("x"))
+    local_probability(unscored, 0.9)  # no faithfulness asked for: nothing to add it to
+    assert unscored.results == {}
+
+
+def test_the_sidecar_screens_with_its_own_local_judge() -> None:
+    from monitor.app import build
+    from monitor.judges.local.judge import LocalJudge
+
+    settings = Settings(risk_sampling=True, kafka_topic="t", metrics_port=0, judge_base_url=None)
+    parts = build(settings)
+    screen = parts.sampler.adjuster
+    assert isinstance(screen, RiskScreen) and isinstance(parts.judge, LocalJudge)
+    context = "Receipts are required for expenses over $100."
+    supported = Interaction(id="a", user_input="q", retrieved_contexts=[context], response=context)
+    invented = supported.model_copy(
+        update={"response": "Receipts are required for expenses over $700."}
+    )
+    assert screen.screen(invented) > screen.screen(supported)
+    assert parts.judge.support_model is not None  # the models loaded once, by the judge
+    assert "the risk screen" in [s.name for s in parts.services]
+    text = parts.exporter.registry.get_sample_value("rag_monitor_risk_screened_share")
+    assert text == 1.0
+
+
+class _SlowScreen:
+    """A screen that holds the first record it reads until released, and takes 20 ms for
+    every other."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.held: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, interaction: Interaction) -> float:
+        with self._lock:
+            first = self.held is None
+            if first:
+                self.held = interaction.id
+        if first:
+            self.release.wait(30)
+        else:
+            time.sleep(0.02)
+        return 0.9 if "never" in interaction.response else 0.1
+
+
+@pytest.mark.kafka
+async def test_a_slow_screen_neither_stalls_consumption_nor_passes_the_commit_order(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge
+) -> None:
+    from monitor.app import build, serve
+    from tests.test_pipeline import records, settled, value
+
+    n, rate = 400, 0.5
+    settings = monitor_settings(
+        broker, topic, recording_judge, sample_rate=rate, risk_sampling=True, risk_screen_threads=2
+    )
+    await records(topic, range(n), supported=lambda i: i % 5 != 0)
+    parts = build(settings)
+    screen = parts.sampler.adjuster
+    assert isinstance(screen, RiskScreen)
+    slow = _SlowScreen()
+    screen.screen = slow
+    release = slow.release
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        # every record read while the screen holds one: nothing waits for it but its own
+        # partition's offsets (40 ms of screen per record would take 8 s for all of them)
+        consumed = "rag_monitor_records_consumed_total"
+        await wait_until(lambda: value(parts, consumed, topic=topic.name) >= n, 30, "consumed")
+        await wait_until(lambda: parts.source.in_flight == 1, 30, "all but the held one finish")
+        assert slow.held is not None
+        positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+        assert sum(p or 0 for p in positions.values()) < n  # its partition waits for it
+        assert screen.unscreened > 0
+        shared = parts.exporter.registry.get_sample_value("rag_monitor_risk_screened_share")
+        assert shared is not None and shared < 1.0
+        release.set()
+        await wait_until(settled(parts, topic, n), 30, "all records finished")
+    finally:
+        release.set()
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == n
+    sampled = value(parts, "rag_monitor_records_sampled_total")
+    assert (
+        sampled == value(parts, "rag_monitor_records_scored_total") == len(recording_judge.scored)
+    )
+    assert 0 < sampled < n
+
+
+@pytest.mark.kafka
+async def test_the_real_screen_runs_beside_an_llm_judge_and_every_record_finishes(
+    broker: Broker, topic: Topic, recording_judge: RecordingJudge
+) -> None:
+    from monitor.app import build, serve
+    from tests.test_pipeline import records, settled, value
+
+    n = 60
+    settings = monitor_settings(broker, topic, recording_judge, sample_rate=0.3, risk_sampling=True)
+    await records(topic, range(n), supported=lambda i: i % 3 != 0)
+    parts = build(settings)
+    screen = parts.sampler.adjuster
+    assert isinstance(screen, RiskScreen)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop, parts))
+    try:
+        await wait_until(settled(parts, topic, n), 60, "all records finished")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    # the local judge's models were loaded at start and read at least one record
+    assert screen.screened >= 1 and screen.calibrator.observed > 0
+    positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
+    assert sum(p or 0 for p in positions.values()) == n
+    sampled = value(parts, "rag_monitor_records_sampled_total")
+    assert 0 < sampled == value(parts, "rag_monitor_records_scored_total")

@@ -210,4 +210,5 @@ def test_risk_adjuster_from_settings_prefers_invented_numbers() -> None:
         retrieved_contexts=[context],
         response="Receipts are required for expenses over $700.",
     )
-    assert adjuster.adjust(invented, 0.1) > adjuster.adjust(supported, 0.1)
+    # the screen is the local judge's answer probability, read off the event loop
+    assert adjuster.screen(invented) > adjuster.screen(supported)

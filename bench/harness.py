@@ -23,7 +23,6 @@ The one AUROC is `bench.ranking.auroc`.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import math

@@ -398,7 +398,7 @@ def core_budget(long: Path) -> None:
         started = time.thread_time()
         claims = judge.statements(response, question)
         if claims:
-            judge.verify(join_contexts(contexts), claims)
+            judge.assess(join_contexts(contexts), claims)
         spent = time.thread_time() - started
         ctx, ans = len(" ".join(contexts).split()), len(response.split())
         band = (

@@ -35,7 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bench.harness import HALUEVAL, LONG, ROOT, read_jsonl
+from bench.harness import HALUEVAL, ROOT, read_jsonl
+from bench.twins import LONG
 from monitor.judges.local.claims import PHRASE_JOIN, PHRASE_WORDS
 from monitor.judges.local.claims import claims as rule_claims
 from monitor.text.evasive import asserts, declines

@@ -23,7 +23,7 @@ from pathlib import Path
 from monitor.judges.local.embedder import ModelFileError
 
 ANSWER_PATH = Path(__file__).with_name("model") / "answer.json"
-ANSWER_SHA256 = "f497caedabcf4a708bcdb7ede0b3e8cdd9509fce78c122456af5412c600d1757"
+ANSWER_SHA256 = "99b1b0bd4041bc7e9d3d1c4e7bf43c3eab83780124a00fdae637893acefdc700"
 #: a claim's probability is kept this far from 0 and 1 before its logit is taken
 _EDGE = 1e-4
 #: the features, in the order of the weights: the logit of the weakest claim's support, of

@@ -83,10 +83,10 @@ async def test_the_worked_example_is_decided_claim_by_claim() -> None:
 
 
 async def test_the_worked_example_read_as_a_whole() -> None:
-    """B's invented claim makes B far likelier than A to hold an unsupported claim. With the
-    answer-level decision, the shipped cut (fitted so that at most 5 % of the faithful answers
-    of each dev set are flagged) does not reach B; a cut at B's level flags B's invented
-    claim, and only it."""
+    """B's invented claim makes B likelier than A to hold an unsupported claim. By default
+    the shipped cut (fitted so that at most 5 % of the faithful answers of each dev set are
+    flagged) reaches neither (docs/model.md says why A is close); a cut between them flags
+    B's invented claim, and only it."""
     shipped = LocalJudge()
     assert shipped.decision == "answer"
     scorer = Scorer(shipped, ["faithfulness"])
@@ -94,12 +94,11 @@ async def test_the_worked_example_read_as_a_whole() -> None:
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
     p_a = a.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
     p_b = b.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
-    assert p_b > 3 * p_a and p_a < 0.3
-    assert p_b < shipped.answers.cut
+    assert p_a < p_b < shipped.answers.cut
     assert a.results["faithfulness"].score == b.results["faithfulness"].score == 1.0
 
     cut = (p_a + p_b) / 2
-    strict = LocalJudge(decision="answer", answer_model=replace(shipped.answers, cut=cut))
+    strict = LocalJudge(answer_model=replace(shipped.answers, cut=cut))
     scorer = Scorer(strict, ["faithfulness"])
     a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]

@@ -4,9 +4,9 @@ traffic, fed through the shipped alert rules by promtool.
 1. **Verdicts.** Every answer of a labelled pool is scored as a user scores a file
    (``python -m monitor score FILE --judge local --metrics faithfulness``, a child process):
    its verdict is whether the sidecar flags it ``hallucination``, under each of the local
-   judge's decisions (``claim``, the default, as ``score`` flags it; ``answer``, the answer's
-   ``hallucination_probability`` at or above the shipped cut, which is what
-   ``RAG_MONITOR_LOCAL_DECISION=answer`` flags). Pools: the demo traffic,
+   judge's decisions (``claim``, as ``score`` flags it with ``RAG_MONITOR_LOCAL_DECISION=claim``;
+   ``answer``, the default, the answer's ``hallucination_probability`` at or above the shipped
+   cut, which is what the default decision flags). Pools: the demo traffic,
    the long-answer twins' report half (`bench.twins`) and the realistic holdout; only
    faithful and hallucinated answers are drawn (an evasive answer is unscoreable, the demo's
    off-topic ones are neither).
@@ -117,7 +117,8 @@ def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> dict[str, V
             for n, item in enumerate(items):
                 fields = ("user_input", "retrieved_contexts", "response")
                 f.write(json.dumps({"id": f"r{n}", **{k: item.record[k] for k in fields}}) + "\n")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # the claims' own verdicts; the answer's probability, written either way, gives the other
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAG_MONITOR_LOCAL_DECISION": "claim"}
         done = subprocess.run(
             [sys.executable, "-m", "monitor", "score", str(source), "--judge", "local",
              "--metrics", "faithfulness"],
@@ -134,7 +135,7 @@ def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> dict[str, V
         row = lines[f"r{n}"]
         probability = row.get(HALLUCINATION_PROBABILITY)
         flagged = {
-            # the default: each claim on its own (the flag as `score` wrote it)
+            # each claim on its own (the flag as `score` wrote it, deciding so)
             "claim": HALLUCINATION in row.get("flags", []),
             # RAG_MONITOR_LOCAL_DECISION=answer flags exactly the answers at or above the cut
             "answer": probability is not None and probability >= cut,

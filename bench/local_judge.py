@@ -366,12 +366,12 @@ def figures(long: Path, before: str) -> None:
 
 #: (label, lowest, highest) of the size bands, in words
 CONTEXT_BANDS = (
-    (" < 150", 0, 149),
+    ("< 150", 0, 149),
     ("150–499", 150, 499),
     ("500–999", 500, 999),
     ("≥ 1000", 1000, 10**9),
 )
-ANSWER_BANDS = ((" < 40", 0, 39), ("40–99", 40, 99), ("≥ 100", 100, 10**9))
+ANSWER_BANDS = (("< 40", 0, 39), ("40–99", 40, 99), ("≥ 100", 100, 10**9))
 
 
 def core_budget(long: Path) -> None:

@@ -175,9 +175,6 @@ class MiniLMEmbedder:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
-                # no arena: a pass's activations go back when it ends, so memory does not
-                # keep the high-water mark of the most passes ever run at once
-                options.enable_cpu_mem_arena = False
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.log_severity_level = 3
                 model, self.arithmetic = self._model()

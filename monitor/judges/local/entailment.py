@@ -119,9 +119,6 @@ class SupportModel:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
-                # no arena: a pass's activations go back when it ends, so memory does not
-                # keep the high-water mark of the most passes ever run at once
-                options.enable_cpu_mem_arena = False
                 self._session = ort.InferenceSession(
                     str(self.model_dir / "support.onnx"),
                     options,

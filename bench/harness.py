@@ -142,6 +142,10 @@ _FIGURE = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|,\
 _ASIDE = re.compile(r"\s\(([^()]{3,80})\)|:\s(?=\S)|,\s(?=(?:which|including|such as)\b)")
 
 
+#: what a twin's id adds to its original's
+_TWIN = "-swap"
+
+
 def _value(figure: str) -> float:
     return float(figure.replace(",", ""))
 
@@ -179,7 +183,7 @@ def other_subject(rows: Sequence[Record]) -> list[tuple[Record, str]]:
         swapped = swap_figure(str(r["response"]), contexts(r))
         if swapped is not None:
             out.append((r, str(r["response"])))
-            out.append(({**r, "id": f"{r['id']}-swap", "label_hallucinated": True}, swapped))
+            out.append(({**r, "id": f"{r['id']}{_TWIN}", "label_hallucinated": True}, swapped))
     return out
 
 
@@ -200,7 +204,7 @@ def em_dash(rows: Sequence[Record]) -> list[tuple[Record, str]]:
         out.append((r, response))
         swapped = swap_figure(response, contexts(r))
         if swapped is not None:
-            out.append(({**r, "id": f"{r['id']}-swap", "label_hallucinated": True}, swapped))
+            out.append(({**r, "id": f"{r['id']}{_TWIN}", "label_hallucinated": True}, swapped))
     return out
 
 
@@ -210,7 +214,8 @@ def slice_items(pairs: Sequence[tuple[Record, str]]) -> list[Item]:
     items = []
     for r, response in pairs:
         record = {**r, "response": response}
-        half = "fit" if fit_half(dict(r)) else "report"
+        original = {**r, "id": str(r["id"]).removesuffix(_TWIN)}
+        half = "fit" if fit_half(original) else "report"
         items.append(Item(record, _labelled(record), half))
     return items
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,17 @@ from bench.harness import (
     EVASIVE,
     FAITHFUL,
     HALLUCINATED,
+    LONG,
     OTHER,
     alternating,
+    contexts,
     load_dataset,
     overlap,
+    swap_figure,
 )
+
+FIGURES = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+needs_long = pytest.mark.skipif(not LONG.is_file(), reason=f"no long-answer file at {LONG}")
 
 
 def test_the_realistic_splits_make_the_whole_set() -> None:
@@ -31,6 +39,40 @@ def test_the_demo_labels_come_from_the_metadata() -> None:
     items = load_dataset("demo")
     assert {i.kind for i in items} == {FAITHFUL, HALLUCINATED, EVASIVE, OTHER}
     assert all(i.category == i.record["metadata"]["label"] for i in items)
+
+
+def test_a_swapped_figure_is_one_the_contexts_state_for_something_else() -> None:
+    texts = ["The Basic plan costs $10 a month.", "The Pro plan costs $20 a month."]
+    assert swap_figure("The Basic plan costs $10 a month.", texts) == (
+        "The Basic plan costs $20 a month."
+    )
+    assert swap_figure("It was founded in 1990.", texts) is None  # no year to swap in
+
+
+@needs_long
+def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answer() -> None:
+    long = load_dataset("long")
+    assert len(long) == 285 and {i.kind for i in long} == {FAITHFUL}
+    halves: dict[str, set[str]] = {}
+    for i in long:
+        halves.setdefault(str(i.record["id"]).rsplit("-", 1)[0], set()).add(i.category)
+    assert all(len(h) == 1 for h in halves.values()) and {"fit", "report"} == set().union(
+        *halves.values()
+    )
+    swaps = load_dataset("other-subject")
+    by_id = {str(i.record["id"]): i for i in swaps}
+    twins = [i for i in swaps if i.kind == HALLUCINATED]
+    assert twins and len(twins) * 2 == len(swaps)
+    for twin in twins:
+        original = by_id[str(twin.record["id"]).removesuffix("-swap")]
+        assert original.kind == FAITHFUL and twin.category == original.category
+        before, after = str(original.record["response"]), str(twin.record["response"])
+        assert before != after and len(before.split()) == len(after.split())
+        [new] = list(Counter(FIGURES.findall(after)) - Counter(FIGURES.findall(before)))
+        assert any(new in FIGURES.findall(c) for c in contexts(twin.record))  # stated there
+    dashes = load_dataset("em-dash")
+    assert all("\u2014" in str(i.record["response"]) for i in dashes)
+    assert {i.kind for i in dashes} == {FAITHFUL, HALLUCINATED}
 
 
 def test_a_set_taken_in_turn_holds_both_labels_from_the_start() -> None:

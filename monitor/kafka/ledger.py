@@ -70,10 +70,10 @@ class LedgerListener:
     holding its own state: the producer that writes the entries and the entry each
     partition last wrote.
 
-    The Kafka source calls it from its own listener, after its offset work:
-    `on_partitions_assigned` once it tracks the partitions, `on_partitions_revoked` once
-    their last entries and offsets have gone; and `write` before every commit, which
-    goes only if `write` succeeded. With an unlimited budget nothing is written or read;
+    The Kafka source calls it from its own listener: `on_partitions_assigned` before it
+    fetches from the partitions, `on_partitions_revoked` once their last entries and
+    offsets have gone; and `write` before every commit, which goes only if `write`
+    succeeded. With an unlimited budget nothing is written or read;
     the budget still learns its share.
 
     An entry is keyed ``<topic>:<partition>`` and carries the consumer group's generation:
@@ -243,10 +243,9 @@ class LedgerListener:
                         if entry.window != window or not partition.isdigit():
                             continue
                         p = int(partition)
-                        if p in wanted and (entry.generation, message.offset) > found.get(
-                            p, (-2, -1, entry)
-                        )[:2]:
-                            found[p] = (entry.generation, message.offset, entry)
+                        rank = (entry.generation, message.offset)
+                        if p in wanted and (p not in found or rank > found[p][:2]):
+                            found[p] = (*rank, entry)
                     if hi is not None and batch[-1].offset >= hi - 1:
                         break
                 if lo <= begin or earlier or wanted <= found.keys():

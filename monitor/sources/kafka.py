@@ -2,8 +2,9 @@
 
 `KafkaSource` is a consumer-group member with manual commits: each partition is committed
 up to its first unfinished record (`monitor.sources.offsets`), once the budget's ledger
-(`monitor.kafka.ledger`) has kept what was spent. Its backpressure is `monitor.sources.window`, its lag gauge
-`monitor.sources.lag`, its dead letters and broker probe are in `monitor.kafka`.
+(`monitor.kafka.ledger`) has kept what was spent. Its backpressure is
+`monitor.sources.window`, its lag gauge `monitor.sources.lag`, its dead letters and broker
+probe are in `monitor.kafka`.
 """
 
 from __future__ import annotations
@@ -376,17 +377,19 @@ class KafkaSource:
         return self._consumer
 
     async def _on_assigned(self, assigned: list[Partition]) -> None:
+        # the budget learns what the partitions' ledger entries say before any of their
+        # records is fetched: spend settled before that would be overwritten by `assign`
+        # (the first assignment can come while `start` is still waiting for the consumer)
+        if self._member is not None and self.ledger is not None:
+            held = sorted({*self.tracker.partitions(), *assigned})
+            mine = [TopicPartition(t, p) for t, p in held if t == self.topic]
+            total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(mine))
+            await self.ledger.on_partitions_assigned(mine, total)
         for tp in assigned:
             self.tracker.assign(tp)
         if self._consumer is not None:
             self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
-        if self._member is None or self.ledger is None:
-            return
-        # (the first assignment can come while `start` is still waiting for the consumer)
-        held = [TopicPartition(t, p) for t, p in self.tracker.partitions() if t == self.topic]
-        total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
-        await self.ledger.on_partitions_assigned(held, total)
 
     def _held(self, tp: Partition) -> int:
         return self.held(tp) if self.held is not None else 0

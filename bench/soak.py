@@ -50,6 +50,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import random
 import shutil
 import signal
@@ -401,13 +402,17 @@ class Soak:
         self.count_lost()
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f}".removesuffix(".0")
+
+
 def format_interval(row: Interval, budget: TokenBudgetSpec) -> str:
     rss = ", ".join(f"{n} {row.rss_end.get(n, 0)}/{row.rss_max.get(n, 0)}"
                     for n in sorted(row.rss_end))  # fmt: skip
     events = "; ".join(row.events)
     tokens = "-" if budget.unlimited else f"{row.tokens:.2f}"
     return (
-        f"| {row.start / 60:.0f}–{row.end / 60:.0f} | {row.produced:,} | {row.consumed:,} | "
+        f"| {_minutes(row.start)}–{_minutes(row.end)} | {row.produced:,} | {row.consumed:,} | "
         f"{row.scored:,} | {row.lost} | {row.dup_backlog} | {row.lag_end:,}/{row.lag_max:,} | "
         f"{rss} | {tokens} | {events} |"
     )
@@ -516,6 +521,8 @@ def main() -> int:
     parser.add_argument("--clean", action="store_true", help="remove the logs' directory after")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rag-monitor-soak-"))
+    # the producer's and watcher's clients log every refused connection of the broker restart
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     signal.signal(signal.SIGTERM, _interrupted)
     try:
         return asyncio.run(main_async(args, workdir))

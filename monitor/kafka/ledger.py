@@ -70,8 +70,8 @@ class LedgerListener:
     holding its own state: the producer that writes the entries and the entry each
     partition last wrote.
 
-    The Kafka source calls it from its own listener: `on_partitions_assigned` before it
-    fetches from the partitions, `on_partitions_revoked` once their last entries and
+    The Kafka source calls it from its own listener: `on_partitions_assigned` while the
+    new partitions wait paused, `on_partitions_revoked` once their last entries and
     offsets have gone; and `write` before every commit, which goes only if `write`
     succeeded. With an unlimited budget nothing is written or read;
     the budget still learns its share.
@@ -95,6 +95,8 @@ class LedgerListener:
         self._producer: AIOKafkaProducer | None = None
         #: the entry each partition last wrote
         self._sent: dict[int, LedgerEntry] = {}
+        #: whether the last write failed (its warning is logged once per streak)
+        self._failing = False
 
     async def start(self) -> None:
         """Create the ledger topic if it does not exist and start the producer.
@@ -192,8 +194,15 @@ class LedgerListener:
             ]
             await asyncio.wait_for(asyncio.gather(*futures), LEDGER_WRITE_SECONDS)
         except (KafkaError, TimeoutError) as exc:
-            log.debug("token ledger not written; the commit waits", error=type(exc).__name__)
+            # once per streak: while the broker is away the source's probe says so as well
+            (log.debug if self._failing else log.warning)(
+                "token ledger not written: commits wait until it is", error=type(exc).__name__
+            )
+            self._failing = True
             return False
+        if self._failing:
+            log.info("token ledger written again")
+            self._failing = False
         self._sent.update(changed)
         return True
 

@@ -377,16 +377,24 @@ class KafkaSource:
         return self._consumer
 
     async def _on_assigned(self, assigned: list[Partition]) -> None:
-        # the budget learns what the partitions' ledger entries say before any of their
-        # records is fetched: spend settled before that would be overwritten by `assign`
-        # (the first assignment can come while `start` is still waiting for the consumer)
-        if self._member is not None and self.ledger is not None:
-            held = sorted({*self.tracker.partitions(), *assigned})
-            mine = [TopicPartition(t, p) for t, p in held if t == self.topic]
-            total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(mine))
-            await self.ledger.on_partitions_assigned(mine, total)
         for tp in assigned:
             self.tracker.assign(tp)
+        member = self._member  # (the first assignment can come while `start` still waits)
+        if member is not None and self.ledger is not None:
+            # the budget learns what the new partitions' ledger entries say before any of
+            # their records is scored (`assign` would overwrite spend settled earlier):
+            # they stay paused while the entries are read
+            new = [TopicPartition(*tp) for tp in assigned]
+            member.pause(*new)
+            try:
+                mine = [
+                    TopicPartition(t, p) for t, p in self.tracker.partitions() if t == self.topic
+                ]
+                total = max(len(member.partitions_for_topic(self.topic) or ()), len(mine))
+                await self.ledger.on_partitions_assigned(mine, total)
+            finally:
+                if not self.window.paused:
+                    member.resume(*new)
         if self._consumer is not None:
             self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))

@@ -12,7 +12,7 @@ from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.broker import Broker
 from monitor.judges import BudgetExhausted
 from monitor.kafka import ledger as ledger_module
-from monitor.kafka.ledger import LedgerListener, ledger_topic
+from monitor.kafka.ledger import LedgerListener, LedgerUnavailable, ledger_topic
 from monitor.kafka.topics import committed_offsets
 from monitor.sources.kafka import KafkaSource
 from monitor.telemetry import Exporter
@@ -154,3 +154,24 @@ async def test_the_spend_goes_with_the_partitions_to_the_next_replica(
         assert spenders[1].remaining() == 10000 - 800
     finally:
         await second.stop()
+
+
+@pytest.mark.kafka
+async def test_a_ledger_topic_the_broker_refuses_stops_the_start_with_what_to_do(
+    broker: Broker, topic: Topic
+) -> None:
+    """A group id that makes no valid topic name (a slash): the broker refuses the topic,
+    and the source does not start with a budget it could not keep."""
+    if broker.kind == "tansu":
+        pytest.skip("Tansu creates a topic of any name: there is no refusal to show")
+    settings = monitor_settings(
+        broker, topic, None, token_budget="10000/d", kafka_group_id=f"{topic.group}/x"
+    )
+    source = KafkaSource(
+        settings, Exporter(), ledger=LedgerListener(settings, TokenBudget(settings.token_budget))
+    )
+    with pytest.raises(LedgerUnavailable) as refused:
+        await source.start()
+    message = str(refused.value)
+    assert f"ledger topic {topic.group}/x.token-ledger could not be created" in message
+    assert "cleanup.policy=compact" in message and "RAG_MONITOR_TOKEN_BUDGET=0" in message

@@ -2,7 +2,8 @@
 
     python -m bench.soak --rate 10000 --minutes 60 [--broker noida|tansu] [--sample 0.01]
                          [--budget 200000/h] [--interval 300] [--kill-every 300]
-                         [--restart-after 30] [--broker-down 15] [--json FILE] [--clean]
+                         [--restart-after 30] [--broker-down 15] [--no-faults]
+                         [--json FILE] [--clean]
 
 A fresh Kafka-protocol broker (noida-db or Tansu) with a topic of 4 partitions, its
 dead-letter and scores topics; a schema on an embedded Postgres; the test judge server
@@ -367,7 +368,7 @@ class Soak:
         producer = asyncio.create_task(self.produce(stop))
         watcher_stop = asyncio.Event()
         watcher = asyncio.create_task(self.watch(watcher_stop))
-        faults = asyncio.create_task(self.faults(stop))
+        faults = asyncio.create_task(self.faults(stop) if self.args.faults else stop.wait())
         try:
             end = self.args.minutes * 60
             start, consumed, scored, produced = 0.0, 0, 0.0, 0
@@ -516,6 +517,12 @@ def main() -> int:
     parser.add_argument("--kill-every", type=float, default=300.0, help="seconds between kills")
     parser.add_argument("--restart-after", type=float, default=30.0)
     parser.add_argument("--broker-down", type=float, default=15.0)
+    parser.add_argument(
+        "--faults",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the kills and the broker restart (--no-faults: the rate alone, to find what holds)",
+    )
     parser.add_argument("--catch-up", type=float, default=300.0, help="the most to wait at the end")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--clean", action="store_true", help="remove the logs' directory after")

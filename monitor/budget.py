@@ -29,20 +29,16 @@ LEDGER_TAG = "rag-monitor-tokens"
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """What a partition has spent in one window: ``rag-monitor-tokens:<window>:<tokens>``,
-    then ``:<generation>`` when the consumer group's generation that wrote it is known.
+    """What a partition has spent in one window: ``rag-monitor-tokens:<window>:<tokens>``.
 
     ``window`` is the window's index since the epoch (clock time ÷ window length).
     """
 
     window: int
     tokens: int
-    #: the consumer group's generation when it was written (-1: not known)
-    generation: int = -1
 
     def encode(self) -> str:
-        text = f"{LEDGER_TAG}:{self.window}:{self.tokens}"
-        return text if self.generation < 0 else f"{text}:{self.generation}"
+        return f"{LEDGER_TAG}:{self.window}:{self.tokens}"
 
     @classmethod
     def decode(cls, text: str | None) -> LedgerEntry | None:
@@ -50,14 +46,13 @@ class LedgerEntry:
         if not text:
             return None
         parts = text.split(":")
-        if len(parts) not in (3, 4) or parts[0] != LEDGER_TAG:
+        if len(parts) != 3 or parts[0] != LEDGER_TAG:
             return None
         try:
             window, tokens = int(parts[1]), int(parts[2])
-            generation = int(parts[3]) if len(parts) == 4 else -1
         except ValueError:
             return None
-        return cls(window, tokens, generation) if tokens >= 0 and generation >= -1 else None
+        return cls(window, tokens) if tokens >= 0 else None
 
 
 class TokenBudget:

@@ -193,7 +193,7 @@ def test_entries_of_an_earlier_window_count_nothing() -> None:
     assert budget.window == window
     budget.assign({0: LedgerEntry(window - 1, 500), 1: None, 2: None, 3: None}, 4)
     assert budget.spent == 0 and budget.remaining() == 1000
-    budget.assign({0: LedgerEntry(window, 200, generation=3), 1: None}, 4)
+    budget.assign({0: LedgerEntry(window, 200), 1: None}, 4)
     assert budget.spent == 200 and budget.remaining() == 300
 
 
@@ -213,16 +213,15 @@ def test_a_partition_that_comes_back_keeps_what_this_replica_wrote() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "rag-monitor-tokens:1:2:-3", "a:b", ""],
+    ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "rag-monitor-tokens:1:2:3", "a:b", ""],
 )
 def test_damaged_entries_or_another_tools_are_ignored(text: str) -> None:
     assert LedgerEntry.decode(text) is None
 
 
-def test_an_entry_reads_back_as_written_with_or_without_its_generation() -> None:
+def test_an_entry_reads_back_as_written() -> None:
+    assert LedgerEntry(7, 42).encode() == "rag-monitor-tokens:7:42"
     assert LedgerEntry.decode(LedgerEntry(7, 42).encode()) == LedgerEntry(7, 42)
-    assert LedgerEntry(7, 42, 5).encode() == "rag-monitor-tokens:7:42:5"
-    assert LedgerEntry.decode("rag-monitor-tokens:7:42:5") == LedgerEntry(7, 42, 5)
 
 
 # --- the budgeted scorer and the partition ledger

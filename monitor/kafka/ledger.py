@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Protocol
 
 import structlog
@@ -76,10 +75,9 @@ class LedgerListener:
     succeeded. With an unlimited budget nothing is written or read;
     the budget still learns its share.
 
-    An entry is keyed ``<topic>:<partition>`` and carries the consumer group's generation:
-    an assignment takes, per partition, the entry of the highest generation (the latest
-    of those), so a replica that froze and wakes with a stale view cannot overwrite what
-    the partition's new owner wrote.
+    An entry is keyed ``<topic>:<partition>``; an assignment takes each partition's latest.
+    A replica that froze writes none after it wakes: `KafkaSource` sends nothing while a
+    stall is unhandled, and `fence` lets its partitions go.
     """
 
     def __init__(
@@ -171,10 +169,10 @@ class LedgerListener:
             if tp.topic == self.topic:
                 self._sent.pop(tp.partition, None)
 
-    async def write(self, generation: int) -> bool:
-        """Write every held partition's changed entry, tagged with the group ``generation``;
-        True once the broker has them all (or nothing changed), False when it did not
-        take them (the commit that was to follow waits for the next checkpoint)."""
+    async def write(self) -> bool:
+        """Write every held partition's changed entry; True once the broker has them all (or
+        nothing changed), False when it did not take them (the commit that was to follow
+        waits for the next checkpoint)."""
         if not self.carries:
             return True
         changed = {p: e for p, e in self.spend.ledger().items() if self._sent.get(p) != e}
@@ -188,7 +186,7 @@ class LedgerListener:
                 await producer.send(
                     self.ledger_topic,
                     key=f"{self.topic}:{partition}".encode(),
-                    value=replace(entry, generation=generation).encode().encode(),
+                    value=entry.encode().encode(),
                 )
                 for partition, entry in changed.items()
             ]
@@ -207,14 +205,14 @@ class LedgerListener:
         return True
 
     async def _read(self, partitions: list[int]) -> dict[int, LedgerEntry]:
-        """The entries of ``partitions`` in the current window: the ledger topic read
-        backwards in steps of `READ_CHUNK` records, until each partition has an entry,
-        an entry of an earlier window shows the rest is older, or the topic starts."""
+        """The latest entry of each of ``partitions`` in the current window: the ledger topic
+        read backwards in steps of `READ_CHUNK` records, until each partition has one, an
+        entry of an earlier window shows the rest is older, or the topic starts."""
         window = self.spend.window
         wanted = set(partitions)
         prefix = f"{self.topic}:"
-        #: partition → (generation, offset, entry): the highest generation, then the latest
-        found: dict[int, tuple[int, int, LedgerEntry]] = {}
+        #: partition → (offset, entry) of its latest entry seen
+        found: dict[int, tuple[int, LedgerEntry]] = {}
         tp = TopicPartition(self.ledger_topic, 0)
         consumer = AIOKafkaConsumer(
             **client_options(self.settings),
@@ -252,15 +250,14 @@ class LedgerListener:
                         if entry.window != window or not partition.isdigit():
                             continue
                         p = int(partition)
-                        rank = (entry.generation, message.offset)
-                        if p in wanted and (p not in found or rank > found[p][:2]):
-                            found[p] = (*rank, entry)
+                        if p in wanted and (p not in found or message.offset > found[p][0]):
+                            found[p] = (message.offset, entry)
                     if hi is not None and batch[-1].offset >= hi - 1:
                         break
                 if lo <= begin or earlier or wanted <= found.keys():
                     break
                 hi, lo = lo, max(begin, lo - READ_CHUNK)
-            return {p: entry for p, (_, _, entry) in found.items()}
+            return {p: entry for p, (_, entry) in found.items()}
         finally:
             with contextlib.suppress(KafkaError):
                 await consumer.stop()

@@ -345,7 +345,12 @@ class KafkaSource:
         positions stay for the next checkpoint.
         """
         async with self._commit_lock:
-            if self.ledger is not None and not await self.ledger.write(self._generation()):
+            if self._stalled():
+                # woken past the session timeout (a rejoin's revoke can come before the
+                # ticker's `fence`): the partitions may be another member's now, and an
+                # entry written for them would hide what their new owner spent
+                return {}
+            if self.ledger is not None and not await self.ledger.write():
                 return {}
             positions = {TopicPartition(*tp): pos for tp, pos in self.tracker.committable().items()}
             if not positions:
@@ -364,12 +369,11 @@ class KafkaSource:
             self.tracker.mark_committed(committed)
             return committed
 
-    def _generation(self) -> int:
-        """The consumer group's generation as this member last joined it (-1: not known);
-        the ledger's entries carry it. aiokafka keeps it on its coordinator."""
-        coordinator = getattr(self._member, "_coordinator", None)
-        generation = getattr(coordinator, "generation", -1)
-        return generation if isinstance(generation, int) else -1
+    def _stalled(self) -> bool:
+        """Whether the event loop was last seen running more than a session timeout ago."""
+        last = self._ticked
+        timeout = self.settings.kafka_session_timeout_ms / 1000
+        return last is not None and self._clock() - last > timeout
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:

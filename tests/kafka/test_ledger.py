@@ -32,7 +32,7 @@ async def test_an_unlimited_budget_keeps_no_ledger_but_still_learns_its_share() 
     await ledger.start()  # opens nothing: there is nothing to keep
     await ledger.on_partitions_assigned(held(TOPIC, 0), 4)
     assert budget.share == 0.25
-    assert await ledger.write(generation=1)  # nothing to write: the commit may go
+    assert await ledger.write()  # nothing to write: the commit may go
     await ledger.stop()
 
 
@@ -41,7 +41,7 @@ async def test_without_its_producer_the_ledger_is_not_written_and_the_commit_wai
     ledger = LedgerListener(Settings(kafka_topic=TOPIC), budget)  # never started
     await ledger.on_partitions_assigned(held(TOPIC, 0, 1), 4)
     assert budget.share == 0.5
-    assert not await ledger.write(generation=1)
+    assert not await ledger.write()
     ledger.on_partitions_revoked(held(TOPIC, 0, 1))
     with pytest.raises(BudgetExhausted):
         budget.reserve(1)  # nothing is reserved between a revoke and the next assignment
@@ -54,23 +54,28 @@ def spender(settings: Settings, partitions: list[int], total: int) -> TokenBudge
 
 
 @pytest.mark.kafka
-async def test_the_entry_of_the_latest_generation_wins_over_a_frozen_replicas_later_one(
+async def test_each_partitions_latest_entry_is_read_whoever_wrote_it(
     broker: Broker, topic: Topic
 ) -> None:
-    """The partitions' new owner (generation 5) writes; then a replica that froze and woke
-    with its stale view (generation 4) writes after it: the next reader takes generation 5."""
+    """One replica writes its spend on partitions 0 and 1; the next owner of both carries it
+    and writes more: the reader after them takes the later entries, not the larger-looking
+    earlier ones of another group generation (a broker restart starts the count again)."""
     settings = monitor_settings(broker, topic, None, token_budget="100000/d")
-    owner, stale = spender(settings, [0, 1], 2), spender(settings, [0, 1], 2)
-    owner.reserve(900)
-    owner.reconcile(900, 800)
-    stale.reserve(100)
-    stale.reconcile(100, 100)
-    writers = [LedgerListener(settings, owner), LedgerListener(settings, stale)]
-    for writer in writers:
-        await writer.start()
+    first = spender(settings, [0, 1], 2)
+    first.reserve(900)
+    first.reconcile(900, 800)
+    writers = [LedgerListener(settings, first)]
+    await writers[0].start()
     try:
-        assert await writers[0].write(generation=5)
-        assert await writers[1].write(generation=4)
+        assert await writers[0].write()
+        second = TokenBudget(settings.token_budget)
+        writers.append(LedgerListener(settings, second))
+        await writers[1].start()
+        await writers[1].on_partitions_assigned(held(topic.name, 0, 1), 2)
+        assert second.spent == 800
+        second.reserve(300)
+        second.reconcile(300, 300)
+        assert await writers[1].write()
     finally:
         for writer in writers:
             await writer.stop()
@@ -81,7 +86,7 @@ async def test_the_entry_of_the_latest_generation_wins_over_a_frozen_replicas_la
         await listener.on_partitions_assigned(held(topic.name, 0, 1), 2)
     finally:
         await listener.stop()
-    assert reader.spent == 800
+    assert reader.spent == 1100
 
 
 @pytest.mark.kafka
@@ -100,11 +105,11 @@ async def test_the_ledger_is_read_backwards_past_other_partitions_entries(
     try:
         first.reserve(300)
         first.reconcile(300, 300)
-        assert await writers[0].write(generation=2)
+        assert await writers[0].write()
         for _ in range(10):  # ten more entries of partition 1, each a change
             second.reserve(10)
             second.reconcile(10, 10)
-            assert await writers[1].write(generation=2)
+            assert await writers[1].write()
     finally:
         for writer in writers:
             await writer.stop()

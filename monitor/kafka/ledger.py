@@ -225,19 +225,24 @@ class LedgerListener:
             consumer.assign([tp])
             begin = (await consumer.beginning_offsets([tp]))[tp]
             end = (await consumer.end_offsets([tp]))[tp]
-            # the first step reads past the end the broker reports, until nothing more
-            # comes: Tansu reports the end of a batch written at once as its first offset + 1
+            # the first step reads past the end the broker reports, until two polls in a
+            # row bring nothing: Tansu reports the end of a batch written at once as its
+            # first offset + 1
             hi: int | None = None
             lo = max(begin, end - READ_CHUNK)
             earlier = False
             while True:
                 consumer.seek(tp, lo)
+                empty = 0
                 while True:
                     batch = (await consumer.getmany(tp, timeout_ms=200)).get(tp, [])
                     if not batch:
-                        if await consumer.position(tp) >= (end if hi is None else hi):
+                        empty += 1
+                        at = await consumer.position(tp)
+                        if at >= (end if hi is None else hi) and (hi is not None or empty >= 2):
                             break
                         continue
+                    empty = 0
                     for message in batch:
                         if hi is not None and message.offset >= hi:
                             break

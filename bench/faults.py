@@ -762,11 +762,8 @@ async def run_fault_scenario(
         stop.set()
         await watcher
         await lab.check(row)
-        if kind == "tansu" and row.budget > 1.0:
-            row.note += (
-                "; budget over 1.0: Tansu drops offset-commit metadata, so the spend ledger"
-                " cannot travel with the partitions (each takeover starts its share afresh)"
-            )
+        if over_budget(row):
+            row.note += "; OVER BUDGET (more than one record's tokens past it)"
         return row
     finally:
         stop.set()
@@ -1173,7 +1170,7 @@ async def main_async(args: argparse.Namespace, options: Options) -> int:
         if r.lost
         or r.dup_backlog
         or r.backlog_missing
-        or (over_budget(r) and r.broker != "tansu")
+        or over_budget(r)
         or "FAILED" in r.note
         or "NOT CAUGHT UP" in r.note
     ]

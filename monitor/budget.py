@@ -1,10 +1,9 @@
 """The token budget, in one place; no I/O (docs/design.md, "Budget and sampling").
 
 `TokenBudget` is the allowance per window (the judges' `TokenGate`: reserve, reconcile)
-and the spend that travels with the partitions in the offset commits' metadata
-(`LedgerEntry`; its Kafka side is `monitor.kafka.ledger`), `AdaptiveRate` the scale on
-the sampler's rates that spreads it over the window, `BudgetedScorer` the pipeline's
-scorer under it.
+and the spend that travels with the partitions (`LedgerEntry`, kept in the ledger topic
+by `monitor.kafka.ledger`), `AdaptiveRate` the scale on the sampler's rates that spreads
+it over the window, `BudgetedScorer` the pipeline's scorer under it.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ Clock = Callable[[], float]
 #: the skip reason of a record the budget cannot pay for (a judge's `BudgetExhausted`)
 BUDGET = BudgetExhausted.REASON
 
-#: the first field of a ledger entry in an offset commit's metadata
+#: the first field of a ledger entry
 LEDGER_TAG = "rag-monitor-tokens"
 
 
@@ -43,7 +42,7 @@ class LedgerEntry:
 
     @classmethod
     def decode(cls, text: str | None) -> LedgerEntry | None:
-        """None for anything else (no metadata, another tool's, a damaged entry)."""
+        """None for anything else (empty, another tool's, a damaged entry)."""
         if not text:
             return None
         parts = text.split(":")
@@ -88,14 +87,24 @@ class TokenBudget:
         return len(self._partitions) / self._total
 
     @property
+    def partitions(self) -> tuple[int, ...] | None:
+        """The partitions held since the last `assign` (None: never assigned, the whole budget)."""
+        return self._partitions
+
+    @property
     def allowance(self) -> float:
         """Tokens this replica may spend per window: the budget × its share."""
         return self.spec.tokens * self.share
 
-    def assign(self, ledger: Mapping[int, str | None], total: int) -> None:
-        """After a rebalance: the partitions now held, each with its last commit's metadata.
+    @property
+    def window(self) -> int:
+        """The current window's index since the epoch."""
+        return self._roll()
 
-        The window's spend starts from what those commits say it is (entries of an
+    def assign(self, ledger: Mapping[int, LedgerEntry | None], total: int) -> None:
+        """After a rebalance: the partitions now held, each with its last ledger entry.
+
+        The window's spend starts from what those entries say it is (entries of an
         earlier window count 0), or from what this replica itself last wrote for a
         partition, whichever is more.
         """
@@ -103,8 +112,7 @@ class TokenBudget:
             raise ValueError(f"{len(ledger)} partitions assigned of {total}")
         window = self._roll()
         spent = 0
-        for partition, text in ledger.items():
-            entry = LedgerEntry.decode(text)
+        for partition, entry in ledger.items():
             carried = entry.tokens if entry is not None and entry.window == window else 0
             spent += max(carried, self._written.get(partition, 0))
         self._partitions = tuple(sorted(ledger))
@@ -116,8 +124,8 @@ class TokenBudget:
         self._roll()
         self._partitions = ()
 
-    def ledger(self) -> dict[int, str]:
-        """The metadata to commit with each held partition's offset.
+    def ledger(self) -> dict[int, LedgerEntry]:
+        """Each held partition's entry, to be kept before its offset is committed.
 
         This window's spend and open reservations, spread evenly over the partitions
         held (the first ones take the remainder): together they are what this replica
@@ -129,11 +137,11 @@ class TokenBudget:
             return {}
         owed = self._spent + self._reserved
         each, extra = divmod(owed, len(held))
-        out: dict[int, str] = {}
+        out: dict[int, LedgerEntry] = {}
         for i, partition in enumerate(held):
             tokens = each + (1 if i < extra else 0)
             self._written[partition] = tokens
-            out[partition] = LedgerEntry(window, tokens).encode()
+            out[partition] = LedgerEntry(window, tokens)
         return out
 
     def _roll(self) -> int:

@@ -48,7 +48,8 @@ COMMANDS = {
         "records also go to the Postgres backlog. SIGTERM or Ctrl-C stops it cleanly: records "
         "in flight get RAG_MONITOR_SHUTDOWN_GRACE_SECONDS to finish, then their offsets are "
         "committed. A broker that goes away while it runs is retried until it is back.",
-        epilog="Exit codes: 0 stopped cleanly, 2 invalid settings, 3 Kafka unreachable at start.",
+        epilog="Exit codes: 0 stopped cleanly, 2 invalid settings, 3 Kafka unreachable at start "
+        "(or it refused the budget's ledger topic).",
     ),
     "score": Command(
         help="score a JSON-lines file of interactions (same scorer as the sidecar)",

@@ -158,8 +158,7 @@ def test_a_replica_alone_hands_its_spend_over_with_the_partitions() -> None:
     first.reconcile(20500, 20000)
     first.reserve(300)  # in flight at the rebalance: the ledger counts it
     ledger = first.ledger()
-    entries = [LedgerEntry.decode(e) for e in ledger.values()]
-    assert sum(e.tokens for e in entries if e is not None) == 20300 and None not in entries
+    assert sum(e.tokens for e in ledger.values()) == 20300 and sorted(ledger) == [0, 1, 2, 3]
     first.revoke()
     assert first.remaining() == 0  # nothing reserved between the revoke and the assignment
     with pytest.raises(BudgetExhausted):
@@ -187,34 +186,41 @@ def test_a_survivor_takes_every_partition_and_what_was_spent_on_them() -> None:
     assert survivor.allowance == 8000 and survivor.remaining() == 8000 - 4000
 
 
-def test_entries_of_an_earlier_window_or_another_tool_count_nothing() -> None:
+def test_entries_of_an_earlier_window_count_nothing() -> None:
     clock = Clock()
     budget = TokenBudget(TokenBudgetSpec.parse("1000/m"), clock=clock)
     window = int(START // 60)
-    budget.assign(
-        {0: LedgerEntry(window - 1, 500).encode(), 1: "someone else's note", 2: "", 3: None}, 4
-    )
+    assert budget.window == window
+    budget.assign({0: LedgerEntry(window - 1, 500), 1: None, 2: None, 3: None}, 4)
     assert budget.spent == 0 and budget.remaining() == 1000
-    budget.assign({0: LedgerEntry(window, 200).encode(), 1: None}, 4)
+    budget.assign({0: LedgerEntry(window, 200), 1: None}, 4)
     assert budget.spent == 200 and budget.remaining() == 300
 
 
 def test_a_partition_that_comes_back_keeps_what_this_replica_wrote() -> None:
-    """Its commit failed (or the broker drops metadata): the replica's own entry still counts."""
+    """Its entry was never kept (the ledger topic did not take it): the replica's own entry
+    still counts."""
     clock = Clock()
     budget = TokenBudget(TokenBudgetSpec.parse("4000/h"), clock=clock)
     budget.assign({0: None, 1: None}, 2)
     budget.reserve(1000)
     budget.reconcile(1000, 1000)
-    budget.ledger()  # written, never committed
+    budget.ledger()  # made, never kept
     budget.revoke()
     budget.assign({0: None, 1: None}, 2)
     assert budget.spent == 1000
 
 
-@pytest.mark.parametrize("text", ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "a:b"])
-def test_damaged_entries_are_ignored(text: str) -> None:
+@pytest.mark.parametrize(
+    "text",
+    ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "rag-monitor-tokens:1:2:3", "a:b", ""],
+)
+def test_damaged_entries_or_another_tools_are_ignored(text: str) -> None:
     assert LedgerEntry.decode(text) is None
+
+
+def test_an_entry_reads_back_as_written() -> None:
+    assert LedgerEntry(7, 42).encode() == "rag-monitor-tokens:7:42"
     assert LedgerEntry.decode(LedgerEntry(7, 42).encode()) == LedgerEntry(7, 42)
 
 

@@ -452,12 +452,11 @@ async def test_two_replicas_share_one_budget_and_a_survivor_takes_it_whole(
         await wait_until(lambda: shares()[1] == 1.0, 60, "the survivor's share")
         assert len(parts[1].source.assignment) == topic.partitions
         assert parts[1].budget.allowance == budget
-        # what the replica that left had spent left with its partitions' ledger entries:
-        # the survivor holds the whole budget less what both spent (Tansu keeps no offset
-        # commit metadata, so there the ledger has nowhere to ride and the survivor knows
-        # its own spend only)
+        # what the replica that left had spent left with its partitions' ledger entries
+        # (on every broker: the ledger topic, not the offset commits' metadata, which Tansu
+        # drops): the survivor holds the whole budget less what both spent
         left = parts[1].budget.remaining()
-        gone = spent(parts[0]) if broker.kind != "tansu" else 0.0
+        gone = spent(parts[0])
         assert left == pytest.approx(budget - gone - spent(parts[1]), abs=per_record)
     finally:
         judge_server.latency_seconds = 0.0
@@ -469,15 +468,10 @@ async def test_a_replica_alone_before_the_other_joins_hands_its_spend_over(
 ) -> None:
     """The first replica holds every partition (the whole budget) until the second joins.
 
-    What it spent then goes with the partitions it gives up (their commits' ledger
-    entries), so the second replica does not spend its share again: both together stay
-    within the one budget. The judge is slow, so records are in flight at the rebalance.
+    What it spent then goes with the partitions it gives up (their ledger entries), so the
+    second replica does not spend its share again: both together stay within the one
+    budget. The judge is slow, so records are in flight at the rebalance.
     """
-    if broker.kind == "tansu":
-        pytest.skip(
-            "Tansu keeps no offset commit metadata, so the ledger has nowhere to ride; "
-            "this case runs on noida-db, the default broker (plain python3 -m pytest)"
-        )
     budget = 12000
     settings = [monitor_settings(broker, topic, judge_server, token_budget=f"{budget}/h",
                                  judge_concurrency=2) for _ in range(2)]  # fmt: skip

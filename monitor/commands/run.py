@@ -12,8 +12,10 @@ from monitor.allocator import pin_mmap_threshold
 from monitor.app import serve
 from monitor.commands import command_settings, fail
 from monitor.kafka.client import KafkaUnreachable
+from monitor.kafka.ledger import LedgerUnavailable
 
-#: no Kafka broker answered at start (settings errors exit 2, a clean shutdown 0)
+#: no Kafka broker answered at start, or it refused the budget's ledger topic (settings
+#: errors exit 2, a clean shutdown 0)
 EXIT_KAFKA_UNREACHABLE = 3
 
 
@@ -26,5 +28,5 @@ def handle(args: argparse.Namespace) -> int:
     pin_mmap_threshold()  # docs/operations.md, "Memory over time"
     try:
         return asyncio.run(serve(settings))
-    except KafkaUnreachable as exc:
+    except (KafkaUnreachable, LedgerUnavailable) as exc:
         return fail(exc, EXIT_KAFKA_UNREACHABLE)

@@ -1,9 +1,10 @@
 """The Kafka source the pipeline reads: consume, track, commit (docs/design.md, "The Kafka source").
 
 `KafkaSource` is a consumer-group member with manual commits: each partition is committed
-up to its first unfinished record (`monitor.sources.offsets`), with what the ledger adds
-(`monitor.kafka.ledger`). Its backpressure is `monitor.sources.window`, its lag gauge
-`monitor.sources.lag`, its dead letters and broker probe are in `monitor.kafka`.
+up to its first unfinished record (`monitor.sources.offsets`), once the budget's ledger
+(`monitor.kafka.ledger`) has kept what was spent. Its backpressure is
+`monitor.sources.window`, its lag gauge `monitor.sources.lag`, its dead letters and broker
+probe are in `monitor.kafka`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from monitor.kafka.client import (
 )
 from monitor.kafka.dead_letter import DeadLetterFailed, DeadLetterProducer
 from monitor.kafka.frames import release_frames
-from monitor.kafka.ledger import LedgerListener
+from monitor.kafka.ledger import LedgerListener, LedgerUnavailable
 from monitor.kafka.probe import PROBE_SECONDS, BrokerProbe
 from monitor.records import too_large
 from monitor.sources import DeadLetterError, RevokeHook, SourceRecord
@@ -103,7 +104,7 @@ class KafkaSource:
         #: records of a partition held on purpose (spans of traces still being buffered):
         #: a revoke does not wait for them (they are re-read by the new owner)
         self.held = held
-        #: what the commits carry besides offsets, across rebalances (None: offsets only)
+        #: the budget's ledger, written before each commit (None: offsets only)
         self.ledger = ledger
         self._consumer: AIOKafkaConsumer | None = None
         #: the consumer from the moment it is created (`_consumer`: once started)
@@ -139,6 +140,9 @@ class KafkaSource:
         if self.ledger is not None:
             try:
                 await self.ledger.start()
+            except LedgerUnavailable:
+                await self._dead_letters.stop()
+                raise
             except KafkaError as exc:
                 await self._dead_letters.stop()
                 raise KafkaUnreachable(
@@ -197,7 +201,7 @@ class KafkaSource:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
-                await self._commit_with(consumer, ledger=True)
+                await self._commit_with(consumer)
             finally:
                 await consumer.stop()
         await self._dead_letters.stop()
@@ -333,25 +337,25 @@ class KafkaSource:
             self.fence()
             await asyncio.sleep(STALL_TICK_SECONDS)
 
-    async def _commit_with(
-        self, consumer: AIOKafkaConsumer, *, ledger: bool = False
-    ) -> dict[Partition, int]:
-        """Commit the positions that moved, with what the ledger adds (`LedgerListener.offsets`).
+    async def _commit_with(self, consumer: AIOKafkaConsumer) -> dict[Partition, int]:
+        """Write the ledger's changed entries, then commit the positions that moved.
 
-        A commit is sent only when a position moved, or with ``ledger`` (revoke, stop)
-        when the ledger has a changed entry to send.
+        The commit goes only once the ledger has kept the spend it covers (a replica
+        taking the partitions over then knows it); when the ledger cannot be written the
+        positions stay for the next checkpoint.
         """
         async with self._commit_lock:
+            if self._stalled():
+                # woken past the session timeout (a rejoin's revoke can come before the
+                # ticker's `fence`): the partitions may be another member's now, and an
+                # entry written for them would hide what their new owner spent
+                return {}
+            if self.ledger is not None and not await self.ledger.write():
+                return {}
             positions = {TopicPartition(*tp): pos for tp, pos in self.tracker.committable().items()}
-            if not positions and not ledger:
+            if not positions:
                 return {}
-            offsets = (
-                self.ledger.offsets(positions, self._where)
-                if self.ledger is not None
-                else {tp: OffsetAndMetadata(pos, "") for tp, pos in positions.items()}
-            )
-            if not offsets:
-                return {}
+            offsets = {tp: OffsetAndMetadata(pos, "") for tp, pos in positions.items()}
             try:
                 await consumer.commit(offsets)
             except KafkaError as exc:
@@ -363,17 +367,13 @@ class KafkaSource:
                 return {}
             committed = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
             self.tracker.mark_committed(committed)
-            if self.ledger is not None:
-                self.ledger.sent(offsets)
             return committed
 
-    def _where(self, tp: TopicPartition) -> int | None:
-        """Where ``tp`` stands as the tracker knows it: its first unfinished record, else its
-        last commit (None: neither known)."""
-        position = self.tracker.position((tp.topic, tp.partition))
-        if position is None:
-            position = self.tracker.committed((tp.topic, tp.partition))
-        return position
+    def _stalled(self) -> bool:
+        """Whether the event loop was last seen running more than a session timeout ago."""
+        last = self._ticked
+        timeout = self.settings.kafka_session_timeout_ms / 1000
+        return last is not None and self._clock() - last > timeout
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -383,16 +383,25 @@ class KafkaSource:
     async def _on_assigned(self, assigned: list[Partition]) -> None:
         for tp in assigned:
             self.tracker.assign(tp)
+        member = self._member  # (the first assignment can come while `start` still waits)
+        if member is not None and self.ledger is not None:
+            # the budget learns what the new partitions' ledger entries say before any of
+            # their records is scored (`assign` would overwrite spend settled earlier):
+            # they stay paused while the entries are read
+            new = [TopicPartition(*tp) for tp in assigned]
+            member.pause(*new)
+            try:
+                mine = [
+                    TopicPartition(t, p) for t, p in self.tracker.partitions() if t == self.topic
+                ]
+                total = max(len(member.partitions_for_topic(self.topic) or ()), len(mine))
+                await self.ledger.on_partitions_assigned(mine, total)
+            finally:
+                if not self.window.paused:
+                    member.resume(*new)
         if self._consumer is not None:
             self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
-        if self._member is None or self.ledger is None:
-            return
-        # (the first assignment can come while `start` is still waiting for the consumer)
-        held = [TopicPartition(t, p) for t, p in self.tracker.partitions() if t == self.topic]
-        total = max(len(self._member.partitions_for_topic(self.topic) or ()), len(held))
-        read = await self.ledger.on_partitions_assigned(held, total)
-        self.tracker.mark_committed({(tp.topic, tp.partition): at for tp, at in read.items()})
 
     def _held(self, tp: Partition) -> int:
         return self.held(tp) if self.held is not None else 0
@@ -409,7 +418,7 @@ class KafkaSource:
             await asyncio.sleep(0.05)
         dropped = sum(self.tracker.in_flight(tp) for tp in revoked)
         if self._consumer is not None:
-            await self._commit_with(self._consumer, ledger=True)  # the entries go with them
+            await self._commit_with(self._consumer)  # the ledger's entries go first
         if self.ledger is not None:
             self.ledger.on_partitions_revoked(TopicPartition(*tp) for tp in revoked)
         for topic, partition in revoked:

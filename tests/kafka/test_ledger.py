@@ -1,16 +1,18 @@
-"""The budget ledger's Kafka side (`monitor.kafka.ledger.LedgerListener`): what each commit
-carries, and what an assignment reads back."""
+"""The budget ledger's Kafka side (`monitor.kafka.ledger.LedgerListener`): what each
+checkpoint writes to the ledger topic, and what an assignment reads back, on the tests'
+broker (noida-db, or Tansu with ``RAGMON_TEST_BROKER=tansu``)."""
 
 from __future__ import annotations
 
 import pytest
 from aiokafka import TopicPartition
 
-from monitor.budget import LedgerEntry, TokenBudget
+from monitor.budget import TokenBudget
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.demo.broker import Broker
 from monitor.judges import BudgetExhausted
-from monitor.kafka.ledger import LedgerListener
+from monitor.kafka import ledger as ledger_module
+from monitor.kafka.ledger import LedgerListener, LedgerUnavailable, ledger_topic
 from monitor.kafka.topics import committed_offsets
 from monitor.sources.kafka import KafkaSource
 from monitor.telemetry import Exporter
@@ -18,79 +20,124 @@ from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.waits import Condition, wait_until
 
 TOPIC = "ledger-topic"
-#: the start of a clock hour: windows are aligned to the clock
-START = 3600.0 * 500_000
 
 
-def held(*partitions: int) -> list[TopicPartition]:
-    return [TopicPartition(TOPIC, p) for p in partitions]
+def held(topic: str, *partitions: int) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in partitions]
 
 
-async def test_each_changed_entry_is_committed_once_and_nothing_is_reserved_after_a_revoke() -> (
-    None
-):
-    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=lambda: START)
+async def test_an_unlimited_budget_keeps_no_ledger_but_still_learns_its_share() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("0"))
     ledger = LedgerListener(Settings(kafka_topic=TOPIC), budget)
-    await ledger.on_partitions_assigned(held(0, 1), 4)  # not started: no commit read
-    assert budget.share == 0.5 and budget.allowance == 500
-    window = int(START // 3600)
-    first = ledger.offsets({}, lambda tp: 7)  # entries nobody sent yet: at the same offset
-    assert {tp.partition: (om.offset, om.metadata) for tp, om in first.items()} == {
-        0: (7, LedgerEntry(window, 0).encode()),
-        1: (7, LedgerEntry(window, 0).encode()),
-    }
-    ledger.sent(first)
-    assert ledger.offsets({}, lambda tp: 7) == {}
-    moved = ledger.offsets({TopicPartition(TOPIC, 0): 9}, lambda tp: 7)
-    assert {tp.partition: om.offset for tp, om in moved.items()} == {0: 9}
-    budget.reserve(50)  # spread over both entries: both change
-    assert sorted(tp.partition for tp in ledger.offsets({}, lambda tp: 7)) == [0, 1]
-    ledger.on_partitions_revoked(held(0, 1))
+    await ledger.start()  # opens nothing: there is nothing to keep
+    await ledger.on_partitions_assigned(held(TOPIC, 0), 4)
+    assert budget.share == 0.25
+    assert await ledger.write()  # nothing to write: the commit may go
+    await ledger.stop()
+
+
+async def test_without_its_producer_the_ledger_is_not_written_and_the_commit_waits() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"))
+    ledger = LedgerListener(Settings(kafka_topic=TOPIC), budget)  # never started
+    await ledger.on_partitions_assigned(held(TOPIC, 0, 1), 4)
+    assert budget.share == 0.5
+    assert not await ledger.write()
+    ledger.on_partitions_revoked(held(TOPIC, 0, 1))
     with pytest.raises(BudgetExhausted):
         budget.reserve(1)  # nothing is reserved between a revoke and the next assignment
 
 
-async def test_a_ledger_only_commit_never_rewinds_a_partition_whose_commit_was_not_read() -> None:
-    budget = TokenBudget(TokenBudgetSpec.parse("10000/h"))
-    ledger = LedgerListener(Settings(kafka_topic=TOPIC), budget)
-    await ledger.on_partitions_assigned(held(0, 1), 2)
-    budget.reserve(200)  # spent on both partitions: both entries change
-    # partition 0's last commit was read (it has none); partition 1's read failed (the
-    # coordinator not answering cannot be produced on a real broker on demand)
-    ledger._read.add(0)
-    offsets = ledger.offsets({}, lambda tp: None)  # the source knows neither position
-    assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 0}
+def spender(settings: Settings, partitions: list[int], total: int) -> TokenBudget:
+    budget = TokenBudget(settings.token_budget)
+    budget.assign(dict.fromkeys(partitions), total)
+    return budget
 
 
-async def test_an_unlimited_budget_commits_offsets_only_but_still_learns_its_share() -> None:
-    budget = TokenBudget(TokenBudgetSpec.parse("0"))
-    ledger = LedgerListener(Settings(kafka_topic=TOPIC), budget)
-    await ledger.start()  # opens nothing: there is nothing to read
-    await ledger.on_partitions_assigned(held(0), 4)
-    assert budget.share == 0.25
-    offsets = ledger.offsets({TopicPartition(TOPIC, 0): 3}, lambda tp: 3)
-    assert [(om.offset, om.metadata) for om in offsets.values()] == [(3, "")]
-    await ledger.stop()
+@pytest.mark.kafka
+async def test_each_partitions_latest_entry_is_read_whoever_wrote_it(
+    broker: Broker, topic: Topic
+) -> None:
+    """One replica writes its spend on partitions 0 and 1; the next owner of both carries it
+    and writes more: the reader after them takes the later entries, not the larger-looking
+    earlier ones of another group generation (a broker restart starts the count again)."""
+    settings = monitor_settings(broker, topic, None, token_budget="100000/d")
+    first = spender(settings, [0, 1], 2)
+    first.reserve(900)
+    first.reconcile(900, 800)
+    writers = [LedgerListener(settings, first)]
+    await writers[0].start()
+    try:
+        assert await writers[0].write()
+        second = TokenBudget(settings.token_budget)
+        writers.append(LedgerListener(settings, second))
+        await writers[1].start()
+        await writers[1].on_partitions_assigned(held(topic.name, 0, 1), 2)
+        assert second.spent == 800
+        second.reserve(300)
+        second.reconcile(300, 300)
+        assert await writers[1].write()
+    finally:
+        for writer in writers:
+            await writer.stop()
+    reader = TokenBudget(settings.token_budget)
+    listener = LedgerListener(settings, reader)
+    await listener.start()
+    try:
+        await listener.on_partitions_assigned(held(topic.name, 0, 1), 2)
+    finally:
+        await listener.stop()
+    assert reader.spent == 1100
+
+
+@pytest.mark.kafka
+async def test_the_ledger_is_read_backwards_past_other_partitions_entries(
+    broker: Broker, topic: Topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 0's entry was written long before the latest of partition 1 (more than a
+    read step apart): an assignment of both still finds each one's latest entry."""
+    monkeypatch.setattr(ledger_module, "READ_CHUNK", 3)
+    settings = monitor_settings(broker, topic, None, token_budget="100000/d")
+    first = spender(settings, [0], 4)
+    second = spender(settings, [1], 4)
+    writers = [LedgerListener(settings, first), LedgerListener(settings, second)]
+    for writer in writers:
+        await writer.start()
+    try:
+        first.reserve(300)
+        first.reconcile(300, 300)
+        assert await writers[0].write()
+        for _ in range(10):  # ten more entries of partition 1, each a change
+            second.reserve(10)
+            second.reconcile(10, 10)
+            assert await writers[1].write()
+    finally:
+        for writer in writers:
+            await writer.stop()
+    assert ledger_topic(settings) == f"{topic.group}.token-ledger"
+    reader = TokenBudget(settings.token_budget)
+    listener = LedgerListener(settings, reader)
+    await listener.start()
+    try:
+        await listener.on_partitions_assigned(held(topic.name, 0, 1), 4)
+    finally:
+        await listener.stop()
+    assert reader.spent == 300 + 100
 
 
 @pytest.mark.kafka
 async def test_the_spend_goes_with_the_partitions_to_the_next_replica(
     broker: Broker, topic: Topic
 ) -> None:
-    """One replica spends, stops (its entries committed at offset 0: no record was read,
-    and the assignment read that no commit exists); the next reads what it spent."""
-    if broker.kind == "tansu":
-        pytest.skip(
-            "Tansu keeps no offset commit metadata, so the ledger has nowhere to ride; "
-            "this case runs on noida-db, the default broker (plain python3 -m pytest)"
-        )
+    """One replica spends and stops (its entries kept in the ledger topic; no record was read,
+    so no offset is committed); the next reads what it spent. On every broker: Tansu keeps no
+    offset-commit metadata, where the ledger used to ride."""
     settings = monitor_settings(broker, topic, None, token_budget="10000/d")  # one window
     spenders = [TokenBudget(settings.token_budget) for _ in range(2)]
 
     def holds_every_partition(source: KafkaSource, spender: TokenBudget) -> Condition:
         async def check() -> bool:
             await source.fetch(0.1)  # the topic is empty: only the group's work
-            return spender.share == 1.0
+            return spender.partitions == (0, 1, 2, 3)  # assigned, its ledger read
 
         return check
 
@@ -103,7 +150,7 @@ async def test_the_spend_goes_with_the_partitions_to_the_next_replica(
     finally:
         await first.stop()
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)
-    assert positions == dict.fromkeys(range(4), 0)  # never a guessed offset past the start
+    assert positions == dict.fromkeys(range(4))  # no offset guessed to carry the ledger
     second = KafkaSource(settings, Exporter(), ledger=LedgerListener(settings, spenders[1]))
     await second.start()
     try:
@@ -112,3 +159,24 @@ async def test_the_spend_goes_with_the_partitions_to_the_next_replica(
         assert spenders[1].remaining() == 10000 - 800
     finally:
         await second.stop()
+
+
+@pytest.mark.kafka
+async def test_a_ledger_topic_the_broker_refuses_stops_the_start_with_what_to_do(
+    broker: Broker, topic: Topic
+) -> None:
+    """A group id that makes no valid topic name (a slash): the broker refuses the topic,
+    and the source does not start with a budget it could not keep."""
+    if broker.kind == "tansu":
+        pytest.skip("Tansu creates a topic of any name: there is no refusal to show")
+    settings = monitor_settings(
+        broker, topic, None, token_budget="10000/d", kafka_group_id=f"{topic.group}/x"
+    )
+    source = KafkaSource(
+        settings, Exporter(), ledger=LedgerListener(settings, TokenBudget(settings.token_budget))
+    )
+    with pytest.raises(LedgerUnavailable) as refused:
+        await source.start()
+    message = str(refused.value)
+    assert f"ledger topic {topic.group}/x.token-ledger could not be created" in message
+    assert "cleanup.policy=compact" in message and "RAG_MONITOR_TOKEN_BUDGET=0" in message

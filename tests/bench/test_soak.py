@@ -1,0 +1,49 @@
+"""The soak's short version as a regression test: two real replicas at load on noida-db, each
+killed and restarted once, the broker restarted once (bench/soak.py, two minutes).
+
+The long soak is a benchmark run by hand; docs/benchmarks.md has its table.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+@pytest.mark.timeout(900)
+def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "soak.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--rate", "100", "--minutes", "2",
+         "--interval", "30", "--kill-every", "40", "--restart-after", "10",
+         "--broker-down", "8", "--catch-up", "180", "--json", str(out), "--clean"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    output = (result.stdout + result.stderr)[-6000:]
+    assert out.exists(), output
+    soak = json.loads(out.read_text())
+    assert soak["produced"] >= 100 * 60, output  # at least half the rate got through
+    assert soak["caught_up"], output
+    assert soak["lost"] == 0 and soak["dup_backlog"] == 0, output
+    assert 0 < soak["budget"] <= 1.0, output
+    events = [r["event"] for r in soak["recoveries"]]
+    assert events == ["r1 restarted", "broker restarted", "r0 restarted"], output
+    # back under one minute of traffic within 60 s of every restart
+    assert all(r["seconds"] is not None and r["seconds"] <= 60 for r in soak["recoveries"]), output
+    scored = sum(r["scored"] for r in soak["intervals"])
+    assert scored > 0, output
+    assert result.returncode == 0, output

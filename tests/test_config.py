@@ -206,6 +206,13 @@ def _tree_files() -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
+#: settings of earlier commits that the tree still names for a reason of its own
+RETIRED = {
+    # bench.local_judge runs an old commit's support model as its baseline with it
+    "RAG_MONITOR_LOCAL_JUDGE",
+}
+
+
 def test_every_variable_named_in_the_tree_is_a_setting() -> None:
     known = set(setting_variables())
     named: dict[str, str] = {}
@@ -215,7 +222,11 @@ def test_every_variable_named_in_the_tree_is_a_setting() -> None:
         for variable in re.findall(r"\b(RAG_MONITOR_[A-Z0-9_]*[A-Z0-9])\b(?![_*])", text):
             named.setdefault(variable, str(path.relative_to(ROOT)))
     assert len(named) > 40  # the scan found the settings themselves
-    unknown = {variable: where for variable, where in named.items() if variable not in known}
+    unknown = {
+        variable: where
+        for variable, where in named.items()
+        if variable not in known and variable not in RETIRED
+    }
     assert unknown == {}, "not a setting (the test suite's variables start with RAGMON_TEST_)"
 
 

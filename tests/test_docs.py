@@ -470,6 +470,19 @@ def _check_helm(c: Simple) -> None:
             assert rest in Settings.model_fields, f"{key}: not a setting of monitor/config.py"
 
 
+def _check_kafka_topics(c: Simple) -> None:
+    """The ledger topic as the sidecar makes it: its name at the default group, one partition,
+    its configs."""
+    from monitor.kafka.ledger import LEDGER_TOPIC_CONFIGS, ledger_topic
+
+    argv = c.argv
+    assert "--create" in argv, c.line
+    assert argv[argv.index("--topic") + 1] == ledger_topic(Settings()), c.line
+    assert argv[argv.index("--partitions") + 1] == "1", c.line
+    configs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--config")
+    assert configs == LEDGER_TOPIC_CONFIGS, c.line
+
+
 def _check_docker(c: Simple) -> None:
     if c.argv[1] == "push":  # the image a `docker build` of the same page tagged
         assert len(c.argv) == 3 and ":" in c.argv[2], c.line
@@ -512,6 +525,7 @@ CHECKERS: dict[str, Callable[[Simple], None]] = {
     "kubectl": _check_kubectl,
     "helm": _check_helm,
     "docker": _check_docker,
+    "kafka-topics.sh": _check_kafka_topics,
     ".": _check_activate,
     "scripts/check": _check_script,
     "./scripts/check": _check_script,

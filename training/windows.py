@@ -50,6 +50,11 @@ class Windows:
         ]
 
 
+#: The nearest window's logit at and above which a claim's other windows are not read
+#: (`monitor.judges.local.entailment.SURE`; tests/training/test_windows.py holds the two equal).
+SURE = 3.0
+
+
 def flat(said: Sequence[Claim]) -> list[tuple[str, str]]:
     """Every (statement, window) pair of ``said`` in order: each claim's windows, then its
     joined ones."""
@@ -68,12 +73,14 @@ def weakest(said: Sequence[Claim], logits: Sequence[float]) -> float:
 
 
 def best(alone: Sequence[float], joined: Sequence[float]) -> float:
-    """A claim's logit from its windows' (``alone``) and its joined windows' (``joined``):
-    the best one read, the joined ones read only when no window alone supports the claim
-    (logit below 0), as `monitor.judges.local.entailment.SupportModel` reads them (-inf
+    """A claim's logit from its windows' (``alone``, nearest first) and its joined windows'
+    (``joined``): the nearest window's when it is `SURE`, else the best one read, the joined
+    ones read only when no window alone supports the claim (logit below 0), as `monitor.judges.local.entailment.SupportModel` reads them (-inf
     without windows). Written out here, not imported: the trainer runs on a machine
     without the monitor's runtime (tests/training/test_windows.py holds the two equal)."""
     if not alone:
         return -math.inf
+    if alone[0] >= SURE:  # the nearest window settles it: the others are not read
+        return alone[0]
     top = max(alone)
     return max(top, *joined) if top < 0 and joined else top

@@ -12,9 +12,10 @@ from typing import Any
 
 from monitor.judges.local.claims import PHRASE_JOIN, claims
 from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local import entailment
 from monitor.judges.local.entailment import reads_joined
 from monitor.judges.local.judge import LocalJudge
-from training.windows import Windows, best, flat, texts, weakest
+from training.windows import SURE, Windows, best, flat, texts, weakest
 
 REALISTIC = Path(__file__).resolve().parents[2] / "bench" / "data" / "realistic.jsonl"
 #: a phrase answer read after its question (129, 014), numbers and durations the contexts
@@ -27,6 +28,11 @@ RECORDS = ("realistic-014", "realistic-028", "realistic-040", "realistic-129", "
 def _records() -> list[dict[str, Any]]:
     rows = [json.loads(x) for x in REALISTIC.read_text().splitlines() if x.strip()]
     return [r for r in rows if r["id"] in RECORDS]
+
+
+def test_the_trainer_stops_at_the_judges_sure_window() -> None:
+    assert SURE == entailment.SURE
+    assert best([3.5, 5.0], []) == 3.5 and best([2.0, 5.0], []) == 5.0
 
 
 def test_the_transfer_check_reads_each_answer_as_the_judge_does() -> None:
@@ -46,6 +52,12 @@ def test_the_transfer_check_reads_each_answer_as_the_judge_does() -> None:
     needed: set[tuple[str, str]] = set()
     for read in found_by_training:
         for c in read:
+            if not c["windows"]:
+                continue
+            nearest = (c["statement"], c["windows"][0])
+            if model.logits([nearest]).tolist()[0] >= SURE:  # the others are not read
+                needed.add(nearest)
+                continue
             alone = model.logits([(c["statement"], w) for w in c["windows"]]).tolist()
             needed |= {(c["statement"], w) for w in c["windows"]}
             if reads_joined(alone):

@@ -75,9 +75,10 @@ def weakest(said: Sequence[Claim], logits: Sequence[float]) -> float:
 def best(alone: Sequence[float], joined: Sequence[float]) -> float:
     """A claim's logit from its windows' (``alone``, nearest first) and its joined windows'
     (``joined``): the nearest window's when it is `SURE`, else the best one read, the joined
-    ones read only when no window alone supports the claim (logit below 0), as `monitor.judges.local.entailment.SupportModel` reads them (-inf
-    without windows). Written out here, not imported: the trainer runs on a machine
-    without the monitor's runtime (tests/training/test_windows.py holds the two equal)."""
+    ones read only when no window alone supports the claim (logit below 0), as
+    `monitor.judges.local.entailment.SupportModel` reads them (-inf without windows).
+    Written out here, not imported: the trainer runs on a machine without the monitor's
+    runtime (tests/training/test_windows.py holds the two equal)."""
     if not alone:
         return -math.inf
     if alone[0] >= SURE:  # the nearest window settles it: the others are not read

@@ -13,7 +13,6 @@ from bench.harness import (
     EVASIVE,
     FAITHFUL,
     HALLUCINATED,
-    LONG,
     OTHER,
     alternating,
     contexts,
@@ -21,6 +20,7 @@ from bench.harness import (
     overlap,
     swap_figure,
 )
+from bench.twins import LONG
 
 FIGURES = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 needs_long = pytest.mark.skipif(not LONG.is_file(), reason=f"no long-answer file at {LONG}")

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from monitor.judges.local import entailment
 from monitor.judges.local.claims import PHRASE_JOIN, claims
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.judges.local import entailment
 from monitor.judges.local.entailment import reads_joined
 from monitor.judges.local.judge import LocalJudge
 from training.windows import SURE, Windows, best, flat, texts, weakest

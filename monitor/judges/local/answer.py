@@ -13,14 +13,13 @@ answer's probability".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.judges.local.embedder import ModelFileError
+from monitor.judges.local.embedder import ModelFileError, read_pinned
 
 ANSWER_PATH = Path(__file__).with_name("model") / "answer.json"
 ANSWER_SHA256 = "99b1b0bd4041bc7e9d3d1c4e7bf43c3eab83780124a00fdae637893acefdc700"
@@ -85,13 +84,7 @@ class AnswerModel:
     @classmethod
     def load(cls, path: Path = ANSWER_PATH, digest: str | None = ANSWER_SHA256) -> AnswerModel:
         """The shipped weights and cut (``digest`` None: any file, for training and tests)."""
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise ModelFileError(f"answer weights missing: {path}") from exc
-        if digest is not None and hashlib.sha256(raw).hexdigest() != digest:
-            raise ModelFileError(f"{path} is not the pinned file (sha256 {digest} expected)")
-        data = json.loads(raw)
+        data = json.loads(read_pinned(path, digest))
         if list(data["features"]) != list(FEATURES):
             raise ModelFileError(f"{path} weighs other features: {data['features']}")
         return cls(

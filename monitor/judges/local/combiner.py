@@ -8,13 +8,12 @@ docs/model.md, "The combiner".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.judges.local.embedder import ModelFileError
+from monitor.judges.local.embedder import ModelFileError, read_pinned
 from monitor.judges.local.evidence import Gaps
 
 COMBINER_PATH = Path(__file__).with_name("model") / "combiner.json"
@@ -61,13 +60,7 @@ class Combiner:
     @classmethod
     def load(cls, path: Path = COMBINER_PATH, digest: str | None = COMBINER_SHA256) -> Combiner:
         """The shipped weights (``digest`` None: any file, for training and tests)."""
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise ModelFileError(f"combiner weights missing: {path}") from exc
-        if digest is not None and hashlib.sha256(raw).hexdigest() != digest:
-            raise ModelFileError(f"{path} is not the pinned file (sha256 {digest} expected)")
-        data = json.loads(raw)
+        data = json.loads(read_pinned(path, digest))
         if list(data["features"]) != list(FEATURES):
             raise ModelFileError(f"{path} weighs other features: {data['features']}")
         return cls(tuple(float(w) for w in data["weights"]), float(data["bias"]))

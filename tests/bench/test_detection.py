@@ -52,13 +52,18 @@ def test_a_swapped_figure_is_one_the_contexts_state_for_something_else() -> None
 @needs_long
 def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answer() -> None:
     long = load_dataset("long")
-    assert len(long) == 285 and {i.kind for i in long} == {FAITHFUL}
-    halves: dict[str, set[str]] = {}
-    for i in long:
-        halves.setdefault(str(i.record["id"]).rsplit("-", 1)[0], set()).add(i.category)
-    assert all(len(h) == 1 for h in halves.values()) and {"fit", "report"} == set().union(
+    faithful = [i for i in long if i.kind == FAITHFUL]
+    assert len(faithful) == 285 and {i.kind for i in long} == {FAITHFUL, HALLUCINATED}
+    halves: dict[str, set[bool]] = {}
+    for i in long:  # an answer and its twins ("~edit", "~added") share their conversation
+        conversation = str(i.record["id"]).split("~")[0].rsplit("-", 1)[0]
+        halves.setdefault(conversation, set()).add(bool(i.record["fit"]))
+    assert all(len(h) == 1 for h in halves.values()) and {True, False} == set().union(
         *halves.values()
     )
+    fit, report = load_dataset("long-fit"), load_dataset("long-report")
+    assert len(fit) + len(report) == len(long)
+    assert all(i.record["fit"] for i in fit) and not any(i.record["fit"] for i in report)
     swaps = load_dataset("other-subject")
     by_id = {str(i.record["id"]): i for i in swaps}
     twins = [i for i in swaps if i.kind == HALLUCINATED]

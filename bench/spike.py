@@ -37,6 +37,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -217,8 +218,6 @@ def fired_minutes(
 
 
 def promtool() -> str:
-    import shutil
-
     found = shutil.which("promtool")
     if found is None:
         raise SystemExit("promtool not found: install Debian's prometheus package")

@@ -2,7 +2,7 @@
 
 For each splitter: its start-up (a fresh interpreter importing it and splitting one answer,
 less a bare interpreter's start; median of five), its CPU time per record and claims per
-record on the long-answer file and HaluEval QA dev (both under ``../shared/data/``), and what
+record on the long-answer file and HaluEval QA dev (``--long`` and ``--halueval``), and what
 it adds to the sidecar's install (the installed size of the packages it needs that
 ``constraints.txt`` does not hold).
 

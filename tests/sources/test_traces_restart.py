@@ -69,10 +69,12 @@ async def send(topic: Topic, messages: list[tuple[int, bytes]]) -> None:
 async def rows(dsn: str) -> list[dict[str, Any]]:
     conn = await asyncpg.connect(dsn, timeout=10)
     try:
-        found = await conn.fetch(
-            "SELECT id, trace_id, span_id, seen_count, record FROM backlog ORDER BY id"
-        )
-        links = await conn.fetchval("SELECT count(*) FROM backlog_interactions")
+        # one snapshot for both reads: the monitor may still be writing while a test waits
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            found = await conn.fetch(
+                "SELECT id, trace_id, span_id, seen_count, record FROM backlog ORDER BY id"
+            )
+            links = await conn.fetchval("SELECT count(*) FROM backlog_interactions")
     finally:
         await conn.close()
     assert links == len(found)

@@ -252,7 +252,8 @@ class CalibrationCollector(Collector):
 
 
 class JudgeMetrics:
-    """The judge's observer (`monitor.judges.llm.JudgeObserver`): requests, latency and tokens."""
+    """The judge's observer (`monitor.judges.metering.JudgeObserver`): requests, latency,
+    tokens."""
 
     def __init__(self, exporter: Exporter) -> None:
         self.exporter = exporter

@@ -13,8 +13,8 @@ from monitor.config import Settings
 from monitor.judges import Embedded, Judge, TokenGate
 
 if TYPE_CHECKING:
-    from monitor.judges.llm import JudgeObserver
     from monitor.judges.local.embedder import MiniLMEmbedder
+    from monitor.judges.metering import JudgeObserver
 
 JudgeKind = Literal["auto", "llm", "local"]
 

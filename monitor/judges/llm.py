@@ -1,21 +1,22 @@
-"""The LLM judge over any OpenAI-compatible endpoint; the only `openai` import.
+"""The LLM judge over any OpenAI-compatible endpoint; with `monitor.judges.failures`, the
+only `openai` import.
 
 `OpenAIJudge` implements `monitor.judges.Judge`: structured output, an output cap on
 every answer, re-asks, n choices, one metered request (budget, retries, observer) for
 chat and embeddings alike (docs/design.md, "The LLM judge's requests"). Prompts become
 messages in `monitor.judges.wire`; each answer's cap is sized in `monitor.judges.caps`;
-answers are read in `monitor.judges.replies`.
+answers are read in `monitor.judges.replies`; failures are read in
+`monitor.judges.failures`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import openai
 import structlog
@@ -23,16 +24,28 @@ from pydantic import SecretStr
 
 from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, TokenGate
 from monitor.judges.caps import answer_cap
+from monitor.judges.failures import classify, refused_part, retry_after, timed_out
+from monitor.judges.metering import JudgeObserver, Refused, Reservation, observed
 from monitor.judges.replies import (
     Invalid,
-    Truncated,
     chat_contents,
     embedding_vectors,
+    failure_reason,
     one_claim_per_sentence,
     read_answer,
+    reask,
+    request_outcome,
     token_usage,
 )
-from monitor.judges.wire import render_messages, request_schema
+from monitor.judges.wire import (
+    FALLBACKS,
+    CapParam,
+    Form,
+    Part,
+    ResponseMode,
+    chat_body,
+    render_messages,
+)
 from monitor.records import Usage
 from monitor.tokens import count_tokens, estimate_prompt_tokens
 
@@ -40,56 +53,11 @@ log = structlog.get_logger("monitor.judges.llm")
 
 R = TypeVar("R")
 
-ResponseMode = Literal["json_schema", "json_object"]
-#: the request field that carries the cap: ``max_tokens`` (every OpenAI-compatible server)
-#: until the endpoint refuses it and names it; then ``max_completion_tokens``
-CapParam = Literal["max_tokens", "max_completion_tokens"]
-#: the parts of a chat request an endpoint may refuse while another form works
-_Part = Literal["response_format", "max_tokens"]
-
-#: appended (as a user message, after the start of the bad answer) when an answer fails
-#: validation
-CORRECTION = (
-    "Your previous answer was not valid: {error}. Answer again with only one JSON object "
-    "that matches the required schema exactly, and nothing else."
-)
-#: appended the same way when an answer was cut off at its cap
-CUT_OFF = (
-    "Your previous answer was cut off after {cap} tokens, before its JSON object was "
-    "complete. Answer again, shorter: one complete JSON object that matches the required "
-    "schema, each item once, short reasons, and nothing else."
-)
-#: how much of a bad answer goes back with the correction (its start, in characters): the
-#: model sees what it answered, and a runaway answer cannot make the re-ask longer than
-#: the endpoint's context
-EXCERPT_CHARS = 300
-#: how much of an endpoint's error message is kept (in a `JudgeError`'s detail, the log)
-SAID_CHARS = 300
-
 #: the placeholder key for endpoints that need none (llama.cpp, vLLM, Ollama)
 NO_KEY = "no-key"
 
-
 #: the ``metric`` label under which embedding tokens are reported to the observer
 EMBEDDINGS_METRIC = "embeddings"
-
-
-class JudgeObserver(Protocol):
-    """What the sidecar exports about the judge (see `monitor.sinks.prometheus`).
-
-    ``outcome`` is ``ok``, ``invalid_output``, ``truncated`` (an answer cut
-    off at the request's cap before it was valid), ``fallback`` (json_schema
-    refused, sent again as json_object), ``fallback_cap`` (``max_tokens``
-    refused, sent again as ``max_completion_tokens``), ``fallback_steps`` (a
-    fused step's answer was invalid: its metrics are asked the basic steps
-    instead), ``timeout_backoff`` (an attempt timed out; the retry waits as
-    long as the timeout first; ``seconds`` is that timeout) or a `JudgeError`
-    reason (``too_long``: the request does not fit the model's context).
-    """
-
-    def on_request(self, outcome: str, seconds: float) -> None: ...
-
-    def on_tokens(self, metric: str, prompt_tokens: int, completion_tokens: int) -> None: ...
 
 
 class Embedder(Protocol):
@@ -114,142 +82,6 @@ class _Reply(Generic[R]):
     outcome: str = "ok"
 
 
-class _Refused(Exception):
-    """The endpoint refused a part of the request that has another form (internal: the
-    request is sent again in that form)."""
-
-    def __init__(self, part: _Part, said: str) -> None:
-        super().__init__(part)
-        self.part = part
-        self.said = said
-
-
-#: error codes or types by which endpoints say a request does not fit the model's
-#: context: OpenAI's (and the servers that copy its errors), llama.cpp's
-_TOO_LONG = frozenset(
-    {"context_length_exceeded", "string_above_max_length", "exceed_context_size_error"}
-)
-#: error types that say no more than the status does
-_GENERIC_TYPES = frozenset({"invalid_request_error", "BadRequestError", "bad_request"})
-
-
-@dataclass(frozen=True)
-class _Refusal:
-    """What an endpoint sent with an HTTP 4xx: its message (cut to `SAID_CHARS`, the key
-    cut out), its error ``code`` (a number is only the status again, so None), ``type``
-    and the ``param`` it names, as the SDK read them from the JSON error body."""
-
-    status: int
-    said: str
-    code: str | None
-    kind: str | None
-    param: str | None
-
-    @classmethod
-    def of(cls, exc: openai.APIStatusError, secret: str = "") -> _Refusal:
-        said = _server_message(exc, SAID_CHARS)
-        if secret:
-            said = said.replace(secret, "***")
-        code = exc.code if exc.code and not exc.code.isdigit() else None
-        kind = exc.type if isinstance(exc.type, str) and exc.type else None
-        param = exc.param if isinstance(exc.param, str) and exc.param else None
-        return cls(exc.status_code, said, code, kind, param)
-
-    @property
-    def too_long(self) -> bool:
-        """The request does not fit the model's context (413, or a code or type saying so)."""
-        return self.status == 413 or bool({self.code, self.kind} & _TOO_LONG)
-
-    def part(self, refusable: frozenset[_Part]) -> _Part | None:
-        """The part of ``refusable`` the endpoint refused: the one it names; else, when it
-        says nothing beyond the status, ``response_format`` (json_schema is what servers
-        that support only part of the API refuse); else None."""
-        if self.too_long:
-            return None
-        named = (self.param or "").split(".")[0].split("[")[0]
-        for part in refusable:
-            if named == part:
-                return part
-        generic = self.code is None and (self.kind is None or self.kind in _GENERIC_TYPES)
-        if not named and generic and "response_format" in refusable:
-            return "response_format"
-        return None
-
-
-def _classify(exc: openai.OpenAIError, secret: str = "") -> JudgeError:
-    """The SDK gave up: exception class, status, error code or type → bounded reason (never
-    chosen by the message text).
-
-    A refused key (HTTP 401 or 403) is ``auth``: its detail keeps what the server said
-    (``secret``, the key, cut out should the server echo it) and names the setting. Any
-    other 4xx keeps the server's words as well: ``too_long`` when the request does not fit
-    the model's context, else ``bad_request``.
-    """
-    name = type(exc).__name__
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        said = _Refusal.of(exc, secret).said
-        return JudgeError(
-            "auth", f"HTTP {status}: {said}; check RAG_MONITOR_JUDGE_API_KEY" if said else
-            f"HTTP {status}; check RAG_MONITOR_JUDGE_API_KEY",
-        )  # fmt: skip
-    detail = f"{name} (HTTP {status})" if status is not None else name
-    refused = _connection_error(exc)
-    if refused is not None:  # what the OS said, by class (the SDK may call it a timeout)
-        detail = _CONNECTION_ERRORS.get(type(refused), type(refused).__name__)
-    if isinstance(exc, openai.APITimeoutError) and refused is None:
-        # before APIConnectionError (a subclass); the aiohttp transport reports a refused
-        # or reset connection as a connect *timeout*: the cause chain tells them apart
-        return JudgeError("timeout", detail, retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return JudgeError("connection", detail, retryable=True)
-    if isinstance(exc, openai.RateLimitError):
-        return JudgeError("rate_limited", detail, retryable=True)
-    if isinstance(exc, openai.InternalServerError):
-        return JudgeError("server_error", detail, retryable=True)
-    if isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 500:
-        refusal = _Refusal.of(exc, secret)
-        said = f"HTTP {refusal.status}: {refusal.said}" if refusal.said else detail
-        return JudgeError("too_long" if refusal.too_long else "bad_request", said)
-    if isinstance(exc, openai.APIResponseValidationError):
-        return JudgeError("invalid_output", detail)
-    return JudgeError("bad_request", detail)
-
-
-def _server_message(exc: openai.APIStatusError, limit: int = 300) -> str:
-    """The error message of the server's JSON body (OpenAI's ``error.message``), else its text."""
-    body = exc.body
-    message: object = None
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-    if not isinstance(message, str) or not message.strip():
-        message = exc.response.text if exc.response is not None else ""
-    text = " ".join(str(message).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-#: the OS's connection errors in words, for a JudgeError's detail
-_CONNECTION_ERRORS: dict[type[BaseException], str] = {
-    ConnectionRefusedError: "connection refused",
-    ConnectionResetError: "connection reset",
-    ConnectionAbortedError: "connection aborted",
-    BrokenPipeError: "broken pipe",
-}
-
-
-def _connection_error(exc: BaseException) -> ConnectionError | None:
-    """A connection error of the OS (refused, reset, unreachable) in the cause chain, if any."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ConnectionError):
-            return cause
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
 class OpenAIJudge:
     """`monitor.judges.Judge` over an OpenAI-compatible HTTP endpoint (see the module docstring).
 
@@ -258,6 +90,22 @@ class OpenAIJudge:
     """
 
     kind = "llm"
+    #: sampled choices (``n``) of one prompt may differ
+    varies_choices = True
+    #: the form of chat requests (`monitor.judges.wire.Form`): json_schema and max_tokens
+    #: until the endpoint refuses one and a request in the other form is answered
+    response_mode: ResponseMode = "json_schema"
+    cap_param: CapParam = "max_tokens"
+    #: a timeout per step name (``grounding``, ``questions``, ...; ``embeddings``), else
+    #: ``timeout_seconds``
+    step_timeouts: dict[str, float]
+    #: the largest cap of one answer (one choice): each request's cap is sized from its
+    #: step (`monitor.judges.caps`), at most this; the budget reserves exactly the cap
+    max_completion_tokens: int
+    #: temperature for single answers (verdicts) and for n>1 sampling steps; None = omit
+    temperature: float | None
+    #: whether `monitor.scoring.Scorer` may ask this judge the fused ``grounding`` step
+    fuse_grounding: bool
 
     def __init__(
         self,
@@ -280,14 +128,8 @@ class OpenAIJudge:
         fuse_grounding: bool = True,
     ) -> None:
         step_timeouts = dict(step_timeouts or {})
-        if (
-            concurrency < 1
-            or max_retries < 0
-            or timeout_seconds <= 0
-            or embed_batch_size < 1
-            or max_completion_tokens < 1
-            or any(t <= 0 for t in step_timeouts.values())
-        ):
+        counts = (concurrency, embed_batch_size, max_completion_tokens, max_retries + 1)
+        if min(counts) < 1 or min([timeout_seconds, *step_timeouts.values()]) <= 0:
             raise ValueError(
                 "concurrency, embed_batch_size and max_completion_tokens >= 1, "
                 "max_retries >= 0, timeout > 0"
@@ -296,32 +138,20 @@ class OpenAIJudge:
         self.model = model
         self.embedding_model = embedding_model
         self.timeout_seconds = timeout_seconds
-        #: a timeout per step name (``grounding``, ``questions``, ...; ``embeddings``), else
-        #: ``timeout_seconds``
         self.step_timeouts = step_timeouts
         self.max_retries = max_retries
         self.concurrency = concurrency
-        #: the largest cap of one answer (one choice): each request's cap is sized from its
-        #: step (`monitor.judges.caps`), at most this; the budget reserves exactly the cap
         self.max_completion_tokens = max_completion_tokens
-        #: temperature for single answers (verdicts) and for n>1 sampling steps; None = omit
         self.temperature = temperature
         self.sampling_temperature = sampling_temperature
         self.embed_batch_size = embed_batch_size
-        #: whether `monitor.scoring.Scorer` may ask this judge the fused ``grounding`` step
         self.fuse_grounding = fuse_grounding
-        #: sampled choices (``n``) of one prompt may differ
-        self.varies_choices = True
         self.gate = gate
         self.observer = observer
         self.embedder = embedder
         self._api_key = api_key if api_key is not None else SecretStr("")
         self._client: openai.AsyncOpenAI | None = None
         self._semaphore = asyncio.Semaphore(concurrency)
-        #: json_schema until the endpoint rejects it and json_object works
-        self.response_mode: ResponseMode = "json_schema"
-        #: max_tokens until the endpoint refuses it by name
-        self.cap_param: CapParam = "max_tokens"
 
     def __repr__(self) -> str:
         return (
@@ -349,12 +179,12 @@ class OpenAIJudge:
         """The timeout of one attempt of ``step``'s requests."""
         return self.step_timeouts.get(step, self.timeout_seconds)
 
-    def cap_of(self, prompt: Prompt[OutT]) -> int:
+    def cap_of(self, prompt: Prompt[OutT], cap_param: CapParam | None = None) -> int:
         """The cap of each answer (choice) to ``prompt``: sized from its step, at most
-        `max_completion_tokens`; `max_completion_tokens` itself once the endpoint wants
+        `max_completion_tokens`; `max_completion_tokens` itself when the cap is sent as
         ``max_completion_tokens`` (OpenAI's reasoning models: their hidden reasoning counts
         against the cap, so an answer-sized cap would leave nothing for the answer)."""
-        if self.cap_param == "max_completion_tokens":
+        if (cap_param or self.cap_param) == "max_completion_tokens":
             return self.max_completion_tokens
         return answer_cap(prompt, self.max_completion_tokens, self.model)
 
@@ -403,37 +233,25 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
     ) -> OutT:
-        """The validated answer; an invalid or cut-off one is re-asked once, with the start
-        of that answer (`EXCERPT_CHARS`) and a short correction."""
+        """The validated answer; an invalid or cut-off one is re-asked once
+        (`monitor.judges.replies.reask`)."""
         if not isinstance(answer, Invalid):
             return answer
         if not prompt.reask:
-            raise JudgeError(_failure(answer), f"step {prompt.step}: {answer.summary}")
-        cut = isinstance(answer, Truncated)
+            raise JudgeError(failure_reason(answer), f"step {prompt.step}: {answer.summary}")
+        cut = failure_reason(answer) == "truncated"
         log.info(
-            "judge answer cut off at its cap, re-asking once"
-            if cut
-            else "judge answer invalid, re-asking once",
+            f"judge answer {'cut off at its cap' if cut else 'invalid'}, re-asking once",
             step=prompt.step,
             metric=prompt.metric,
             error=answer.summary,
             model=self.model,
         )
-        correction = (
-            CUT_OFF.format(cap=answer.cap)
-            if isinstance(answer, Truncated)
-            else CORRECTION.format(error=answer.summary)
-        )
-        followup = [
-            {"role": "assistant", "content": _excerpt(answer.content)},
-            {"role": "user", "content": correction},
-        ]
-        again = await self._complete(prompt, followup, 1, temperature, usage)
+        again = await self._complete(prompt, reask(answer), 1, temperature, usage)
         second = again[0] if again else Invalid("empty answer", None)
         if isinstance(second, Invalid):
-            raise JudgeError(
-                _failure(second), f"step {prompt.step}: {second.summary} (after one re-ask)"
-            )
+            detail = f"step {prompt.step}: {second.summary} (after one re-ask)"
+            raise JudgeError(failure_reason(second), detail)
         return second
 
     async def _complete(
@@ -444,32 +262,17 @@ class OpenAIJudge:
         temperature: float | None,
         usage: Usage,
     ) -> list[OutT | Invalid]:
-        """One chat request: the choices, validated. Sent again when the endpoint refuses
-        json_schema (as json_object) or ``max_tokens`` (as ``max_completion_tokens``): three
-        requests at most."""
-        mode = self.response_mode
+        """One chat request: the choices, validated. A refused part is sent again in the
+        form `FALLBACKS` gives it; the form that was answered is remembered."""
+        form = Form(self.response_mode, self.cap_param)
         while True:
             try:
-                answers = await self._request(prompt, followup, n, temperature, usage, mode)
-            except _Refused as refused:
-                if refused.part == "max_tokens":
-                    log.warning(
-                        "judge endpoint refused max_tokens; "
-                        "sending the cap as max_completion_tokens",
-                        model=self.model,
-                        said=refused.said,
-                    )
-                    self.cap_param = "max_completion_tokens"
-                else:
-                    log.warning(
-                        "judge endpoint rejected response_format json_schema; "
-                        "falling back to json_object with the schema in the prompt",
-                        model=self.model,
-                        said=refused.said,
-                    )
-                    mode = "json_object"
+                answers = await self._request(prompt, followup, n, temperature, usage, form)
+            except Refused as refused:
+                log.warning(refused.fallback.warning, model=self.model, said=refused.said)
+                form = form.after(refused.fallback)
                 continue
-            self.response_mode = mode  # it worked: stay with it
+            self.response_mode, self.cap_param = form.response_mode, form.cap_param
             return answers
 
     async def _request(
@@ -479,63 +282,37 @@ class OpenAIJudge:
         n: int,
         temperature: float | None,
         usage: Usage,
-        mode: ResponseMode,
+        form: Form,
     ) -> list[OutT | Invalid]:
         """One chat request (retried by `_metered`): each choice validated (the model, or why
         it is not valid)."""
-        messages: list[dict[str, str]] = render_messages(
-            prompt, schema_in_text=mode == "json_object"
-        )
-        if followup:
-            messages = messages + followup
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if mode == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": prompt.step,
-                    "schema": request_schema(prompt.output, tuple(prompt.lengths.items())),
-                    "strict": True,
-                },
-            }
-        else:
-            body["response_format"] = {"type": "json_object"}
-        if n > 1:
-            body["n"] = n
-        if temperature is not None:
-            body["temperature"] = temperature
-        cap_param = self.cap_param
-        cap = self.cap_of(prompt)
-        body[cap_param] = cap
+        messages = render_messages(prompt, schema_in_text=form.response_mode == "json_object")
+        messages = messages + (followup or [])
+        cap = self.cap_of(prompt, form.cap_param)
         estimate = estimate_prompt_tokens(messages, self.model)
 
         def read(data: object) -> _Reply[list[OutT | Invalid]]:
             reply = chat_contents(data)
-            prompt_tokens, completion_tokens = token_usage(
-                reply.usage, estimate, reply.contents, self.model, cap
-            )
+            tokens = token_usage(reply.usage, estimate, reply.contents, self.model, cap)
             answers = [
                 read_answer(prompt.output, content, prompt.lengths, finished, cap)
                 for content, finished in zip(reply.contents, reply.finish_reasons, strict=True)
             ]
-            outcome = "ok"
-            if any(isinstance(a, Truncated) for a in answers):
-                outcome = "truncated"
-            elif any(isinstance(a, Invalid) for a in answers):
-                outcome = "invalid_output" if prompt.reask else "fallback_steps"
-            return _Reply(answers, prompt_tokens, completion_tokens, outcome)
+            return _Reply(answers, *tokens, request_outcome(answers, prompt.reask))
 
         # the SDK's generic request with the body as built here: `chat.completions.create`
         # would walk the body against its typed parameters and build the response as SDK
         # models, which cost more CPU than everything else in scoring a record
         reply = await self._metered(
             "/chat/completions",
-            body,
+            chat_body(
+                prompt, messages, model=self.model, form=form, cap=cap, n=n, temperature=temperature
+            ),
             step=prompt.step,
             metric=prompt.metric,
             reserved=estimate + cap * n,
             read=read,
-            refusable=_refusable(mode, cap_param),
+            refusable=form.refusable,
         )
         usage.calls += 1
         usage.prompt_tokens += reply.prompt_tokens
@@ -551,90 +328,68 @@ class OpenAIJudge:
         metric: str,
         reserved: int,
         read: Callable[[object], _Reply[R]],
-        refusable: frozenset[_Part] = frozenset(),
+        refusable: frozenset[Part] = frozenset(),
     ) -> _Reply[R]:
-        """POST ``body`` under the budget, with the judge's one retry layer; ``read`` turns the
+        """POST ``body`` under the budget, with the judge's one retry loop; ``read`` turns the
         response into a `_Reply`.
 
-        Every attempt reserves ``reserved`` before it is sent (`BudgetExhausted`: it is not)
-        and is reconciled when it ends: with its tokens, with 0 when no answer came, with its
-        reservation when it timed out (the endpoint may have done, and billed, the work its
-        client abandoned). Retryable failures are retried up to ``max_retries`` times (see
-        `_retry_wait`). The observer hears the request's final outcome, its duration and the
-        tokens of the answer. A 4xx that refuses a part in ``refusable`` raises `_Refused`;
-        any other 4xx is logged with the server's words and raised as a `JudgeError`.
+        Every attempt holds a `Reservation` of ``reserved`` from before it is sent (and
+        before the wait that precedes a retry) until it ends. Retryable failures are retried
+        up to ``max_retries`` times (see `_retry_wait`). The observer hears the request's
+        final outcome, its duration and the tokens of the answer. A 4xx that refuses a part
+        in ``refusable`` raises `Refused`; any other failure raises a `JudgeError`.
         """
         timeout = self.timeout_of(step)
+        wait, retries = 0.0, 0
         async with self._semaphore:
-            if self.gate is not None:
-                self.gate.reserve(reserved)  # BudgetExhausted: nothing is sent
-            started = time.perf_counter()
-            outcome = "ok"
-            retries = 0
-            try:
+            with observed(self.observer) as request:
                 while True:
-                    charged = 0
-                    try:
-                        data = await self.client.post(
-                            path, cast_to=object, body=body, options={"timeout": timeout}
-                        )
-                        reply = read(data)
-                        charged = reply.prompt_tokens + reply.completion_tokens
-                        outcome = reply.outcome
-                        if self.observer is not None:
-                            self.observer.on_tokens(
-                                metric, reply.prompt_tokens, reply.completion_tokens
+                    with Reservation(self.gate, reserved) as reservation:
+                        if wait:
+                            await asyncio.sleep(wait)
+                        request.sent = True
+                        try:
+                            data = await self.client.post(
+                                path, cast_to=object, body=body, options={"timeout": timeout}
                             )
-                        return reply
-                    except openai.OpenAIError as exc:
-                        timed_out = _timed_out(exc)
-                        if timed_out:  # abandoned, maybe billed
-                            charged = reserved
-                        secret = self._api_key.get_secret_value()
-                        if refusable and isinstance(
-                            exc, openai.BadRequestError | openai.UnprocessableEntityError
-                        ):
-                            refusal = _Refusal.of(exc, secret)
-                            part = refusal.part(refusable)
-                            if part is not None:
-                                raise _Refused(part, refusal.said) from exc
-                        error = _classify(exc, secret)
-                        if not error.retryable or retries >= self.max_retries:
-                            if isinstance(exc, openai.APIStatusError) and not error.retryable:
-                                log.warning(
-                                    "judge endpoint refused the request",
-                                    status=exc.status_code,
-                                    reason=error.reason,
-                                    step=step,
-                                    said=error.detail,
-                                    model=self.model,
-                                )
-                            raise error from None
-                        wait = self._retry_wait(exc, retries, timeout if timed_out else None)
-                    finally:
-                        if self.gate is not None:
-                            self.gate.reconcile(reserved, charged)
-                    retries += 1
-                    if self.gate is not None:
-                        self.gate.reserve(reserved)  # BudgetExhausted: no retry is sent
-                    try:
-                        await asyncio.sleep(wait)
-                    except BaseException:
-                        if self.gate is not None:
-                            self.gate.reconcile(reserved, 0)
-                        raise
-            except JudgeError as exc:
-                outcome = exc.reason
-                raise
-            except _Refused as refused:
-                outcome = "fallback" if refused.part == "response_format" else "fallback_cap"
-                raise
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-                raise
-            finally:
-                if self.observer is not None:
-                    self.observer.on_request(outcome, time.perf_counter() - started)
+                        except openai.OpenAIError as exc:
+                            late = timed_out(exc)
+                            reservation.charge = reserved if late else 0
+                            self._raise_unless_retried(exc, step, retries, refusable)
+                            wait = self._retry_wait(exc, retries, timeout if late else None)
+                            retries += 1
+                            continue
+                        reply = read(data)
+                        reservation.charge = reply.prompt_tokens + reply.completion_tokens
+                    request.outcome = reply.outcome
+                    if self.observer is not None:
+                        tokens = (reply.prompt_tokens, reply.completion_tokens)
+                        self.observer.on_tokens(metric, *tokens)
+                    return reply
+
+    def _raise_unless_retried(
+        self, exc: openai.OpenAIError, step: str, retries: int, refusable: frozenset[Part]
+    ) -> None:
+        """Raise what a failed attempt means unless it is retried: `Refused` for a refused
+        part in ``refusable``; else its `JudgeError` when it is not retryable (a refusal,
+        logged with the server's words) or the retries are spent."""
+        secret = self._api_key.get_secret_value()
+        refused = refused_part(exc, refusable, secret)
+        if refused is not None:
+            raise Refused(FALLBACKS[refused[0]], refused[1]) from exc
+        error = classify(exc, secret)
+        if error.retryable and retries < self.max_retries:
+            return
+        if isinstance(exc, openai.APIStatusError) and not error.retryable:
+            log.warning(
+                "judge endpoint refused the request",
+                status=exc.status_code,
+                reason=error.reason,
+                step=step,
+                said=error.detail,
+                model=self.model,
+            )
+        raise error from None
 
     def _retry_wait(self, exc: openai.OpenAIError, retries: int, timed_out: float | None) -> float:
         """How long to wait before retry number ``retries + 1``.
@@ -652,10 +407,9 @@ class OpenAIJudge:
             if self.observer is not None:
                 self.observer.on_request("timeout_backoff", timed_out)
             return timed_out * jitter
-        if isinstance(exc, openai.APIStatusError):
-            asked = _retry_after(exc.response.headers)
-            if asked is not None:
-                return asked
+        asked = retry_after(exc)
+        if asked is not None:
+            return asked
         return float(min(8.0, 0.5 * 2**retries) * jitter)
 
     # --- Judge: embed
@@ -702,59 +456,3 @@ class OpenAIJudge:
             for i, vector in zip(present, got, strict=True):
                 vectors[i] = vector
         return vectors
-
-
-def _refusable(mode: ResponseMode, cap_param: CapParam) -> frozenset[_Part]:
-    """The parts of a chat request sent in ``mode`` with ``cap_param`` that have another form."""
-    parts: set[_Part] = set()
-    if mode == "json_schema":
-        parts.add("response_format")
-    if cap_param == "max_tokens":
-        parts.add("max_tokens")
-    return frozenset(parts)
-
-
-def _failure(answer: Invalid) -> str:
-    """The `JudgeError` reason of a step whose answer stayed ``answer``."""
-    return "truncated" if isinstance(answer, Truncated) else "invalid_output"
-
-
-def _excerpt(content: str | None) -> str:
-    """The start of a bad answer for its re-ask: `EXCERPT_CHARS` at most."""
-    text = content or ""
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """The wait an endpoint asked for (``retry-after-ms``, else ``Retry-After`` in seconds),
-    when it is a number from 0 to 60 seconds."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            continue
-        if 0 <= seconds <= 60:
-            return seconds
-    return None
-
-
-def _timed_out(failure: BaseException | None) -> bool:
-    """A failed attempt that timed out waiting for the endpoint, as opposed to a refused,
-    reset or dropped connection (which the aiohttp transport also reports as a timeout):
-    the root of the cause chain is a `TimeoutError`, or the timeout has no cause at all."""
-    if failure is None:
-        return False
-    seen: set[int] = set()
-    root = failure
-    while id(root) not in seen:
-        seen.add(id(root))
-        cause = root.__cause__ or root.__context__
-        if cause is None:
-            break
-        root = cause
-    if isinstance(root, TimeoutError):
-        return True
-    return root is failure and "Timeout" in type(failure).__name__

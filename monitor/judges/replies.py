@@ -4,7 +4,8 @@ Pure functions over the JSON bodies the LLM judge (`monitor.judges.llm`)
 receives: a body that is not what was asked for raises `JudgeError`
 (``invalid_output``); an answer that does not validate against the step's
 output model comes back as `Invalid`, which says why without the answer text,
-or as `Truncated` when the endpoint cut it off at the request's cap.
+or as `Truncated` when the endpoint cut it off at the request's cap; `reask` is what
+goes back to the model about such an answer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import array
 import base64
 import binascii
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,56 @@ class Truncated(Invalid):
     def __init__(self, cap: int, content: str | None) -> None:
         super().__init__(f"cut off at its cap of {cap} tokens", content)
         self.cap = cap
+
+
+#: appended (as a user message, after the start of the bad answer) when an answer fails
+#: validation
+CORRECTION = (
+    "Your previous answer was not valid: {error}. Answer again with only one JSON object "
+    "that matches the required schema exactly, and nothing else."
+)
+#: appended the same way when an answer was cut off at its cap
+CUT_OFF = (
+    "Your previous answer was cut off after {cap} tokens, before its JSON object was "
+    "complete. Answer again, shorter: one complete JSON object that matches the required "
+    "schema, each item once, short reasons, and nothing else."
+)
+#: how much of a bad answer goes back with the correction (its start, in characters): the
+#: model sees what it answered, and a runaway answer cannot make the re-ask longer than
+#: the endpoint's context
+EXCERPT_CHARS = 300
+
+
+def reask(answer: Invalid) -> list[dict[str, str]]:
+    """The messages that follow a prompt to re-ask it once after ``answer``: the answer's
+    start (`EXCERPT_CHARS`) and a short correction."""
+    text = answer.content or ""
+    excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+    correction = (
+        CUT_OFF.format(cap=answer.cap)
+        if isinstance(answer, Truncated)
+        else CORRECTION.format(error=answer.summary)
+    )
+    return [
+        {"role": "assistant", "content": excerpt},
+        {"role": "user", "content": correction},
+    ]
+
+
+def failure_reason(answer: Invalid) -> str:
+    """The `JudgeError` reason of a step whose answer stayed ``answer``."""
+    return "truncated" if isinstance(answer, Truncated) else "invalid_output"
+
+
+def request_outcome(answers: Sequence[object], reasks: bool) -> str:
+    """The judge observer's outcome of a chat request whose choices read as ``answers``;
+    ``reasks``: whether the step re-asks an invalid answer (else its metrics fall back to
+    the basic steps)."""
+    if any(isinstance(a, Truncated) for a in answers):
+        return "truncated"
+    if any(isinstance(a, Invalid) for a in answers):
+        return "invalid_output" if reasks else "fallback_steps"
+    return "ok"
 
 
 def _parse(model: type[OutT], content: str | None, lengths: Mapping[str, int]) -> OutT:

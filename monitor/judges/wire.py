@@ -2,7 +2,9 @@
 
 Shared by the LLM judge (`monitor.judges.llm`), which sends prompts in this
 form, and the deterministic test judge server, which reads them back
-(`parse_user_message`) to answer each step.
+(`parse_user_message`) to answer each step. A request's `Form` (response format, the
+cap's field) and what to change in it when an endpoint refuses a part (`FALLBACKS`) are
+here too: `chat_body` puts a prompt's messages in that form.
 """
 
 from __future__ import annotations
@@ -11,11 +13,68 @@ import copy
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from monitor.judges import OutT, Prompt
+
+ResponseMode = Literal["json_schema", "json_object"]
+#: the request field that carries the cap: ``max_tokens`` (every OpenAI-compatible server)
+#: until the endpoint refuses it and names it; then ``max_completion_tokens``
+CapParam = Literal["max_tokens", "max_completion_tokens"]
+#: the parts of a chat request an endpoint may refuse while another form works
+Part = Literal["response_format", "max_tokens"]
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """When an endpoint refuses ``part`` of a chat request: the setting of `Form` that put
+    it, from what to what it changes, and what the observer and the log hear."""
+
+    part: Part
+    setting: Literal["response_mode", "cap_param"]
+    before: str
+    after: str
+    outcome: str
+    warning: str
+
+
+#: the refusal fallbacks, as data. Each is taken once at most, so a request is sent three
+#: times at most
+FALLBACKS: dict[Part, Fallback] = {
+    fallback.part: fallback
+    for fallback in (
+        Fallback(
+            "response_format", "response_mode", "json_schema", "json_object", "fallback",
+            "judge endpoint rejected response_format json_schema; "
+            "falling back to json_object with the schema in the prompt",
+        ),
+        Fallback(
+            "max_tokens", "cap_param", "max_tokens", "max_completion_tokens", "fallback_cap",
+            "judge endpoint refused max_tokens; sending the cap as max_completion_tokens",
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Form:
+    """How a chat request is put: its response format and the field of its cap."""
+
+    response_mode: ResponseMode = "json_schema"
+    cap_param: CapParam = "max_tokens"
+
+    @property
+    def refusable(self) -> frozenset[Part]:
+        """The parts of a request in this form that have another form."""
+        return frozenset(f.part for f in FALLBACKS.values() if getattr(self, f.setting) == f.before)
+
+    def after(self, fallback: Fallback) -> Form:
+        """This form, with the refused part in its other form."""
+        changes: dict[str, Any] = {fallback.setting: fallback.after}
+        return replace(self, **changes)
 
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -115,3 +174,34 @@ def parse_user_message(content: str) -> tuple[str, str]:
     if marker != INPUT_LINE:
         raise ValueError("not a rag-monitor prompt: missing input line")
     return head[len(STEP_LINE) :], inputs
+
+
+def chat_body(
+    prompt: Prompt[OutT],
+    messages: list[dict[str, str]],
+    *,
+    model: str,
+    form: Form,
+    cap: int,
+    n: int = 1,
+    temperature: float | None = None,
+) -> dict[str, Any]:
+    """The body of a chat request for ``prompt`` in ``form``; ``messages`` rendered for it."""
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if form.response_mode == "json_schema":
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": prompt.step,
+                "schema": request_schema(prompt.output, tuple(prompt.lengths.items())),
+                "strict": True,
+            },
+        }
+    else:
+        body["response_format"] = {"type": "json_object"}
+    if n > 1:
+        body["n"] = n
+    if temperature is not None:
+        body["temperature"] = temperature
+    body[form.cap_param] = cap
+    return body

@@ -76,7 +76,7 @@ class Service:
 Starting = Callable[[Awaitable[object], str], Awaitable[object]]
 
 
-def _logged(name: str, stop: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+def logged(name: str, stop: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
     """``stop``, with a failure logged rather than keeping the others from stopping."""
 
     async def run() -> None:
@@ -118,23 +118,20 @@ class Components:
 
         ``starting`` wraps each start (the demo: interruptible, with what it waits for).
         """
-        parts = [*self.services, Service("the Kafka source", self.source.start, self.source.stop)]
-        if server:
-            parts.insert(0, Service("the metrics server", self.server.start, self.server.stop))
+        metrics = Service("the metrics server", self.server.start, self.server.stop)
+        parts = [
+            *([metrics] if server else []),
+            *self.services,
+            Service("the Kafka source", self.source.start, self.source.stop),
+        ]
         async with contextlib.AsyncExitStack() as stack:
             for part in parts:
                 if part.start is not None:
                     started = part.start()
                     await (starting(started, part.name) if starting is not None else started)
                 if part.stop is not None:
-                    stack.push_async_callback(_logged(part.name, part.stop))
+                    stack.push_async_callback(logged(part.name, part.stop))
             yield
-
-    async def close(self) -> None:
-        """Stop the services, last first, for a caller that ran the parts itself."""
-        for part in reversed(self.services):
-            if part.stop is not None:
-                await _logged(part.name, part.stop)()
 
     def pipeline(self, settings: Settings) -> Pipeline:
         """The pipeline over these parts (after the source has started)."""
@@ -150,9 +147,70 @@ class Components:
 
 
 def build(settings: Settings) -> Components:
-    """Wire the sidecar; invalid settings raise ConfigError naming the setting."""
+    """Wire the sidecar; invalid settings raise ConfigError naming the setting.
+
+    Constructing the parts opens nothing; their services are listed in start order
+    (downstream first, so each stops after what feeds it).
+    """
     exporter = Exporter()
     budget = TokenBudget(settings.token_budget)
+    judges = _judges(settings, budget, exporter)
+    # the budget's scale on the sampler's rates, taught the cost of a record by the scorer
+    adaptive = AdaptiveRate(budget)
+    screen = _risk(settings, [judges.judge, judges.fallback_judge])
+    sampler = Sampler(
+        settings.sample_rate, settings.sample_rules, adjuster=screen, throttle=adaptive
+    )
+    ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
+    # made before the source and the pipeline, handed to both: on a revoke the source
+    # asks the pipeline to checkpoint
+    revoke = RevokeHook()
+    kafka, source = _source(settings, exporter, budget, sampler, revoke)
+    checks = _checks(settings, kafka, source)
+    backlog = _backlog(settings, exporter, checks)
+    scores = _scores_topic(settings)
+    server = MetricsServer(
+        exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
+    )
+    server.checks.update(checks)
+    _export(exporter, settings, judges, budget, sampler, screen, kafka)
+    services = [
+        *judges.services,  # the judges first: the sinks and the source stop before them
+        *([Service("the risk screen", screen.start, screen.aclose)] if screen else []),
+        *backlog.services,
+        *scores.services,
+    ]
+    return Components(
+        exporter,
+        budget,
+        BudgetedScorer(judges.scorer, budget, fallback=judges.fallback, adaptive=adaptive),
+        judges.judge,
+        judges.scorer,
+        judges.fallback,
+        sampler,
+        [PrometheusSink(exporter, settings), *backlog.sinks, *scores.sinks],
+        source,
+        server,
+        revoke,
+        services,
+    )
+
+
+@dataclass
+class _Judges:
+    """The judge and its scorer; the local judge and scorer for what the budget cannot
+    pay (``RAG_MONITOR_BUDGET_FALLBACK=local``); the services they run, in start order."""
+
+    judge: Judge
+    scorer: Scorer
+    fallback_judge: Judge | None
+    fallback: Scorer | None
+    services: list[Service]
+
+
+def _judges(settings: Settings, budget: TokenBudget, exporter: Exporter) -> _Judges:
+    """The judges and their scorers (`_Judges`); a bad metric or judge setting is a
+    `ConfigError`."""
     try:
         judge = build_judge(settings, gate=budget, observer=JudgeMetrics(exporter))
         scorer = Scorer(
@@ -162,8 +220,8 @@ def build(settings: Settings) -> Components:
             relevancy_questions=settings.relevancy_questions,
             cache_size=settings.judge_cache_size,
         )
-        fallback: RecordScorer | None = None
         fallback_judge: Judge | None = None
+        fallback: Scorer | None = None
         if settings.budget_fallback == "local":
             # records the budget cannot afford are scored by the zero-token local judge
             fallback_judge = build_judge(settings, kind="local")
@@ -177,25 +235,26 @@ def build(settings: Settings) -> Components:
         raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
     except JudgeConfigError as exc:
         raise ConfigError(str(exc)) from None
-    # the budget's scale on the sampler's rates, taught the cost of a record by the scorer
-    adaptive = AdaptiveRate(budget)
-    screen = _risk(settings, [judge, fallback_judge])
-    sampler = Sampler(
-        settings.sample_rate, settings.sample_rules, adjuster=screen, throttle=adaptive
-    )
-    # the budget's gauges are read from it at each scrape
-    exporter.token_budget_remaining.set_function(budget.remaining)
-    exporter.sample_rate.set_function(sampler.scaled_rate)
-    if screen is not None:
-        exporter.risk_screened_share.set_function(lambda: screen.screened_share)
-    sinks: list[Sink] = [PrometheusSink(exporter, settings)]
-    ssl_context(settings)  # a bad TLS setting fails here, naming it (exit code 2)
-    # OTLP span messages are assembled per trace; a revoke does not wait for the messages
-    # buffered traces hold
+    services = [Service("the judge", None, judge.aclose)]
+    if fallback_judge is not None:  # its worker threads end with the sidecar
+        services.append(Service("the fallback judge", None, fallback_judge.aclose))
+    if judge.kind == "llm":
+        models = (settings.judge_model,)  # embeddings are estimated with the same encoding
+        services.append(Service("the token counters", lambda: _load_tokenizers(models)))
+    return _Judges(judge, scorer, fallback_judge, fallback, services)
+
+
+def _source(
+    settings: Settings,
+    exporter: Exporter,
+    budget: TokenBudget,
+    sampler: Sampler,
+    revoke: RevokeHook,
+) -> tuple[KafkaSource, KafkaSource | TraceSource]:
+    """The Kafka consumer, and the source the pipeline reads: the consumer itself, or the
+    trace source that assembles its OTLP span messages per trace."""
+    # a revoke does not wait for the messages buffered traces hold
     buffer = trace_buffer(settings) if settings.input_format != "interaction" else None
-    # made before the source and the pipeline, handed to both: on a revoke the source
-    # asks the pipeline to checkpoint
-    revoke = RevokeHook()
     kafka = KafkaSource(
         settings,
         exporter,
@@ -204,32 +263,44 @@ def build(settings: Settings) -> Components:
         on_revoke=revoke,
         held=buffer.held if buffer is not None else None,
     )
-    # (before the first assignment the budget is whole, but the replica holds no share)
-    exporter.token_budget_share.set_function(lambda: budget.share if kafka.assignment else 0.0)
-    source: KafkaSource | TraceSource = kafka
-    if buffer is not None:
-        source = TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
+    if buffer is None:
+        return kafka, kafka
+    return kafka, TraceSource(kafka, buffer, settings, exporter, sampler=sampler)
+
+
+def _checks(
+    settings: Settings, kafka: KafkaSource, source: KafkaSource | TraceSource
+) -> dict[str, ReadinessCheck]:
+    """The readiness checks of the source and the judge's endpoint (`READY_WHEN`)."""
     checks: dict[str, ReadinessCheck] = {"partitions": _assigned(source), "kafka": _kafka(kafka)}
-    server = MetricsServer(
-        exporter.registry, settings.metrics_host, settings.metrics_port, gating=READY_WHEN
-    )
-    budgeted = BudgetedScorer(scorer, budget, fallback=fallback, adaptive=adaptive)
-    parts = Components(
-        exporter, budget, budgeted, judge, scorer, fallback, sampler, sinks, source, server, revoke
-    )
     if settings.judge_base_url:
         host, port = url_endpoint(settings.judge_base_url, 80)
         checks["judge"] = lambda: tcp_reachable(host, port)
-    if settings.pg_dsn is not None:
-        _add_backlog(parts, settings, settings.pg_dsn.get_secret_value(), checks)
-    if settings.scores_topic:
-        _add_scores_topic(parts, settings)
-    server.checks.update(checks)
+    return checks
+
+
+def _export(
+    exporter: Exporter,
+    settings: Settings,
+    judges: _Judges,
+    budget: TokenBudget,
+    sampler: Sampler,
+    screen: RiskScreen | None,
+    kafka: KafkaSource,
+) -> None:
+    """The gauges read at each scrape, every label set the sidecar exports, the judges' info."""
+    exporter.token_budget_remaining.set_function(budget.remaining)
+    exporter.sample_rate.set_function(sampler.scaled_rate)
+    if screen is not None:
+        exporter.risk_screened_share.set_function(lambda: screen.screened_share)
+    # (before the first assignment the budget is whole, but the replica holds no share)
+    exporter.token_budget_share.set_function(lambda: budget.share if kafka.assignment else 0.0)
+    judge, fallback_judge = judges.judge, judges.fallback_judge
     exporter.initialise(
         topic=settings.kafka_topic,
         metrics=settings.online_metrics,
         routes=[*settings.routes, settings.route_label(""), settings.route_label(None)],
-        judges=[judge.kind] + (["local"] if fallback is not None else []),
+        judges=[judge.kind] + (["local"] if fallback_judge is not None else []),
         invalid_reasons=(
             INVALID_REASONS
             if settings.input_format == "interaction"
@@ -243,49 +314,47 @@ def build(settings: Settings) -> Components:
     info.labels(judge.kind, judge_model(judge, settings), "primary").set(1)
     if fallback_judge is not None:
         info.labels("local", judge_model(fallback_judge, settings), "fallback").set(1)
-    # the judges first: the sinks and the source stop before them
-    judges = [Service("the judge", None, judge.aclose)]
-    if fallback_judge is not None:  # its worker threads end with the sidecar
-        judges.append(Service("the fallback judge", None, fallback_judge.aclose))
-    if judge.kind == "llm":
-        models = (settings.judge_model,)  # embeddings are estimated with the same encoding
-        judges.append(Service("the token counters", lambda: _load_tokenizers(models)))
-    if screen is not None:  # stopped after the source, whose records it screens
-        judges.append(Service("the risk screen", screen.start, screen.aclose))
-    parts.services[:0] = judges
-    return parts
 
 
-def _add_backlog(
-    parts: Components, settings: Settings, dsn: str, checks: dict[str, ReadinessCheck]
-) -> None:
+@dataclass
+class _Extra:
+    """What an optional part adds to the sidecar: its sinks and its services (start order)."""
+
+    sinks: list[Sink] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+
+
+def _backlog(settings: Settings, exporter: Exporter, checks: dict[str, ReadinessCheck]) -> _Extra:
     """The backlog sink, its gauges and its readiness checks (``RAG_MONITOR_PG_DSN``)."""
+    if settings.pg_dsn is None:
+        return _Extra()
     from monitor.backlog.gauges import BacklogGauges
     from monitor.backlog.store import BacklogStore
     from monitor.sinks.backlog import BacklogSink
 
-    store = BacklogStore(dsn, settings)
-    backlog = BacklogSink(store, settings, parts.exporter)
+    store = BacklogStore(settings.pg_dsn.get_secret_value(), settings)
+    backlog = BacklogSink(store, settings, exporter)
     gauges = BacklogGauges(
-        store, parts.exporter, calibration_interval=settings.calibration_interval_seconds
+        store, exporter, calibration_interval=settings.calibration_interval_seconds
     )
-    parts.sinks.append(backlog)
-    parts.services.append(
-        Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose)
-    )
-    # reads the store the sink opened
-    parts.services.append(Service("the backlog gauges", gauges.start, gauges.aclose))
     checks.update(backlog_checks(store))
-    parts.services.append(Service("the backlog schema check", _quietly(checks["schema"])))
+    services = [
+        Service("the backlog sink", lambda: backlog.start(check=False), backlog.aclose),
+        Service("the backlog gauges", gauges.start, gauges.aclose),  # reads the sink's store
+        Service("the backlog schema check", _quietly(checks["schema"])),
+    ]
+    return _Extra([backlog], services)
 
 
-def _add_scores_topic(parts: Components, settings: Settings) -> None:
+def _scores_topic(settings: Settings) -> _Extra:
     """The scores topic sink and its producer (``RAG_MONITOR_SCORES_TOPIC``)."""
+    if not settings.scores_topic:
+        return _Extra()
     from monitor.sinks.scores_topic import ScoresTopicSink
 
     publisher = KafkaPublisher(settings)
-    parts.sinks.append(ScoresTopicSink(publisher, settings))
-    parts.services.append(Service("the scores topic", publisher.start, publisher.stop))
+    sink = ScoresTopicSink(publisher, settings)
+    return _Extra([sink], [Service("the scores topic", publisher.start, publisher.stop)])
 
 
 def judge_model(judge: Judge, settings: Settings) -> str:

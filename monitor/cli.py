@@ -9,7 +9,6 @@ help page says. Signal handling lives in what runs long jobs (`monitor.app.serve
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -132,8 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="what to do (one of these)"
     )
+    # imported here, not at the top: what only reads `COMMANDS` imports no command (each
+    # imports what it runs: the app, the demo, the review server)
+    from monitor.commands import backlog, demo, migrate, offline, review, run, score
+
+    commands = (run, score, migrate, backlog, offline, review, demo)
+    modules = {module.__name__.rpartition(".")[2]: module for module in commands}
     for name, command in COMMANDS.items():
-        module = importlib.import_module(f"monitor.commands.{name}")
+        module = modules[name]
         add_arguments: Callable[[argparse.ArgumentParser], None] = module.add_arguments
         handle: Callable[[argparse.Namespace], int] = module.handle
         command_parser = sub.add_parser(

@@ -14,6 +14,7 @@ from monitor.config import Settings
 from monitor.judges.local.judge import MODEL_NAME as LOCAL_MODEL
 from monitor.kafka.client import KafkaUnreachable
 from monitor.scoring import Scorer
+from tests.support.monitor import stop_services
 from tests.support.records import samples
 
 
@@ -35,7 +36,7 @@ async def test_the_budget_fallback_judge_is_closed_with_the_sidecar() -> None:
     }
     stops = [service.stop for service in parts.services]
     assert parts.judge.aclose in stops and parts.fallback.judge.aclose in stops
-    await parts.close()
+    await stop_services(parts)
 
 
 async def test_what_started_stops_in_reverse_even_when_a_later_start_fails() -> None:
@@ -85,4 +86,4 @@ async def test_the_budget_gauges_are_read_from_the_budget_at_each_scrape() -> No
     assert gauge("rag_monitor_sample_rate") == 0.5
     assert gauge("rag_monitor_token_budget_share") == 0  # no partition held yet
     assert parts.sampler.throttle is parts.budgeted.adaptive  # one scale, taught and read
-    await parts.close()
+    await stop_services(parts)

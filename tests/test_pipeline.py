@@ -21,6 +21,7 @@ from monitor.sources.kafka import KafkaSource
 from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
 from tests.support.logs import captured_logs
+from tests.support.monitor import stop_services
 from tests.support.records import encode, expected_sample, interaction, samples
 from tests.support.sinks import SinkBase
 from tests.support.waits import wait_until
@@ -202,7 +203,7 @@ async def test_sink_failure_holds_offsets_until_the_sink_recovers(
         stop.set()
         await asyncio.wait_for(task, 30)
         await parts.source.stop()
-        await parts.close()
+        await stop_services(parts)
     assert sorted(sink.stored) == sorted(f"rec-{i}" for i in range(8))
     assert set(sink.stored.values()) == {1}
     assert value(parts, "rag_monitor_records_scored_total") == 8
@@ -254,7 +255,7 @@ async def test_a_full_window_checkpoints_at_once_and_scoring_is_bounded(
         stop.set()
         await asyncio.wait_for(task, 30)
         await parts.source.stop()
-        await parts.close()
+        await stop_services(parts)
         judge_server.latency_seconds = 0.0
     assert scorer.most == 3  # in parallel, and never more than score_concurrency
     assert value(parts, "rag_monitor_records_scored_total") == n  # the rest at shutdown

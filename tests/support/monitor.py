@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from monitor.app import Components, build, serve
+from monitor.app import Components, build, logged, serve
 from monitor.config import Settings
 from monitor.demo.broker import Broker
 from tests.fixtures.kafka import Topic
@@ -67,6 +67,14 @@ async def serving(settings: Settings) -> AsyncIterator[Components]:
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+async def stop_services(parts: Components) -> None:
+    """Stop the services `build` made, last first, for a test that ran the parts itself
+    (or none of them: what `build` made still holds threads and connections to let go)."""
+    for part in reversed(parts.services):
+        if part.stop is not None:
+            await logged(part.name, part.stop)()
 
 
 def readyz(port: int) -> tuple[int, dict[str, Any]]:

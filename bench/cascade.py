@@ -66,10 +66,11 @@ from bench.harness import FAITHFUL, HALLUCINATED, Item, load_dataset
 from bench.twins import LONG
 from monitor.flags import DEFAULT_THRESHOLDS, is_hallucination
 from monitor.judges.steps import GROUNDING, QUESTIONS, VERIFY
-from monitor.records import Interaction, ScoredRecord, validate_record
+from monitor.records import Interaction, ScoredRecord
 from monitor.risk import EPSILON, FLOOR_SHARE
 from monitor.sampling import unit_hash
 from monitor.scoring import Scorer
+from tests.support.records import validate_record
 
 #: uniform, then risk sampling on each screen: the answer's probability (the sidecar's), the
 #: same probability moved to a 5 % prior (`at_prior`), the claims' mean support (graded),

@@ -108,7 +108,7 @@ def examples() -> None:
 
 _SPEED = r"""
 import asyncio, json, os, resource, sys, time
-from monitor.records import validate_record
+from monitor.records import Interaction
 from monitor.scoring import Scorer
 kind, path = sys.argv[1], sys.argv[2]
 if kind == "local":
@@ -117,7 +117,7 @@ else:
     from monitor.judges.local.learned import LearnedJudge as Judge
 rows = json.loads(open(path).read())
 fields = ("id", "user_input", "retrieved_contexts", "response")
-interactions = [validate_record({k: r[k] for k in fields}) for r in rows]
+interactions = [Interaction.model_validate({k: r[k] for k in fields}) for r in rows]
 judge = Judge()
 judge.support_model.warm_up()  # loaded at start, as the sidecar does: not timed
 judge.embedder.warm_up()

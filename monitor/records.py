@@ -204,22 +204,6 @@ _KEY_NOT_UTF8 = "key_not_utf8"
 _JSON_KINDS = {b"[": "an array", b'"': "a string", b"t": "true", b"f": "false", b"n": "null"}
 
 
-def validate_record(data: dict[str, Any]) -> Interaction:
-    """A record's fields to an Interaction, or InvalidRecord (``schema``, ``empty_response``).
-
-    The model itself accepts a blank response (a stored backlog row may hold one); a
-    record arriving for scoring does not: an answer of nothing is a failure of the RAG
-    service, not an answer whose relevancy or utility is 0.
-    """
-    try:
-        interaction = Interaction.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidRecord("schema", describe_validation_error(exc)) from None
-    if not interaction.response.strip():
-        raise InvalidRecord("empty_response", "response: empty or blank")
-    return interaction
-
-
 def describe_validation_error(exc: ValidationError) -> str:
     """Field names and messages only: input values can carry user text."""
     parts = []

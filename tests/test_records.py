@@ -15,8 +15,8 @@ from monitor.records import (
     ScoredRecord,
     parse_record,
     too_large,
-    validate_record,
 )
+from tests.support.records import validate_record
 
 
 def _bytes(obj: object) -> bytes:

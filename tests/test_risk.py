@@ -15,7 +15,7 @@ import pytest
 from monitor.config import Settings
 from monitor.demo.broker import Broker
 from monitor.kafka.topics import committed_offsets
-from monitor.records import Interaction, validate_record
+from monitor.records import Interaction
 from monitor.risk import (
     RiskAdjuster,
     RiskCalibrator,
@@ -27,6 +27,7 @@ from monitor.sampling import RateAdjuster, Sampler, Screened, unit_hash
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.judge_server import RecordingJudge
 from tests.support.logs import captured_logs
+from tests.support.records import validate_record
 from tests.support.waits import wait_until
 
 

@@ -7,11 +7,11 @@ import urllib.request
 
 from monitor.config import Settings
 from monitor.http import MetricsServer
-from monitor.records import MetricResult, ScoredRecord, validate_record
+from monitor.records import MetricResult, ScoredRecord
 from monitor.sinks.prometheus import PrometheusSink, trace_exemplar
 from monitor.telemetry import Exporter
 from tests.support import ROOT
-from tests.support.records import openmetrics_families
+from tests.support.records import openmetrics_families, validate_record
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
-from monitor.records import InvalidRecord, validate_record
+from monitor.records import InvalidRecord
 from monitor.sources.otlp.assembly import IncompleteTrace, assemble
 from monitor.sources.otlp.buffer import TraceBuffer
 from monitor.sources.otlp.spans import Span, decode_spans
+from tests.support.records import validate_record
 from tests.support.spans import T0, TraceMaker, chain, docs, llm, otlp_json, partial_trace
 
 

@@ -19,7 +19,8 @@ from monitor.judges.steps import (
     Verdicts,
     VerifyInput,
 )
-from monitor.records import Interaction, validate_record
+from monitor.records import Interaction
+from tests.support.records import validate_record
 
 #: a context full of checkable facts: an amount, a year, a date, names and places
 BYRON = (

@@ -11,7 +11,9 @@ from typing import Any
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
+from monitor.records import Interaction, InvalidRecord, describe_validation_error
 from monitor.sampling import unit_hash
 
 
@@ -26,6 +28,23 @@ def interaction(i: int, *, supported: bool = True, **metadata: str) -> dict[str,
         "response": response,
         "metadata": metadata,
     }
+
+
+def validate_record(data: dict[str, Any]) -> Interaction:
+    """A record's fields (already decoded) to an Interaction, or InvalidRecord (``schema``,
+    ``empty_response``): what `monitor.records.parse_record` makes of their JSON.
+
+    The model itself accepts a blank response (a stored backlog row may hold one); a
+    record arriving for scoring does not: an answer of nothing is a failure of the RAG
+    service, not an answer whose relevancy or utility is 0.
+    """
+    try:
+        interaction = Interaction.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRecord("schema", describe_validation_error(exc)) from None
+    if not interaction.response.strip():
+        raise InvalidRecord("empty_response", "response: empty or blank")
+    return interaction
 
 
 def encode(record: dict[str, Any]) -> bytes:

@@ -22,7 +22,7 @@ from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import VERIFY, Verdicts, VerifyInput
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
-from monitor.records import ALL_METRICS, validate_record
+from monitor.records import ALL_METRICS
 from monitor.scoring import Scorer
 from tests.support.local_judge import (
     BYRON,
@@ -31,6 +31,7 @@ from tests.support.local_judge import (
     prompt,
     receipt_interaction,
 )
+from tests.support.records import validate_record
 
 #: The lesson's worked example: one context, a faithful answer and one with an invented clause.
 REFUNDS = (

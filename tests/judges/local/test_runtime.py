@@ -19,8 +19,9 @@ from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import SupportModel
 from monitor.judges.local.judge import LocalJudge
 from monitor.judges.local.windows import TOP
-from monitor.records import Interaction, validate_record
+from monitor.records import Interaction
 from monitor.scoring import Scorer
+from tests.support.records import validate_record
 
 TRAFFIC = Path(__file__).resolve().parents[3] / "monitor" / "demo" / "traffic.jsonl"
 

@@ -77,10 +77,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from bench.memory import proc_status
-from monitor.demo.broker import _command, free_port
-from monitor.demo.postgres import EmbeddedPostgres
 from monitor.kafka.client import MAX_REQUEST_BYTES
 from monitor.kafka.topics import create_topics, produce
+from tests.support.embedded import EmbeddedPostgres, broker_command, free_port
 from tests.support.judge_server import Fault, JudgeServer, JudgeStats
 from tests.support.kafka import ConsumedRecord, bare_consume, read_topic
 from tests.support.records import encode, interaction, samples
@@ -182,7 +181,7 @@ class BenchBroker:
 
     def start(self, within: float = 30.0) -> None:
         env = dict(os.environ)
-        self.process = spawn(_command(self.kind, self.port, self.data), env, self.logfile)
+        self.process = spawn(broker_command(self.kind, self.port, self.data), env, self.logfile)
         deadline = time.monotonic() + within
         while True:
             try:

@@ -187,8 +187,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    from monitor.demo.broker import Broker
     from monitor.kafka.topics import create_topics, produce
+    from tests.support.embedded import Broker
 
     made = interactions(args.traces)
     records = [(r["id"].encode(), json.dumps(r).encode()) for r in made]

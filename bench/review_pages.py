@@ -35,9 +35,9 @@ import asyncpg
 
 from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
-from monitor.demo.postgres import EmbeddedPostgres
 from monitor.review.app import ReviewApp
 from monitor.sinks.backlog import BacklogSink
+from tests.support.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -83,8 +83,8 @@ from bench.faults import (
 )
 from bench.memory import proc_status
 from monitor.config import TokenBudgetSpec
-from monitor.demo.postgres import EmbeddedPostgres
 from monitor.kafka.client import MAX_REQUEST_BYTES
+from tests.support.embedded import EmbeddedPostgres
 from tests.support.records import samples
 
 #: RSS drift is counted after this (the group formed, the models loaded, caches filled)

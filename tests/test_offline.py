@@ -291,7 +291,7 @@ async def test_limit_and_metric_selection(
 async def test_unreachable_postgres_is_reported(
     judge_server: JudgeServer, make_settings: SettingsFactory
 ) -> None:
-    from monitor.demo.postgres import free_port
+    from tests.support.embedded import free_port
 
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     with pytest.raises(StoreError) as failed:

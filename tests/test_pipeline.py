@@ -12,13 +12,13 @@ import pytest
 
 from monitor.app import Components, build, serve
 from monitor.config import Settings
-from monitor.demo.broker import Broker
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.pipeline import Pipeline
 from monitor.records import ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sources.kafka import KafkaSource
 from tests.fixtures.kafka import Topic, monitor_settings, require_broker
+from tests.support.embedded import Broker
 from tests.support.judge_server import Fault, JudgeServer, RecordingJudge
 from tests.support.logs import captured_logs
 from tests.support.monitor import stop_services

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from monitor.config import Settings
-from monitor.demo.broker import Broker
 from monitor.kafka.topics import committed_offsets
 from monitor.records import Interaction
 from monitor.risk import (
@@ -25,6 +24,7 @@ from monitor.risk import (
 )
 from monitor.sampling import RateAdjuster, Sampler, Screened, unit_hash
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.embedded import Broker
 from tests.support.judge_server import RecordingJudge
 from tests.support.logs import captured_logs
 from tests.support.records import validate_record

@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from monitor.demo.servers import Server
-from monitor.demo.servers import free_port as free_port  # re-exported: tests import it from here
+from monitor.demo.servers import Server, free_port
 from monitor.kafka.topics import create_topics
 
 KINDS = ("noida", "tansu")
@@ -40,7 +39,9 @@ def _package_file(package: str, *parts: str) -> Path:
     return path
 
 
-def _command(kind: str, port: int, data_dir: Path) -> list[str]:
+def broker_command(kind: str, port: int, data_dir: Path) -> list[str]:
+    """The command line that runs a broker of ``kind`` on ``port`` (bench/faults.py runs it
+    itself, to kill and restart it)."""
     if kind == "noida":
         binary = _package_file(PACKAGES["noida"], "noida-db")
         return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
@@ -119,7 +120,7 @@ class Broker(Server):
 
     def _argv(self, data: Path) -> list[str]:
         assert self.port is not None
-        return _command(self.kind, self.port, data)
+        return broker_command(self.kind, self.port, data)
 
     def _wait_ready(self, ready_within: float) -> None:
         deadline = time.monotonic() + ready_within

@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.demo.servers import Server
-from monitor.demo.servers import free_port as free_port  # re-exported: tests import it from here
+from monitor.demo.servers import Server, free_port
 
 DEFAULT_SYSTEM_USER = "rag-monitor-pg"
 SUPERUSER = "postgres"

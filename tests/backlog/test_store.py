@@ -19,13 +19,13 @@ from monitor.backlog.migrations import MigrationError, apply_migrations, migrati
 from monitor.backlog.reviews import ImportRow
 from monitor.backlog.store import BacklogStore, StoreError
 from monitor.config import RedactionPattern, Settings
-from monitor.demo.postgres import free_port
 from monitor.records import MetricResult, ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import BacklogFactory
 from tests.support.backlog import fetch, scored
+from tests.support.embedded import free_port
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres

@@ -332,7 +332,7 @@ def test_import_rejects_bad_lines_one_by_one(
 def test_commands_report_an_unreachable_database(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from monitor.demo.postgres import free_port
+    from tests.support.embedded import free_port
 
     port = free_port()  # nothing listens there
     monkeypatch.setenv("RAG_MONITOR_PG_DSN", f"postgresql://x:hunter2@127.0.0.1:{port}/x")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from monitor.config import PREFIX
-from monitor.demo.broker import Broker, free_port
 from monitor.judges.local.judge import MODEL_NAME as LOCAL_MODEL
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
 from tests.support import ROOT
+from tests.support.embedded import Broker, free_port
 from tests.support.judge_server import RecordingJudge
 from tests.support.monitor import RUN, Monitor, environment, readyz
 from tests.support.records import encode, expected_sample, interaction

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.demo.broker import free_port
 from monitor.demo.report import DemoReport
 from tests.support import ROOT
 from tests.support.demo import DemoProcess, start_demo
+from tests.support.embedded import free_port
 from tests.support.tools import require_tool
 from tests.support.waits import wait_until_sync
 

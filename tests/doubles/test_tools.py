@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.demo.broker import PACKAGES
-from monitor.demo.postgres import Binaries, EmbeddedPostgres
 from tests.fixtures.kafka import require_broker
 from tests.fixtures.postgres import started
 from tests.support import ROOT
+from tests.support.embedded import PACKAGES, Binaries, EmbeddedPostgres
 from tests.support.tools import (
     in_ci,
     missing,

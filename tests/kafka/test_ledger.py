@@ -9,7 +9,6 @@ from aiokafka import TopicPartition
 
 from monitor.budget import TokenBudget
 from monitor.config import Settings, TokenBudgetSpec
-from monitor.demo.broker import Broker
 from monitor.judges import BudgetExhausted
 from monitor.kafka import ledger as ledger_module
 from monitor.kafka.ledger import LedgerListener, LedgerUnavailable, ledger_topic
@@ -17,6 +16,7 @@ from monitor.kafka.topics import committed_offsets
 from monitor.sources.kafka import KafkaSource
 from monitor.telemetry import Exporter
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.embedded import Broker
 from tests.support.waits import Condition, wait_until
 
 TOPIC = "ledger-topic"

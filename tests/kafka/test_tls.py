@@ -36,11 +36,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from monitor.app import build, serve
 from monitor.config import ConfigError, Settings
-from monitor.demo.broker import Broker, free_port
 from monitor.kafka.client import ssl_context
 from monitor.sources.kafka import KafkaSource
 from tests.fixtures.kafka import Topic, monitor_settings, require_broker
 from tests.support import ROOT
+from tests.support.embedded import Broker, free_port
 from tests.support.judge_server import JudgeServer
 from tests.support.records import encode, interaction
 from tests.support.tools import require_tool

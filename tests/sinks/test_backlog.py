@@ -34,11 +34,10 @@ import pytest
 
 from monitor.app import Components, build, serve
 from monitor.config import Settings
-from monitor.demo.broker import Broker
-from monitor.demo.postgres import EmbeddedPostgres
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic, monitor_settings
 from tests.support.backlog import fetch, migrate
+from tests.support.embedded import Broker, EmbeddedPostgres
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import reset_offsets
 from tests.support.logs import captured_logs

@@ -16,12 +16,12 @@ import pytest
 
 from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
-from monitor.demo.postgres import EmbeddedPostgres
 from monitor.records import Context, Interaction, MetricResult, ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sinks.backlog import BacklogSink
 from monitor.telemetry import Exporter
 from tests.fixtures.postgres import started
+from tests.support.embedded import EmbeddedPostgres
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.postgres

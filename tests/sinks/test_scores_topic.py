@@ -11,13 +11,13 @@ import pytest
 
 from monitor.app import build, serve
 from monitor.config import Settings
-from monitor.demo.broker import Broker
 from monitor.kafka.publisher import KafkaPublisher
 from monitor.kafka.topics import committed_offsets, create_topics, produce
 from monitor.records import MetricResult, ScoredRecord
 from monitor.sinks import SinkBackpressure
 from monitor.sinks.scores_topic import ScoresTopicSink, score_message
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.embedded import Broker
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction, validate_record

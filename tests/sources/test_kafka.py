@@ -10,7 +10,6 @@ from aiokafka.conn import AIOKafkaConnection
 
 from monitor.app import build, serve
 from monitor.config import Settings
-from monitor.demo.broker import Broker
 from monitor.kafka import frames
 from monitor.kafka.dead_letter import HEADER_DETAIL, HEADER_OFFSET, HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
@@ -20,6 +19,7 @@ from monitor.sources.kafka import KafkaSource
 from monitor.sources.offsets import OffsetTracker
 from monitor.telemetry import Exporter
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.embedded import Broker
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.records import encode, interaction, samples

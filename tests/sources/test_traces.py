@@ -16,12 +16,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from monitor.app import build, serve
-from monitor.demo.broker import Broker
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.kafka.dead_letter import HEADER_REASON
 from monitor.kafka.topics import committed_offsets, produce
 from monitor.sources.traces import TraceSource
 from tests.fixtures.kafka import Topic, monitor_settings
+from tests.support.embedded import Broker
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import read_topic
 from tests.support.monitor import serving

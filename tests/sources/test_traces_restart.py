@@ -19,10 +19,10 @@ import pytest
 from monitor.backlog.export import export_rows
 from monitor.backlog.store import BacklogStore
 from monitor.config import Settings
-from monitor.demo.broker import Broker, free_port
 from monitor.demo.spans import MS, SpanRecorder, encode, openinference_trace
 from monitor.kafka.topics import committed_offsets, produce
 from tests.fixtures.kafka import Topic
+from tests.support.embedded import Broker, free_port
 from tests.support.judge_server import JudgeServer
 from tests.support.monitor import Monitor, environment
 from tests.support.records import interaction

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from monitor.demo.broker import Broker, BrokerError
 from monitor.kafka.client import MAX_REQUEST_BYTES
 from monitor.kafka.topics import create_topics
+from tests.support.embedded import Broker, BrokerError
 
 #: picks the tests' broker (``noida``, the default, or ``tansu``); the suite's own
 #: prefix, which the product never reads

@@ -17,9 +17,9 @@ from typing import Any
 
 from monitor.app import Components, build, logged, serve
 from monitor.config import Settings
-from monitor.demo.broker import Broker
 from tests.fixtures.kafka import Topic
 from tests.support import ROOT
+from tests.support.embedded import Broker
 from tests.support.judge_server import RecordingJudge
 from tests.support.records import samples
 from tests.support.waits import wait_until_sync

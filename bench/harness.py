@@ -23,6 +23,7 @@ The one AUROC is `bench.ranking.auroc`.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import math
@@ -90,6 +91,12 @@ def _labelled(record: Record) -> str:
     return HALLUCINATED if record["label_hallucinated"] else FAITHFUL
 
 
+def halueval_fit_half(record: Mapping[str, Any]) -> bool:
+    """The HaluEval QA dev records the local judge's combiner is fitted on (training/): half
+    of the questions, by a hash of the question; ``halueval-unfitted`` is the other half."""
+    return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
+
+
 def load_dataset(
     name: str, halueval: Path = HALUEVAL, demo: Path = DEMO, long: Path = LONG
 ) -> list[Item]:
@@ -108,8 +115,6 @@ def load_dataset(
             raise SystemExit(f"no HaluEval QA dev set at {halueval}; pass --halueval PATH")
         rows = read_jsonl(halueval)
         if name == "halueval-unfitted":
-            from training.combiner import halueval_fit_half
-
             rows = [r for r in rows if not halueval_fit_half(r)]
         return [Item(r, _labelled(r), "halueval") for r in rows]
     if name in ("em-dash", "other-subject"):

@@ -63,7 +63,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.memory import load_options
+from bench.load import load_options
 from tests.support.judge_server import JudgeServer
 from tests.support.kafka import LabBroker
 

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.load import load_options
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -223,17 +225,6 @@ def worker_parser() -> argparse.ArgumentParser:
 
 
 # --- the run --------------------------------------------------------------------------------
-
-
-def load_options(parser: argparse.ArgumentParser) -> None:
-    """The load of a score run, shared with `bench.ingest`: broker, records, partitions,
-    judge latency, records in flight and the scorer's window."""
-    parser.add_argument("--broker", choices=["noida", "tansu"], default="noida")
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--window", type=float, default=20.0)
 
 
 def main() -> int:

@@ -8,6 +8,11 @@
   ``scripts/`` or ``training/``, or a module named ``build_*``).
 - Sources and sinks never import each other: each is handed what it reports to.
 - aiokafka does not reach past the Kafka edge (`monitor.kafka`, `monitor.sources.kafka`).
+- In the whole tree (`TREE`: the runtime, the build scripts, the benches, training, the
+  tests), no module imports one that imports it back, and none imports a layer above its
+  own (`LAYERS`).
+- The demo's broker and Postgres reach the tests and benches through one module
+  (`tests.support.embedded`).
 
 The imports are read from the source files with `ast` (every ``import``, ``from ...
 import``, relative or inside a function, and ``importlib.import_module("...")`` with a
@@ -17,6 +22,7 @@ literal name), so a lazy import inside a method counts as much as one at the top
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +30,19 @@ import pytest
 from tests.support import ROOT
 
 PACKAGE = ROOT / "monitor"
+#: the tree's top-level packages: every module under them is in `tree_graph`
+TREE = ("monitor", "scripts", "bench", "training", "tests")
+#: the tree's layers, bottom first (`layer_of`): a module imports from its own layer and
+#: those below, never from one above. The tests' helpers sit below the benches, which run
+#: the test suite's judge server and broker; training fits on the benches' data sets.
+LAYERS = (
+    ("monitor",),
+    ("scripts",),
+    ("tests.support", "tests.fixtures"),
+    ("bench",),
+    ("training",),
+    ("tests",),
+)
 #: where the build scripts live (`is_build_script`): a runtime module must import none
 BUILD_ROOTS = (ROOT / "scripts", ROOT / "training")
 
@@ -155,6 +174,22 @@ def import_graph(package: Path = PACKAGE, build_roots: tuple[Path, ...] = BUILD_
     known = set(paths) | {
         module_name(path, root) for root in build_roots for path in sorted(root.rglob("*.py"))
     }
+    return _graph(paths, known)
+
+
+def tree_graph(root: Path = ROOT, tops: Sequence[str] = TREE) -> Graph:
+    """`import_graph` over the whole tree: every module under ``root``'s ``tops`` → the
+    modules among them it imports."""
+    paths = {
+        module_name(path, root / top): path
+        for top in tops
+        for path in sorted((root / top).rglob("*.py"))
+    }
+    return _graph(paths, set(paths))
+
+
+def _graph(paths: dict[str, Path], known: set[str]) -> Graph:
+    """Each module of ``paths`` → the modules of ``known`` it imports (`import_graph`)."""
     graph: Graph = {}
     for name, path in paths.items():
         targets: set[str] = set()
@@ -347,3 +382,65 @@ def test_the_cycle_check_finds_and_prints_a_cycle(tmp_path: Path) -> None:
     assert "scripts.build_word_table" in imported_modules(
         tree / "d" / "right.py", "monitor.d.right"
     )
+
+
+# --- the whole tree
+
+
+def layer_of(module: str) -> int:
+    """The index in `LAYERS` of ``module``'s layer: the one that names the longest prefix."""
+    prefixes = [(len(p), i) for i, layer in enumerate(LAYERS) for p in layer if within(module, p)]
+    assert prefixes, f"{module} is in no layer"
+    return max(prefixes)[1]
+
+
+def arrows_up(graph: Graph) -> dict[str, list[str]]:
+    """The modules of ``graph`` that import one of a layer above their own, with those."""
+    found = {
+        module: sorted(t for t in targets if layer_of(t) > layer_of(module))
+        for module, targets in graph.items()
+    }
+    return {module: above for module, above in found.items() if above}
+
+
+def test_no_module_of_the_tree_imports_one_that_imports_it_back() -> None:
+    found = cycles(tree_graph())
+    assert found == [], "import cycles:\n  " + "\n  ".join(" → ".join(c) for c in found)
+
+
+def test_no_module_of_the_tree_imports_from_a_layer_above_its_own() -> None:
+    assert arrows_up(tree_graph()) == {}
+
+
+def test_the_tree_checks_see_lazy_imports_and_arrows_up(tmp_path: Path) -> None:
+    # a bench and a training module that import each other, one of them lazily through
+    # importlib: a cycle, and the bench's import of training is an arrow up
+    sources = {
+        "monitor/__init__.py": "",
+        "bench/__init__.py": "",
+        "bench/harness.py": (
+            "import importlib\n"
+            "def fit_half() -> object:\n"
+            "    return importlib.import_module('training.combiner')\n"
+        ),
+        "training/__init__.py": "",
+        "training/combiner.py": "from bench.harness import fit_half\n",
+    }
+    for name, text in sources.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    graph = tree_graph(tmp_path, ("monitor", "bench", "training"))
+    assert cycles(graph) == [["bench.harness", "training.combiner", "bench.harness"]]
+    assert arrows_up(graph) == {"bench.harness": ["training.combiner"]}
+    assert layer_of("tests.support.kafka") < layer_of("bench.soak") < layer_of("tests.test_app")
+
+
+def test_the_demos_broker_and_postgres_reach_the_tests_through_one_module() -> None:
+    servers = ("monitor.demo.broker", "monitor.demo.postgres")
+    importers = {
+        module
+        for module, targets in tree_graph().items()
+        if not within(module, "monitor") and any(within(t, s) for t in targets for s in servers)
+    }
+    # tests/demo/ tests the demo itself
+    assert {m for m in importers if not within(m, "tests.demo")} == {"tests.support.embedded"}

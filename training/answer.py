@@ -34,14 +34,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.harness import FAITHFUL, HALLUCINATED, HALUEVAL, Item, contexts, load_dataset
+from bench.harness import (
+    FAITHFUL,
+    HALLUCINATED,
+    HALUEVAL,
+    Item,
+    contexts,
+    halueval_fit_half,
+    load_dataset,
+)
 from bench.ranking import auroc
 from bench.twins import LONG
 from monitor.judges.local.answer import ANSWER_PATH, FEATURES, AnswerModel, features
 from monitor.judges.local.judge import LocalJudge
 from monitor.judges.steps import join_contexts
 from monitor.text import evasive
-from training.combiner import halueval_fit_half
 
 #: the most faithful answers the cut may flag on each fitting half
 FALSE_FLAGS = 0.05
@@ -55,7 +62,7 @@ Array = npt.NDArray[np.float64]
 
 def _items(name: str, halueval: Path, long: Path) -> list[Item]:
     if name == "halueval-fit":
-        return [i for i in load_dataset("halueval", halueval) if halueval_fit_half(dict(i.record))]
+        return [i for i in load_dataset("halueval", halueval) if halueval_fit_half(i.record)]
     return load_dataset(name, halueval, long=long)
 
 

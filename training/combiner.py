@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.harness import overlap
+from bench.harness import halueval_fit_half, overlap
 from bench.ranking import auroc
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.judge import LocalJudge
@@ -47,11 +47,6 @@ REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
 Array = npt.NDArray[np.float64]
-
-
-def halueval_fit_half(record: dict[str, Any]) -> bool:
-    """HaluEval QA dev records fitted on: half of the questions, by a hash of the question."""
-    return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
 
 
 def _records() -> list[dict[str, Any]]:

@@ -44,9 +44,7 @@ from typing import Any
 
 from bench.baseline import ROOT, monitor_at
 from bench.harness import HALUEVAL, REALISTIC, read_jsonl
-
-#: the long-answer dev file (285 real RAG answers), beside the repository
-LONG = ROOT.parent / "shared" / "data" / "long_faithful_rag.jsonl"
+from bench.twins import LONG
 
 REFUNDS = (
     "Cancel your subscription in Settings. Refunds are issued to the original card within "

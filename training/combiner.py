@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.harness import halueval_fit_half, overlap
+from bench.harness import DEMO, HALUEVAL, REALISTIC, halueval_fit_half, overlap
 from bench.ranking import auroc
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.judge import LocalJudge
@@ -42,9 +42,6 @@ from training.windows import texts
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "combiner"
-HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
-REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
-DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 
 Array = npt.NDArray[np.float64]
 

@@ -171,7 +171,7 @@ class Pipeline:
         if read is None:
             return self.sampler.decide(record.key or b"", None, None)
         unit = record.key or read.id.encode("utf-8")
-        return self.sampler.decide(unit, read.metadata, lambda: read)
+        return self.sampler.decide(unit, read.metadata, read)
 
     async def _handle(self, record: SourceRecord, verdict: Verdict) -> None:
         if isinstance(verdict, InvalidRecord):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -130,19 +130,18 @@ class Sampler:
         self,
         unit: bytes,
         metadata: Mapping[str, Any] | None,
-        interaction: Callable[[], Interaction] | None,
+        interaction: Interaction | None,
     ) -> Decision:
         """Keep or drop one record: the only sampling decision a record gets.
 
         ``unit`` is the record's sampling unit (its key, else its id); ``metadata`` its
-        metadata; ``interaction`` builds its Interaction, called only when the record is
-        within reach of being kept. A record its source left unread (`drops_unread`) has
-        neither: it is decided on ``unit`` alone. The rate is scaled by the throttle's
-        current `scale`, which is then told the rate the record was offered at.
+        metadata; ``interaction`` the record as read. A record its source left unread
+        (`drops_unread`) has neither: it is decided on ``unit`` alone. The rate is scaled by
+        the throttle's current `scale`, which is then told the rate the record was offered at.
 
         A risk adjuster that recalibrates while it screens the record cannot raise the
         stamped probability above the ceiling the drop was decided with: a record with
-        ``u`` at or above it was dropped unbuilt. An adjuster whose screen answers later
+        ``u`` at or above it was dropped unscreened. An adjuster whose screen answers later
         gives a `Decision` with ``screening`` set: `settle` finishes it.
         """
         u = unit_hash(unit)
@@ -156,15 +155,14 @@ class Sampler:
         if u < ceiling:
             if interaction is None:
                 raise ValueError("a record the sampler may keep was left unread")
-            built = interaction()
             if self.adjuster is not None:
-                adjusted = self.adjuster.adjust(built, rate)
+                adjusted = self.adjuster.adjust(interaction, rate)
                 if isinstance(adjusted, asyncio.Future):
-                    waiting = Screening(built, u, ceiling, thinned, adjusted)
+                    waiting = Screening(interaction, u, ceiling, thinned, adjusted)
                     return Decision(offered, screening=waiting)
                 rate = min(_clamp(adjusted), ceiling)
             if u < rate:
-                return Decision(offered, Kept(built, rate))
+                return Decision(offered, Kept(interaction, rate))
         return Decision(offered, skipped=BUDGET_THINNED if thinned else None)
 
     @staticmethod

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 import random
 import statistics
@@ -153,10 +152,6 @@ def test_an_uninformative_screen_stays_unbiased() -> None:
     assert abs(statistics.fmean(estimates) - sum(ys) / n) < 3 * se
 
 
-def _same(record: Interaction) -> Interaction:
-    return record
-
-
 def _interaction(response: str) -> Interaction:
     return validate_record(
         {"id": "x", "user_input": "q", "retrieved_contexts": ["c"], "response": response}
@@ -228,7 +223,7 @@ async def test_settle_keeps_what_the_screen_draws_and_never_above_the_ceiling() 
     for k in range(3000):
         risky = k % 10 == 0
         record = _interaction("costs $5" if risky else "fine").model_copy(update={"id": f"r{k}"})
-        decision = sampler.decide(f"r{k}".encode(), {}, functools.partial(_same, record))
+        decision = sampler.decide(f"r{k}".encode(), {}, record)
         if decision.screening is not None:
             ceiling = decision.screening.ceiling
             decision = await Sampler.settle(decision)

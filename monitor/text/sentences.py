@@ -1,6 +1,6 @@
 """How text divides: into sentences, a sentence into clauses, a clause into words.
 
-`sentences` splits with nupunkt (a regex where it is missing) and splits long
+`sentences` splits with nupunkt (a dependency) and splits long
 compound sentences at semicolons; `clauses` splits a compound statement where
 each part can be checked on its own; `strip_particle` sets a leading answer
 particle ("Yes, ...") aside; `words` finds the word tokens as written.
@@ -9,6 +9,8 @@ particle ("Yes, ...") aside; `words` finds the word tokens as written.
 from __future__ import annotations
 
 import re
+
+import nupunkt
 
 #: A word as written: letters (with inner apostrophes), or a run of digits.
 WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+", re.UNICODE)
@@ -24,7 +26,6 @@ _CLAUSE = re.compile(
     r"|\s+and\s+(?=(?:it|they|you|he|she|we|this|these|there)\b)",
     re.I,
 )
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def words(text: str) -> list[str]:
@@ -66,8 +67,4 @@ def sentences(text: str, *, long_clause: int = 25) -> list[str]:
 
 
 def _punkt(text: str) -> list[str]:
-    try:
-        import nupunkt
-    except ImportError:  # pragma: no cover - nupunkt is a dependency; regex as a fallback
-        return [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
     return [s if isinstance(s, str) else s[0] for s in nupunkt.sent_tokenize(text)]

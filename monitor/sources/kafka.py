@@ -10,7 +10,6 @@ probe are in `monitor.kafka`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 
@@ -19,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from monitor.background import BackgroundTask
 from monitor.config import Settings
 from monitor.kafka.client import (
     KafkaUnreachable,
@@ -87,7 +87,7 @@ class KafkaSource:
         self.max_poll_interval = max_poll_interval_seconds
         self._probe: BrokerProbe | None = None
         self._probe_seconds = probe_seconds
-        self._ticker: asyncio.Task[None] | None = None
+        self._ticker = BackgroundTask(self._tick, "kafka-stall-check")
         #: the clock of the stall check, and when the event loop was last seen running
         self._clock = clock
         self._ticked: float | None = None
@@ -131,7 +131,7 @@ class KafkaSource:
         )
         self._probe.start()
         self._ticked = self._clock()
-        self._ticker = asyncio.create_task(self._tick(), name="kafka-stall-check")
+        self._ticker.start()
         log.info("kafka source started", topic=self.topic, group=self.settings.kafka_group_id)
 
     async def _start(self) -> None:
@@ -193,11 +193,7 @@ class KafkaSource:
         """Commit what is finished, leave the group, close both clients."""
         if self._probe is not None:
             await self._probe.stop()
-        ticker, self._ticker = self._ticker, None
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+        await self._ticker.stop()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:

@@ -60,6 +60,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -439,7 +440,8 @@ def spawn(
     raise RuntimeError(f"worker {kind} failed ({process.returncode}):\n{err[-3000:]}")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The bench's options (`load_options`, the rounds, the score runs) and its workers'."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     load_options(parser)
     parser.add_argument("--rounds", type=int, default=2)
@@ -470,13 +472,43 @@ def main() -> int:
     parser.add_argument("--judge", help=argparse.SUPPRESS)
     parser.add_argument("--session-timeout-ms", type=int, default=10_000, help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=0.01, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+#: one consume round: the bare loop's result, the monitor's at 1 %, the monitor's at rate 0
+Round = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+@dataclass
+class Measured:
+    """What the bench measured: the consume rounds, the score runs (by embedding latency)
+    and what validating a record costs in this process."""
+
+    rounds: list[Round]
+    scores: list[tuple[float, dict[str, Any]]]
+    validation: dict[str, float]
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.worker:
         return run_worker(args)
+    started = time.perf_counter()
+    measured = measure(args)
+    ratio = report_consume(measured)
+    if args.consume_only:
+        print(f"\ntotal {time.perf_counter() - started:.0f} s")
+        return 0
+    met = report_score(args, measured.scores, ratio)
+    print(f"total {time.perf_counter() - started:.0f} s")
+    return 0 if met else 1
 
+
+def measure(args: argparse.Namespace) -> Measured:
+    """Produce the records once, consume them ``--rounds`` times three ways, then score them
+    once per embedding latency (unless ``--consume-only``)."""
     from monitor.kafka.topics import produce
 
-    started = time.perf_counter()
     broker = LabBroker(args.broker)
     judge = JudgeServer(reuse_port=True)
     try:
@@ -497,44 +529,63 @@ def main() -> int:
             f"{os.cpu_count()} CPUs",
             flush=True,
         )
-
-        rounds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
-        for r in range(args.rounds):
-            bare = spawn("bare", args, broker, topic, f"bare-{r}", judge)
-            mon = spawn("consume", args, broker, topic, f"monitor-{r}", judge)
-            idle = spawn("consume", args, broker, topic, f"monitor-rate0-{r}", judge, rate=0.0)
-            finished = min(bare["records"], mon["finished"], idle["finished"])
-            if finished < args.records:
-                raise RuntimeError(f"round {r}: not everything was consumed: {bare} {mon} {idle}")
-            rounds.append((bare, mon, idle))
-
+        rounds = [consume_round(args, broker, topic, judge, r) for r in range(args.rounds)]
+        latencies = [] if args.consume_only else [args.latency, args.embedding_latency]
         judge.latency_seconds = args.latency
-        scores: list[tuple[float, dict[str, Any]]] = []
-        for i, embedding_latency in enumerate(
-            dict.fromkeys([args.latency, args.embedding_latency]) if not args.consume_only else []
-        ):
-            judge.embedding_latency_seconds = embedding_latency
-            judge.stats.reset()
-            extra = [
-                start_judge(args, judge.port, embedding_latency)
-                for _ in range(args.judge_processes - 1)
-            ]
-            try:
-                score = spawn("score", args, broker, topic, f"score-{i}", judge)
-            finally:
-                others = [stop_judge(p) for p in extra]
-            stats = judge.stats.snapshot()
-            score["judge_requests"] = (
-                stats.chat_requests + stats.embedding_requests + sum(o["requests"] for o in others)
-            )
-            score["judge_cpu_cores"] += sum(o["cpu_cores"] for o in others)
-            scores.append((embedding_latency, score))
-        judge.latency_seconds = 0.0
-        judge.embedding_latency_seconds = None
+        scores = [
+            (latency, score_run(args, broker, topic, judge, i, latency))
+            for i, latency in enumerate(dict.fromkeys(latencies))
+        ]
     finally:
         judge.stop()
         broker.stop()
+    return Measured(rounds, scores, validation)
 
+
+def consume_round(
+    args: argparse.Namespace, broker: LabBroker, topic: str, judge: JudgeServer, r: int
+) -> Round:
+    """Round ``r``: the bare loop, the monitor at 1 % and at rate 0, each consuming it all."""
+    bare = spawn("bare", args, broker, topic, f"bare-{r}", judge)
+    mon = spawn("consume", args, broker, topic, f"monitor-{r}", judge)
+    idle = spawn("consume", args, broker, topic, f"monitor-rate0-{r}", judge, rate=0.0)
+    finished = min(bare["records"], mon["finished"], idle["finished"])
+    if finished < args.records:
+        raise RuntimeError(f"round {r}: not everything was consumed: {bare} {mon} {idle}")
+    return bare, mon, idle
+
+
+def score_run(
+    args: argparse.Namespace,
+    broker: LabBroker,
+    topic: str,
+    judge: JudgeServer,
+    i: int,
+    embedding_latency: float,
+) -> dict[str, Any]:
+    """Score run ``i``, with ``--judge-processes`` judge servers on one port, embeddings
+    answering after ``embedding_latency``; the judge's requests and CPU added in."""
+    judge.embedding_latency_seconds = embedding_latency
+    judge.stats.reset()
+    extra = [
+        start_judge(args, judge.port, embedding_latency) for _ in range(args.judge_processes - 1)
+    ]
+    try:
+        score = spawn("score", args, broker, topic, f"score-{i}", judge)
+    finally:
+        others = [stop_judge(p) for p in extra]
+    stats = judge.stats.snapshot()
+    score["judge_requests"] = (
+        stats.chat_requests + stats.embedding_requests + sum(o["requests"] for o in others)
+    )
+    score["judge_cpu_cores"] += sum(o["cpu_cores"] for o in others)
+    return score
+
+
+def report_consume(measured: Measured) -> float:
+    """The consume table, validation's cost and the CPU per record; the median ratio of the
+    monitor's rate (at 1 %) to the bare loop's."""
+    rounds, validation = measured.rounds, measured.validation
     print("\nConsume (records/s from the partition assignment to the last record; judge at once)\n")
     print(
         "| round | bare aiokafka loop | monitor, rate 1 % | ratio | monitor, rate 0 | ratio "
@@ -551,7 +602,7 @@ def main() -> int:
     bare_rate = statistics.median(b["rate"] for b, _, _ in rounds)
     mon_rate = statistics.median(m["rate"] for _, m, _ in rounds)
     idle_rate = statistics.median(i["rate"] for _, _, i in rounds)
-    ratio = mon_rate / bare_rate
+    ratio = float(mon_rate / bare_rate)
     print(
         f"| median | {bare_rate:,.0f} | {mon_rate:,.0f} | **{ratio:.2f}×** | {idle_rate:,.0f} "
         f"| {idle_rate / bare_rate:.2f}× | | | |"
@@ -576,10 +627,13 @@ def main() -> int:
         f"join included; not slowed by other load as wall time is): bare loop {cpu_us(0):.1f} "
         f"µs, monitor at rate 0 {cpu_us(2):.1f} µs, at rate 1 % {cpu_us(1):.1f} µs"
     )
-    if args.consume_only:
-        print(f"\ntotal {time.perf_counter() - started:.0f} s")
-        return 0
+    return ratio
 
+
+def report_score(
+    args: argparse.Namespace, scores: list[tuple[float, dict[str, Any]]], ratio: float
+) -> bool:
+    """The score table and the targets; whether all were met (``ratio``: the consume one)."""
     print(
         f"\nScore (chat latency {args.latency * 1000:.0f} ms; {args.concurrency} records scored "
         f"at once (score_concurrency), judge_concurrency {4 * args.concurrency}; sample rate 1; "
@@ -618,12 +672,7 @@ def main() -> int:
     row("records skipped in the window", [f"{s['skipped']:.0f}" for _, s in scores], "0")
     score = max((s for _, s in scores), key=lambda s: s["peak_rss_mb"])
     scored_met = [s["rate"] >= TARGET_SCORED for _, s in scores]
-
-    met = [
-        ratio >= TARGET_RATIO,
-        all(scored_met),
-        score["peak_rss_mb"] < TARGET_RSS_MB,
-    ]
+    met = [ratio >= TARGET_RATIO, all(scored_met), score["peak_rss_mb"] < TARGET_RSS_MB]
     print(
         f"\ntargets: consume ratio ≥ {TARGET_RATIO} {'met' if met[0] else 'NOT met'}; "
         f"≥ {TARGET_SCORED:.0f} scored/s "
@@ -632,10 +681,9 @@ def main() -> int:
             for m, (e, _) in zip(scored_met, scores, strict=True)
         )
         + "; "
-        f"RSS < {TARGET_RSS_MB:.0f} MB {'met' if met[2] else 'NOT met'}. "
-        f"total {time.perf_counter() - started:.0f} s"
+        f"RSS < {TARGET_RSS_MB:.0f} MB {'met' if met[2] else 'NOT met'}."
     )
-    return 0 if all(met) else 1
+    return all(met)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import random
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +121,8 @@ def realistic_records() -> list[dict[str, Any]]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import torch
-    from safetensors.torch import load_file
-    from tokenizers import Tokenizer
-    from transformers import BertConfig, BertForSequenceClassification
-
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The run's options (the module docstring says what they do)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nli", type=Path, default=nli.SHARED_NLI)
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "support")
@@ -144,15 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, default=None, help="base weights' folder")
     parser.add_argument("--candidates", type=Path, default=None, help="realistic set cache")
     parser.add_argument("--minutes", type=float, default=0.0, help="stop at a checkpoint then")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    device = torch.device(
-        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    )
-    half = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
-    stop_at = time.monotonic() + args.minutes * 60 if args.minutes > 0 else float("inf")
+
+def load_mix(args: argparse.Namespace) -> tuple[list[nli.Pair], list[nli.Pair]]:
+    """The training pairs and the held-out ones: ``--out``/mix.jsonl when a run wrote it,
+    else made from ``--nli`` (``--mix``, ``--edit-share``, ``--seed``) and written there."""
     args.out.mkdir(parents=True, exist_ok=True)
     mix_path = args.out / "mix.jsonl"
     if mix_path.exists():
@@ -180,10 +173,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     for source, n in sorted(Counter(p.source for p in train).items()):
         pos = sum(p.label for p in train if p.source == source)
         print(f"  {source:<20} {n:>6} ({pos / n:.0%} supported)", flush=True)
+    return train, dev
 
-    base = args.base or base_dir()
+
+def load_model(base: Path, max_length: int, device: Any) -> tuple[Any, Any]:
+    """The tokenizer (truncating at ``max_length``, padding) and the cross-encoder: the BERT
+    weights of ``base`` under a new one-logit head, on ``device``."""
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+    from transformers import BertConfig, BertForSequenceClassification
+
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
-    tokenizer.enable_truncation(args.max_length)
+    tokenizer.enable_truncation(max_length)
     tokenizer.enable_padding()
     config = BertConfig.from_json_file(str(base / "config.json"))
     config.num_labels = 1
@@ -191,9 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = load_file(str(base / "model.safetensors"))
     model.bert.load_state_dict({k.removeprefix("bert."): v for k, v in state.items()}, strict=False)
     model.to(device)  # type: ignore[arg-type]  # (transformers types .to oddly)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    return tokenizer, model
 
-    warmup, steps = int(args.warmup), int(args.steps)
+
+def lr_factor(warmup: int, steps: int) -> Callable[[int], float]:
+    """The schedule's factor on ``--lr`` at a step: a linear warm-up over ``warmup`` steps,
+    then a linear decay to a tenth at ``steps``."""
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -201,7 +205,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = max(1, steps - warmup)
         return max(0.1, 1.0 - 0.9 * (step - warmup) / rest)
 
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, factor)
+    return factor
+
+
+def save_checkpoint(
+    path: Path, model: Any, optimiser: Any, schedule: Any, step: int, max_length: int
+) -> None:
+    """The run's state at ``step``, written atomically (a run cut off resumes from it)."""
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimiser": optimiser.state_dict(),
+            "schedule": schedule.state_dict(),
+            "step": step,
+            "max_length": max_length,
+        },
+        tmp,
+    )
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import torch
+
+    args = options(argv)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    device = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    )
+    half = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    stop_at = time.monotonic() + args.minutes * 60 if args.minutes > 0 else float("inf")
+    train, dev = load_mix(args)
+
+    tokenizer, model = load_model(args.base or base_dir(), args.max_length, device)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_factor(args.warmup, args.steps))
     step = 0
     checkpoint = args.out / "checkpoint.pt"
     if checkpoint.exists():
@@ -290,18 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             started, losses = time.monotonic(), []
         out_of_time = time.monotonic() >= stop_at
         if step % args.every == 0 or step == args.steps or out_of_time:
-            tmp = checkpoint.with_suffix(".tmp")
-            torch.save(
-                {
-                    "model": model.state_dict(),
-                    "optimiser": optimiser.state_dict(),
-                    "schedule": schedule.state_dict(),
-                    "step": step,
-                    "max_length": args.max_length,
-                },
-                tmp,
-            )
-            os.replace(tmp, checkpoint)
+            save_checkpoint(checkpoint, model, optimiser, schedule, step, args.max_length)
             report()
             if out_of_time:
                 print(f"stopped at step {step}: --minutes {args.minutes:g} are up", flush=True)

@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import collections
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -208,7 +209,7 @@ async def diagnose(args: argparse.Namespace) -> None:
         result = await ingest._monitor_score(args)
     finally:
         task.cancel()
-    print(ingest.RESULT + __import__("json").dumps(result), flush=True)
+    print(ingest.RESULT + json.dumps(result), flush=True)
 
 
 def worker_parser() -> argparse.ArgumentParser:

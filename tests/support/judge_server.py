@@ -37,7 +37,6 @@ background thread; `stop` (or leaving the ``with`` block) shuts it down.
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import re
 import struct
@@ -49,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from monitor.demo.servers import Server
 from monitor.judges.wire import parse_user_message
@@ -61,9 +60,6 @@ DownMode = Literal["503", "refuse"]
 Endpoint = Literal["chat", "embeddings"]
 #: whose words a context-size refusal is in: llama.cpp's ``llama-server`` or OpenAI's API
 ContextError = Literal["llama.cpp", "openai"]
-
-#: the deterministic default answers (step → verdicts) and embeddings, imported on first use
-_ANSWERS = "tests.support.answers"
 
 #: what the server says when a test does not name a model
 DEFAULT_MODEL = "rag-monitor-test-judge"
@@ -228,12 +224,17 @@ class JudgeStats:
 
 
 def _default_answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    answer = cast(AnswerFn, importlib.import_module(_ANSWERS).answer)
+    """The deterministic default answer (step → verdicts; `tests.support.answers`, imported
+    on first use)."""
+    from tests.support.answers import answer
+
     return answer(step, inputs, n)
 
 
 def _default_embed(texts: list[str]) -> list[list[float]]:
-    embed = cast(EmbedFn, importlib.import_module(_ANSWERS).embed)
+    """The deterministic default embeddings (`tests.support.answers`, on first use)."""
+    from tests.support.answers import embed
+
     return embed(texts)
 
 

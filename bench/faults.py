@@ -68,9 +68,10 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -155,6 +156,21 @@ def stop_all() -> None:
 
 def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_to_the_end(run: Coroutine[Any, Any, int], workdir: Path, *, clean: bool) -> int:
+    """``run``'s exit code, 130 when Ctrl-C or SIGTERM cut it short; every process started
+    is stopped either way, and with ``clean`` the logs' directory ``workdir`` removed."""
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return asyncio.run(run)
+    except KeyboardInterrupt:
+        log("interrupted: stopping everything started")
+        return 130
+    finally:
+        stop_all()
+        if clean:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 # --- the broker: restartable on its data (noida-db) --------------------------------------------
@@ -1195,16 +1211,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="rag-monitor-faults-"))
     log(f"logs in {workdir}")
     options = Options(args.rate, args.quick, soak_minutes, args.budget_fraction, workdir)
-    signal.signal(signal.SIGTERM, _interrupted)
-    try:
-        return asyncio.run(main_async(args, options))
-    except KeyboardInterrupt:
-        log("interrupted: stopping everything started")
-        return 130
-    finally:
-        stop_all()
-        if args.clean:
-            shutil.rmtree(workdir, ignore_errors=True)
+    return run_to_the_end(main_async(args, options), workdir, clean=args.clean)
 
 
 if __name__ == "__main__":

@@ -55,8 +55,6 @@ import contextlib
 import json
 import logging
 import random
-import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -73,10 +71,10 @@ from bench.faults import (
     Lab,
     Options,
     Replica,
-    _interrupted,
     log,
     machine,
     record,
+    run_to_the_end,
     static_member,
     stop_all,
     tokens_per_record,
@@ -545,16 +543,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="rag-monitor-soak-"))
     # the producer's and watcher's clients log every refused connection of the broker restart
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    signal.signal(signal.SIGTERM, _interrupted)
-    try:
-        return asyncio.run(main_async(args, workdir))
-    except KeyboardInterrupt:
-        log("interrupted: stopping everything started")
-        return 130
-    finally:
-        stop_all()
-        if args.clean:
-            shutil.rmtree(workdir, ignore_errors=True)
+    return run_to_the_end(main_async(args, workdir), workdir, clean=args.clean)
 
 
 if __name__ == "__main__":

@@ -537,7 +537,7 @@ def _judge_precision(found: Mapping[str, JudgePrecision]) -> str:
         judge = found.get(key, JudgePrecision(key, 0))
         if judge.precision is None:
             figure = (
-                f'<td class="num" colspan="2">not enough verdicts ({judge.reviewed} of '
+                f'<td class="too-few" colspan="2">not enough verdicts ({judge.reviewed} of '
                 f"{MIN_JUDGE_VERDICTS} needed)</td>"
             )
         else:

@@ -35,8 +35,9 @@ Verdict = Kept | InvalidRecord | Decision
 def local_probability(scored: ScoredRecord, risk: float, flagged: bool | None = None) -> None:
     """The risk screen's probability in the faithfulness details, and whether the local
     judge flags the answer (``flagged``, when known), where the judge that scored gave no
-    probability (an LLM judge): so a backlog row and the scores topic hold the local judge's
-    reading beside the LLM judge's verdict. A local judge's own reading is never replaced."""
+    probability (an LLM judge): so a backlog row holds the local judge's reading beside the
+    LLM judge's verdict (the scores topic its probability). A local judge's own reading is
+    never replaced."""
     result = scored.results.get("faithfulness")
     if result is None or HALLUCINATION_PROBABILITY in result.details:
         return

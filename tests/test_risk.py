@@ -296,6 +296,32 @@ def test_the_local_flag_joins_an_llm_verdict_and_never_a_local_judges_own() -> N
     assert scored.results["faithfulness"].details == {HALLUCINATION_PROBABILITY: 0.3}
 
 
+async def test_the_pipeline_writes_the_screens_flag_beside_an_llm_verdict() -> None:
+    from typing import Any, cast
+
+    from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY, LOCAL_FLAGGED
+    from monitor.pipeline import Pipeline
+    from monitor.records import MetricResult, ScoredRecord
+    from monitor.sampling import Kept
+    from monitor.sources import SourceRecord
+    from monitor.telemetry import Exporter
+
+    class LlmScorer:
+        async def score(self, interaction: Interaction) -> ScoredRecord:
+            result = MetricResult(metric="faithfulness", score=0.5, judge="llm")
+            return ScoredRecord(interaction=interaction, results={"faithfulness": result})
+
+    pipeline = Pipeline(cast(Any, object()), Sampler(1.0), LlmScorer(), [], Exporter(), Settings())
+    record = SourceRecord("t", 0, 0, b"k", b"{}", 0, 0)
+    await pipeline._handle(record, Kept(_interaction("costs $5"), 0.4, 0.9, True))
+    [pending] = pipeline.pending
+    assert pending.scored.inclusion_probability == 0.4
+    assert pending.scored.results["faithfulness"].details == {
+        HALLUCINATION_PROBABILITY: 0.9,
+        LOCAL_FLAGGED: True,
+    }
+
+
 async def test_the_screen_says_whether_the_risk_reaches_the_local_cut() -> None:
     screen = RiskScreen(lambda i: 0.9 if "$" in i.response else 0.2, depth=10, cut=lambda: 0.851)
     risky, safe = (

@@ -15,6 +15,7 @@ from monitor.backlog.calibration import (
 )
 from monitor.backlog.reviews import VerdictInput
 from monitor.backlog.rows import JudgeFlags, judge_flags
+from monitor.commands.backlog import calibration_lines
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY, LOCAL_FLAGGED
 from monitor.records import ScoredRecord
 from monitor.sinks.backlog import BacklogSink
@@ -109,12 +110,17 @@ async def test_flag_precision_per_judge_and_of_both_from_the_verdicts(
         ]
         own = judged("own", probability=0.95, judge="local")
         await sink.write([*both, *llm_only, *local_only, own])
-        before = (await sink.store.calibration()).judge_precision
-        assert {k: (v.reviewed, v.precision) for k, v in before.items()} == {
+        unreviewed = await sink.store.calibration()
+        assert {k: (v.reviewed, v.precision) for k, v in unreviewed.judge_precision.items()} == {
             "llm": (0, None),
             "local": (0, None),
             "both": (0, None),
         }
+        assert calibration_lines(unreviewed)[-3:] == [
+            "flag precision, the LLM judge:         not enough verdicts (0 of 10 needed)",
+            "flag precision, the local judge:       not enough verdicts (0 of 10 needed)",
+            "flag precision, both judges:           not enough verdicts (0 of 10 needed)",
+        ]
 
         async def review(record: ScoredRecord, reason: str, verdict: str) -> None:
             await sink.store.review(
@@ -131,12 +137,18 @@ async def test_flag_precision_per_judge_and_of_both_from_the_verdicts(
         for i, record in enumerate(local_only):
             await review(record, "control", "confirmed" if i == 0 else "false_alarm")
         await review(own, "hallucination", "confirmed")
-        found = (await sink.store.calibration()).judge_precision
+        reviewed = await sink.store.calibration()
+        found = reviewed.judge_precision
 
     # every answer weighs 1/0.1 (the control share is 1): the shares are plain counts
     assert_precision(found["llm"], 12, 9 / 12)
     assert_precision(found["local"], 14, 11 / 14)
     assert_precision(found["both"], 10, 9 / 10)
+    # `backlog stats` prints each with its interval and verdicts
+    assert calibration_lines(reviewed)[-3].startswith(
+        "flag precision, the LLM judge:         75.0%  (95% interval "
+    )
+    assert calibration_lines(reviewed)[-1].endswith(", 10 reviewed)")
     for precision in found.values():
         assert precision.lower is not None and precision.upper is not None
         assert precision.precision is not None

@@ -72,6 +72,10 @@ async def test_the_queue_puts_the_likeliest_hallucination_first(
         newest = (await r.json())["rows"]
     assert [row["id"] for row in newest] == ["mid", "high", "both", "none", "low"]
     assert [row["risk"] for row in newest] == [0.6, 0.95, 0.1, None, 0.2]
+    async with http.get(base(app) + "/api/rows/both") as r:
+        [answer] = (await r.json())["answers"]
+    assert answer["flagged_by"] == {"llm": True, "local": True, "both": True}
+    assert answer["details"]["faithfulness"]["local_flagged"] is True
 
 
 async def test_rows_are_keyset_paged_and_filtered(

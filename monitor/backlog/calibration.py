@@ -202,8 +202,8 @@ class Proportion:
 #: an interval too wide to tell the judges apart (at 10, a precision of 70 % spans about
 #: 40 % - 90 %)
 MIN_JUDGE_VERDICTS = 10
-#: the judges whose flag precision is reported, and the answers "both" stands for
-JUDGE_GROUPS = ("llm", "local", "both")
+#: the judges whose flag precision is reported ("both": the answers both flagged), in words
+JUDGE_NAMES = {"llm": "the LLM judge", "local": "the local judge", "both": "both judges"}
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,8 @@ class JudgePrecision:
     upper: float | None = None
 
     @property
-    def enough(self) -> bool:
-        return self.reviewed >= MIN_JUDGE_VERDICTS
+    def name(self) -> str:
+        return JUDGE_NAMES[self.judge]
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "needed": MIN_JUDGE_VERDICTS}
@@ -247,7 +247,7 @@ def judge_precision(
     """
     cells = list(cells)
     found: dict[str, JudgePrecision] = {}
-    for offset, judge in enumerate(JUDGE_GROUPS):
+    for offset, judge in enumerate(JUDGE_NAMES):
         group = [c for c in cells if _flagged_by(c, judge)]
         share = _share(group, lambda c: c.hallucination_verdict, sum(c.weight for c in group))
         if share.reviewed < MIN_JUDGE_VERDICTS or share.value is None:

@@ -263,8 +263,7 @@ def calibration_lines(cal: Calibration, rule: str = "") -> list[str]:
 
 def _judge_line(judge: JudgePrecision) -> str:
     """One judge's flag precision (docs/review.md, "Both judges"), or why it is not shown."""
-    name = {"llm": "the LLM judge", "local": "the local judge", "both": "both judges"}
-    label = f"flag precision, {name[judge.judge]}:"
+    label = f"flag precision, {judge.name}:"
     if judge.precision is None:
         return f"{label:<38} not enough verdicts ({judge.reviewed} of {MIN_JUDGE_VERDICTS} needed)"
     return (

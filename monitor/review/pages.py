@@ -161,7 +161,7 @@ def queue_page(
     table = (
         '<table class="queue"><thead><tr><th>question</th><th>reasons</th>'
         f'<th title="{esc(FLAGGED_BY_TITLE)}">flagged by</th>'
-        "<th title=\"the judge's probability that an answer of the row holds a claim its "
+        "<th title=\"the local judge's probability that an answer of the row holds a claim its "
         "context does not support (the highest of its answers; – where the judge gives "
         'none)">p(hallucinated)</th><th>route</th>'
         "<th>seen</th><th>answers</th><th>verdicts</th><th>status</th><th>queued</th>"
@@ -433,6 +433,8 @@ def _answer(
 def _judges_said(answer: Answer) -> str:
     """Which judges flagged the answer, and the local judge's probability where it read an
     answer another judge scored (its own shows in its reasons)."""
+    if answer.judge is None:
+        return ""  # more than one judge scored it: whose flag it carries is not known
     said = f'<span class="flagged-by-line">flagged by {esc(answer.flagged_by.describe())}'
     faithfulness = answer.online_details.get("faithfulness")
     p = faithfulness.get(HALLUCINATION_PROBABILITY) if isinstance(faithfulness, dict) else None
@@ -516,24 +518,20 @@ def conflict_banner(row: BacklogRow) -> str:
     )
 
 
-#: the rows of the per-judge precision table, and what each counts
-JUDGE_ROWS = (
-    ("llm", "the LLM judge", "answers the LLM judge flagged"),
-    (
-        "local",
-        "the local judge",
-        "answers the local judge flagged (its own, or its risk screen's "
-        "flag on an LLM judge's answer)",
-    ),
-    ("both", "both judges", "answers both judges flagged"),
-)
+#: what each row of the per-judge precision table counts
+JUDGE_COUNTS = {
+    "llm": "answers the LLM judge flagged",
+    "local": "answers the local judge flagged (its own, or its risk screen's flag on an LLM "
+    "judge's answer)",
+    "both": "answers both judges flagged",
+}
 
 
 def _judge_precision(found: Mapping[str, JudgePrecision]) -> str:
     """Flag precision per judge and of the two together, each with its verdicts and interval;
     below `MIN_JUDGE_VERDICTS` it says so instead of showing a figure."""
     rows = []
-    for key, name, counts in JUDGE_ROWS:
+    for key, counts in JUDGE_COUNTS.items():
         judge = found.get(key, JudgePrecision(key, 0))
         if judge.precision is None:
             figure = (
@@ -546,7 +544,7 @@ def _judge_precision(found: Mapping[str, JudgePrecision]) -> str:
                 f'<td class="num">{_pct(judge.lower)} – {_pct(judge.upper)}</td>'
             )
         rows.append(
-            f'<tr data-judge="{key}"><th>{esc(name)}</th>{figure}'
+            f'<tr data-judge="{key}"><th>{esc(judge.name)}</th>{figure}'
             f'<td class="num">{judge.reviewed}</td><td>{esc(counts)}</td></tr>'
         )
     return (

@@ -39,7 +39,10 @@ record, stops the replicas and prints one row per interval:
   ÷ the budget.
 
 Then each restart's recovery (seconds from the replica's or broker's start until the
-lag is back under one minute of traffic) and the RSS drift (the last 15 minutes' mean
+lag is back under one minute of traffic), the partitions the broker left to no replica
+or gave to both at the end (each replica's last assignment, from its log: noida-db 0.2.3
+computes a rejoining static member's assignment afresh without rebalancing the other
+member, docs/operations.md), and the RSS drift (the last 15 minutes' mean
 against the first 15 after the warm-up, or the last interval against the first after it
 on a shorter run).
 
@@ -115,6 +118,35 @@ class Recovery:
     seconds: float | None = None
 
 
+def held_at_end(logfile: Path) -> set[int]:
+    """The partitions a replica's latest process holds, as its log says (its assignments,
+    revokes, a stall's let-go and its stop)."""
+    held: set[int] = set()
+    with contextlib.suppress(OSError):
+        for line in logfile.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line of another process's output, not the sidecar's log
+            event = entry.get("event") if isinstance(entry, dict) else None
+            if event in ("kafka source started", "kafka source stopped"):
+                held = set()
+            elif event == "partitions assigned":
+                held = set(entry.get("partitions", ()))  # the whole new assignment
+            elif event == "partitions revoked" or event and event.startswith("stood still"):
+                held -= set(entry.get("partitions", ()))
+    return held
+
+
+def misassigned(holdings: dict[str, set[int]]) -> tuple[list[int], list[int]]:
+    """The partitions no replica holds, and those more than one holds."""
+    counts = Counter(p for held in holdings.values() for p in held)
+    return (
+        [p for p in range(PARTITIONS) if counts[p] == 0],
+        sorted(p for p, n in counts.items() if n > 1),
+    )
+
+
 class Soak:
     """The producer, the watcher and the faults of one soak on one `Lab`."""
 
@@ -139,6 +171,9 @@ class Soak:
         self.rss_now: dict[str, int] = {}
         self.rss_peak: dict[str, int] = {}
         self.lag_peak = 0
+        #: each replica's partitions at the end (its log), and records lost per partition
+        self.holdings: dict[str, set[int]] = {}
+        self.lost_by_partition: Counter[int] = Counter()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -362,8 +397,9 @@ class Soak:
         """Per interval: produced offsets at or past the final committed offset."""
         for (i, partition), (low, high, _) in self.acked.items():
             if i < len(self.intervals):
-                past = high - max(low, self.committed[partition]) + 1
-                self.intervals[i].lost += max(0, past)
+                past = max(0, high - max(low, self.committed[partition]) + 1)
+                self.intervals[i].lost += past
+                self.lost_by_partition[partition] += past
 
     # -- the run
 
@@ -395,6 +431,7 @@ class Soak:
                 if self.lag and self.lag[-1][1] == 0 and self.lag[-1][0] > end:
                     break
                 await asyncio.sleep(1.0)
+            self.holdings = {r.name: held_at_end(r.logfile) for r in self.lab.replicas if r.alive}
             self.tail = await self.close_interval(start, consumed, scored, produced)
             self.tail.events, self.pending_events = self.pending_events, []
         finally:
@@ -501,6 +538,12 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
     if missing:
         print(f"acknowledged by the broker but not in its log at the end: {missing:,} "
               "(offsets given again after the broker lost them in its restart)")  # fmt: skip
+    orphaned, shared = misassigned(soak.holdings)
+    if orphaned or shared:
+        held = ", ".join(f"{name} {sorted(parts)}" for name, parts in soak.holdings.items())
+        print(f"the broker's assignment at the end: {held}; held by none {orphaned}, by two "
+              f"{shared} (the broker's fault, not the sidecar's: docs/operations.md); lost per "
+              f"partition {dict(sorted(soak.lost_by_partition.items()))}")  # fmt: skip
     for recovery in soak.recoveries:
         took = "not within the run" if recovery.seconds is None else f"{recovery.seconds:g} s"
         print(f"recovery after {recovery.event} at {recovery.at:.0f} s: lag under one minute "
@@ -513,6 +556,9 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
             "recoveries": [asdict(r) for r in soak.recoveries],
             "produced": produced, "lost": lost, "dup_backlog": dup, "budget": worst,
             "broker_missing": missing,
+            "holdings": {name: sorted(parts) for name, parts in soak.holdings.items()},
+            "orphaned": orphaned, "shared": shared,
+            "lost_by_partition": {str(p): n for p, n in sorted(soak.lost_by_partition.items())},
             "caught_up": bool(soak.lag and soak.lag[-1][1] == 0),
         }, indent=2))  # fmt: skip
     ok = lost == 0 and dup == 0 and worst <= 1.0 + tpr / max(1, soak.budget.tokens)

@@ -17,7 +17,7 @@ import structlog
 
 from monitor.checkpoint import Checkpoint, Pending
 from monitor.config import Settings
-from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY, LOCAL_FLAGGED
 from monitor.records import Interaction, InvalidRecord, ScoredRecord, parse_record
 from monitor.sampling import Decision, Kept, Sampler
 from monitor.scoring import RecordScorer
@@ -32,13 +32,18 @@ log = structlog.get_logger("monitor.pipeline")
 Verdict = Kept | InvalidRecord | Decision
 
 
-def local_probability(scored: ScoredRecord, risk: float) -> None:
-    """The risk screen's probability in the faithfulness details, where the judge that
-    scored gave none (an LLM judge): so a backlog row and the scores topic hold the local
-    judge's probability beside the LLM judge's verdict."""
+def local_probability(scored: ScoredRecord, risk: float, flagged: bool | None = None) -> None:
+    """The risk screen's probability in the faithfulness details, and whether the local
+    judge flags the answer (``flagged``, when known), where the judge that scored gave no
+    probability (an LLM judge): so a backlog row holds the local judge's reading beside the
+    LLM judge's verdict (the scores topic its probability). A local judge's own reading is
+    never replaced."""
     result = scored.results.get("faithfulness")
-    if result is not None:
-        result.details.setdefault(HALLUCINATION_PROBABILITY, round(risk, 6))
+    if result is None or HALLUCINATION_PROBABILITY in result.details:
+        return
+    result.details[HALLUCINATION_PROBABILITY] = round(risk, 6)
+    if flagged is not None:
+        result.details[LOCAL_FLAGGED] = flagged
 
 
 class Pipeline:
@@ -188,7 +193,7 @@ class Pipeline:
             return
         scored.inclusion_probability = verdict.probability
         if verdict.risk is not None:
-            local_probability(scored, verdict.risk)
+            local_probability(scored, verdict.risk, verdict.flagged)
         self._checkpoint.add(record, scored)
         if len(self.pending) >= max(1, self.settings.max_in_flight // 2):
             # the source stops fetching while the window is full of written-but-uncommitted

@@ -239,6 +239,7 @@ class RiskScreen:
         threads: int = 1,
         depth: int | None = None,
         warm_up: Callable[[], object] | None = None,
+        cut: Callable[[], float] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
@@ -250,6 +251,10 @@ class RiskScreen:
         self.depth = depth if depth is not None else 2 * threads
         #: loads what the screen reads (the local judge's models), at `start`
         self.warm_up = warm_up
+        #: the local judge's cut, the risk at and above which it flags an answer: read when
+        #: a record is first screened (it comes with the judge's models); None: no cut, so
+        #: `Screened.flagged` stays unknown
+        self.cut = cut
         self._executor: ThreadPoolExecutor | None = None
         self._in_screen = 0
         self._share = 1.0
@@ -288,7 +293,8 @@ class RiskScreen:
         finally:
             self._in_screen -= 1
         self.calibrator.observe(risk)
-        return Screened(self.calibrator.probability(risk, rate), risk)
+        flagged = None if self.cut is None else risk >= self.cut()
+        return Screened(self.calibrator.probability(risk, rate), risk, flagged)
 
     async def start(self) -> None:
         """Load the screen's models now (in a thread), not on the first record it reads."""
@@ -310,5 +316,8 @@ def build_adjuster(settings: Settings, judge: LocalJudge | None = None) -> RiskS
 
         judge = LocalJudge()
     return RiskScreen(
-        model_screen(judge), threads=settings.risk_screen_threads, warm_up=judge.warm_up
+        model_screen(judge),
+        threads=settings.risk_screen_threads,
+        warm_up=judge.warm_up,
+        cut=lambda: judge.answers.cut,
     )

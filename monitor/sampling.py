@@ -58,6 +58,9 @@ class Screened:
     #: the screen's risk (the local judge's probability of an unsupported claim); None
     #: when the record was not screened
     risk: float | None = None
+    #: whether that risk reaches the local judge's cut (it would flag the answer); None when
+    #: the record was not screened or the screen has no cut
+    flagged: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class Kept:
     probability: float
     #: the risk screen's risk for it (`Screened.risk`), None when it was not screened
     risk: float | None = None
+    #: whether the local judge flags it (`Screened.flagged`), None when not known
+    flagged: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,8 @@ class Sampler:
         screened = await screening.screened
         rate = min(_clamp(screened.probability), screening.ceiling)
         if screening.u < rate:
-            return Decision(decision.offered, Kept(screening.interaction, rate, screened.risk))
+            kept = Kept(screening.interaction, rate, screened.risk, screened.flagged)
+            return Decision(decision.offered, kept)
         return Decision(decision.offered, skipped=BUDGET_THINNED if screening.thinned else None)
 
     def drops_unread(self, unit: bytes) -> bool:

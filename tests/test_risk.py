@@ -263,6 +263,81 @@ def test_the_local_probability_joins_an_llm_verdict_and_never_replaces_one() -> 
     assert unscored.results == {}
 
 
+def test_the_local_flag_joins_an_llm_verdict_and_never_a_local_judges_own() -> None:
+    from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY, LOCAL_FLAGGED
+    from monitor.pipeline import local_probability
+    from monitor.records import MetricResult, ScoredRecord
+
+    llm = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.5)},
+    )
+    local_probability(llm, 0.93, True)
+    assert llm.results["faithfulness"].details == {
+        HALLUCINATION_PROBABILITY: 0.93,
+        LOCAL_FLAGGED: True,
+    }
+    unknown = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=0.5)},
+    )
+    local_probability(unknown, 0.4)  # a screen without a cut: the flag stays unknown
+    assert LOCAL_FLAGGED not in unknown.results["faithfulness"].details
+    own = {HALLUCINATION_PROBABILITY: 0.3}  # the local judge scored it: its flag is its reason
+    scored = ScoredRecord(
+        interaction=_interaction("x"),
+        results={"faithfulness": MetricResult(metric="faithfulness", score=1.0, details=own)},
+    )
+    local_probability(scored, 0.9, True)
+    assert scored.results["faithfulness"].details == {HALLUCINATION_PROBABILITY: 0.3}
+
+
+async def test_the_pipeline_writes_the_screens_flag_beside_an_llm_verdict() -> None:
+    from typing import Any, cast
+
+    from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY, LOCAL_FLAGGED
+    from monitor.pipeline import Pipeline
+    from monitor.records import MetricResult, ScoredRecord
+    from monitor.sampling import Kept
+    from monitor.sources import SourceRecord
+    from monitor.telemetry import Exporter
+
+    class LlmScorer:
+        async def score(self, interaction: Interaction) -> ScoredRecord:
+            result = MetricResult(metric="faithfulness", score=0.5, judge="llm")
+            return ScoredRecord(interaction=interaction, results={"faithfulness": result})
+
+    pipeline = Pipeline(cast(Any, object()), Sampler(1.0), LlmScorer(), [], Exporter(), Settings())
+    record = SourceRecord("t", 0, 0, b"k", b"{}", 0, 0)
+    await pipeline._handle(record, Kept(_interaction("costs $5"), 0.4, 0.9, True))
+    [pending] = pipeline.pending
+    assert pending.scored.inclusion_probability == 0.4
+    assert pending.scored.results["faithfulness"].details == {
+        HALLUCINATION_PROBABILITY: 0.9,
+        LOCAL_FLAGGED: True,
+    }
+
+
+async def test_the_screen_says_whether_the_risk_reaches_the_local_cut() -> None:
+    screen = RiskScreen(lambda i: 0.9 if "$" in i.response else 0.2, depth=10, cut=lambda: 0.851)
+    risky, safe = (
+        screen.adjust(_interaction("costs $5"), 0.1),
+        screen.adjust(_interaction("ok"), 0.1),
+    )
+    assert isinstance(risky, asyncio.Future) and isinstance(safe, asyncio.Future)
+    assert ((await risky).flagged, (await safe).flagged) == (True, False)
+    uncut = RiskScreen(lambda i: 0.9, depth=10)  # no cut: not known
+    future = uncut.adjust(_interaction("costs $5"), 0.1)
+    assert isinstance(future, asyncio.Future) and (await future).flagged is None
+    # the sampler hands the flag on with the kept record
+    sampler = Sampler(1.0, adjuster=screen)
+    decision = sampler.decide(b"k", {}, _interaction("costs $5"))
+    kept = (await sampler.settle(decision)).kept
+    assert kept is not None and (kept.risk, kept.flagged) == (0.9, True)
+    await screen.aclose()
+    await uncut.aclose()
+
+
 def test_the_sidecar_screens_with_its_own_local_judge() -> None:
     from monitor.app import build
     from monitor.judges.local.judge import LocalJudge
@@ -277,6 +352,7 @@ def test_the_sidecar_screens_with_its_own_local_judge() -> None:
         update={"response": "Receipts are required for expenses over $700."}
     )
     assert screen.screen(invented) > screen.screen(supported)
+    assert screen.cut is not None and screen.cut() == parts.judge.answers.cut  # its flag's cut
     assert parts.judge.support_model is not None  # the models loaded once, by the judge
     assert "the risk screen" in [s.name for s in parts.services]
     text = parts.exporter.registry.get_sample_value("rag_monitor_risk_screened_share")

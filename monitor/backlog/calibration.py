@@ -5,7 +5,7 @@ See docs/review.md, "The calibrated hallucination rate" (the estimate and its as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -101,6 +101,10 @@ class Cell:
     answer_weight_squares: float
     #: the answers have a faithfulness score (only those count towards the rate)
     faithfulness_scored: bool = True
+    #: the LLM judge, the local judge flagged the answers a hallucination
+    #: (`monitor.backlog.rows.judge_flags`)
+    llm_flagged: bool = False
+    local_flagged: bool = False
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Cell:
@@ -112,7 +116,19 @@ class Cell:
             weight_squares=float(data["weight_squares"]),
             answer_weight_squares=float(data["answer_weight_squares"]),
             faithfulness_scored=bool(data.get("faithfulness_scored", True)),
+            llm_flagged=bool(data.get("llm_flagged", False)),
+            local_flagged=bool(data.get("local_flagged", False)),
         )
+
+    @property
+    def hallucination_verdict(self) -> str | None:
+        """The reviewers' latest word on whether the answers hold a hallucination: the
+        verdict on their hallucination flag, or for a control answer on the control (was
+        it a hallucination after all?); None when neither was asked (another flag only)."""
+        for reason in (HALLUCINATION, CONTROL):
+            if reason in self.reasons:
+                return self.verdicts.get(reason)
+        return None
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,70 @@ class Proportion:
         return kish / max(1.0 - share, 1e-6)
 
 
+#: the informative verdicts a judge's flag precision needs before it is shown: fewer give
+#: an interval too wide to tell the judges apart (at 10, a precision of 70 % spans about
+#: 40 % - 90 %)
+MIN_JUDGE_VERDICTS = 10
+#: the judges whose flag precision is reported ("both": the answers both flagged), in words
+JUDGE_NAMES = {"llm": "the LLM judge", "local": "the local judge", "both": "both judges"}
+
+
+@dataclass(frozen=True)
+class JudgePrecision:
+    """The weighted share of confirmed hallucinations among the reviewed answers one judge
+    (``llm``, ``local``) or both judges (``both``: the same answer) flagged."""
+
+    judge: str
+    #: informative verdicts (confirmed or false alarm) on the answers it flagged
+    reviewed: int
+    #: the share and its 95 % interval; None below `MIN_JUDGE_VERDICTS` (not enough to say)
+    precision: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def name(self) -> str:
+        return JUDGE_NAMES[self.judge]
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "needed": MIN_JUDGE_VERDICTS}
+
+
+def _flagged_by(cell: Cell, judge: str) -> bool:
+    if judge == "both":
+        return cell.llm_flagged and cell.local_flagged
+    return cell.llm_flagged if judge == "llm" else cell.local_flagged
+
+
+def judge_precision(
+    cells: Iterable[Cell], *, draws: int = DRAWS, seed: int = SEED
+) -> dict[str, JudgePrecision]:
+    """Flag precision of the LLM judge, of the local judge, and of the two together.
+
+    The verdict that counts is the one on whether the answer holds a hallucination
+    (`Cell.hallucination_verdict`): an answer only the local judge flagged carries no
+    hallucination flag (the judge that scored it decides the flags), so it reaches the
+    backlog as a control answer, and its control verdict checks the local flag. Weighted like
+    `estimate`'s shares (each answer by its 1/pi), so the precision is over all traffic the
+    judge flagged, not over the sample the reviewers saw.
+    """
+    cells = list(cells)
+    found: dict[str, JudgePrecision] = {}
+    for offset, judge in enumerate(JUDGE_NAMES):
+        group = [c for c in cells if _flagged_by(c, judge)]
+        share = _share(group, lambda c: c.hallucination_verdict, sum(c.weight for c in group))
+        if share.reviewed < MIN_JUDGE_VERDICTS or share.value is None:
+            found[judge] = JudgePrecision(judge, share.reviewed)
+            continue
+        rng = np.random.default_rng(seed + offset)
+        lower, upper = np.quantile(_beta_draws(rng, share, draws), [0.025, 0.975])
+        point = share.value
+        found[judge] = JudgePrecision(
+            judge, share.reviewed, point, float(min(lower, point)), float(max(upper, point))
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class Calibration:
     #: share of (weighted) traffic flagged as hallucination by the judge (None: unknown:
@@ -207,6 +287,8 @@ class Calibration:
     missing: list[str] = field(default_factory=list)
     #: the traffic totals the rates are over (None: estimated from the answers instead)
     traffic: Traffic | None = None
+    #: flag precision per judge and of both together (`judge_precision`)
+    judge_precision: dict[str, JudgePrecision] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -225,6 +307,7 @@ class Calibration:
             },
             "missing": self.missing,
             "traffic": None if self.traffic is None else asdict(self.traffic),
+            "judge_precision": {k: v.as_json() for k, v in self.judge_precision.items()},
         }
 
 
@@ -238,10 +321,17 @@ def stratum(reasons: Sequence[str]) -> str:
 
 
 def _proportion(cells: Iterable[Cell], reason: str, total: float) -> Proportion:
+    return _share(cells, lambda cell: cell.verdicts.get(reason), total)
+
+
+def _share(
+    cells: Iterable[Cell], verdict_of: Callable[[Cell], str | None], total: float
+) -> Proportion:
+    """The weighted share confirmed among ``cells``, each by the verdict ``verdict_of`` reads."""
     reviewed = 0
     confirmed = rw = rw2 = 0.0
     for cell in cells:
-        verdict = cell.verdicts.get(reason)
+        verdict = verdict_of(cell)
         if verdict not in (CONFIRMED, FALSE_ALARM):
             continue
         reviewed += cell.n
@@ -347,6 +437,7 @@ def estimate(
         control_weight=totals["control"],
         missing=missing,
         traffic=known,
+        judge_precision=judge_precision(cells, draws=draws, seed=seed),
     )
     if missing:
         return base

@@ -116,15 +116,33 @@ SELECT b.*, coalesce((
 FROM backlog b
 """
 
-# the queue's rows with their sort keys, as a table the filters and the keyset read
-QUEUE_SELECT = """
-SELECT * FROM (SELECT id, status, reasons, seen_count, route, created_at, updated_at, version,
-    left(record->>'user_input', 300) AS question,
-    (SELECT count(*) FROM backlog_answers a WHERE a.backlog_id = b.id) AS answers,
+# Whether each judge flagged an answer ``a`` as a hallucination. The LLM judge: its answers
+# with the hallucination reason. The local judge: its own answers with that reason, and on an
+# LLM judge's answer what its risk screen said beside the verdict (the faithfulness details'
+# local_flagged, `monitor.pipeline.local_probability`; absent, e.g. not screened: not flagged).
+# `monitor.backlog.rows.judge_flags` reads an answer the same way.
+LLM_FLAGGED = "(a.judge = 'llm' AND 'hallucination' = ANY(a.reasons))"
+LOCAL_FLAGGED = """(CASE WHEN a.judge = 'local' THEN 'hallucination' = ANY(a.reasons)
+    ELSE coalesce(a.online_details->'faithfulness'->'local_flagged' = 'true'::jsonb, false) END)"""
+
+# the queue's rows with their sort keys, as a table the filters and the keyset read; the
+# row's answers are read once (one aggregate per row): how many, the highest probability,
+# and which judges flagged one of them (both_flagged: both the same answer)
+QUEUE_SELECT = f"""
+SELECT * FROM (SELECT id, status, b.reasons, b.seen_count, route, b.created_at, updated_at,
+    version, left(b.record->>'user_input', 300) AS question, s.answers,
     (SELECT count(*) FROM backlog_verdicts v WHERE v.backlog_id = b.id) AS verdicts,
-    coalesce((SELECT max((a.online_details->'faithfulness'->>'hallucination_probability')
-        ::double precision) FROM backlog_answers a WHERE a.backlog_id = b.id), -1) AS risk
-FROM backlog b) q"""
+    coalesce(s.risk, -1) AS risk, coalesce(s.llm_flagged, false) AS llm_flagged,
+    coalesce(s.local_flagged, false) AS local_flagged,
+    coalesce(s.both_flagged, false) AS both_flagged
+FROM backlog b CROSS JOIN LATERAL (
+    SELECT count(*) AS answers,
+        max((a.online_details->'faithfulness'->>'hallucination_probability')
+            ::double precision) AS risk,
+        bool_or({LLM_FLAGGED}) AS llm_flagged, bool_or({LOCAL_FLAGGED}) AS local_flagged,
+        bool_or({LLM_FLAGGED} AND {LOCAL_FLAGGED}) AS both_flagged
+    FROM backlog_answers a WHERE a.backlog_id = b.id
+) s) q"""  # noqa: S608 - built only from the constant fragments above, no value
 
 INSERT_VERDICT = """
 INSERT INTO backlog_verdicts (backlog_id, interaction_id, reason, verdict, reviewer, note)
@@ -142,9 +160,10 @@ WHERE id = $1
 RETURNING version
 """
 
-# per stratum cell: answers with the same reasons and the same latest verdicts (the
-# verdicts are few: their latest per answer is found once, then joined to the answers)
-CALIBRATION_CELLS = """
+# per stratum cell: answers with the same reasons, the same latest verdicts and the same
+# judges' flags (the verdicts are few: their latest per answer is found once, then joined
+# to the answers)
+CALIBRATION_CELLS = f"""
 WITH latest AS (
     SELECT DISTINCT ON (interaction_id, reason) interaction_id, reason, verdict
     FROM backlog_verdicts
@@ -154,11 +173,12 @@ WITH latest AS (
     FROM latest GROUP BY interaction_id
 )
 SELECT a.reasons, p.verdicts, a.online_scores->>'faithfulness' IS NOT NULL AS scored,
+       {LLM_FLAGGED} AS llm_flagged, {LOCAL_FLAGGED} AS local_flagged,
        count(*) AS n, sum(a.weight) AS w, sum(a.weight_squares) AS wsq,
        sum(a.weight * a.weight) AS w2
 FROM backlog_answers a LEFT JOIN per_answer p ON p.interaction_id = a.interaction_id
-GROUP BY 1, 2, 3
-"""
+GROUP BY 1, 2, 3, 4, 5
+"""  # noqa: S608 - built only from the constant fragments above, no value
 
 CLAIM = """
 WITH claimable AS (

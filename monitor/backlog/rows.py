@@ -5,11 +5,13 @@ See docs/review.md, "The backlog".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from monitor.flags import HALLUCINATION
+from monitor.metrics.faithfulness import LOCAL_FLAGGED
 from monitor.records import Context, Interaction
 
 PENDING = "pending"
@@ -32,6 +34,45 @@ class Verdict:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class JudgeFlags:
+    """Which judges flagged an answer a hallucination: the LLM judge, the local judge."""
+
+    llm: bool = False
+    local: bool = False
+
+    @property
+    def both(self) -> bool:
+        return self.llm and self.local
+
+    def describe(self) -> str:
+        """``both judges``, ``the LLM judge``, ``the local judge`` or ``neither judge``."""
+        if self.both:
+            return "both judges"
+        if self.llm or self.local:
+            return "the LLM judge" if self.llm else "the local judge"
+        return "neither judge"
+
+    def as_json(self) -> dict[str, bool]:
+        return {"llm": self.llm, "local": self.local, "both": self.both}
+
+
+def judge_flags(
+    judge: str | None, reasons: Sequence[str], details: Mapping[str, Any]
+) -> JudgeFlags:
+    """Which judges flagged an answer, from what the backlog stores of it (as
+    `monitor.backlog.queries.LLM_FLAGGED` and ``LOCAL_FLAGGED`` read it in SQL): the judge
+    that scored it flagged it when it carries the hallucination reason; on an LLM judge's
+    answer, the local judge flagged it when its risk screen said so (``local_flagged`` in
+    the faithfulness details; absent, e.g. the answer was not screened: not flagged)."""
+    own = HALLUCINATION in reasons
+    if judge == "local":
+        return JudgeFlags(llm=False, local=own)
+    faithfulness = details.get("faithfulness")
+    screened = isinstance(faithfulness, Mapping) and faithfulness.get(LOCAL_FLAGGED) is True
+    return JudgeFlags(llm=judge == "llm" and own, local=screened)
 
 
 @dataclass(frozen=True)
@@ -70,6 +111,11 @@ class Answer:
         return str(self.record.get("response", ""))
 
     @property
+    def flagged_by(self) -> JudgeFlags:
+        """Which judges flagged this answer a hallucination (`judge_flags`)."""
+        return judge_flags(self.judge, self.reasons, self.online_details)
+
+    @property
     def contexts(self) -> list[dict[str, Any]]:
         return list(self.record.get("retrieved_contexts", []))
 
@@ -92,6 +138,7 @@ class Answer:
             "verdicts": [v.as_json() for v in self.verdicts],
             "judge": self.judge,
             "judge_model": self.judge_model,
+            "flagged_by": self.flagged_by.as_json(),
         }
 
 
@@ -214,9 +261,10 @@ def describe_judge(kind: str | None, model: str | None) -> str:
 
 
 QueueOrder = Literal["risk", "newest", "seen"]
-#: the queue's orders, the default first: ``risk`` puts the rows whose answers the judge
-#: thinks likeliest to hold an unsupported claim first (their highest
-#: ``hallucination_probability``; -1 for rows whose judge gives none, last)
+#: the queue's orders, the default first: ``risk`` puts the rows with an answer both judges
+#: flagged first, then the rows whose answers the local judge thinks likeliest to hold an
+#: unsupported claim (their highest ``hallucination_probability``; -1 for rows whose judge
+#: gives none, last), then the newest
 QUEUE_ORDERS: tuple[QueueOrder, ...] = ("risk", "newest", "seen")
 
 
@@ -237,8 +285,23 @@ class QueueItem:
     verdicts: int
     #: the highest ``hallucination_probability`` of the row's answers (-1: none given)
     risk: float = -1.0
+    #: whether the LLM judge, the local judge, and both (on the same answer) flagged an
+    #: answer of the row a hallucination (`judge_flags`)
+    llm_flagged: bool = False
+    local_flagged: bool = False
+    both_flagged: bool = False
+
+    def flagged_by(self) -> str:
+        """Which judges flagged the row's answers, in a word or two: ``both`` (the same
+        answer), ``LLM``, ``local``, ``LLM, local`` (each a different answer), or ``none``."""
+        if self.both_flagged:
+            return "both"
+        named = [
+            name for name, on in (("LLM", self.llm_flagged), ("local", self.local_flagged)) if on
+        ]
+        return ", ".join(named) or "none"
 
     def sort_key(self, order: QueueOrder) -> Any:
         if order == "risk":
-            return (self.risk, self.created_at)
+            return (self.both_flagged, self.risk, self.created_at)
         return self.created_at if order == "newest" else self.seen_count

@@ -393,8 +393,13 @@ class BacklogStore:
         """One page of the review queue, keyset-paged: rows after ``after`` (its sort key, id)."""
         if order not in QUEUE_ORDERS:
             raise ValueError(f"unknown order {order!r}")
-        # risk ties (every row of a judge that gives no probability) go newest first
-        key = {"risk": "risk, created_at", "newest": "created_at", "seen": "seen_count"}[order]
+        # risk: the rows with an answer both judges flagged first (true sorts above false,
+        # descending); risk ties (every row of a judge that gives no probability) newest first
+        key = {
+            "risk": "both_flagged, risk, created_at",
+            "newest": "created_at",
+            "seen": "seen_count",
+        }[order]
         where: list[str] = []
         args: list[Any] = []
         # each filter is a fixed SQL fragment with a numbered parameter (no value in the text)
@@ -545,6 +550,8 @@ def _cells(rows: Iterable[Any]) -> list[dict[str, Any]]:
             "reasons": list(r["reasons"]),
             "verdicts": dict(r["verdicts"] or {}),
             "faithfulness_scored": r["scored"],
+            "llm_flagged": r["llm_flagged"],
+            "local_flagged": r["local_flagged"],
             "n": r["n"],
             "weight": r["w"],
             "weight_squares": r["wsq"],

@@ -18,8 +18,10 @@ from typing import TextIO, cast
 from monitor.backlog.annotations import read_annotations
 from monitor.backlog.calibration import (
     CALIBRATED_MEANING,
+    MIN_JUDGE_VERDICTS,
     RAW_MEANING,
     Calibration,
+    JudgePrecision,
     at_edge,
 )
 from monitor.backlog.export import EXPORT_FORMATS, ExportFormat, export_rows
@@ -256,7 +258,18 @@ def calibration_lines(cal: Calibration, rule: str = "") -> list[str]:
         f"control answers that hallucinate:      {_pct(cal.control_hallucination_share)}"
         f"  ({cal.reviewed.get(CONTROL, 0)} reviewed)"
     )
-    return lines
+    return lines + [_judge_line(judge) for judge in cal.judge_precision.values()]
+
+
+def _judge_line(judge: JudgePrecision) -> str:
+    """One judge's flag precision (docs/review.md, "Both judges"), or why it is not shown."""
+    label = f"flag precision, {judge.name}:"
+    if judge.precision is None:
+        return f"{label:<38} not enough verdicts ({judge.reviewed} of {MIN_JUDGE_VERDICTS} needed)"
+    return (
+        f"{label:<38} {_pct(judge.precision)}  (95% interval {_pct(judge.lower)}-"
+        f"{_pct(judge.upper)}, {judge.reviewed} reviewed)"
+    )
 
 
 async def _write_export(

@@ -21,6 +21,10 @@ NONCOMMITTAL = "noncommittal answer"
 #: the details' key of the judge's probability that the answer holds an unsupported claim
 #: (the local judge gives one; docs/metrics.md, "The flag rule")
 HALLUCINATION_PROBABILITY = "hallucination_probability"
+#: the details' key of whether that probability reaches the local judge's cut, written beside
+#: it where the local judge's risk screen read an answer another judge scored (an LLM judge):
+#: the backlog then knows what both judges said (docs/review.md, "Both judges")
+LOCAL_FLAGGED = "local_flagged"
 
 
 #: supported / total; NaN when there is no statement.

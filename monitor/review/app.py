@@ -398,6 +398,8 @@ class ReviewApp:
                         "seen_count": i.seen_count,
                         "answers": i.answers,
                         "verdicts": i.verdicts,
+                        "risk": None if i.risk < 0 else i.risk,
+                        "flagged_by": i.flagged_by(),
                         "version": i.version,
                         "created_at": i.created_at.isoformat(),
                     }

@@ -48,10 +48,12 @@ def decode_cursor(cursor: str, order: QueueOrder) -> tuple[Any, str]:
         if order == "newest":
             return datetime.fromisoformat(key), row_id
         if order == "risk":
-            risk, created = key
+            both, risk, created = key
+            if not isinstance(both, bool):
+                raise ValueError("key")
             if isinstance(risk, bool) or not isinstance(risk, int | float):
                 raise ValueError("key")
-            return (float(risk), datetime.fromisoformat(created)), row_id
+            return (both, float(risk), datetime.fromisoformat(created)), row_id
         if not isinstance(key, int):
             raise ValueError("key")
         return key, row_id

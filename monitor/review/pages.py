@@ -14,9 +14,11 @@ from urllib.parse import quote, urlencode
 
 from monitor.backlog.calibration import (
     CALIBRATED_MEANING,
+    MIN_JUDGE_VERDICTS,
     RAW_MEANING,
     VERDICTS,
     Calibration,
+    JudgePrecision,
     judge_error,
 )
 from monitor.backlog.rows import (
@@ -28,6 +30,7 @@ from monitor.backlog.rows import (
     describe_judge,
 )
 from monitor.flags import CONTROL, HALLUCINATION
+from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.review import decisive
 
 SHORTCUTS_QUEUE = (("j / k", "next / previous row"), ("Enter or o", "open the row"))
@@ -147,6 +150,7 @@ def queue_page(
         f'<tr data-href="/rows/{url(i.id)}{row_query}">'
         f'<td><a href="/rows/{url(i.id)}{row_query}">{esc(i.question)}</a></td>'
         f"<td>{_tags(i.reasons)}</td>"
+        f"<td>{_flagged_badge(i)}</td>"
         f'<td class="num">{f"{i.risk:.2f}" if i.risk >= 0 else "–"}</td>'
         f'<td>{esc(i.route or "")}</td><td class="num">{i.seen_count}</td>'
         f'<td class="num">{i.answers}</td><td class="num">{i.verdicts}</td>'
@@ -156,7 +160,8 @@ def queue_page(
     )
     table = (
         '<table class="queue"><thead><tr><th>question</th><th>reasons</th>'
-        "<th title=\"the judge's probability that an answer of the row holds a claim its "
+        f'<th title="{esc(FLAGGED_BY_TITLE)}">flagged by</th>'
+        "<th title=\"the local judge's probability that an answer of the row holds a claim its "
         "context does not support (the highest of its answers; – where the judge gives "
         'none)">p(hallucinated)</th><th>route</th>'
         "<th>seen</th><th>answers</th><th>verdicts</th><th>status</th><th>queued</th>"
@@ -175,6 +180,21 @@ def queue_page(
         f"{_judges(judges, 'Flags and scores by')}{form}{table}{more}" + _shortcuts(SHORTCUTS_QUEUE)
     )
     return _page("queue", body, body_attrs=' data-page="queue"')
+
+
+#: what the queue's "flagged by" column means, on its header
+FLAGGED_BY_TITLE = (
+    "which judges flagged an answer of the row a hallucination: both (the same answer), "
+    "LLM, local, or none; the local judge's flag on an LLM judge's answer comes from its "
+    "risk screen. In the default order the rows both judges flagged come first"
+)
+
+
+def _flagged_badge(item: QueueItem) -> str:
+    word = item.flagged_by()
+    # the badge's class is one of a fixed set, never stored text
+    kind = {"both": "both", "none": "none"}.get(word, "one")
+    return f'<span class="flagged-by {kind}">{esc(word)}</span>'
 
 
 # --- row
@@ -403,11 +423,24 @@ def _answer(
         '<mark class="decisive">the words that decided</mark>'
         f"{reworded} "
         f'<span class="judge">judged by {esc(describe_judge(answer.judge, answer.judge_model))}'
-        f"</span></p>{probability}"
+        f"</span> {_judges_said(answer)}</p>{probability}"
         f"{unsupported_claims(answer.statements())}{unplaced_html}"
         f"{_scores(answer.online_scores)}{context_block}"
         f"{_verdict_inputs(index, answer, chosen)}</section>"
     )
+
+
+def _judges_said(answer: Answer) -> str:
+    """Which judges flagged the answer, and the local judge's probability where it read an
+    answer another judge scored (its own shows in its reasons)."""
+    if answer.judge is None:
+        return ""  # more than one judge scored it: whose flag it carries is not known
+    said = f'<span class="flagged-by-line">flagged by {esc(answer.flagged_by.describe())}'
+    faithfulness = answer.online_details.get("faithfulness")
+    p = faithfulness.get(HALLUCINATION_PROBABILITY) if isinstance(faithfulness, dict) else None
+    if answer.judge != "local" and isinstance(p, int | float) and not isinstance(p, bool):
+        said += f"; the local judge's p(hallucinated) {p:.2f}"
+    return said + "</span>"
 
 
 def row_page(
@@ -485,6 +518,47 @@ def conflict_banner(row: BacklogRow) -> str:
     )
 
 
+#: what each row of the per-judge precision table counts
+JUDGE_COUNTS = {
+    "llm": "answers the LLM judge flagged",
+    "local": "answers the local judge flagged (its own, or its risk screen's flag on an LLM "
+    "judge's answer)",
+    "both": "answers both judges flagged",
+}
+
+
+def _judge_precision(found: Mapping[str, JudgePrecision]) -> str:
+    """Flag precision per judge and of the two together, each with its verdicts and interval;
+    below `MIN_JUDGE_VERDICTS` it says so instead of showing a figure."""
+    rows = []
+    for key, counts in JUDGE_COUNTS.items():
+        judge = found.get(key, JudgePrecision(key, 0))
+        if judge.precision is None:
+            figure = (
+                f'<td class="too-few" colspan="2">not enough verdicts ({judge.reviewed} of '
+                f"{MIN_JUDGE_VERDICTS} needed)</td>"
+            )
+        else:
+            figure = (
+                f'<td class="num">{_pct(judge.precision)}</td>'
+                f'<td class="num">{_pct(judge.lower)} – {_pct(judge.upper)}</td>'
+            )
+        rows.append(
+            f'<tr data-judge="{key}"><th>{esc(judge.name)}</th>{figure}'
+            f'<td class="num">{judge.reviewed}</td><td>{esc(counts)}</td></tr>'
+        )
+    return (
+        "<h2>Flag precision by judge</h2>"
+        '<table class="scores judges-precision"><tr><th>judge</th><th>confirmed</th>'
+        "<th>95 % interval</th><th>reviewed</th><th>over</th></tr>"
+        f"{''.join(rows)}</table>"
+        '<p class="legend">Confirmed: the weighted share of the reviewed answers the judge '
+        "flagged that reviewers found to hold a hallucination (the verdict on the "
+        "hallucination flag, or on a control answer). An answer only the local judge "
+        "flagged reaches the queue as a control answer.</p>"
+    )
+
+
 def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = (), rule: str = "") -> str:
     precision = "".join(
         f'<tr><th>{esc(r)}</th><td class="num">{_pct(v)}</td>'
@@ -525,6 +599,7 @@ def calibration_page(cal: Calibration, judges: Sequence[JudgeCount] = (), rule: 
         f'<td class="num">{cal.verdicts}</td></tr></table>'
         '<h2>Flag precision</h2><table class="scores"><tr><th>reason</th><th>confirmed</th>'
         f"<th>reviewed</th></tr>{precision}</table>"
+        f"{_judge_precision(cal.judge_precision)}"
         "<p>How it is computed: docs/review.md, section The calibrated hallucination rate. "
         "The JSON is at "
         '<a href="/api/calibration">/api/calibration</a>.</p>'

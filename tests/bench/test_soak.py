@@ -19,12 +19,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(
-    strict=False,
-    reason="known, open (issue 43): about one run in three, after the broker restart and a "
-    "replica's kill, a partition is not consumed again within the catch-up (lag stays at "
-    "~2,000, 'lost' counts them); seen at b4dcc4d on an otherwise quiet machine",
-)
 def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
     tmp_path: Path,
 ) -> None:
@@ -42,6 +36,15 @@ def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
     output = (result.stdout + result.stderr)[-6000:]
     assert out.exists(), output
     soak = json.loads(out.read_text())
+    if soak["orphaned"] or soak["shared"]:
+        # noida-db 0.2.3 gives a rejoining static member an assignment computed afresh
+        # without rebalancing the other member (docs/operations.md): what it left to nobody
+        # is lost to every consumer; the sidecar must have lost nothing anywhere else
+        elsewhere = {p: n for p, n in soak["lost_by_partition"].items()
+                     if int(p) not in soak["orphaned"] and n}  # fmt: skip
+        assert not elsewhere and soak["dup_backlog"] == 0, output
+        pytest.skip(f"the broker left partitions {soak['orphaned']} to no replica and gave "
+                    f"{soak['shared']} to both (noida-db's static-membership fault)")  # fmt: skip
     assert soak["produced"] >= 100 * 60, output  # at least half the rate got through
     assert soak["caught_up"], output
     assert soak["lost"] == 0 and soak["dup_backlog"] == 0, output

@@ -36,15 +36,25 @@ async def seed_rows(backlog: BacklogSink, n: int) -> None:
 async def test_the_queue_puts_the_likeliest_hallucination_first(
     app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
 ) -> None:
-    """By default the queue is ordered by the highest ``hallucination_probability`` of a
-    row's answers (rows whose judge gives none last), paged by a cursor on it."""
-    for rid, probability in (("low", 0.2), ("none", None), ("high", 0.95), ("mid", 0.6)):
+    """By default the queue puts the rows with an answer both judges flagged first, then
+    orders by the highest ``hallucination_probability`` of a row's answers (rows whose judge
+    gives none last), paged by a cursor on both."""
+    for rid, probability in (
+        ("low", 0.2),
+        ("none", None),
+        ("both", 0.1),
+        ("high", 0.95),
+        ("mid", 0.6),
+    ):
         statements = [{"statement": "Always attach it.", "verdict": 0}]
         details: dict[str, object] = {"statements": statements}
         if probability is not None:
             details["hallucination_probability"] = probability
+            # the local judge's screen flags only the row "both"
+            details["local_flagged"] = rid == "both"
         await backlog.write([scored(rid, f"question {rid}", details=details)])
     seen: list[str] = []
+    flagged_by: list[str] = []
     cursor = None
     while True:
         params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
@@ -52,12 +62,20 @@ async def test_the_queue_puts_the_likeliest_hallucination_first(
             assert r.status == 200
             body = await r.json()
         seen += [row["id"] for row in body["rows"]]
+        flagged_by += [row["flagged_by"] for row in body["rows"]]
         cursor = body["next"]
         if cursor is None:
             break
-    assert seen == ["high", "mid", "low", "none"]
+    assert seen == ["both", "high", "mid", "low", "none"]
+    assert flagged_by == ["both", "LLM", "LLM", "LLM", "LLM"]
     async with http.get(base(app) + "/api/rows", params={"order": "newest"}) as r:
-        assert [row["id"] for row in (await r.json())["rows"]] == ["mid", "high", "none", "low"]
+        newest = (await r.json())["rows"]
+    assert [row["id"] for row in newest] == ["mid", "high", "both", "none", "low"]
+    assert [row["risk"] for row in newest] == [0.6, 0.95, 0.1, None, 0.2]
+    async with http.get(base(app) + "/api/rows/both") as r:
+        [answer] = (await r.json())["answers"]
+    assert answer["flagged_by"] == {"llm": True, "local": True, "both": True}
+    assert answer["details"]["faithfulness"]["local_flagged"] is True
 
 
 async def test_rows_are_keyset_paged_and_filtered(
@@ -169,6 +187,16 @@ async def test_row_review_200_409_422(
         cal = await r.json()
     assert cal["flag_precision"] == {"hallucination": 1.0}
     assert cal["verdicts"] == 1 and cal["calibrated_rate"] is None  # no control verdicts
+    # one verdict on the LLM judge's flag: counted, too few for a figure (never a 0)
+    assert cal["judge_precision"]["llm"] == {
+        "judge": "llm",
+        "reviewed": 1,
+        "precision": None,
+        "lower": None,
+        "upper": None,
+        "needed": 10,
+    }
+    assert cal["judge_precision"]["both"]["reviewed"] == 0
 
 
 async def test_pages_escape_every_stored_text(

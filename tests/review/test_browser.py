@@ -366,3 +366,65 @@ async def test_a_missing_token_gets_401_off_loopback(
         await bearer.close()
     finally:
         await app.stop()
+
+
+def both_judged(rid: str, probability: float, local_flagged: bool) -> ScoredRecord:
+    """An LLM judge's flagged answer with the local judge's risk screen reading beside it."""
+    details = {
+        "statements": [{"statement": f"Answer {rid}.", "verdict": 0, "reason": "not in it"}],
+        "hallucination_probability": probability,
+        "local_flagged": local_flagged,
+    }
+    record = scored(rid, f"Question {rid}?", response=f"Answer {rid}.", details=details)
+    for result in record.results.values():
+        result.judge, result.judge_model = "llm", "gpt-4o-mini"
+    return record
+
+
+async def test_the_queue_and_judge_accuracy_say_what_both_judges_said(
+    app: ReviewApp, backlog: BacklogSink, browser: Browser, tmp_path: Path
+) -> None:
+    both = [both_judged(f"both-{i}", 0.9, True) for i in range(9)]
+    llm_only = both_judged("llm-only", 0.97, False)
+    local_own = judged(scored("local-own", "Question local-own?", response="Answer local-own."))
+    await backlog.write([*both, llm_only, local_own])
+    for i, record in enumerate([*both, llm_only]):
+        verdict = "confirmed" if i < 7 else "false_alarm"
+        await backlog.store.review(
+            record.interaction.id,
+            version=1,
+            reviewer="ana",
+            verdicts=[VerdictInput("hallucination", verdict)],
+        )
+    page = await browser.new_page(viewport={"width": 1200, "height": 900})
+    await page.goto(base(app) + "/")
+    rows = page.locator("table.queue tbody tr")
+    await expect(rows).to_have_count(11)
+    # the answers both judges flagged first, though the LLM-only row's probability is higher
+    for k in range(9):
+        await expect(rows.nth(k).locator(".flagged-by")).to_have_text("both")
+    await expect(rows.nth(9).locator(".flagged-by")).to_have_text("LLM")
+    await expect(rows.nth(9)).to_contain_text("llm-only")
+    await expect(rows.nth(10).locator(".flagged-by")).to_have_text("local")
+    await shot(page, tmp_path, "queue-judges")
+
+    await page.goto(base(app) + "/rows/both-0")
+    await expect(page.locator(".flagged-by-line")).to_have_text(
+        "flagged by both judges; the local judge's p(hallucinated) 0.90"
+    )
+    await shot(page, tmp_path, "row-judges")
+    await page.goto(base(app) + "/rows/local-own")
+    await expect(page.locator(".flagged-by-line")).to_have_text("flagged by the local judge")
+
+    await page.goto(base(app) + "/calibration")
+    table = page.locator("table.judges-precision")
+    # 10 verdicts on the LLM judge's flags: a figure and its interval; 9 on the others: not
+    # enough to say
+    await expect(table.locator('tr[data-judge="llm"]')).to_contain_text("70.0 %")
+    await expect(table.locator('tr[data-judge="llm"] td').nth(1)).to_contain_text(" – ")
+    for judge in ("local", "both"):
+        await expect(table.locator(f'tr[data-judge="{judge}"]')).to_contain_text(
+            "not enough verdicts (9 of 10 needed)"
+        )
+    await shot(page, tmp_path, "calibration-judges")
+    await page.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -69,6 +69,19 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Embedded: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Ask(Generic[OutT]):
+    """What one chat request asks: the prompt, how many choices, at what temperature, what
+    follows the prompt (a re-ask), and the `Usage` its tokens add to (shared by the
+    requests of one `OpenAIJudge.generate`)."""
+
+    prompt: Prompt[OutT]
+    n: int
+    temperature: float | None
+    usage: Usage
+    followup: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -211,30 +224,22 @@ class OpenAIJudge:
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         if n < 1:
             raise ValueError("n must be >= 1")
-        usage = Usage()
         temperature = self.temperature if n == 1 else self.sampling_temperature
-        values: list[OutT] = []
-        answers = await self._complete(prompt, None, n, temperature, usage)
+        ask = _Ask(prompt, n, temperature, Usage())
+        answers = await self._complete(ask)
         # the endpoint may return fewer choices than asked: top up one at a time
         while len(answers) < n:
-            more = await self._complete(prompt, None, 1, temperature, usage)
+            more = await self._complete(replace(ask, n=1))
             if not more:
                 raise JudgeError("invalid_output", "the endpoint returned no choices")
             answers.extend(more)
-        for answer in answers[:n]:
-            value = await self._validated(prompt, answer, temperature, usage)
-            values.append(one_claim_per_sentence(value))
-        return Judged(values=values, usage=usage)
+        values = [await self._validated(ask, answer) for answer in answers[:n]]
+        return Judged(values=[one_claim_per_sentence(v) for v in values], usage=ask.usage)
 
-    async def _validated(
-        self,
-        prompt: Prompt[OutT],
-        answer: OutT | Invalid,
-        temperature: float | None,
-        usage: Usage,
-    ) -> OutT:
+    async def _validated(self, ask: _Ask[OutT], answer: OutT | Invalid) -> OutT:
         """The validated answer; an invalid or cut-off one is re-asked once
         (`monitor.judges.replies.reask`)."""
+        prompt = ask.prompt
         if not isinstance(answer, Invalid):
             return answer
         if not prompt.reask:
@@ -247,27 +252,20 @@ class OpenAIJudge:
             error=answer.summary,
             model=self.model,
         )
-        again = await self._complete(prompt, reask(answer), 1, temperature, usage)
+        again = await self._complete(replace(ask, n=1, followup=reask(answer)))
         second = again[0] if again else Invalid("empty answer", None)
         if isinstance(second, Invalid):
             detail = f"step {prompt.step}: {second.summary} (after one re-ask)"
             raise JudgeError(failure_reason(second), detail)
         return second
 
-    async def _complete(
-        self,
-        prompt: Prompt[OutT],
-        followup: list[dict[str, str]] | None,
-        n: int,
-        temperature: float | None,
-        usage: Usage,
-    ) -> list[OutT | Invalid]:
+    async def _complete(self, ask: _Ask[OutT]) -> list[OutT | Invalid]:
         """One chat request: the choices, validated. A refused part is sent again in the
         form `FALLBACKS` gives it; the form that was answered is remembered."""
         form = Form(self.response_mode, self.cap_param)
         while True:
             try:
-                answers = await self._request(prompt, followup, n, temperature, usage, form)
+                answers = await self._request(ask, form)
             except Refused as refused:
                 log.warning(refused.fallback.warning, model=self.model, said=refused.said)
                 form = form.after(refused.fallback)
@@ -275,21 +273,17 @@ class OpenAIJudge:
             self.response_mode, self.cap_param = form.response_mode, form.cap_param
             return answers
 
-    async def _request(
-        self,
-        prompt: Prompt[OutT],
-        followup: list[dict[str, str]] | None,
-        n: int,
-        temperature: float | None,
-        usage: Usage,
-        form: Form,
-    ) -> list[OutT | Invalid]:
-        """One chat request (retried by `_metered`): each choice validated (the model, or why
-        it is not valid)."""
+    async def _request(self, ask: _Ask[OutT], form: Form) -> list[OutT | Invalid]:
+        """One chat request in ``form`` (retried by `_metered`): each choice validated (the
+        model, or why it is not valid)."""
+        prompt, n = ask.prompt, ask.n
         messages = render_messages(prompt, schema_in_text=form.response_mode == "json_object")
-        messages = messages + (followup or [])
+        messages = messages + ask.followup
         cap = self.cap_of(prompt, form.cap_param)
         estimate = estimate_prompt_tokens(messages, self.model)
+        body = chat_body(
+            prompt, messages, model=self.model, form=form, cap=cap, n=n, temperature=ask.temperature
+        )
 
         def read(data: object) -> _Reply[list[OutT | Invalid]]:
             reply = chat_contents(data)
@@ -305,18 +299,16 @@ class OpenAIJudge:
         # models, which cost more CPU than everything else in scoring a record
         reply = await self._metered(
             "/chat/completions",
-            chat_body(
-                prompt, messages, model=self.model, form=form, cap=cap, n=n, temperature=temperature
-            ),
+            body,
             step=prompt.step,
             metric=prompt.metric,
             reserved=estimate + cap * n,
             read=read,
             refusable=form.refusable,
         )
-        usage.calls += 1
-        usage.prompt_tokens += reply.prompt_tokens
-        usage.completion_tokens += reply.completion_tokens
+        ask.usage.calls += 1
+        ask.usage.prompt_tokens += reply.prompt_tokens
+        ask.usage.completion_tokens += reply.completion_tokens
         return reply.value
 
     async def _metered(

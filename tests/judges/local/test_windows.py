@@ -42,8 +42,11 @@ def test_the_nearest_windows_are_the_embedders_ranking_of_the_shortlist() -> Non
     short = nearest(embedder, said, windows)
     kept = shortlist(said, windows, SHORTLIST)
     assert all(len(found) == TOP and set(found) <= set(kept) for found in short)
-    # where the shortlist holds the embedder's own nearest windows, the picks are its picks
-    assert short == every
+    # the picks are the embedder's ranking of the shortlist, with the vectors it gives alone
+    among = nearest(embedder, said, [windows[i] for i in kept], size=None)
+    assert short == [[kept[i] for i in found] for found in among]
+    # and each statement's nearest window is the one the embedder finds among them all
+    assert [found[0] for found in short] == [found[0] for found in every]
     # fewer shortlisted windows than a statement reads: every window is ranked
     assert nearest(embedder, ["Zebras gallop."], windows) == nearest(
         embedder, ["Zebras gallop."], windows, size=None
@@ -53,4 +56,5 @@ def test_the_nearest_windows_are_the_embedders_ranking_of_the_shortlist() -> Non
 def test_the_stems_cache_is_bounded_and_changes_nothing() -> None:
     text = "Refunds were refunded on 12 cards."
     assert stems(text) == stems.__wrapped__(text) == {"refund", "card", "12"}
-    assert stems.cache_info().maxsize is not None and stems.cache_info().maxsize <= 16384
+    bound = stems.cache_info().maxsize
+    assert bound is not None and 0 < bound <= 16384

@@ -26,7 +26,7 @@ TOP = 2
 #: record was two thirds of the judge's CPU; with 6 a statement the embedder reads about 40 %
 #: of the windows, and the shortlist holds the embedder's own nearest window for ~95 % of
 #: statements (docs/benchmarks.md, "Local judge: cost on real RAG records").
-SHORTLIST = 4
+SHORTLIST = 3
 
 
 def windows_of(contexts: Sequence[str]) -> list[str]:

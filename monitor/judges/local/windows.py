@@ -5,18 +5,28 @@ See docs/model.md.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from monitor.judges.local.embedder import MiniLMEmbedder
-from monitor.text.sentences import sentences
+from monitor.judges.local.evidence import content, stem
+from monitor.text.sentences import WORD_RE, sentences
 
 #: Sentences per window, and the longest context kept whole as one window.
 SENTENCES = 2
 WHOLE = 4
 #: Windows read per statement.
 TOP = 2
+#: Windows each statement puts on the record's shortlist by the words it shares with them
+#: (`shortlist`): only the shortlist is embedded. Embedding every window of a RAG-sized
+#: record was two thirds of the judge's CPU; with 6 a statement the embedder reads about 40 %
+#: of the windows, and the shortlist holds the embedder's own nearest window for ~95 % of
+#: statements (docs/benchmarks.md, "Local judge: cost on real RAG records").
+SHORTLIST = 3
 
 
 def windows_of(contexts: Sequence[str]) -> list[str]:
@@ -33,15 +43,54 @@ def windows_of(contexts: Sequence[str]) -> list[str]:
     return list(found)
 
 
+@lru_cache(maxsize=16384)
+def stems(text: str) -> frozenset[str]:
+    """The stems of ``text``'s content words, and its digit runs (a figure tells windows of
+    one topic apart). Cached: retrieved chunks come back in later records."""
+    said = {stem(word) for word in content(text)}
+    said.update(word for word in WORD_RE.findall(text) if word.isdigit())
+    return frozenset(said)
+
+
+def shortlist(
+    statements: Sequence[str], windows: Sequence[str], size: int = SHORTLIST
+) -> list[int]:
+    """The indices of the windows (in order) among some statement's ``size`` best by the
+    content words they share: each shared stem weighs its rarity among ``windows`` (idf),
+    the sum divided by the root of the window's stem count, so a long window does not win
+    by length alone. A window that shares no word with a statement is never its pick."""
+    held = [stems(w) for w in windows]
+    spread = Counter(s for found in held for s in found)
+    rarity = {s: math.log(1 + len(windows) / n) for s, n in spread.items()}
+    scale = 1 / np.sqrt(np.array([len(found) + 1 for found in held], dtype=np.float64))
+    kept: set[int] = set()
+    for statement in statements:
+        words = stems(statement)
+        score = np.array([sum(rarity[s] for s in words & found) for found in held]) * scale
+        best = np.argsort(-score, kind="stable")[:size]
+        kept.update(int(i) for i in best if score[i] > 0)
+    return sorted(kept)
+
+
 def nearest(
-    embedder: MiniLMEmbedder, statements: Sequence[str], windows: Sequence[str], top: int = TOP
+    embedder: MiniLMEmbedder,
+    statements: Sequence[str],
+    windows: Sequence[str],
+    top: int = TOP,
+    size: int | None = SHORTLIST,
 ) -> list[list[int]]:
     """For each statement, the indices of its ``top`` nearest windows (MiniLM cosine),
-    nearest first (all of them, in order, when there are no more)."""
+    nearest first (all of them, in order, when there are no more). Only the windows of
+    the record's `shortlist` (``size`` a statement) are embedded and ranked; all of them
+    when ``size`` is None or the shortlist has fewer than ``top``."""
     if not statements:
         return []
     if len(windows) <= top:
         return [list(range(len(windows))) for _ in statements]
-    vectors = embedder.embed([*statements, *windows])
+    ranked = list(range(len(windows)))
+    if size is not None:
+        kept = shortlist(statements, windows, size)
+        ranked = kept if len(kept) >= top else ranked
+    vectors = embedder.embed([*statements, *(windows[i] for i in ranked)])
     sims = vectors[: len(statements)] @ vectors[len(statements) :].T
-    return [[int(i) for i in np.argsort(-row, kind="stable")[:top]] for row in sims]
+    return [[ranked[int(i)] for i in np.argsort(-row, kind="stable")[:top]] for row in sims]

@@ -23,9 +23,10 @@ WHOLE = 4
 TOP = 2
 #: Windows each statement puts on the record's shortlist by the words it shares with them
 #: (`shortlist`): only the shortlist is embedded. Embedding every window of a RAG-sized
-#: record was two thirds of the judge's CPU; with 6 a statement the embedder reads about 40 %
-#: of the windows, and the shortlist holds the embedder's own nearest window for ~95 % of
-#: statements (docs/benchmarks.md, "Local judge: cost on real RAG records").
+#: record was two thirds of the judge's CPU; with 3 a statement the embedder reads about a
+#: quarter of the windows, and the record's shortlist holds the embedder's own nearest window
+#: for ~91 % of statements, with the dev sets' figures within 0.01 (docs/benchmarks.md,
+#: "Local judge: cost on real RAG records").
 SHORTLIST = 3
 
 

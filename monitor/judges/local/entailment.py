@@ -5,7 +5,6 @@ See docs/model.md.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,14 +16,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.embedder import MiniLMEmbedder, read_pinned
 from monitor.judges.local.embedder import ModelFileError as ModelFileError  # raised here too
 from monitor.judges.local.windows import TOP, nearest, windows_of
 
 MODEL_DIR = Path(__file__).with_name("model")
 #: The probability at and above which a statement counts as supported.
 THRESHOLD = 0.5
-#: Word pieces of one (statement, window) pair, as in training.
+#: Word pieces of one (statement, window) pair, as in training. The one length the model
+#: reads: `SupportModel` sets it on the tokenizer, over the 128 (and the padding) that the
+#: shipped ``model/tokenizer.json`` was saved with, which are pinned bytes and never used
+#: (tests/judges/local/test_judge.py checks that the model reads past 128).
 MAX_TOKENS = 160
 #: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
 PINNED = {
@@ -43,14 +45,6 @@ class Support:
     window: str
     #: the model's logit for that window (-inf without evidence)
     logit: float = float("-inf")
-
-    @property
-    def supported(self) -> bool:
-        return self.probability >= THRESHOLD
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 class SupportModel:
@@ -105,22 +99,18 @@ class SupportModel:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                for name, digest in self.pinned.items():
-                    path = self.model_dir / name
-                    if not path.is_file():
-                        raise ModelFileError(f"support model file missing: {path}")
-                    if _sha256(path) != digest:
-                        raise ModelFileError(
-                            f"{path} is not the pinned file (sha256 {digest} expected)"
-                        )
-                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                files = {
+                    name: read_pinned(self.model_dir / name, digest)
+                    for name, digest in self.pinned.items()
+                }
+                tokenizer = Tokenizer.from_str(files["tokenizer.json"].decode("utf-8"))
                 tokenizer.enable_truncation(MAX_TOKENS)
                 tokenizer.no_padding()
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
                 self._session = ort.InferenceSession(
-                    str(self.model_dir / "support.onnx"),
+                    files["support.onnx"],
                     options,
                     providers=["CPUExecutionProvider"],
                 )

@@ -393,3 +393,14 @@ async def test_an_answer_with_no_context_has_faithfulness_zero(response: str) ->
         )
     )
     assert record.results["faithfulness"].score == 0.0
+
+
+def test_the_model_reads_pairs_of_up_to_max_tokens_word_pieces() -> None:
+    """The shipped tokenizer.json says 128 (and pads to 128); the model reads 160, unpadded:
+    `entailment.MAX_TOKENS` is the one length, set over the file's."""
+    model = SupportModel(MiniLMEmbedder())
+    model.warm_up()
+    tokenizer = model._tokenizer
+    long = " ".join(["word"] * 400)
+    assert len(tokenizer.encode(long, long).ids) == entailment.MAX_TOKENS == 160
+    assert len(tokenizer.encode("short", "pair").ids) < 128

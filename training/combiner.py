@@ -71,7 +71,7 @@ def _records() -> list[dict[str, Any]]:
 
 def _judge() -> LocalJudge:
     """The judge whose steps read every set: its own combiner is what is being fitted, so
-    it reads with zero weights (only `LocalJudge.read` and `LocalJudge.gaps` are used)."""
+    it reads with zero weights (only `Reader.read` and `Reader.gaps` are used)."""
     return LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0), threads=1)
 
 
@@ -136,7 +136,7 @@ def with_features(
     answers: list[dict[str, Any]], pairs: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The cached logits with the combiner's features as the judge computes them now
-    (`LocalJudge.gaps`: the lexical side is cheap, only the logits are cached)."""
+    (`Reader.gaps`: the lexical side is cheap, only the logits are cached)."""
     judge = _judge()
     for a in answers:
         found = judge.reader.gaps([c["claim"] for c in a["claims"]], a["contexts"])

@@ -351,7 +351,10 @@ def test_the_sidecar_screens_with_its_own_local_judge() -> None:
     invented = supported.model_copy(
         update={"response": "Receipts are required for expenses over $700."}
     )
+    read = parts.judge.support_model.pairs
     assert screen.screen(invented) > screen.screen(supported)
+    # the screen is the app's judge, not a second one: its model read the pairs
+    assert parts.judge.support_model.pairs > read
     assert screen.cut is not None and screen.cut() == parts.judge.cut  # its flag's cut
     assert parts.judge.support_model is not None  # the models loaded once, by the judge
     assert "the risk screen" in [s.name for s in parts.services]

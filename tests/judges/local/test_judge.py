@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import shutil
 from collections.abc import Sequence
@@ -424,3 +425,18 @@ def test_the_model_reads_pairs_of_up_to_max_tokens_word_pieces() -> None:
     long = " ".join(["word"] * 400)
     assert len(tokenizer.encode(long, long).ids) == entailment.MAX_TOKENS == 160
     assert len(tokenizer.encode("short", "pair").ids) < 128
+
+
+def test_the_judge_answers_one_question_beside_the_judge_protocol() -> None:
+    """Beside the Judge protocol the judge has six public methods, one of them the seam
+    (`LocalJudge.support`); what is not a decision is read through ``judge.reader``."""
+    fields = {f.name for f in dataclasses.fields(LocalJudge)}
+    public = {
+        name
+        for name, member in vars(LocalJudge).items()
+        if not name.startswith("_")
+        and name not in fields
+        and (callable(member) or isinstance(member, property))
+    }
+    protocol = {"generate", "embed", "aclose"}
+    assert public - protocol == {"warm_up", "cut", "claims", "support", "assess", "screen"}

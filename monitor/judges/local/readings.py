@@ -131,9 +131,11 @@ class Reader:
     def gaps(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
         """What `read` finds for each claim besides the model's logit: its lexical gaps
         against ``contexts`` taken together, and whether it is a phrase answer read after
-        its question (the combiner's other inputs; the combiner's fit reads these)."""
-        read, gaps, _ = self._lexical(claims, contexts)
-        return [(g, phrase) for (_, phrase), g in zip(read, gaps, strict=True)]
+        its question (the combiner's other inputs; the combiner's fit and `lexical_risk`
+        read these). No number is rewritten in the contexts' figures: nothing here reads
+        the claim as the model does, and the cheap screen stays cheap."""
+        together = self._evidence.get(contexts)
+        return [(together.gaps(text), phrase) for text, phrase in map(cl.phrase, claims)]
 
     def _lexical(
         self, claims: Sequence[str], contexts: Sequence[str]

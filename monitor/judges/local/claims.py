@@ -112,7 +112,7 @@ def claims(text: str, question: str | None = None) -> list[str]:
 
 def claims_or_text(text: str, question: str | None = None) -> list[str]:
     """What the screens and usefulness read of ``text``: its claims, or ``text`` whole when
-    it has none (an answer of one phrase without its question), none when it is blank."""
+    it has none (no sentence of it asserts anything: "I'm not sure."), none when blank."""
     return claims(text, question) or ([text] if text.strip() else [])
 
 

@@ -378,7 +378,6 @@ def core_budget(long: Path) -> None:
     joined), by context and answer size, over HaluEval QA dev, the realistic set and the
     long-answer file: what one core judges a second."""
     from monitor.judges.local.judge import LocalJudge
-    from monitor.judges.steps import join_contexts
     from monitor.text import evasive
 
     judge = LocalJudge()
@@ -394,9 +393,9 @@ def core_budget(long: Path) -> None:
             continue
         contexts = [c if isinstance(c, str) else str(c["text"]) for c in row["retrieved_contexts"]]
         started = time.thread_time()
-        claims = judge.statements(response, question)
+        claims = judge.claims(response, question)
         if claims:
-            judge.assess(join_contexts(contexts), claims)
+            judge.assess(claims, contexts)
         spent = time.thread_time() - started
         ctx, ans = len(" ".join(contexts).split()), len(response.split())
         band = (

@@ -168,7 +168,8 @@ class RiskAdjuster:
     """`monitor.sampling.RateAdjuster` for risk-based sampling.
 
     ``screen`` maps an interaction to its risk in [0, 1] — e.g.
-    ``lambda i: judge.lexical_risk(i.context_texts, i.response)`` with a
+    ``lambda i: lexical_risk(judge.reader, i.context_texts, i.response)``
+    (`monitor.judges.local.readings.lexical_risk`) with a
     `monitor.judges.local.judge.LocalJudge`. Each screened record is observed by the
     calibrator, then given its probability.
     """
@@ -202,12 +203,13 @@ def model_screen(judge: LocalJudge) -> ScreenFn:
 
 
 def lexical_screen(judge: LocalJudge) -> ScreenFn:
-    """The cheap fallback: the claims' lexical gaps only (`LocalJudge.lexical_risk`), no
+    """The cheap fallback: the claims' lexical gaps only (`readings.lexical_risk`), no
     model call."""
+    from monitor.judges.local.readings import lexical_risk
 
     def screen(interaction: Interaction) -> float:
-        return judge.lexical_risk(
-            interaction.context_texts, interaction.response, interaction.user_input
+        return lexical_risk(
+            judge.reader, interaction.context_texts, interaction.response, interaction.user_input
         )
 
     return screen
@@ -319,5 +321,5 @@ def build_adjuster(settings: Settings, judge: LocalJudge | None = None) -> RiskS
         model_screen(judge),
         threads=settings.risk_screen_threads,
         warm_up=judge.warm_up,
-        cut=lambda: judge.answers.cut,
+        cut=lambda: judge.cut,
     )

@@ -351,8 +351,11 @@ def test_the_sidecar_screens_with_its_own_local_judge() -> None:
     invented = supported.model_copy(
         update={"response": "Receipts are required for expenses over $700."}
     )
+    read = parts.judge.support_model.pairs
     assert screen.screen(invented) > screen.screen(supported)
-    assert screen.cut is not None and screen.cut() == parts.judge.answers.cut  # its flag's cut
+    # the screen is the app's judge, not a second one: its model read the pairs
+    assert parts.judge.support_model.pairs > read
+    assert screen.cut is not None and screen.cut() == parts.judge.cut  # its flag's cut
     assert parts.judge.support_model is not None  # the models loaded once, by the judge
     assert "the risk screen" in [s.name for s in parts.services]
     text = parts.exporter.registry.get_sample_value("rag_monitor_risk_screened_share")

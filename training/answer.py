@@ -47,7 +47,6 @@ from bench.ranking import auroc
 from bench.twins import LONG
 from monitor.judges.local.answer import ANSWER_PATH, FEATURES, AnswerModel, features
 from monitor.judges.local.judge import LocalJudge
-from monitor.judges.steps import join_contexts
 from monitor.text import evasive
 
 #: the most faithful answers the cut may flag on each fitting half
@@ -77,10 +76,10 @@ def read_answer(judge: LocalJudge, item: Item) -> dict[str, Any]:
     response, question = record["response"], record["user_input"]
     if evasive.noncommittal(response):
         return {"probabilities": None}
-    said = judge.statements(response, question)
+    said = judge.claims(response, question)
     if not said:
         return {"probabilities": None}
-    found = judge.support(join_contexts(contexts(record)), said)
+    found = judge.support(said, contexts(record))
     return {"probabilities": [d.probability for d in found]}
 
 

@@ -71,7 +71,7 @@ def _records() -> list[dict[str, Any]]:
 
 def _judge() -> LocalJudge:
     """The judge whose steps read every set: its own combiner is what is being fitted, so
-    it reads with zero weights (only `LocalJudge.read` and `LocalJudge.gaps` are used)."""
+    it reads with zero weights (only `Reader.read` and `Reader.gaps` are used)."""
     return LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0), threads=1)
 
 
@@ -84,10 +84,10 @@ def read_features(*, nli_pairs: bool = True) -> None:
     records = _records()
     for n, r in enumerate(records):
         contexts = texts(r["retrieved_contexts"])
-        said = judge.statements(r["response"], r["user_input"])
+        said = judge.claims(r["response"], r["user_input"])
         if not said:
             continue  # the faithfulness metric scores no answer without claims
-        [found] = judge.read(said, contexts)
+        [found] = judge.reader.read(said, contexts)
         rows.append(
             {
                 "id": r["id"],
@@ -113,7 +113,7 @@ def read_features(*, nli_pairs: bool = True) -> None:
     pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
     out = []
     for n, p in enumerate(pairs):
-        [[read]] = judge.read([p.hypothesis], [p.premise])
+        [[read]] = judge.reader.read([p.hypothesis], [p.premise])
         out.append(
             {
                 "source": p.source,
@@ -136,14 +136,14 @@ def with_features(
     answers: list[dict[str, Any]], pairs: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The cached logits with the combiner's features as the judge computes them now
-    (`LocalJudge.gaps`: the lexical side is cheap, only the logits are cached)."""
+    (`Reader.gaps`: the lexical side is cheap, only the logits are cached)."""
     judge = _judge()
     for a in answers:
-        found = judge.gaps([c["claim"] for c in a["claims"]], a["contexts"])
+        found = judge.reader.gaps([c["claim"] for c in a["claims"]], a["contexts"])
         for c, (gaps, is_phrase) in zip(a["claims"], found, strict=True):
             c["x"] = features(c["logit"], gaps, phrase=is_phrase)
     for p in pairs:
-        [(gaps, is_phrase)] = judge.gaps([p["hypothesis"]], [p["premise"]])
+        [(gaps, is_phrase)] = judge.reader.gaps([p["hypothesis"]], [p["premise"]])
         p["x"] = features(p["logit"], gaps, phrase=is_phrase)
     return answers, pairs
 

@@ -1,7 +1,7 @@
 """A labelled answer as the local judge's screen reads it: the claims it cuts the answer into,
 each as the support model reads it (as the answer wrote it) with the windows it is read
-against. Every step is the judge's own (`LocalJudge.screened`,
-`LocalJudge.pairs`); only the model differs: the trainer reads these pairs with the
+against. Every step is the judge's own (`claims.claims_or_text`,
+`readings.Reader.pairs`); only the model differs: the trainer reads these pairs with the
 model it trains (`training.cross_encoder`), and `best` picks a claim's score from its
 windows as `SupportModel` does."""
 
@@ -42,11 +42,13 @@ class Windows:
         """``record``'s claims as `LocalJudge.screen` reads them (its answer's claims, the
         whole answer when it has none) against its retrieved contexts."""
         contexts = texts(record["retrieved_contexts"])
+        from monitor.judges.local.claims import claims_or_text
+
         question = str(record.get("user_input") or "")
-        said = self.judge.screened(str(record["response"]), question)
+        said = claims_or_text(str(record["response"]), question)
         return [
             Claim(statement=s, windows=list(c.windows), joined=list(c.joined))
-            for s, c in self.judge.pairs(said, contexts)
+            for s, c in self.judge.reader.pairs(said, contexts)
         ]
 
 

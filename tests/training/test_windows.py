@@ -43,7 +43,7 @@ def test_the_transfer_check_reads_each_answer_as_the_judge_does() -> None:
     readings = []
     for r in records:
         cut = claims(r["response"], r["user_input"])
-        [found] = judge.read(cut, texts(r["retrieved_contexts"]))
+        [found] = judge.reader.read(cut, texts(r["retrieved_contexts"]))
         readings.append(found)
     read_by_judge = model.pairs  # a fresh model: every pair the judge read, once
 

@@ -1,5 +1,8 @@
 """The local judge's statements step: an answer as the atomic claims it makes.
 
+One word each: a *sentence* is what `sentences` keeps of the answer's sentences, a *claim*
+is what `claims` cuts them into and what the judge decides the support of.
+
 An answer is first cut into the sentences that assert something (an evasive
 sentence asserts nothing; a sentence that starts by referring back, "They
 expire in June.", stays with the one before it). Each sentence is then cut into
@@ -23,7 +26,8 @@ from __future__ import annotations
 import re
 
 from monitor.text.evasive import asserts, declines
-from monitor.text.sentences import sentences, strip_particle, words
+from monitor.text.sentences import sentences as all_sentences
+from monitor.text.sentences import strip_particle, words
 
 #: A claim of at most this many words is a phrase that answers the question.
 PHRASE_WORDS = 4
@@ -98,12 +102,18 @@ def claims(text: str, question: str | None = None) -> list[str]:
     """The atomic claims ``text`` makes (see the module docstring)."""
     found = []
     current = asked(question or "")
-    for s in statements(text):
+    for s in sentences(text):
         if current and len(words(s)) <= PHRASE_WORDS:
             found.append(f"{current}{PHRASE_JOIN}{s}")  # one claim, as asked
         else:
             found.extend(split(s))
     return found
+
+
+def claims_or_text(text: str, question: str | None = None) -> list[str]:
+    """What the screens and usefulness read of ``text``: its claims, or ``text`` whole when
+    it has none (no sentence of it asserts anything: "I'm not sure."), none when blank."""
+    return claims(text, question) or ([text] if text.strip() else [])
 
 
 def phrase(claim: str) -> tuple[str, bool]:
@@ -115,10 +125,10 @@ def phrase(claim: str) -> tuple[str, bool]:
     return (said, True) if len(words(said)) <= PHRASE_WORDS else (claim, False)
 
 
-def statements(text: str) -> list[str]:
+def sentences(text: str) -> list[str]:
     """The sentences of ``text`` that assert something, each with the sentences that refer
     back to it."""
-    found = sentences(text)
+    found = all_sentences(text)
     response_declines = any(declines(s) for s in found)
     kept: list[str] = []
     for s in found:

@@ -5,7 +5,6 @@ See docs/model.md.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,14 +16,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.embedder import MiniLMEmbedder, read_pinned
 from monitor.judges.local.embedder import ModelFileError as ModelFileError  # raised here too
 from monitor.judges.local.windows import TOP, nearest, windows_of
 
 MODEL_DIR = Path(__file__).with_name("model")
-#: The probability at and above which a statement counts as supported.
+#: The probability at and above which a claim counts as supported.
 THRESHOLD = 0.5
-#: Word pieces of one (statement, window) pair, as in training.
+#: Word pieces of one (claim, window) pair, as in training. The one length the model
+#: reads: `SupportModel` sets it on the tokenizer, over the 128 (and the padding) that the
+#: shipped ``model/tokenizer.json`` was saved with, which are pinned bytes and never used
+#: (tests/judges/local/test_judge.py checks that the model reads past 128).
 MAX_TOKENS = 160
 #: The shipped files and their sha256 (``model/SHA256SUMS`` must agree).
 PINNED = {
@@ -44,23 +46,15 @@ class Support:
     #: the model's logit for that window (-inf without evidence)
     logit: float = float("-inf")
 
-    @property
-    def supported(self) -> bool:
-        return self.probability >= THRESHOLD
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
 
 class SupportModel:
     """The cross-encoder, loaded on first use; safe to call from many threads.
 
-    ``embedder`` picks each statement's nearest windows; ``threads`` is
+    ``embedder`` picks each claim's nearest windows; ``threads`` is
     onnxruntime's intra-op thread count per call (the local judge runs calls in
     its own worker threads, so 1 keeps every core busy without oversubscribing).
     The last ``cache_size`` pairs' logits are kept: metrics of one record read
-    the same statement against the same window (faithfulness and context
+    the same claim against the same window (faithfulness and context
     utility), and retrieved chunks repeat across records.
 
     Each pair is read in a forward pass of its own, unpadded: the graph quantises its
@@ -105,22 +99,18 @@ class SupportModel:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                for name, digest in self.pinned.items():
-                    path = self.model_dir / name
-                    if not path.is_file():
-                        raise ModelFileError(f"support model file missing: {path}")
-                    if _sha256(path) != digest:
-                        raise ModelFileError(
-                            f"{path} is not the pinned file (sha256 {digest} expected)"
-                        )
-                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                files = {
+                    name: read_pinned(self.model_dir / name, digest)
+                    for name, digest in self.pinned.items()
+                }
+                tokenizer = Tokenizer.from_str(files["tokenizer.json"].decode("utf-8"))
                 tokenizer.enable_truncation(MAX_TOKENS)
                 tokenizer.no_padding()
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
                 self._session = ort.InferenceSession(
-                    str(self.model_dir / "support.onnx"),
+                    files["support.onnx"],
                     options,
                     providers=["CPUExecutionProvider"],
                 )
@@ -132,7 +122,7 @@ class SupportModel:
         self.logits([("warm-up", "warm-up")])
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        """The model's logit of support for each (statement, evidence) pair, in order.
+        """The model's logit of support for each (claim, evidence) pair, in order.
 
         A pair another thread is reading at the same time is waited for, not read twice
         (faithfulness and context utility read the same pairs of a record at once).
@@ -189,67 +179,67 @@ class SupportModel:
         self.pairs += len(pairs)
         return out
 
-    def support(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Support]:
-        """Each statement's support by ``contexts``: its best window's probability, and that window.
+    def support(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Support]:
+        """Each claim's support by ``contexts``: its best window's probability, and that window.
 
-        A statement is read against its nearest window (MiniLM cosine), against its next
+        A claim is read against its nearest window (MiniLM cosine), against its next
         nearest only when that one does not surely support it (`sure`), and against its
         two nearest joined when no window alone supports it (a claim that combines two
-        chunks), so the cost per statement is bounded however long the contexts are.
+        chunks), so the cost per claim is bounded however long the contexts are.
         Without any evidence the probability is 0.
         """
-        return [_best(found) for found in self._read(statements, contexts, lazy=True)]
+        return [_best(found) for found in self._read(claims, contexts, lazy=True)]
 
     def support_by_context(
-        self, statements: Sequence[str], contexts: Sequence[str]
+        self, claims: Sequence[str], contexts: Sequence[str]
     ) -> list[list[Support]]:
         """`support`, split by the context each read window came from (one list per
         context; a joined window counts for both of its contexts only when no window alone
-        is read as supporting the statement and the joined one is). Every one of a
-        statement's nearest windows is read here, what `support` reads among them, so
+        is read as supporting the claim and the joined one is). Every one of a
+        claim's nearest windows is read here, what `support` reads among them, so
         after `support` only the rest costs a model pass. A context none of whose windows
-        is among a statement's nearest supports it with probability 0."""
-        found = [_needed(read) for read in self._read(statements, contexts)]
+        is among a claim's nearest supports it with probability 0."""
+        found = [_needed(read) for read in self._read(claims, contexts)]
         return [
             [_best([w for w in read if k in w.origins]) for read in found]
             for k in range(len(contexts))
         ]
 
-    def candidates(self, statements: Sequence[str], contexts: Sequence[str]) -> list[Candidates]:
-        """What `support` reads each statement against (`Candidates`), without reading it:
+    def candidates(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Candidates]:
+        """What `support` reads each claim against (`Candidates`), without reading it:
         the training code's transfer check reads the same windows with the model it trains."""
-        return self._plan(statements, contexts)[1]
+        return self._plan(claims, contexts)[1]
 
     def _plan(
-        self, statements: Sequence[str], contexts: Sequence[str]
+        self, claims: Sequence[str], contexts: Sequence[str]
     ) -> tuple[dict[str, set[int]], list[Candidates]]:
         """The windows of ``contexts`` with the contexts each came from, and each
-        statement's `Candidates` among them."""
+        claim's `Candidates` among them."""
         origins: dict[str, set[int]] = {}
         for k, context in enumerate(contexts):
             for window in windows_of([context]):
                 origins.setdefault(window, set()).add(k)
         windows = list(origins)
-        if not statements or not windows:
-            return origins, [Candidates((), ()) for _ in statements]
-        chosen = nearest(self.embedder, statements, windows, self.top)
+        if not claims or not windows:
+            return origins, [Candidates((), ()) for _ in claims]
+        chosen = nearest(self.embedder, claims, windows, self.top)
         return origins, [
             Candidates(tuple(windows[i] for i in idx), tuple(_joined(windows, idx)))
             for idx in chosen
         ]
 
     def _read(
-        self, statements: Sequence[str], contexts: Sequence[str], *, lazy: bool = False
+        self, claims: Sequence[str], contexts: Sequence[str], *, lazy: bool = False
     ) -> list[list[_Window]]:
-        """Each statement's read windows with their logits: its ``top`` nearest windows
+        """Each claim's read windows with their logits: its ``top`` nearest windows
         (``lazy``: its nearest one, and the others only when that one does not surely
-        support it, `sure`), then, for the statements no window alone supports
+        support it, `sure`), then, for the claims no window alone supports
         (`reads_joined`), the two nearest joined (a claim that combines two chunks).
         One `logits` call per round."""
-        if not statements:
+        if not claims:
             return []
-        origins, plan = self._plan(statements, contexts)
-        out: list[list[_Window]] = [[] for _ in statements]
+        origins, plan = self._plan(claims, contexts)
+        out: list[list[_Window]] = [[] for _ in claims]
         first = 1 if lazy else self.top
         rounds = [[(n, w) for n, c in enumerate(plan) for w in c.windows[:first]]]
         if lazy:
@@ -264,7 +254,7 @@ class SupportModel:
                 )
             if not todo:
                 continue
-            z = self.logits([(statements[n], w) for n, w in todo])
+            z = self.logits([(claims[n], w) for n, w in todo])
             for (n, w), logit in zip(todo, z, strict=True):
                 out[n].append(_Window(w, frozenset(origins[w]), float(logit)))
         joins = [
@@ -274,7 +264,7 @@ class SupportModel:
             for text in c.joined
         ]
         if joins:
-            z = self.logits([(statements[n], text) for n, text, _ in joins])
+            z = self.logits([(claims[n], text) for n, text, _ in joins])
             for (n, text, where), logit in zip(joins, z, strict=True):
                 out[n].append(_Window(text, where, float(logit), joined=True))
         return out
@@ -282,16 +272,16 @@ class SupportModel:
 
 @dataclass(frozen=True)
 class Candidates:
-    """The windows `SupportModel` reads one statement against: its ``top`` nearest windows
+    """The windows `SupportModel` reads one claim against: its ``top`` nearest windows
     (MiniLM cosine), nearest first, and its two nearest joined as one (none when one holds
     the other or there is one window), read only when no window alone supports the
-    statement (`reads_joined`). Its support is its best read window's."""
+    claim (`reads_joined`). Its support is its best read window's."""
 
     windows: tuple[str, ...]
     joined: tuple[str, ...]
 
 
-#: The logit at and above which a statement's nearest window surely supports it (model
+#: The logit at and above which a claim's nearest window surely supports it (model
 #: probability 0.95): its other windows are not read for `SupportModel.support`. A higher
 #: logit from another window would move the claim's combined probability by less than the
 #: dev sets' figures can show (docs/benchmarks.md, "Local judge: cost on real RAG records").
@@ -299,19 +289,19 @@ SURE = 3.0
 
 
 def sure(logit: float) -> bool:
-    """The nearest window's ``logit`` says the statement is supported beyond doubt (`SURE`)."""
+    """The nearest window's ``logit`` says the claim is supported beyond doubt (`SURE`)."""
     return logit >= SURE
 
 
 def reads_joined(logits: Sequence[float]) -> bool:
-    """No window alone supports the statement (the best of its windows' ``logits`` is below
+    """No window alone supports the claim (the best of its windows' ``logits`` is below
     0, p < `THRESHOLD`): its two nearest windows joined are read too."""
     return max(logits) < 0
 
 
 @dataclass(frozen=True)
 class _Window:
-    """A window read for a statement: its text, the contexts it came from, its logit."""
+    """A window read for a claim: its text, the contexts it came from, its logit."""
 
     text: str
     origins: frozenset[int]
@@ -321,7 +311,7 @@ class _Window:
 
 
 def _needed(read: Sequence[_Window]) -> list[_Window]:
-    """``read`` without its joined window unless the join alone supports the statement."""
+    """``read`` without its joined window unless the join alone supports the claim."""
     alone = [w for w in read if not w.joined]
     joined = [w for w in read if w.joined]
     if joined and max(w.logit for w in joined) >= 0 > max((w.logit for w in alone), default=-1):

@@ -1,27 +1,34 @@
 """`LocalJudge`: every judge step answered in-process at zero tokens, claim by claim.
 
-An answer is read as its atomic claims (`claims`). Each claim gets one support
-probability (`LocalJudge.decide`, the only place a support decision is made):
-the support model's logit against the claim's nearest evidence windows (and the
-two nearest joined), combined with the lexical gaps (`evidence`: the words,
-numbers and names of the claim no context states) by the fitted `combiner`.
+The judge answers one question, `LocalJudge.support`: each claim's `Decision` against the
+retrieved passages (decided in `readings.Reader.decide`, the only place a support decision
+is made). Everything else goes through it: the metrics' steps (`generate`, claims by
+`claims`, verdicts by `assess`, usefulness per context), the risk screen (`screen`) and the
+training code (`support`, and through `reader` the inputs the combiner weighs).
 See docs/local-judge.md and docs/model.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextvars
+import functools
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from pathlib import Path
+from typing import ClassVar, Literal, TypeVar
 
-from monitor.judges import JudgeError, OutT, Prompt
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
 from monitor.judges.local import claims as cl
 from monitor.judges.local.answer import AnswerModel
-from monitor.judges.local.base import InProcessJudge, Screen, default_threads
 from monitor.judges.local.combiner import Combiner
-from monitor.judges.local.entailment import THRESHOLD, Candidates, Support, SupportModel
-from monitor.judges.local.evidence import EvidenceCache, Gaps
-from monitor.judges.local.reasons import WHERE, excerpt, quote
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.entailment import SupportModel
+from monitor.judges.local.readings import Decision, Reader
+from monitor.judges.local.reasons import excerpt
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -39,7 +46,14 @@ from monitor.judges.steps import (
     VerifyInput,
     VerifySource,
 )
+from monitor.records import Usage
+from monitor.text import evasive
 
+__all__ = ["Decision", "LocalJudge", "AnswerReading", "Screen"]
+
+T = TypeVar("T")
+
+KIND = "local"
 #: How the local judge says a claim is unsupported (`LocalJudge.decision`).
 LocalDecision = Literal["answer", "claim"]
 #: The metrics whose ``verify`` step reads one answer against its retrieved context, where the
@@ -48,38 +62,58 @@ WHOLE_ANSWER_METRICS = frozenset({"faithfulness"})
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "claims+support-model"
 
+#: What the ``questions`` step's question starts with: a local judge generates no question,
+#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
+RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
+
+#: Steps answered on the caller's thread: a regex on the response costs less than the hop
+#: to a worker thread (the others split sentences, read contexts or run a model).
+INLINE_STEPS = frozenset({QUESTIONS})
+
+#: cgroup v2's CPU limit of this container ("max 100000" when there is none)
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def cpu_budget(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may use: the CPUs it may run on, capped by its container's
+    CPU limit (cgroup v2 ``cpu.max``, rounded up; a pod's ``limits.cpu``), at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        quota, period = cpu_max.read_text(encoding="ascii").split()[:2]
+        if quota != "max":
+            cores = min(cores or 1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores or 1)
+
+
+def default_threads() -> int:
+    """Worker threads of the local judge: two per core it may use (a thread waits in Python
+    while another runs a model; onnxruntime releases the GIL), from 2 to 8. Each thread in
+    a model pass holds that pass's activations, so fewer threads on a small pod is less
+    memory as well as less switching."""
+    return min(8, 2 * cpu_budget())
+
+
+def passages(contexts: Sequence[str]) -> list[str]:
+    """The passages of ``contexts``: each line with text is one (the ``verify`` step's
+    context is the retrieved contexts joined a line apart, `steps.join_contexts`, so a
+    context and its lines read alike)."""
+    return [line for c in contexts for line in c.split("\n") if line.strip()]
+
 
 @dataclass(frozen=True)
-class Decision:
-    """One claim's support, with what it rests on."""
+class Screen:
+    """The risk screen of one record (`LocalJudge.screen`)."""
 
-    #: the combined probability that the claim is supported, in [0, 1]
-    probability: float
-    #: the support model's probability for its best window, and that window ("" if none)
-    model_probability: float
-    window: str
-    #: what the claim says that the evidence does not
-    gaps: Gaps
-
-    @property
-    def supported(self) -> bool:
-        return self.probability >= THRESHOLD
-
-    def reason(
-        self, source: VerifySource = "context", *, supported: bool | None = None, answer: str = ""
-    ) -> str:
-        """The verdict (the claim's own unless ``supported`` says otherwise), its probability,
-        the words that decided it and the closest window; ``answer`` says how the answer as a
-        whole was read (`AnswerReading.reasons`)."""
-        supported = self.supported if supported is None else supported
-        said = "supported" if supported else "not supported"
-        why = f"{said} (p={self.probability:.2f}, model {self.model_probability:.2f}{answer})"
-        missing = self.gaps.decisive()
-        if missing:
-            why += f"; {quote(missing)} in no passage of {WHERE[source]}"
-        if not self.window:
-            return f"{why}; {WHERE[source]} is empty"
-        return f"{why}; closest in {WHERE[source]}: {excerpt(self.window)}"
+    #: hallucination risk in [0, 1]; feed it to `monitor.risk`
+    risk: float
+    #: local faithfulness (supported / claims), NaN without claims
+    faithfulness: float
+    #: the reason of the weakest claim
+    reason: str
+    #: graded local faithfulness: the claims' mean support, NaN without claims
+    support: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -114,20 +148,12 @@ class AnswerReading:
         ]
 
 
-@dataclass(frozen=True)
-class Reading:
-    """One claim as `LocalJudge.read` finds it, before the combiner weighs it."""
-
-    support: Support
-    gaps: Gaps
-    #: a phrase answer read after its question
-    phrase: bool
-
-
 @dataclass
-class LocalJudge(InProcessJudge):
-    """The Judge protocol answered in-process, claim by claim (``kind = "local"``)."""
+class LocalJudge:
+    """The Judge protocol answered in-process, claim by claim, at zero tokens
+    (``kind = "local"``)."""
 
+    embedder: MiniLMEmbedder = field(default_factory=MiniLMEmbedder)
     #: the support model (built over ``embedder`` when not given)
     model: SupportModel | None = None
     #: the combiner's weights (the shipped ones when not given)
@@ -140,189 +166,93 @@ class LocalJudge(InProcessJudge):
     #: worker threads (onnxruntime releases the GIL: two per core it may use keep them busy)
     threads: int = field(default_factory=default_threads)
     model_name: str = MODEL_NAME
-    thread_name: ClassVar[str] = "local-judge"
+    kind: str = KIND
+    #: it answers the basic steps only, never the fused ``grounding`` step
+    fuse_grounding: ClassVar[bool] = False
+    #: deterministic: every choice of a prompt is the same answer
+    varies_choices: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        if self.threads < 1:
+            raise ValueError("threads must be >= 1")
+        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="local-judge")
         self.support_model = self.model or SupportModel(self.embedder)
-        self._combiner = self.combiner
-        self._answers = self.answer_model
-        self._evidence = EvidenceCache()
+        #: what the judge reads of each claim, and where it decides its support
+        self.reader = Reader(self.support_model, self.combiner)
+        self._answer_model = self.answer_model
 
-    @property
-    def weights(self) -> Combiner:
-        if self._combiner is None:
-            self._combiner = Combiner.load()
-        return self._combiner
+    # --- the Judge protocol
 
-    @property
-    def answers(self) -> AnswerModel:
-        if self._answers is None:
-            self._answers = AnswerModel.load()
-        return self._answers
+    async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if prompt.step in INLINE_STEPS:
+            answer = self._answer(prompt)
+        else:
+            answer = await self._in_thread(self._answer, prompt)
+        return Judged(values=[answer] * n, usage=Usage())
+
+    async def embed(self, texts: Sequence[str]) -> Embedded:
+        # the response standing in for a generated question is embedded as the response
+        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
+        vectors = await self._in_thread(self.embedder.embed, texts)
+        # a repeated text (the relevancy questions) has the same vector: converted once
+        rows: dict[str, list[float]] = {}
+        for text, vector in zip(texts, vectors, strict=True):
+            if text not in rows:
+                rows[text] = vector.tolist()
+        return Embedded(vectors=[rows[text] for text in texts], usage=Usage())
+
+    async def aclose(self) -> None:
+        """Let the worker threads go (idle ones at once; running steps finish)."""
+        self._executor.shutdown(wait=False)
+
+    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)`` in one of the judge's threads (with the caller's context vars)."""
+        call = functools.partial(contextvars.copy_context().run, work, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    # --- the judge's own questions
 
     def warm_up(self) -> None:
         """Load the models and the weights now, not on the first record."""
-        self.weights  # noqa: B018 - loads and checks the pinned file
-        self.answers  # noqa: B018 - loads and checks the pinned file
+        self.reader.weights  # noqa: B018 - loads and checks the pinned file
+        self._answers  # noqa: B018 - loads and checks the pinned file
         self.support_model.warm_up()
 
-    # --- the one support decision
+    @property
+    def cut(self) -> float:
+        """The answer probability at and above which the judge says an answer holds an
+        unsupported claim (`AnswerReading.flagged`; the risk screen's flag)."""
+        return self._answers.cut
 
-    def decide(
-        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
-    ) -> list[list[Decision]]:
-        """Each claim's `Decision` against ``contexts`` taken together (one row), or against
-        each context on its own (``per_context``: one row per context), in one model pass."""
-        out = []
-        for readings in self.read(claims, contexts, per_context=per_context):
-            row = []
-            for reading in readings:
-                s, gaps = reading.support, reading.gaps
-                p = (
-                    self.weights.probability(s.logit, gaps, phrase=reading.phrase)
-                    if s.window
-                    else 0.0
-                )
-                row.append(Decision(round(p, 6), s.probability, s.window, gaps))
-            out.append(row)
-        return out
-
-    def read(
-        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
-    ) -> list[list[Reading]]:
-        """What `decide` weighs for each claim: the lexical gaps (against the contexts
-        taken together, or against each context), and the model's best window for the
-        claim as the answer wrote it (a spelled number the contexts state in figures
-        written in their figures: `Evidence.in_figures`)."""
-        read, gaps, said = self._lexical(claims, contexts)
-        if not per_context:
-            rows = [(gaps, self.support_model.support(said, contexts))]
-        else:
-            split = self.support_model.support_by_context(said, contexts)
-            rows = [
-                ([self._evidence.get([c]).gaps(text) for text, _ in read], found)
-                for c, found in zip(contexts, split, strict=True)
-            ]
-        return [
-            [Reading(s, g, phrase) for (_, phrase), g, s in zip(read, row, sup, strict=True)]
-            for row, sup in rows
-        ]
-
-    def pairs(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[str, Candidates]]:
-        """What `read` gives the support model for each claim against ``contexts`` taken
-        together, without reading it: the claim as the model reads it (as the answer wrote
-        it, its spelled numbers in the contexts' figures) and the windows it is read
-        against (`SupportModel.candidates`). The training code's transfer check reads
-        these."""
-        _, _, said = self._lexical(claims, contexts)
-        return list(zip(said, self.support_model.candidates(said, contexts), strict=True))
-
-    def gaps(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
-        """What `read` finds for each claim besides the model's logit: its lexical gaps
-        against ``contexts`` taken together, and whether it is a phrase answer read after
-        its question (the combiner's other inputs; the combiner's fit reads these)."""
-        read, gaps, _ = self._lexical(claims, contexts)
-        return [(g, phrase) for (_, phrase), g in zip(read, gaps, strict=True)]
-
-    def _lexical(
-        self, claims: Sequence[str], contexts: Sequence[str]
-    ) -> tuple[list[tuple[str, bool]], list[Gaps], list[str]]:
-        """Each claim without the question a phrase answer is read after (and whether it
-        is one), its gaps against ``contexts`` taken together, and the claim as the model
-        reads it."""
-        read = [cl.phrase(claim) for claim in claims]
-        together = self._evidence.get(contexts)
-        gaps = [together.gaps(text) for text, _ in read]
-        said = [
-            claim.replace(text, together.in_figures(text))
-            for claim, (text, _) in zip(claims, read, strict=True)
-        ]
-        return read, gaps, said
-
-    # --- synchronous answers (also usable without an event loop)
-
-    def answer(self, prompt: Prompt[OutT]) -> OutT:
-        """The local answer to one prompt, validated as the prompt's output model."""
-        inputs = prompt.inputs
-        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
-        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
-            result = Statements(
-                statements=self.statements(inputs.text, inputs.question),
-                noncommittal=int(self.noncommittal(inputs.text)),
-            )
-        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
-            result = self.verdicts(inputs, whole=prompt.metric in WHOLE_ANSWER_METRICS)
-        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
-            result = self.question(inputs.response)
-        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
-            result = ContextVerdicts(
-                verdicts=self.usefulness(inputs.answer, inputs.contexts, inputs.question)
-            )
-        else:
-            raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
-        return prompt.output.model_validate(result.model_dump())
-
-    def statements(self, text: str, question: str | None = None) -> list[str]:
+    def claims(self, text: str, question: str | None = None) -> list[str]:
         """The atomic claims of ``text`` (`claims.claims`)."""
         return cl.claims(text, question)
 
-    def screened(self, text: str, question: str | None = None) -> list[str]:
-        """The claims the screens and usefulness read: ``text``'s claims (`statements`), or
-        ``text`` whole when it has none (none when it is blank)."""
-        return self.statements(text, question) or ([text] if text.strip() else [])
+    def support(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Decision]:
+        """Each claim's support by ``contexts`` taken together, each line of them a passage
+        (`passages`): the judge's one question, asked by every step and screen."""
+        return self.reader.decide(claims, passages(contexts))[0]
 
-    def support(self, context: str, claims: Sequence[str]) -> list[Decision]:
-        """Each claim's support by ``context`` (one passage a line)."""
-        passages = [line for line in context.split("\n") if line.strip()]
-        return self.decide(claims, passages)[0]
-
-    def assess(self, context: str, claims: Sequence[str]) -> AnswerReading:
-        """``claims`` (one text's) against ``context`` read as a whole: each claim's support,
-        and the probability that at least one of them is unsupported (`answer`)."""
-        found = self.support(context, claims)
+    def assess(self, claims: Sequence[str], contexts: Sequence[str]) -> AnswerReading:
+        """``claims`` (one text's) against ``contexts`` read as a whole: each claim's support
+        (`support`), and the probability that at least one of them is unsupported."""
+        found = self.support(claims, contexts)
         if not found:
-            return AnswerReading(found, 0.0, self.answers.cut)
-        probability = self.answers.probability([d.probability for d in found])
-        return AnswerReading(found, round(probability, 6), self.answers.cut)
-
-    def verdicts(self, inputs: VerifyInput, *, whole: bool = True) -> Verdicts:
-        """The ``verify`` step: each claim's verdict, and against retrieved context (``source``
-        "context") the probability that the claims hold an unsupported one (`assess`). A claim
-        is judged on its own probability, unless ``whole`` (faithfulness reads an answer,
-        `WHOLE_ANSWER_METRICS`) and ``decision`` is "answer": then only when the claims as a
-        whole are judged to hold one (`AnswerReading.unsupported`)."""
-        probability: float | None = None
-        if inputs.source == "context":
-            reading = self.assess(inputs.context, inputs.statements)
-            probability = reading.probability if reading.decisions else None
-            if whole and self.decision == "answer":
-                bad, reasons = reading.unsupported, reading.reasons(inputs.source)
-            else:
-                bad = [not d.supported for d in reading.decisions]
-                reasons = [d.reason(inputs.source) for d in reading.decisions]
-        else:
-            found = self.support(inputs.context, inputs.statements)
-            bad = [not d.supported for d in found]
-            reasons = [d.reason(inputs.source) for d in found]
-        return Verdicts(
-            verdicts=[
-                StatementVerdict(statement=s, reason=why, verdict=int(not no))
-                for s, why, no in zip(inputs.statements, reasons, bad, strict=True)
-            ],
-            hallucination_probability=probability,
-        )
-
-    # --- the risk screens (not judge steps: record-level scores for risk-based sampling)
+            return AnswerReading(found, 0.0, self.cut)
+        probability = self._answers.probability([d.probability for d in found])
+        return AnswerReading(found, round(probability, 6), self.cut)
 
     def screen(self, contexts: Sequence[str], response: str, question: str | None = None) -> Screen:
         """A hallucination risk for one record, in [0, 1] (1 = surely unsupported): the
         probability that the response holds at least one unsupported claim (`assess`), with
-        the faithfulness the ``verify`` step gives it."""
-        said = self.screened(response, question)
+        the faithfulness the ``verify`` step gives it. Not a judge step: the record-level
+        score risk-based sampling reads."""
+        said = cl.claims_or_text(response, question)
         if not said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        reading = self.assess("\n".join(contexts), said)
+        reading = self.assess(said, contexts)
         found = reading.decisions
         worst = min(range(len(found)), key=lambda k: found[k].probability)
         if self.decision == "answer":
@@ -336,33 +266,72 @@ class LocalJudge(InProcessJudge):
             support=sum(d.probability for d in found) / len(found),
         )
 
-    def lexical_risk(
-        self, contexts: Sequence[str], response: str, question: str | None = None
-    ) -> float:
-        """The cheapest screen: no model call, only the lexical gaps, weighed as the combiner
-        weighs them with the model undecided (logit 0). 1 − the weakest claim's probability."""
-        said = self.screened(response, question)
-        if not said:
-            return 0.5
-        evidence = self._evidence.get(list(contexts))
-        weakest = 1.0
-        for claim in said:
-            text, phrase = cl.phrase(claim)
-            p = self.weights.probability(0.0, evidence.gaps(text), phrase=phrase)
-            weakest = min(weakest, p)
-        return round(1.0 - weakest, 6)
+    # --- the steps, answered synchronously in a worker thread
 
-    # usefulness
+    @property
+    def _answers(self) -> AnswerModel:
+        if self._answer_model is None:
+            self._answer_model = AnswerModel.load()
+        return self._answer_model
 
-    def usefulness(
+    def _answer(self, prompt: Prompt[OutT]) -> OutT:
+        """The local answer to one prompt, validated as the prompt's output model."""
+        inputs = prompt.inputs
+        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
+        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
+            result = Statements(
+                statements=self.claims(inputs.text, inputs.question),
+                noncommittal=int(evasive.noncommittal(inputs.text)),
+            )
+        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+            result = self._verdicts(inputs, whole=prompt.metric in WHOLE_ANSWER_METRICS)
+        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
+            result = _question(inputs.response)
+        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
+            result = ContextVerdicts(
+                verdicts=self._usefulness(inputs.answer, inputs.contexts, inputs.question)
+            )
+        else:
+            raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
+        return prompt.output.model_validate(result.model_dump())
+
+    def _verdicts(self, inputs: VerifyInput, *, whole: bool = True) -> Verdicts:
+        """The ``verify`` step: each claim's verdict, and against retrieved context (``source``
+        "context") the probability that the claims hold an unsupported one (`assess`). A claim
+        is judged on its own probability, unless ``whole`` (faithfulness reads an answer,
+        `WHOLE_ANSWER_METRICS`) and ``decision`` is "answer": then only when the claims as a
+        whole are judged to hold one (`AnswerReading.unsupported`)."""
+        probability: float | None = None
+        if inputs.source == "context":
+            reading = self.assess(inputs.statements, [inputs.context])
+            probability = reading.probability if reading.decisions else None
+            if whole and self.decision == "answer":
+                bad, reasons = reading.unsupported, reading.reasons(inputs.source)
+            else:
+                bad = [not d.supported for d in reading.decisions]
+                reasons = [d.reason(inputs.source) for d in reading.decisions]
+        else:
+            found = self.support(inputs.statements, [inputs.context])
+            bad = [not d.supported for d in found]
+            reasons = [d.reason(inputs.source) for d in found]
+        return Verdicts(
+            verdicts=[
+                StatementVerdict(statement=s, reason=why, verdict=int(not no))
+                for s, why, no in zip(inputs.statements, reasons, bad, strict=True)
+            ],
+            hallucination_probability=probability,
+        )
+
+    def _usefulness(
         self, answer: str, contexts: Sequence[str], question: str | None = None
     ) -> list[ContextVerdict]:
-        """A context is useful when it supports at least one claim of the answer."""
-        said = self.screened(answer, question)
+        """A context is useful when it supports at least one claim of the answer (each
+        context read on its own: `Reader.decide` per context, in one model pass)."""
+        said = cl.claims_or_text(answer, question)
         if not said:
             return [ContextVerdict(reason="the answer states nothing", verdict=0) for _ in contexts]
         verdicts: list[ContextVerdict] = []
-        for found in self.decide(said, contexts, per_context=True):
+        for found in self.reader.decide(said, contexts, per_context=True):
             best = max(range(len(found)), key=lambda k: found[k].probability)
             p = found[best].probability
             if found[best].supported:
@@ -371,3 +340,16 @@ class LocalJudge(InProcessJudge):
                 why = f"supports none of the answer's claims (best p={p:.2f})"
             verdicts.append(ContextVerdict(reason=why, verdict=int(found[best].supported)))
         return verdicts
+
+
+def _question(response: str) -> GeneratedQuestion:
+    """The ``questions`` step: no question is generated, the response stands in for one,
+    marked as such (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out)."""
+    noncommittal = (
+        bool(evasive.NONCOMMITTAL.search(response.lower()))
+        or not response.strip()
+        or evasive.noncommittal(response)
+    )
+    return GeneratedQuestion(
+        question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
+    )

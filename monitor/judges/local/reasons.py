@@ -1,4 +1,4 @@
-"""How the local judge's reasons name what a statement was checked against and quote it."""
+"""How the local judge's reasons name what a claim was checked against and quote it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evidence windows: the short spans of the contexts a statement is checked against.
+"""Evidence windows: the short spans of the contexts a claim is checked against.
 
 See docs/model.md.
 """
@@ -19,13 +19,13 @@ from monitor.text.sentences import WORD_RE, sentences
 #: Sentences per window, and the longest context kept whole as one window.
 SENTENCES = 2
 WHOLE = 4
-#: Windows read per statement.
+#: Windows read per claim.
 TOP = 2
-#: Windows each statement puts on the record's shortlist by the words it shares with them
+#: Windows each claim puts on the record's shortlist by the words it shares with them
 #: (`shortlist`): only the shortlist is embedded. Embedding every window of a RAG-sized
-#: record was two thirds of the judge's CPU; with 3 a statement the embedder reads about a
+#: record was two thirds of the judge's CPU; with 3 a claim the embedder reads about a
 #: quarter of the windows, and the record's shortlist holds the embedder's own nearest window
-#: for ~91 % of statements, with the dev sets' figures within 0.01 (docs/benchmarks.md,
+#: for ~91 % of claims, with the dev sets' figures within 0.01 (docs/benchmarks.md,
 #: "Local judge: cost on real RAG records").
 SHORTLIST = 3
 
@@ -53,20 +53,18 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(said)
 
 
-def shortlist(
-    statements: Sequence[str], windows: Sequence[str], size: int = SHORTLIST
-) -> list[int]:
-    """The indices of the windows (in order) among some statement's ``size`` best by the
+def shortlist(claims: Sequence[str], windows: Sequence[str], size: int = SHORTLIST) -> list[int]:
+    """The indices of the windows (in order) among some claim's ``size`` best by the
     content words they share: each shared stem weighs its rarity among ``windows`` (idf),
     the sum divided by the root of the window's stem count, so a long window does not win
-    by length alone. A window that shares no word with a statement is never its pick."""
+    by length alone. A window that shares no word with a claim is never its pick."""
     held = [stems(w) for w in windows]
     spread = Counter(s for found in held for s in found)
     rarity = {s: math.log(1 + len(windows) / n) for s, n in spread.items()}
     scale = 1 / np.sqrt(np.array([len(found) + 1 for found in held], dtype=np.float64))
     kept: set[int] = set()
-    for statement in statements:
-        words = stems(statement)
+    for claim in claims:
+        words = stems(claim)
         score = np.array([sum(rarity[s] for s in words & found) for found in held]) * scale
         best = np.argsort(-score, kind="stable")[:size]
         kept.update(int(i) for i in best if score[i] > 0)
@@ -75,23 +73,23 @@ def shortlist(
 
 def nearest(
     embedder: MiniLMEmbedder,
-    statements: Sequence[str],
+    claims: Sequence[str],
     windows: Sequence[str],
     top: int = TOP,
     size: int | None = SHORTLIST,
 ) -> list[list[int]]:
-    """For each statement, the indices of its ``top`` nearest windows (MiniLM cosine),
+    """For each claim, the indices of its ``top`` nearest windows (MiniLM cosine),
     nearest first (all of them, in order, when there are no more). Only the windows of
-    the record's `shortlist` (``size`` a statement) are embedded and ranked; all of them
+    the record's `shortlist` (``size`` a claim) are embedded and ranked; all of them
     when ``size`` is None or the shortlist has fewer than ``top``."""
-    if not statements:
+    if not claims:
         return []
     if len(windows) <= top:
-        return [list(range(len(windows))) for _ in statements]
+        return [list(range(len(windows))) for _ in claims]
     ranked = list(range(len(windows)))
     if size is not None:
-        kept = shortlist(statements, windows, size)
+        kept = shortlist(claims, windows, size)
         ranked = kept if len(kept) >= top else ranked
-    vectors = embedder.embed([*statements, *(windows[i] for i in ranked)])
-    sims = vectors[: len(statements)] @ vectors[len(statements) :].T
+    vectors = embedder.embed([*claims, *(windows[i] for i in ranked)])
+    sims = vectors[: len(claims)] @ vectors[len(claims) :].T
     return [[ranked[int(i)] for i in np.argsort(-row, kind="stable")[:top]] for row in sims]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.judges.local.claims import claims, phrase, split, statements
+from monitor.judges.local.claims import claims, claims_or_text, phrase, sentences, split
 
 
 def test_the_worked_example_is_three_claims() -> None:
@@ -60,8 +60,8 @@ def test_a_phrase_answer_is_read_after_its_question() -> None:
 
 
 def test_evasive_sentences_assert_nothing_and_references_back_stay_together() -> None:
-    assert statements("I'm not sure about that. You could ask HR.") == []
-    assert statements("Passwords expire every 90 days. They must be 12 characters long.") == [
+    assert sentences("I'm not sure about that. You could ask HR.") == []
+    assert sentences("Passwords expire every 90 days. They must be 12 characters long.") == [
         "Passwords expire every 90 days. They must be 12 characters long."
     ]
 
@@ -118,3 +118,9 @@ def test_a_dash_in_the_answer_is_not_the_phrase_marker() -> None:
     [claim] = claims(said, question)
     assert claim == said
     assert phrase(claim) == (said, False)
+
+
+def test_a_text_without_claims_is_read_whole_and_a_blank_one_not_at_all() -> None:
+    assert claims_or_text("Passwords expire every 90 days.") == ["Passwords expire every 90 days."]
+    assert claims_or_text("I'm not sure.") == ["I'm not sure."]
+    assert claims_or_text("  ") == []

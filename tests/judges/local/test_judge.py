@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 import shutil
 from collections.abc import Sequence
@@ -14,13 +16,24 @@ import pytest
 
 from monitor.flags import DEFAULT_THRESHOLDS, HALLUCINATION, flag_reasons
 from monitor.judges.local import entailment
+from monitor.judges.local.answer import AnswerModel
+from monitor.judges.local.claims import claims_or_text
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import ModelFileError, SupportModel
 from monitor.judges.local.evidence import Gaps
 from monitor.judges.local.judge import Decision, LocalJudge
+from monitor.judges.local.readings import Reader, lexical_risk
 from monitor.judges.local.windows import TOP, windows_of
-from monitor.judges.steps import VERIFY, Verdicts, VerifyInput
+from monitor.judges.steps import (
+    USEFULNESS,
+    VERIFY,
+    ContextVerdict,
+    ContextVerdicts,
+    UsefulnessInput,
+    Verdicts,
+    VerifyInput,
+)
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.records import ALL_METRICS
 from monitor.scoring import Scorer
@@ -49,6 +62,18 @@ def judge() -> LocalJudge:
     """The judge deciding claim by claim: these tests read how single claims are supported
     (the shipped default reads the answer as a whole, `test_the_worked_example_read_as_a_whole`)."""
     return LocalJudge(decision="claim")
+
+
+def useful(judge: LocalJudge, answer: str, contexts: list[str]) -> list[ContextVerdict]:
+    """The ``usefulness`` step's verdicts, asked through the Judge protocol."""
+    inputs = UsefulnessInput(question="", answer=answer, contexts=contexts)
+    judged = asyncio.run(judge.generate(prompt(USEFULNESS, inputs, ContextVerdicts)))
+    return judged.values[0].verdicts
+
+
+def verified(judge: LocalJudge, inputs: VerifyInput) -> Verdicts:
+    """The ``verify`` step's verdicts, asked through the Judge protocol."""
+    return asyncio.run(judge.generate(prompt(VERIFY, inputs, Verdicts))).values[0]
 
 
 def _refund_record(response: str) -> object:
@@ -95,11 +120,11 @@ async def test_the_worked_example_read_as_a_whole() -> None:
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
     p_a = a.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
     p_b = b.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
-    assert p_a < p_b < shipped.answers.cut
+    assert p_a < p_b < shipped.cut
     assert a.results["faithfulness"].score == b.results["faithfulness"].score == 1.0
 
     cut = (p_a + p_b) / 2
-    strict = LocalJudge(answer_model=replace(shipped.answers, cut=cut))
+    strict = LocalJudge(answer_model=replace(AnswerModel.load(), cut=cut))
     scorer = Scorer(strict, ["faithfulness"])
     a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
     b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
@@ -112,11 +137,11 @@ async def test_the_worked_example_read_as_a_whole() -> None:
     assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
 
 
-# --- every support decision goes through `LocalJudge.decide`
+# --- every support decision goes through `Reader.decide`
 
 
-class _Fixed(LocalJudge):
-    """The real judge with `decide` answering one fixed probability for every claim.
+class _Fixed(Reader):
+    """The real judge's reader with `decide` answering one fixed probability for every claim.
 
     If any support decision were made anywhere but in `decide` (the model, the gaps or
     the combiner called directly), flipping this probability would leave it unchanged.
@@ -139,8 +164,10 @@ SUPPORT_METRICS = ["faithfulness", "context_utility", "context_recall", "factual
 async def test_every_support_decision_is_the_one_interfaces(
     probability: float, expected: float
 ) -> None:
-    judge = _Fixed()
-    judge.probability = probability
+    judge = LocalJudge()
+    fixed = _Fixed(judge.support_model)
+    fixed.probability = probability
+    judge.reader = fixed
     # a swapped number and an invented fact: only `decide` may say whether they hold
     record = await Scorer(judge, [*SUPPORT_METRICS, "noise_sensitivity"]).score(
         receipt_interaction(
@@ -157,20 +184,20 @@ async def test_every_support_decision_is_the_one_interfaces(
     said = "Helen Byron lent the organization $500,000."
     screen = judge.screen([BYRON], said)
     # the screen's risk is the answer's probability of an unsupported claim, from `decide`'s
-    claims = [probability] * len(judge.screened(said))
-    assert screen.risk == pytest.approx(judge.answers.probability(claims), abs=1e-6)
+    claims = [probability] * len(claims_or_text(said))
+    assert screen.risk == pytest.approx(AnswerModel.load().probability(claims), abs=1e-6)
     assert screen.faithfulness == expected
     await judge.aclose()
 
 
 def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
-    [[copied, invented]] = judge.decide(
+    [[copied, invented]] = judge.reader.decide(
         ["Refunds are issued to the original card.", "Amounts over $500 need sign-off."],
         [REFUNDS],
     )
     assert copied.supported and not invented.supported
     assert invented.gaps.missing_numbers == ("$500",)
-    weights = judge.weights
+    weights = judge.reader.weights
     assert copied.probability == pytest.approx(
         weights.probability(
             math.log(copied.model_probability / (1 - copied.model_probability)), copied.gaps
@@ -180,7 +207,7 @@ def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
 
 
 def test_no_context_supports_nothing(judge: LocalJudge) -> None:
-    [[found]] = judge.decide(["Anything at all."], [])
+    [[found]] = judge.reader.decide(["Anything at all."], [])
     assert found.probability == 0.0 and not found.supported
     assert judge.screen([], "Paris is in France.").faithfulness == 0.0
 
@@ -234,7 +261,7 @@ def test_each_context_gets_the_windows_it_gave_in_one_model_pass(judge: LocalJud
     model.logits = counted  # type: ignore[method-assign]
     try:
         split = model.support_by_context(said, contexts)
-        verdicts = judge.usefulness(" ".join(said), contexts)
+        verdicts = useful(judge, " ".join(said), contexts)
     finally:
         del model.logits
     assert len(calls) == 2  # one pass each
@@ -242,7 +269,7 @@ def test_each_context_gets_the_windows_it_gave_in_one_model_pass(judge: LocalJud
     # each claim's best window overall is its best in the context it came from
     assert split[0][0] == together[0] and split[1][1] == together[1]
     assert split[2] == [entailment.Support(0.0, ""), entailment.Support(0.0, "")]
-    decided = judge.decide(said, contexts, per_context=True)
+    decided = judge.reader.decide(said, contexts, per_context=True)
     assert [v.verdict for v in verdicts] == [int(any(d.supported for d in row)) for row in decided]
     assert [v.verdict for v in verdicts] == [1, 1, 0, 0]
     assert model.support_by_context([], contexts) == [[], [], [], []]
@@ -251,7 +278,7 @@ def test_each_context_gets_the_windows_it_gave_in_one_model_pass(judge: LocalJud
 def test_a_context_is_useful_when_it_supports_any_claim_even_beside_an_invented_one(
     judge: LocalJudge,
 ) -> None:
-    verdicts = judge.usefulness(ANSWER_B, [REFUNDS, "The canteen opens at 8."])
+    verdicts = useful(judge, ANSWER_B, [REFUNDS, "The canteen opens at 8."])
     assert [v.verdict for v in verdicts] == [1, 0]
 
 
@@ -286,21 +313,15 @@ def test_the_combiner_weights_are_the_pinned_ones(tmp_path: Path) -> None:
 
 
 def test_reasons_name_the_probability_the_words_and_the_window(judge: LocalJudge) -> None:
-    verdicts = judge.answer(
-        prompt(
-            VERIFY,
-            VerifyInput(context=RECEIPTS, statements=["Receipts are kept for 7 years."]),
-            Verdicts,
-        )
+    verdicts = verified(
+        judge, VerifyInput(context=RECEIPTS, statements=["Receipts are kept for 7 years."])
     )
     assert isinstance(verdicts, Verdicts)
     [v] = verdicts.verdicts
     assert v.verdict == 0
     assert "(p=0." in v.reason and "'7'" in v.reason
     assert "closest in the context: “" in v.reason
-    empty = judge.answer(
-        prompt(VERIFY, VerifyInput(context="", statements=["Anything."]), Verdicts)
-    )
+    empty = verified(judge, VerifyInput(context="", statements=["Anything."]))
     assert isinstance(empty, Verdicts) and empty.verdicts[0].verdict == 0
     assert "is empty" in empty.verdicts[0].reason
 
@@ -341,8 +362,8 @@ def test_the_last_rounds_four_examples(
 def test_the_cheap_screen_reads_only_the_gaps(judge: LocalJudge) -> None:
     model = judge.support_model
     before = model.pairs
-    risky = judge.lexical_risk([REFUNDS], "Amounts over $500 need manager sign-off.")
-    safe = judge.lexical_risk([REFUNDS], "Refunds are issued to the original card.")
+    risky = lexical_risk(judge.reader, [REFUNDS], "Amounts over $500 need manager sign-off.")
+    safe = lexical_risk(judge.reader, [REFUNDS], "Refunds are issued to the original card.")
     assert model.pairs == before  # no model call
     assert risky > 0.5 > safe
 
@@ -393,3 +414,29 @@ async def test_an_answer_with_no_context_has_faithfulness_zero(response: str) ->
         )
     )
     assert record.results["faithfulness"].score == 0.0
+
+
+def test_the_model_reads_pairs_of_up_to_max_tokens_word_pieces() -> None:
+    """The shipped tokenizer.json says 128 (and pads to 128); the model reads 160, unpadded:
+    `entailment.MAX_TOKENS` is the one length, set over the file's."""
+    model = SupportModel(MiniLMEmbedder())
+    model.warm_up()
+    tokenizer = model._tokenizer
+    long = " ".join(["word"] * 400)
+    assert len(tokenizer.encode(long, long).ids) == entailment.MAX_TOKENS == 160
+    assert len(tokenizer.encode("short", "pair").ids) < 128
+
+
+def test_the_judge_answers_one_question_beside_the_judge_protocol() -> None:
+    """Beside the Judge protocol the judge has six public methods, one of them the seam
+    (`LocalJudge.support`); what is not a decision is read through ``judge.reader``."""
+    fields = {f.name for f in dataclasses.fields(LocalJudge)}
+    public = {
+        name
+        for name, member in vars(LocalJudge).items()
+        if not name.startswith("_")
+        and name not in fields
+        and (callable(member) or isinstance(member, property))
+    }
+    protocol = {"generate", "embed", "aclose"}
+    assert public - protocol == {"warm_up", "cut", "claims", "support", "assess", "screen"}

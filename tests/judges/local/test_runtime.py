@@ -14,10 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.judges.local import entailment
-from monitor.judges.local.base import cpu_budget, default_threads
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import SupportModel
-from monitor.judges.local.judge import LocalJudge
+from monitor.judges.local.judge import LocalJudge, cpu_budget, default_threads
 from monitor.judges.local.windows import TOP
 from monitor.records import Interaction
 from monitor.scoring import Scorer
@@ -84,8 +83,8 @@ def test_a_claims_probabilities_do_not_depend_on_concurrent_records() -> None:
     others = [neighbour, *records[1:]]
 
     def probabilities(judge: LocalJudge, record: Interaction) -> list[tuple[float, float]]:
-        claims = judge.statements(record.response, record.user_input)
-        found = judge.decide(claims, list(record.context_texts))[0]
+        claims = judge.claims(record.response, record.user_input)
+        found = judge.reader.decide(claims, list(record.context_texts))[0]
         return [(d.probability, d.model_probability) for d in found]
 
     alone = probabilities(LocalJudge(), target)

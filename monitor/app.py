@@ -235,13 +235,24 @@ def _judges(settings: Settings, budget: TokenBudget, exporter: Exporter) -> _Jud
         raise ConfigError(f"RAG_MONITOR_ONLINE_METRICS: {exc}") from None
     except JudgeConfigError as exc:
         raise ConfigError(str(exc)) from None
-    services = [Service("the judge", None, judge.aclose)]
+    services = [Service("the judge", _warm(judge), judge.aclose)]
     if fallback_judge is not None:  # its worker threads end with the sidecar
-        services.append(Service("the fallback judge", None, fallback_judge.aclose))
+        services.append(Service("the fallback judge", _warm(fallback_judge), fallback_judge.aclose))
     if judge.kind == "llm":
         models = (settings.judge_model,)  # embeddings are estimated with the same encoding
         services.append(Service("the token counters", lambda: _load_tokenizers(models)))
     return _Judges(judge, scorer, fallback_judge, fallback, services)
+
+
+def _warm(judge: Judge) -> Callable[[], Awaitable[object]] | None:
+    """A local judge's models loaded at start, in a thread: the sidecar holds from its
+    first minute the memory it holds once the judge scores (a fallback judge would
+    otherwise load when the budget first runs short, hours in), and the first record
+    waits for no model. An LLM judge has nothing to load."""
+    warm_up: Callable[[], object] | None = getattr(judge, "warm_up", None)
+    if warm_up is None:
+        return None
+    return lambda: asyncio.to_thread(warm_up)
 
 
 def _source(

@@ -219,6 +219,7 @@ class LocalJudge:
         self.reader.weights  # noqa: B018 - loads and checks the pinned file
         self._answers  # noqa: B018 - loads and checks the pinned file
         self.support_model.warm_up()
+        self.embedder.warm_up()  # the window ranking's model (its own session)
 
     @property
     def cut(self) -> float:

@@ -91,8 +91,8 @@ def _refund_record(response: str) -> object:
     strict=True,
     reason="A's 'in about a week' is read as written since issue 41 (the duration rewrite hid "
     "hallucinations on the realistic tune split); the support model gives it 0.02 against "
-    "'within 5-7 business days', which the lexical evidence matches: the combiner, fitted on "
-    "rewritten claims, needs a refit (docs/benchmarks.md, 'The claims the model reads')",
+    "'within 5-7 business days', which the lexical evidence matches; a combiner refitted on "
+    "the claims as written does not lift it (docs/benchmarks.md, 'Local judge')",
 )
 async def test_the_worked_example_is_decided_claim_by_claim() -> None:
     scorer = Scorer(LocalJudge(decision="claim"), ["faithfulness"])

@@ -141,6 +141,9 @@ OTHER_SKIPS = {
     # noida-db behaviours the test cannot work around; the Tansu pass of scripts/check runs them
     "tests/sources/test_traces.py": 1,
     "tests/commands/test_run.py": 1,
+    # noida-db hands a rejoining static member another's partitions (docs/operations.md): the
+    # short soak then proves nothing was lost elsewhere and skips, naming the broker's fault
+    "tests/bench/test_soak.py": 1,
     # Tansu creates a topic of any name: the ledger topic's refusal is shown on noida-db
     "tests/kafka/test_ledger.py": 1,
     # int8 arithmetic needs a VNNI CPU: hardware, not an install

@@ -101,23 +101,47 @@ class TokenBudget:
         """The current window's index since the epoch."""
         return self._roll()
 
-    def assign(self, ledger: Mapping[int, LedgerEntry | None], total: int) -> None:
+    def assign(
+        self,
+        ledger: Mapping[int, LedgerEntry | None],
+        total: int,
+        *,
+        handed: Mapping[int, LedgerEntry | None] | None = None,
+    ) -> None:
         """After a rebalance: the partitions now held, each with its last ledger entry.
 
         The window's spend starts from what those entries say it is (entries of an
         earlier window count 0), or from what this replica itself last wrote for a
         partition, whichever is more.
+
+        ``handed``: the entries read now of partitions this replica wrote for in this
+        window and holds no longer. One below what this replica wrote was lost on its way
+        (a write that never went, a broker that dropped acknowledged records in a
+        restart); the partition's next owner counts from it, so this replica carries the
+        difference itself. A partition handed on is settled once, here: its own entry is
+        forgotten.
         """
         if total < len(ledger) or (total == 0 and ledger):
             raise ValueError(f"{len(ledger)} partitions assigned of {total}")
         window = self._roll()
-        spent = 0
-        for partition, entry in ledger.items():
-            carried = entry.tokens if entry is not None and entry.window == window else 0
-            spent += max(carried, self._written.get(partition, 0))
+
+        def carried(entry: LedgerEntry | None) -> int:
+            return entry.tokens if entry is not None and entry.window == window else 0
+
+        spent = sum(max(carried(e), self._written.get(p, 0)) for p, e in ledger.items())
+        for partition, entry in (handed or {}).items():
+            if partition not in ledger and partition in self._written:
+                spent += max(0, self._written[partition] - carried(entry))
+        self._written = {p: t for p, t in self._written.items() if p in ledger}
         self._partitions = tuple(sorted(ledger))
         self._total = max(1, total)
         self._spent = spent
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The partitions this replica has written an entry for in this window."""
+        self._roll()
+        return tuple(sorted(self._written))
 
     def revoke(self) -> None:
         """Partitions revoked: nothing more is reserved until the next `assign`."""

@@ -211,6 +211,51 @@ def test_a_partition_that_comes_back_keeps_what_this_replica_wrote() -> None:
     assert budget.spent == 1000
 
 
+def test_an_entry_lost_on_its_way_is_carried_by_the_replica_that_wrote_it() -> None:
+    """Two replicas swap partitions after a broker restart that lost the last entries it
+    had acknowledged: each next owner counts from the older entry it reads, and each
+    writer carries what its own lost entries said beyond it, once."""
+    clock = Clock()
+    spec = TokenBudgetSpec.parse("10000/h")
+    window = int(START // 3600)
+    a, b = TokenBudget(spec, clock=clock), TokenBudget(spec, clock=clock)
+    a.assign({0: None, 1: None}, 4)
+    b.assign({2: None, 3: None}, 4)
+    for budget, tokens in ((a, 3000), (b, 1000)):
+        budget.reserve(tokens)
+        budget.reconcile(tokens, tokens)
+    kept = {**a.ledger(), **b.ledger()}  # 1500 each on 0 and 1, 500 each on 2 and 3
+    assert a.written == (0, 1) and b.written == (2, 3)
+    # the broker kept only older entries: 1000 on 0, none on 1; 2 and 3 intact
+    read = {0: LedgerEntry(window, 1000), 1: None, 2: kept[2], 3: kept[3]}
+    a.revoke()
+    b.revoke()
+    a.assign({2: read[2], 3: read[3]}, 4, handed={0: read[0], 1: read[1]})
+    b.assign({0: read[0], 1: read[1]}, 4, handed={2: read[2], 3: read[3]})
+    assert a.spent == 1000 + (1500 - 1000) + 1500  # b's entries, then what a's lost
+    assert b.spent == 1000  # the older entry it read
+    assert a.spent + b.spent == 3000 + 1000
+    assert not a.written and not b.written  # settled: a later assignment adds nothing again
+    assert sum(e.tokens for e in a.ledger().values()) == 3000  # the next checkpoint's entries
+    a.revoke()
+    a.assign({2: read[2], 3: read[3]}, 4, handed={0: read[0], 1: read[1]})
+    assert a.spent == 3000
+
+
+def test_a_partition_handed_on_intact_adds_nothing() -> None:
+    clock = Clock()
+    budget = TokenBudget(TokenBudgetSpec.parse("10000/h"), clock=clock)
+    budget.assign({0: None, 1: None}, 2)
+    budget.reserve(800)
+    budget.reconcile(800, 800)
+    entries = budget.ledger()
+    budget.revoke()
+    budget.assign({0: entries[0]}, 2, handed={1: entries[1]})
+    assert budget.spent == 400
+    budget.assign({0: entries[0]}, 2, handed=None)  # the ledger could not be read: no guess
+    assert budget.spent == 400
+
+
 @pytest.mark.parametrize(
     "text",
     ["rag-monitor-tokens:1:-5", "rag-monitor-tokens:x:1", "rag-monitor-tokens:1:2:3", "a:b", ""],

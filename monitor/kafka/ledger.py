@@ -57,7 +57,16 @@ class Spend(Protocol):
     @property
     def window(self) -> int: ...
 
-    def assign(self, ledger: Mapping[int, LedgerEntry | None], total: int) -> None: ...
+    @property
+    def written(self) -> tuple[int, ...]: ...
+
+    def assign(
+        self,
+        ledger: Mapping[int, LedgerEntry | None],
+        total: int,
+        *,
+        handed: Mapping[int, LedgerEntry | None] | None = None,
+    ) -> None: ...
 
     def ledger(self) -> dict[int, LedgerEntry]: ...
 
@@ -148,16 +157,24 @@ class LedgerListener:
 
     async def on_partitions_assigned(self, held: Iterable[TopicPartition], total: int) -> None:
         """The partitions now held, of the topic's ``total``: their entries read from the
-        ledger topic and handed to the budget."""
+        ledger topic and handed to the budget, with those of the partitions this replica
+        wrote for and has handed on (an entry the broker lost is carried by its writer).
+        Every held partition's entry is written again at the next checkpoint."""
         mine = [tp.partition for tp in held if tp.topic == self.topic]
         entries: dict[int, LedgerEntry | None] = dict.fromkeys(mine)
-        if mine and self._producer is not None:  # started, with a budget
+        gone = [p for p in self.spend.written if p not in entries]
+        handed: dict[int, LedgerEntry | None] | None = None
+        if (mine or gone) and self._producer is not None:  # started, with a budget
             try:
-                entries.update(await asyncio.wait_for(self._read(mine), LEDGER_READ_SECONDS))
+                read = await asyncio.wait_for(self._read([*mine, *gone]), LEDGER_READ_SECONDS)
             except (KafkaError, TimeoutError) as exc:
                 log.warning("token ledger not read: the budget counts from 0 for these partitions",
                             error=type(exc).__name__)  # fmt: skip
-        self.spend.assign(entries, total)
+            else:
+                entries.update((p, read[p]) for p in mine if p in read)
+                handed = {p: read.get(p) for p in gone}
+        self.spend.assign(entries, total, handed=handed)
+        self._sent.clear()
         log.info("token budget share", share=round(self.spend.share, 4), partitions=len(mine),
                  of=total, spent=self.spend.spent)  # fmt: skip
 
@@ -197,6 +214,7 @@ class LedgerListener:
                 "token ledger not written: commits wait until it is", error=type(exc).__name__
             )
             self._failing = True
+            self._sent.clear()  # what the broker took before it went away may be gone with it
             return False
         if self._failing:
             log.info("token ledger written again")

@@ -5,9 +5,9 @@ broker (noida-db, or Tansu with ``RAGMON_TEST_BROKER=tansu``)."""
 from __future__ import annotations
 
 import pytest
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from monitor.budget import TokenBudget
+from monitor.budget import LedgerEntry, TokenBudget
 from monitor.config import Settings, TokenBudgetSpec
 from monitor.judges import BudgetExhausted
 from monitor.kafka import ledger as ledger_module
@@ -122,6 +122,52 @@ async def test_the_ledger_is_read_backwards_past_other_partitions_entries(
     finally:
         await listener.stop()
     assert reader.spent == 300 + 100
+
+
+async def ledger_end(settings: Settings) -> int:
+    """The ledger topic's end offset: how many entries were ever written to it."""
+    tp = TopicPartition(ledger_topic(settings), 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.kafka
+async def test_an_entry_the_broker_lost_is_carried_by_its_writer(
+    broker: Broker, topic: Topic
+) -> None:
+    """A replica writes 1200 on partitions 0 and 1, then an older entry of partition 0 comes
+    last in the ledger topic, as when the broker loses acknowledged records in a restart
+    (that loss cannot be made to order: a producer writes the older entry instead). The
+    replica, handed partition 2 alone, carries what partition 0's next owner will not read;
+    and after every assignment its held entries are written again."""
+    settings = monitor_settings(broker, topic, None, token_budget="100000/d")
+    writer = spender(settings, [0, 1], 4)
+    writer.reserve(1200)
+    writer.reconcile(1200, 1200)
+    listener = LedgerListener(settings, writer)
+    await listener.start()
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await producer.start()
+    try:
+        assert await listener.write()  # 600 on each
+        older = LedgerEntry(writer.window, 200).encode().encode()
+        await producer.send_and_wait(ledger_topic(settings), older, key=f"{topic.name}:0".encode())
+        listener.on_partitions_revoked(held(topic.name, 0, 1))
+        await listener.on_partitions_assigned(held(topic.name, 2), 4)
+        assert writer.spent == 400  # 600 written on partition 0, 200 kept
+        end = await ledger_end(settings)
+        assert await listener.write()
+        assert await ledger_end(settings) == end + 1  # partition 2's entry
+        await listener.on_partitions_assigned(held(topic.name, 2), 4)  # the same again
+        assert await listener.write()
+        assert await ledger_end(settings) == end + 2  # written again, though unchanged
+    finally:
+        await producer.stop()
+        await listener.stop()
 
 
 @pytest.mark.kafka

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel
 
 from monitor.judges import Judge, OutT, Prompt
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.entailment import SupportModel
 from monitor.judges.steps import (
     QUESTIONS,
     STATEMENTS,
@@ -33,6 +39,24 @@ RECEIPTS = (
     "Employees must attach a receipt for every travel expense over $100. "
     "Lodging receipts are required for stays of three or more nights."
 )
+
+#: one context of twelve numbered facts (many windows), and two claims each of one fact in it
+TOPIC_FACTS = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
+TOPIC_CLAIMS = ["Topic 3 has a fact.", "Topic 9 has a fact."]
+
+
+class FixedLogit(SupportModel):
+    """The support model with every pair's logit fixed: the windows, their choice and the
+    batching are real; ``seen`` keeps every (claim, window) pair the model was asked."""
+
+    def __init__(self, logit: float) -> None:
+        super().__init__(MiniLMEmbedder())
+        self.logit = logit
+        self.seen: list[tuple[str, str]] = []
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        self.seen.extend(pairs)
+        return np.full(len(pairs), self.logit, dtype=np.float32)
 
 
 def prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:

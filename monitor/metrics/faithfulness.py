@@ -55,7 +55,7 @@ class Faithfulness:
             if found.noncommittal:
                 return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
             statements = found.statements
-            read = await st.verify_read(steps, NAME, join_contexts(contexts), statements)
+            read = await st.verify(steps, NAME, join_contexts(contexts), statements)
             verdicts, probability = read.verdicts, read.hallucination_probability
         if not statements:
             return unscoreable(NAME, "no statements in the response")

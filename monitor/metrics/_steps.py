@@ -253,14 +253,17 @@ async def ground(
     steps: StepRunner, metric: str, question: str, answer: str, contexts: Sequence[str]
 ) -> Grounding | None:
     """``answer``'s statements with their verdicts against all ``contexts`` joined, and one
-    usefulness verdict per context, in one request; None when the answer came back
-    malformed or cut off at its cap: the caller then asks its basic steps instead.
+    usefulness verdict per context, in one request; None, and the caller asks its basic
+    steps instead, when the runner does not fuse the steps (`StepRunner.fuse_grounding`:
+    no request then) or when the answer came back malformed or cut off at its cap.
 
     faithfulness and context_utility ask the same prompt; the runner makes it one
     call, billed to whichever asks first (and a malformed answer makes both fall
-    back). Statements come back stripped, empty ones dropped, as from `decompose`.
+    back). Statements come back stripped, empty ones dropped, as from `statements`.
     The answer is not re-asked (`Prompt.reask`): the basic steps are the second try.
     """
+    if not steps.fuse_grounding:
+        return None
     prompt = Prompt(
         step=GROUNDING,
         metric=metric,

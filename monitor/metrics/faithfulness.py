@@ -40,9 +40,7 @@ class Faithfulness:
         question, contexts = interaction.user_input, interaction.context_texts
         if evasive.noncommittal(interaction.response):
             return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
-        grounded = None
-        if steps.fuse_grounding:
-            grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
+        grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
         verdicts: list[StatementVerdict]
         probability: float | None = None
         if grounded is not None:

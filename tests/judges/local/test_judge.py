@@ -26,8 +26,6 @@ from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.readings import Reader, lexical_risk
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import (
-    USEFULNESS,
-    VERIFY,
     ContextVerdict,
     ContextVerdicts,
     UsefulnessInput,
@@ -44,9 +42,9 @@ from tests.support.local_judge import (
     TOPIC_FACTS,
     FixedLogit,
     answers_every_step_at_zero_tokens,
-    prompt,
     receipt_interaction,
 )
+from tests.support.prompts import step_prompt
 from tests.support.records import validate_record
 
 #: The lesson's worked example: one context, a faithful answer and one with an invented clause.
@@ -70,13 +68,13 @@ def judge() -> LocalJudge:
 def useful(judge: LocalJudge, answer: str, contexts: list[str]) -> list[ContextVerdict]:
     """The ``usefulness`` step's verdicts, asked through the Judge protocol."""
     inputs = UsefulnessInput(question="", answer=answer, contexts=contexts)
-    judged = asyncio.run(judge.generate(prompt(USEFULNESS, inputs, ContextVerdicts)))
+    judged = asyncio.run(judge.generate(step_prompt(inputs, ContextVerdicts)))
     return judged.values[0].verdicts
 
 
 def verified(judge: LocalJudge, inputs: VerifyInput) -> Verdicts:
     """The ``verify`` step's verdicts, asked through the Judge protocol."""
-    return asyncio.run(judge.generate(prompt(VERIFY, inputs, Verdicts))).values[0]
+    return asyncio.run(judge.generate(step_prompt(inputs, Verdicts))).values[0]
 
 
 def _refund_record(response: str) -> Interaction:

@@ -144,22 +144,6 @@ GROUNDING_INSTRUCTION = (
 # --- steps
 
 
-async def decompose(
-    steps: StepRunner,
-    metric: str,
-    text: str,
-    *,
-    question: str | None = None,
-    atomicity: Level = "high",
-    coverage: Level = "high",
-) -> list[str]:
-    """The statements of ``text`` (empty text: no call, no statements)."""
-    found = await statements(
-        steps, metric, text, question=question, atomicity=atomicity, coverage=coverage
-    )
-    return found.statements
-
-
 async def statements(
     steps: StepRunner,
     metric: str,
@@ -169,8 +153,8 @@ async def statements(
     atomicity: Level = "high",
     coverage: Level = "high",
 ) -> Statements:
-    """As `decompose`, with the judge's noncommittal flag (statements stripped, empty ones
-    dropped; empty text: no call, no statements, not noncommittal)."""
+    """The statements of ``text``, with the judge's noncommittal flag (statements stripped,
+    empty ones dropped; empty text: no call, no statements, not noncommittal)."""
     if not text.strip():
         return Statements(statements=[])
     prompt = Prompt(
@@ -196,37 +180,13 @@ async def verify(
     statements: Sequence[str],
     *,
     source: VerifySource = "context",
-) -> list[int]:
-    """One 0/1 verdict per statement: inferable from ``context``? (no statements: no call).
+) -> Verdicts:
+    """One verdict per statement: inferable from ``context``? (no statements: no call), with
+    the judge's reasons and its probability that the statements hold an unsupported one,
+    where it gives one.
 
     ``source`` says what ``context`` is, for the judge's reasons ("not in the reference").
     """
-    found = await verify_verbose(steps, metric, context, statements, source=source)
-    return [v.verdict for v in found]
-
-
-async def verify_verbose(
-    steps: StepRunner,
-    metric: str,
-    context: str,
-    statements: Sequence[str],
-    *,
-    source: VerifySource = "context",
-) -> list[StatementVerdict]:
-    """As `verify`, with the judge's reasons."""
-    return (await verify_read(steps, metric, context, statements, source=source)).verdicts
-
-
-async def verify_read(
-    steps: StepRunner,
-    metric: str,
-    context: str,
-    statements: Sequence[str],
-    *,
-    source: VerifySource = "context",
-) -> Verdicts:
-    """As `verify_verbose`, with the judge's probability that the statements hold an
-    unsupported one, where it gives one."""
     if not statements:
         return Verdicts(verdicts=[])
     prompt = Prompt(
@@ -293,14 +253,17 @@ async def ground(
     steps: StepRunner, metric: str, question: str, answer: str, contexts: Sequence[str]
 ) -> Grounding | None:
     """``answer``'s statements with their verdicts against all ``contexts`` joined, and one
-    usefulness verdict per context, in one request; None when the answer came back
-    malformed or cut off at its cap: the caller then asks its basic steps instead.
+    usefulness verdict per context, in one request; None, and the caller asks its basic
+    steps instead, when the runner does not fuse the steps (`StepRunner.fuse_grounding`:
+    no request then) or when the answer came back malformed or cut off at its cap.
 
     faithfulness and context_utility ask the same prompt; the runner makes it one
     call, billed to whichever asks first (and a malformed answer makes both fall
-    back). Statements come back stripped, empty ones dropped, as from `decompose`.
+    back). Statements come back stripped, empty ones dropped, as from `statements`.
     The answer is not re-asked (`Prompt.reask`): the basic steps are the second try.
     """
+    if not steps.fuse_grounding:
+        return None
     prompt = Prompt(
         step=GROUNDING,
         metric=metric,

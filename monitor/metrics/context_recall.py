@@ -29,13 +29,14 @@ class ContextRecall:
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         assert interaction.reference is not None
-        statements = await st.decompose(
+        found = await st.statements(
             steps, NAME, interaction.reference, question=interaction.user_input
         )
+        statements = found.statements
         if not statements:
             return unscoreable(NAME, "no statements in the reference")
         context = join_contexts(interaction.context_texts)
-        verdicts = await st.verify_verbose(steps, NAME, context, statements)
+        verdicts = (await st.verify(steps, NAME, context, statements)).verdicts
         return MetricResult(
             metric=NAME,
             score=score([v.verdict for v in verdicts]),

@@ -31,9 +31,7 @@ class ContextUtility:
             interaction.response,
             interaction.context_texts,
         )
-        grounded = None
-        if steps.fuse_grounding:
-            grounded = await st.ground(steps, NAME, question, answer, contexts)
+        grounded = await st.ground(steps, NAME, question, answer, contexts)
         if grounded is not None:
             verdicts = grounded.contexts
         else:

@@ -83,9 +83,10 @@ class FactualCorrectness:
             raise ValueError("factual_correctness beta must be > 0")
 
     async def _claims(self, steps: StepRunner, text: str) -> list[str]:
-        return await st.decompose(
+        found = await st.statements(
             steps, NAME, text, atomicity=self.atomicity, coverage=self.coverage
         )
+        return found.statements
 
     async def evaluate(self, steps: StepRunner, interaction: Interaction) -> MetricResult:
         reference = interaction.reference
@@ -99,10 +100,11 @@ class FactualCorrectness:
             response_claims, reference_claims = await asyncio.gather(
                 self._claims(steps, response), self._claims(steps, reference)
             )
-        forward, backward = await asyncio.gather(
-            st.verify_verbose(steps, NAME, reference, response_claims, source="reference"),
-            st.verify_verbose(steps, NAME, response, reference_claims, source="response"),
+        forward_read, backward_read = await asyncio.gather(
+            st.verify(steps, NAME, reference, response_claims, source="reference"),
+            st.verify(steps, NAME, response, reference_claims, source="response"),
         )
+        forward, backward = forward_read.verdicts, backward_read.verdicts
         value = score(
             [v.verdict for v in forward],
             [v.verdict for v in backward],

@@ -40,9 +40,7 @@ class Faithfulness:
         question, contexts = interaction.user_input, interaction.context_texts
         if evasive.noncommittal(interaction.response):
             return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
-        grounded = None
-        if steps.fuse_grounding:
-            grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
+        grounded = await st.ground(steps, NAME, question, interaction.response, contexts)
         verdicts: list[StatementVerdict]
         probability: float | None = None
         if grounded is not None:
@@ -55,7 +53,7 @@ class Faithfulness:
             if found.noncommittal:
                 return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
             statements = found.statements
-            read = await st.verify_read(steps, NAME, join_contexts(contexts), statements)
+            read = await st.verify(steps, NAME, join_contexts(contexts), statements)
             verdicts, probability = read.verdicts, read.hallucination_probability
         if not statements:
             return unscoreable(NAME, "no statements in the response")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from monitor.judges.steps import Verdicts
 from monitor.metrics import _steps as st
 from monitor.metrics._base import NAN, StepRunner, unscoreable
 from monitor.records import Interaction, MetricResult
@@ -24,6 +25,11 @@ Matrix = Sequence[Sequence[int | bool]]
 if TYPE_CHECKING:  # numpy is imported where it is used: the sidecar never scores this metric
     import numpy as np
     import numpy.typing as npt
+
+
+def _ones(read: Verdicts) -> list[int]:
+    """The 0/1 verdicts of one verify step, in statement order."""
+    return [v.verdict for v in read.verdicts]
 
 
 def _bool_matrix(rows: Matrix, columns: int, what: str) -> npt.NDArray[np.bool_]:
@@ -80,18 +86,21 @@ class NoiseSensitivity:
         reference = interaction.reference
         assert reference is not None
         question = interaction.user_input
-        ref_statements, resp_statements = await asyncio.gather(
-            st.decompose(steps, NAME, reference, question=question),
-            st.decompose(steps, NAME, interaction.response, question=question),
+        ref_found, resp_found = await asyncio.gather(
+            st.statements(steps, NAME, reference, question=question),
+            st.statements(steps, NAME, interaction.response, question=question),
         )
+        ref_statements, resp_statements = ref_found.statements, resp_found.statements
         if not resp_statements:
             return unscoreable(NAME, "no statements in the response")
         contexts = interaction.context_texts
-        g_columns, a_columns, supported = await asyncio.gather(
+        g_read, a_read, supported_read = await asyncio.gather(
             asyncio.gather(*(st.verify(steps, NAME, c, ref_statements) for c in contexts)),
             asyncio.gather(*(st.verify(steps, NAME, c, resp_statements) for c in contexts)),
             st.verify(steps, NAME, reference, resp_statements, source="reference"),
         )
+        g_columns, a_columns = [_ones(r) for r in g_read], [_ones(r) for r in a_read]
+        supported = _ones(supported_read)
         g = [[col[i] for col in g_columns] for i in range(len(ref_statements))]
         a = [[col[i] for col in a_columns] for i in range(len(resp_statements))]
         wrong = [1 - v for v in supported]

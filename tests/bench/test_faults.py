@@ -8,41 +8,27 @@ docs/operations.md has its table. This keeps the three faults the issue names fo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from tests.support.benches import BENCH_MARKS, run_bench
 
-ROOT = Path(__file__).resolve().parents[2]
-
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = BENCH_MARKS
 
 
-@pytest.mark.timeout(900)
 def test_nothing_is_lost_duplicated_or_overspent_under_the_short_fault_bench(
     tmp_path: Path,
 ) -> None:
     rows_file = tmp_path / "rows.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.faults",
-            "--quick",
-            "--scenarios",
-            "kill,broker,postgres",
-            "--json",
-            str(rows_file),
-            "--clean",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        stdin=subprocess.DEVNULL,
+    ran = run_bench(
+        "bench.faults",
+        "--quick",
+        "--scenarios",
+        "kill,broker,postgres",
+        "--json",
+        str(rows_file),
+        "--clean",
     )
-    output = (result.stdout + result.stderr)[-6000:]
+    output = ran.output
     assert rows_file.exists(), output
     rows = {row["scenario"]: row for row in json.loads(rows_file.read_text())}
     assert set(rows) == {"kill", "broker", "postgres"}, output
@@ -55,4 +41,4 @@ def test_nothing_is_lost_duplicated_or_overspent_under_the_short_fault_bench(
         # broker: the kill row runs on Tansu, which drops offset-commit metadata
         assert 0 < row["budget_record"] < 0.01, (name, output)
         assert row["budget"] <= 1.0 + row["budget_record"], (name, output)
-    assert result.returncode == 0, output
+    assert ran.returncode == 0, output

@@ -7,33 +7,23 @@ The long soak is a benchmark run by hand; docs/benchmarks.md has its table.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.benches import BENCH_MARKS, run_bench
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = BENCH_MARKS
 
 
-@pytest.mark.timeout(900)
 def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "soak.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.soak", "--rate", "100", "--minutes", "2",
-         "--interval", "30", "--kill-every", "40", "--restart-after", "10",
-         "--broker-down", "8", "--catch-up", "180", "--json", str(out), "--clean"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    output = (result.stdout + result.stderr)[-6000:]
+    ran = run_bench("bench.soak", "--rate", "100", "--minutes", "2", "--interval", "30",
+                    "--kill-every", "40", "--restart-after", "10", "--broker-down", "8",
+                    "--catch-up", "180", "--json", str(out), "--clean")  # fmt: skip
+    output = ran.output
     assert out.exists(), output
     soak = json.loads(out.read_text())
     if soak["orphaned"] or soak["shared"]:
@@ -55,4 +45,4 @@ def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
     assert all(r["seconds"] is not None and r["seconds"] <= 60 for r in soak["recoveries"]), output
     scored = sum(r["scored"] for r in soak["intervals"])
     assert scored > 0, output
-    assert result.returncode == 0, output
+    assert ran.returncode == 0, output

@@ -99,6 +99,13 @@ def cli_dsn(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return pg_dsn
 
 
+@pytest.fixture
+def seeded(cli_dsn: str, make_settings: SettingsFactory) -> Callable[[int], None]:
+    """The backlog's database migrated by the CLI; the result queues that many rows (`seed`)."""
+    assert run_cli(["migrate"]) == 0
+    return lambda n: seed(cli_dsn, make_settings(), n)
+
+
 # --- file parsing (pure)
 
 
@@ -223,10 +230,9 @@ def test_migrate_stats_export_import_round_trip(
 
 @pytest.mark.postgres
 def test_discard_names_the_ids_it_does_not_know(
-    cli_dsn: str, make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+    seeded: Callable[[int], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli(["migrate"]) == 0
-    seed(cli_dsn, make_settings(), 2)
+    seeded(2)
     capsys.readouterr()
     assert run_cli(["backlog", "discard", "id-0", "nope-1", "id-1", "nope-2", "id-0"]) == 1
     captured = capsys.readouterr()
@@ -255,13 +261,13 @@ def imports(
 
 @pytest.mark.postgres
 def test_import_rejects_bad_lines_one_by_one(
+    seeded: Callable[[int], None],
     cli_dsn: str,
     make_settings: SettingsFactory,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert run_cli(["migrate"]) == 0
-    seed(cli_dsn, make_settings(), 4)
+    seeded(4)
     assert run_cli(["backlog", "discard", "id-3"]) == 0
     capsys.readouterr()
 
@@ -395,11 +401,8 @@ def test_commands_on_an_unmigrated_database_name_migrate_and_exit_4(
 
 
 @pytest.mark.postgres
-def test_export_into_a_reader_that_leaves_ends_quietly(
-    cli_dsn: str, make_settings: SettingsFactory
-) -> None:
-    assert run_cli(["migrate"]) == 0
-    seed(cli_dsn, make_settings(), 600)  # far more than a pipe buffer holds
+def test_export_into_a_reader_that_leaves_ends_quietly(seeded: Callable[[int], None]) -> None:
+    seeded(600)  # far more than a pipe buffer holds
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "monitor", "backlog", "export"], env=env,
@@ -417,17 +420,15 @@ def test_export_into_a_reader_that_leaves_ends_quietly(
 
 @pytest.mark.postgres
 def test_offline_command_reports_the_run(
-    cli_dsn: str,
-    make_settings: SettingsFactory,
+    seeded: Callable[[int], None],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     judge_server: JudgeServer,
 ) -> None:
+    seeded(3)
     monkeypatch.setenv("RAG_MONITOR_JUDGE_BASE_URL", judge_server.base_url)
     monkeypatch.setenv("RAG_MONITOR_JUDGE_API_KEY", "test-key")
-    assert run_cli(["migrate"]) == 0
-    seed(cli_dsn, make_settings(), 3)
     refs = tmp_path / "refs.jsonl"
     refs.write_text(
         "".join(json.dumps({"id": f"id-{i}", "reference": f"answer {i}"}) + "\n" for i in range(2))

@@ -25,33 +25,27 @@ from monitor.judges.steps import (
 from monitor.text.sentences import sentences
 from monitor.tokens import count_tokens
 from tests.support import ROOT, answers
+from tests.support.prompts import step_prompt
 
 MODEL = "gpt-4o-mini"
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
-
-
-def prompt(inputs: BaseModel, output: type[BaseModel]) -> Prompt[Any]:
-    step = {
-        StatementsInput: "statements",
-        VerifyInput: "verify",
-        QuestionsInput: "questions",
-        UsefulnessInput: "usefulness",
-        GroundingInput: "grounding",
-    }.get(type(inputs), "other")
-    return Prompt(step=step, metric="faithfulness", instruction="", inputs=inputs, output=output)
 
 
 def step_prompts(record: dict[str, Any]) -> list[Prompt[Any]]:
     question, response = record["user_input"], record["response"]
     contexts: list[str] = record["retrieved_contexts"]
     return [
-        prompt(StatementsInput(question=question, text=response), Statements),
-        prompt(VerifyInput(context="\n".join(contexts), statements=sentences(response)), Verdicts),
-        prompt(QuestionsInput(response=response), GeneratedQuestion),
-        prompt(
+        step_prompt(StatementsInput(question=question, text=response), Statements),
+        step_prompt(
+            VerifyInput(context="\n".join(contexts), statements=sentences(response)), Verdicts
+        ),
+        step_prompt(QuestionsInput(response=response), GeneratedQuestion),
+        step_prompt(
             UsefulnessInput(question=question, answer=response, contexts=contexts), ContextVerdicts
         ),
-        prompt(GroundingInput(question=question, answer=response, contexts=contexts), Grounding),
+        step_prompt(
+            GroundingInput(question=question, answer=response, contexts=contexts), Grounding
+        ),
     ]
 
 
@@ -77,37 +71,39 @@ def test_every_steps_answer_fits_its_cap_even_laid_out() -> None:
 def test_sizes_follow_what_the_answer_holds() -> None:
     short, longer = "Two weeks.", "Two weeks. " * 20
     statements = [
-        step_size(prompt(StatementsInput(text=t), Statements), MODEL) for t in (short, longer)
+        step_size(step_prompt(StatementsInput(text=t), Statements), MODEL) for t in (short, longer)
     ]
     assert statements[0] == FRAME + 2 * count_tokens(short, MODEL)
     assert statements[0] is not None and statements[1] is not None
     assert statements[1] > statements[0]
     with_question = StatementsInput(question="How much notice do I give?", text=short)
-    assert step_size(prompt(with_question, Statements), MODEL) == statements[0] + count_tokens(
+    assert step_size(step_prompt(with_question, Statements), MODEL) == statements[0] + count_tokens(
         "How much notice do I give?", MODEL
     )
     # one verdict per statement or context; a question whatever the response
     one = VerifyInput(context="c", statements=["Notice is two weeks"])
     three = VerifyInput(context="c", statements=["Notice is two weeks"] * 3)
-    sizes = [step_size(prompt(v, Verdicts), MODEL) for v in (one, three)]
+    sizes = [step_size(step_prompt(v, Verdicts), MODEL) for v in (one, three)]
     assert sizes[0] is not None and sizes[1] is not None
     assert sizes[1] - sizes[0] == 2 * (VERDICT + 2 * count_tokens("Notice is two weeks", MODEL))
     useful = [
         step_size(
-            prompt(UsefulnessInput(question="q", answer="a", contexts=["c"] * k), ContextVerdicts),
+            step_prompt(
+                UsefulnessInput(question="q", answer="a", contexts=["c"] * k), ContextVerdicts
+            ),
             MODEL,
         )
         for k in (1, 4)
     ]
     assert useful == [FRAME + VERDICT, FRAME + 4 * VERDICT]
     for response in (short, longer):
-        asked = prompt(QuestionsInput(response=response), GeneratedQuestion)
+        asked = step_prompt(QuestionsInput(response=response), GeneratedQuestion)
         assert step_size(asked, MODEL) == FRAME + QUESTION
 
 
 @pytest.mark.parametrize("bound", [1, 40, 10_000])
 def test_the_cap_is_at_most_the_bound(bound: int) -> None:
-    statements = prompt(StatementsInput(text="Two weeks. " * 40), Statements)
+    statements = step_prompt(StatementsInput(text="Two weeks. " * 40), Statements)
     size = step_size(statements, MODEL)
     assert size is not None
     assert answer_cap(statements, bound, MODEL) == min(size, bound)
@@ -117,6 +113,12 @@ def test_a_step_it_does_not_know_gets_the_bound() -> None:
     class Other(BaseModel):
         text: str
 
-    unknown = prompt(Other(text="anything"), Statements)
+    unknown = Prompt(
+        step="other",
+        metric="faithfulness",
+        instruction="",
+        inputs=Other(text="anything"),
+        output=Statements,
+    )
     assert step_size(unknown, MODEL) is None
     assert answer_cap(unknown, 300, MODEL) == 300

@@ -47,10 +47,29 @@ async def test_without_its_producer_the_ledger_is_not_written_and_the_commit_wai
         budget.reserve(1)  # nothing is reserved between a revoke and the next assignment
 
 
+def spend(budget: TokenBudget, reserved: int, used: int) -> None:
+    """One judge call's spend: ``reserved`` tokens reserved, then ``used`` settled."""
+    budget.reserve(reserved)
+    budget.reconcile(reserved, used)
+
+
 def spender(settings: Settings, partitions: list[int], total: int) -> TokenBudget:
     budget = TokenBudget(settings.token_budget)
     budget.assign(dict.fromkeys(partitions), total)
     return budget
+
+
+async def read_back(settings: Settings, topic: str, total: int) -> int:
+    """The spend a fresh replica's budget reads from the ledger on an assignment of
+    partitions 0 and 1 (of ``total``)."""
+    reader = TokenBudget(settings.token_budget)
+    listener = LedgerListener(settings, reader)
+    await listener.start()
+    try:
+        await listener.on_partitions_assigned(held(topic, 0, 1), total)
+    finally:
+        await listener.stop()
+    return reader.spent
 
 
 @pytest.mark.kafka
@@ -62,8 +81,7 @@ async def test_each_partitions_latest_entry_is_read_whoever_wrote_it(
     earlier ones of another group generation (a broker restart starts the count again)."""
     settings = monitor_settings(broker, topic, None, token_budget="100000/d")
     first = spender(settings, [0, 1], 2)
-    first.reserve(900)
-    first.reconcile(900, 800)
+    spend(first, 900, 800)
     writers = [LedgerListener(settings, first)]
     await writers[0].start()
     try:
@@ -73,20 +91,12 @@ async def test_each_partitions_latest_entry_is_read_whoever_wrote_it(
         await writers[1].start()
         await writers[1].on_partitions_assigned(held(topic.name, 0, 1), 2)
         assert second.spent == 800
-        second.reserve(300)
-        second.reconcile(300, 300)
+        spend(second, 300, 300)
         assert await writers[1].write()
     finally:
         for writer in writers:
             await writer.stop()
-    reader = TokenBudget(settings.token_budget)
-    listener = LedgerListener(settings, reader)
-    await listener.start()
-    try:
-        await listener.on_partitions_assigned(held(topic.name, 0, 1), 2)
-    finally:
-        await listener.stop()
-    assert reader.spent == 1100
+    assert await read_back(settings, topic.name, 2) == 1100
 
 
 @pytest.mark.kafka
@@ -103,25 +113,16 @@ async def test_the_ledger_is_read_backwards_past_other_partitions_entries(
     for writer in writers:
         await writer.start()
     try:
-        first.reserve(300)
-        first.reconcile(300, 300)
+        spend(first, 300, 300)
         assert await writers[0].write()
         for _ in range(10):  # ten more entries of partition 1, each a change
-            second.reserve(10)
-            second.reconcile(10, 10)
+            spend(second, 10, 10)
             assert await writers[1].write()
     finally:
         for writer in writers:
             await writer.stop()
     assert ledger_topic(settings) == f"{topic.group}.token-ledger"
-    reader = TokenBudget(settings.token_budget)
-    listener = LedgerListener(settings, reader)
-    await listener.start()
-    try:
-        await listener.on_partitions_assigned(held(topic.name, 0, 1), 4)
-    finally:
-        await listener.stop()
-    assert reader.spent == 300 + 100
+    assert await read_back(settings, topic.name, 4) == 300 + 100
 
 
 async def ledger_end(settings: Settings) -> int:
@@ -191,8 +192,7 @@ async def test_the_spend_goes_with_the_partitions_to_the_next_replica(
     await first.start()
     try:
         await wait_until(holds_every_partition(first, spenders[0]), 30, "every partition")
-        spenders[0].reserve(1000)
-        spenders[0].reconcile(1000, 800)
+        spend(spenders[0], 1000, 800)
     finally:
         await first.stop()
     positions = await committed_offsets(topic.bootstrap, topic.group, topic.name, 4)

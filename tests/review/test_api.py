@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -33,6 +34,23 @@ async def seed_rows(backlog: BacklogSink, n: int) -> None:
         await backlog.write([scored(f"row-{i:02d}", f"question {i}", response=f"answer {i}")])
 
 
+async def pages_of_rows(
+    http: aiohttp.ClientSession, app: ReviewApp, limit: int
+) -> list[list[dict[str, Any]]]:
+    """Every page of ``/api/rows`` at ``limit`` rows a page, following the cursor to the end."""
+    pages: list[list[dict[str, Any]]] = []
+    cursor = None
+    while True:
+        params = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        async with http.get(base(app) + "/api/rows", params=params) as r:
+            assert r.status == 200
+            body = await r.json()
+        pages.append(body["rows"])
+        cursor = body["next"]
+        if cursor is None:
+            return pages
+
+
 async def test_the_queue_puts_the_likeliest_hallucination_first(
     app: ReviewApp, backlog: BacklogSink, http: aiohttp.ClientSession
 ) -> None:
@@ -53,21 +71,9 @@ async def test_the_queue_puts_the_likeliest_hallucination_first(
             # the local judge's screen flags only the row "both"
             details["local_flagged"] = rid == "both"
         await backlog.write([scored(rid, f"question {rid}", details=details)])
-    seen: list[str] = []
-    flagged_by: list[str] = []
-    cursor = None
-    while True:
-        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
-        async with http.get(base(app) + "/api/rows", params=params) as r:
-            assert r.status == 200
-            body = await r.json()
-        seen += [row["id"] for row in body["rows"]]
-        flagged_by += [row["flagged_by"] for row in body["rows"]]
-        cursor = body["next"]
-        if cursor is None:
-            break
-    assert seen == ["both", "high", "mid", "low", "none"]
-    assert flagged_by == ["both", "LLM", "LLM", "LLM", "LLM"]
+    rows = [row for page in await pages_of_rows(http, app, 2) for row in page]
+    assert [row["id"] for row in rows] == ["both", "high", "mid", "low", "none"]
+    assert [row["flagged_by"] for row in rows] == ["both", "LLM", "LLM", "LLM", "LLM"]
     async with http.get(base(app) + "/api/rows", params={"order": "newest"}) as r:
         newest = (await r.json())["rows"]
     assert [row["id"] for row in newest] == ["mid", "high", "both", "none", "low"]
@@ -83,20 +89,9 @@ async def test_rows_are_keyset_paged_and_filtered(
 ) -> None:
     await seed_rows(backlog, 7)
     await backlog.store.discard(["row-03"])
-    seen: list[str] = []
-    cursor = None
-    pages = 0
-    while True:
-        params = {"limit": "3", **({"cursor": cursor} if cursor else {})}
-        async with http.get(base(app) + "/api/rows", params=params) as r:
-            assert r.status == 200
-            body = await r.json()
-        seen += [row["id"] for row in body["rows"]]
-        pages += 1
-        cursor = body["next"]
-        if cursor is None:
-            break
-    assert pages == 3
+    pages = await pages_of_rows(http, app, 3)
+    assert len(pages) == 3
+    seen = [row["id"] for page in pages for row in page]
     assert seen == [f"row-{i:02d}" for i in reversed(range(7))]  # newest first, no repeats
     async with http.get(base(app) + "/api/rows", params={"status": "discarded"}) as r:
         assert [row["id"] for row in (await r.json())["rows"]] == ["row-03"]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from collections.abc import Sequence
 
-from monitor.judges import Judge, OutT, Prompt
+import numpy as np
+import numpy.typing as npt
+
+from monitor.judges import Judge
+from monitor.judges.local.embedder import MiniLMEmbedder
+from monitor.judges.local.entailment import SupportModel
 from monitor.judges.steps import (
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
     ContextVerdicts,
     GeneratedQuestion,
     QuestionsInput,
@@ -20,6 +21,7 @@ from monitor.judges.steps import (
     VerifyInput,
 )
 from monitor.records import Interaction
+from tests.support.prompts import step_prompt
 from tests.support.records import validate_record
 
 #: a context full of checkable facts: an amount, a year, a date, names and places
@@ -34,10 +36,23 @@ RECEIPTS = (
     "Lodging receipts are required for stays of three or more nights."
 )
 
+#: one context of twelve numbered facts (many windows), and two claims each of one fact in it
+TOPIC_FACTS = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
+TOPIC_CLAIMS = ["Topic 3 has a fact.", "Topic 9 has a fact."]
 
-def prompt(step: str, inputs: BaseModel, output: type[OutT]) -> Prompt[OutT]:
-    """A prompt for one judge step (the local judges read the inputs, not the wording)."""
-    return Prompt(step=step, metric="test", instruction="-", inputs=inputs, output=output)
+
+class FixedLogit(SupportModel):
+    """The support model with every pair's logit fixed: the windows, their choice and the
+    batching are real; ``seen`` keeps every (claim, window) pair the model was asked."""
+
+    def __init__(self, logit: float) -> None:
+        super().__init__(MiniLMEmbedder())
+        self.logit = logit
+        self.seen: list[tuple[str, str]] = []
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        self.seen.extend(pairs)
+        return np.full(len(pairs), self.logit, dtype=np.float32)
 
 
 def receipt_interaction(
@@ -59,23 +74,22 @@ async def answers_every_step_at_zero_tokens(judge: Judge) -> None:
     """Both local judges answer each judge step, and embed, without a call or a token."""
     assert judge.kind == "local"
     out = await judge.generate(
-        prompt(STATEMENTS, StatementsInput(text="One fact. Another fact."), Statements)
+        step_prompt(StatementsInput(text="One fact. Another fact."), Statements)
     )
     assert isinstance(out.value, Statements) and len(out.value.statements) == 2
     verdicts = await judge.generate(
-        prompt(VERIFY, VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+        step_prompt(VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
     )
     assert isinstance(verdicts.value, Verdicts)
     assert verdicts.value.verdicts[0].verdict == 0
     assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
     questions = await judge.generate(
-        prompt(QUESTIONS, QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+        step_prompt(QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
     )
     assert len(questions.values) == 3
     assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
     useful = await judge.generate(
-        prompt(
-            USEFULNESS,
+        step_prompt(
             UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
             ContextVerdicts,
         )

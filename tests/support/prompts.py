@@ -2,18 +2,53 @@
 
 from __future__ import annotations
 
-from monitor.judges import Prompt
-from monitor.judges.steps import Statements, StatementsInput
+from pydantic import BaseModel
+
+from monitor.judges import OutT, Prompt
+from monitor.judges.steps import (
+    GROUNDING,
+    QUESTIONS,
+    STATEMENTS,
+    USEFULNESS,
+    VERIFY,
+    GroundingInput,
+    QuestionsInput,
+    Statements,
+    StatementsInput,
+    UsefulnessInput,
+    VerifyInput,
+)
+
+#: the step each input model belongs to (`monitor.judges.steps`)
+STEP_OF: dict[type[BaseModel], str] = {
+    StatementsInput: STATEMENTS,
+    VerifyInput: VERIFY,
+    QuestionsInput: QUESTIONS,
+    UsefulnessInput: USEFULNESS,
+    GroundingInput: GROUNDING,
+}
+
+
+def step_prompt(
+    inputs: BaseModel, output: type[OutT], *, metric: str = "faithfulness", instruction: str = "-"
+) -> Prompt[OutT]:
+    """A prompt for the step ``inputs`` belong to (`STEP_OF`), answered as ``output``. The
+    judges the tests run without a model read the inputs, not the wording."""
+    return Prompt(
+        step=STEP_OF[type(inputs)],
+        metric=metric,
+        instruction=instruction,
+        inputs=inputs,
+        output=output,
+    )
 
 
 def statements_prompt(
     text: str = "Receipts are required over $100. Lodging always.",
 ) -> Prompt[Statements]:
     """The statements step of faithfulness, on ``text``."""
-    return Prompt(
-        step="statements",
-        metric="faithfulness",
+    return step_prompt(
+        StatementsInput(text=text),
+        Statements,
         instruction="Rewrite the text as a list of standalone statements.",
-        inputs=StatementsInput(text=text),
-        output=Statements,
     )

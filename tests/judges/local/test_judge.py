@@ -26,8 +26,6 @@ from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.readings import Reader, lexical_risk
 from monitor.judges.local.windows import TOP, windows_of
 from monitor.judges.steps import (
-    USEFULNESS,
-    VERIFY,
     ContextVerdict,
     ContextVerdicts,
     UsefulnessInput,
@@ -35,15 +33,18 @@ from monitor.judges.steps import (
     VerifyInput,
 )
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
-from monitor.records import ALL_METRICS
+from monitor.records import ALL_METRICS, Interaction, ScoredRecord
 from monitor.scoring import Scorer
 from tests.support.local_judge import (
     BYRON,
     RECEIPTS,
+    TOPIC_CLAIMS,
+    TOPIC_FACTS,
+    FixedLogit,
     answers_every_step_at_zero_tokens,
-    prompt,
     receipt_interaction,
 )
+from tests.support.prompts import step_prompt
 from tests.support.records import validate_record
 
 #: The lesson's worked example: one context, a faithful answer and one with an invented clause.
@@ -67,16 +68,16 @@ def judge() -> LocalJudge:
 def useful(judge: LocalJudge, answer: str, contexts: list[str]) -> list[ContextVerdict]:
     """The ``usefulness`` step's verdicts, asked through the Judge protocol."""
     inputs = UsefulnessInput(question="", answer=answer, contexts=contexts)
-    judged = asyncio.run(judge.generate(prompt(USEFULNESS, inputs, ContextVerdicts)))
+    judged = asyncio.run(judge.generate(step_prompt(inputs, ContextVerdicts)))
     return judged.values[0].verdicts
 
 
 def verified(judge: LocalJudge, inputs: VerifyInput) -> Verdicts:
     """The ``verify`` step's verdicts, asked through the Judge protocol."""
-    return asyncio.run(judge.generate(prompt(VERIFY, inputs, Verdicts))).values[0]
+    return asyncio.run(judge.generate(step_prompt(inputs, Verdicts))).values[0]
 
 
-def _refund_record(response: str) -> object:
+def _refund_record(response: str) -> Interaction:
     return validate_record(
         {
             "id": "refund",
@@ -87,6 +88,28 @@ def _refund_record(response: str) -> object:
     )
 
 
+async def worked_example(judge: LocalJudge) -> tuple[ScoredRecord, ScoredRecord]:
+    """Answers A and B of the worked example, scored for faithfulness by ``judge``."""
+    scorer = Scorer(judge, ["faithfulness"])
+    return (
+        await scorer.score(_refund_record(ANSWER_A)),
+        await scorer.score(_refund_record(ANSWER_B)),
+    )
+
+
+def only_b_is_flagged(a: ScoredRecord, b: ScoredRecord) -> str:
+    """A is supported throughout; B has one unsupported claim of three, its invented $500
+    one, and B alone is flagged as a hallucination. The claim's reason, for more checks."""
+    assert a.results["faithfulness"].score == pytest.approx(1.0)
+    assert b.results["faithfulness"].score == pytest.approx(2 / 3)
+    [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
+    assert unsupported["statement"].startswith("Amounts over $500")
+    assert "'$500'" in unsupported["reason"]
+    assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
+    assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
+    return str(unsupported["reason"])
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="A's 'in about a week' is read as written since issue 41 (the duration rewrite hid "
@@ -95,17 +118,8 @@ def _refund_record(response: str) -> object:
     "the claims as written does not lift it (docs/benchmarks.md, 'Local judge')",
 )
 async def test_the_worked_example_is_decided_claim_by_claim() -> None:
-    scorer = Scorer(LocalJudge(decision="claim"), ["faithfulness"])
-    a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
-    b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
-    assert a.results["faithfulness"].score == pytest.approx(1.0)
-    assert b.results["faithfulness"].score == pytest.approx(2 / 3)
-    [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
-    assert unsupported["statement"].startswith("Amounts over $500")
-    assert "'$500'" in unsupported["reason"]
     # claim by claim, B is a hallucination (one invented claim) and A is not
-    assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
-    assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
+    only_b_is_flagged(*await worked_example(LocalJudge(decision="claim")))
 
 
 async def test_the_worked_example_read_as_a_whole() -> None:
@@ -115,9 +129,7 @@ async def test_the_worked_example_read_as_a_whole() -> None:
     B's invented claim, and only it."""
     shipped = LocalJudge()
     assert shipped.decision == "answer"
-    scorer = Scorer(shipped, ["faithfulness"])
-    a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
-    b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
+    a, b = await worked_example(shipped)
     p_a = a.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
     p_b = b.results["faithfulness"].details[HALLUCINATION_PROBABILITY]
     assert p_a < p_b < shipped.cut
@@ -125,16 +137,7 @@ async def test_the_worked_example_read_as_a_whole() -> None:
 
     cut = (p_a + p_b) / 2
     strict = LocalJudge(answer_model=replace(AnswerModel.load(), cut=cut))
-    scorer = Scorer(strict, ["faithfulness"])
-    a = await scorer.score(_refund_record(ANSWER_A))  # type: ignore[arg-type]
-    b = await scorer.score(_refund_record(ANSWER_B))  # type: ignore[arg-type]
-    assert a.results["faithfulness"].score == pytest.approx(1.0)
-    assert b.results["faithfulness"].score == pytest.approx(2 / 3)
-    [unsupported] = [v for v in b.results["faithfulness"].details["statements"] if not v["verdict"]]
-    assert unsupported["statement"].startswith("Amounts over $500")
-    assert "'$500'" in unsupported["reason"] and "answer p=" in unsupported["reason"]
-    assert flag_reasons(b, DEFAULT_THRESHOLDS) == [HALLUCINATION]
-    assert flag_reasons(a, DEFAULT_THRESHOLDS) == []
+    assert "answer p=" in only_b_is_flagged(*await worked_example(strict))
 
 
 # --- every support decision goes through `Reader.decide`
@@ -212,29 +215,15 @@ def test_no_context_supports_nothing(judge: LocalJudge) -> None:
     assert judge.screen([], "Paris is in France.").faithfulness == 0.0
 
 
-class _Logit(SupportModel):
-    """The shipped model's interface with one fixed logit: windows, batching are real."""
-
-    def __init__(self, embedder: MiniLMEmbedder, logit: float) -> None:
-        super().__init__(embedder)
-        self.logit = logit
-        self.seen: list[tuple[str, str]] = []
-
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        self.seen.extend(pairs)
-        return np.full(len(pairs), self.logit, dtype=np.float32)
-
-
 def test_each_claim_is_read_against_its_nearest_windows_then_the_two_joined() -> None:
-    contexts = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
+    contexts, said = TOPIC_FACTS, TOPIC_CLAIMS
     windows = windows_of(contexts)
-    said = ["Topic 3 has a fact.", "Topic 9 has a fact."]
-    supported = _Logit(MiniLMEmbedder(), 2.0)
+    supported = FixedLogit(2.0)
     found = supported.support(said, contexts)
     # a window alone supports each claim: no joined window is read
     assert len(supported.seen) == 2 * TOP and all(w in windows for _, w in supported.seen)
     assert all(f.window in windows and f.logit == pytest.approx(2.0) for f in found)
-    unsupported = _Logit(MiniLMEmbedder(), -2.0)
+    unsupported = FixedLogit(-2.0)
     unsupported.support(said, contexts)
     joined = [w for _, w in unsupported.seen if w not in windows]
     assert len(unsupported.seen) == 2 * (TOP + 1) and len(joined) == 2

@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from monitor.judges.local import entailment
 from monitor.judges.local.embedder import MiniLMEmbedder
@@ -20,6 +18,7 @@ from monitor.judges.local.judge import LocalJudge, cpu_budget, default_threads
 from monitor.judges.local.windows import TOP
 from monitor.records import Interaction
 from monitor.scoring import Scorer
+from tests.support.local_judge import TOPIC_CLAIMS, TOPIC_FACTS, FixedLogit
 from tests.support.records import validate_record
 
 TRAFFIC = Path(__file__).resolve().parents[3] / "monitor" / "demo" / "traffic.jsonl"
@@ -128,30 +127,16 @@ def test_the_embedders_vectors_do_not_depend_on_the_batch() -> None:
     assert np.array_equal(beside[1], alone[0])
 
 
-class _Logit(SupportModel):
-    """The support model with every pair's logit fixed (the windows are still chosen)."""
-
-    def __init__(self, logit: float) -> None:
-        super().__init__(MiniLMEmbedder())
-        self.logit = logit
-        self.seen: list[tuple[str, str]] = []
-
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        self.seen.extend(pairs)
-        return np.full(len(pairs), self.logit, dtype=np.float32)
-
-
 def test_the_next_window_is_read_only_when_the_nearest_is_not_sure() -> None:
-    contexts = [" ".join(f"Fact number {k} is about topic {k}." for k in range(12))]
-    said = ["Topic 3 has a fact.", "Topic 9 has a fact."]
-    sure = _Logit(entailment.SURE)
+    contexts, said = TOPIC_FACTS, TOPIC_CLAIMS
+    sure = FixedLogit(entailment.SURE)
     sure.support(said, contexts)
     assert len(sure.seen) == len(said)  # the nearest window of each, nothing more
-    unsure = _Logit(entailment.SURE - 0.01)
+    unsure = FixedLogit(entailment.SURE - 0.01)
     unsure.support(said, contexts)
     assert len(unsure.seen) == len(said) * TOP  # supported, not surely: both windows
     # context utility reads every nearest window: what a context gives is never left unread
-    split = _Logit(entailment.SURE)
+    split = FixedLogit(entailment.SURE)
     split.support_by_context(said, contexts)
     assert len(split.seen) == len(said) * TOP
 

@@ -1,10 +1,10 @@
 """What the benchmarks share: the labelled data sets, the detector interface, the word-overlap
 baseline and the child process that runs Ragas.
 
-- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: its JSONL file is passed
-  as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the long
-  faithful answers and their hallucinated twins (`bench.twins`; not shipped either: ``--long
-  PATH``), whole or by half, the demo traffic
+- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: ``--halueval PATH`` or
+  ``$RAGMON_DEV_DATA``, `scripts.devdata`), its half the local judge's combiner was not
+  fitted on, the long faithful answers and their hallucinated twins (`bench.twins`; not
+  shipped either: ``--long PATH`` or the same folder), whole or by half, the demo traffic
   (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), the realistic set
   (`bench/data/realistic.jsonl`), whole or by split, and two slices built from the long
   answers (`em_dash`, `other_subject`). Each record becomes an `Item`: the
@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.twins import LONG, fit_half, twins
+from bench.twins import fit_half, twins
 from monitor.judges.local.evidence import content
+from scripts import devdata
 
 ROOT = Path(__file__).resolve().parents[1]
-HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 
@@ -97,30 +97,50 @@ def halueval_fit_half(record: Mapping[str, Any]) -> bool:
     return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
 
 
+def dev_data(name: str) -> devdata.DevData | None:
+    """The dev data (`scripts.devdata`) data set ``name`` is made from; None for the
+    repository's own sets (the realistic set, the demo traffic)."""
+    if name.startswith("halueval"):
+        return devdata.HALUEVAL
+    if name.startswith("long") or name in ("em-dash", "other-subject"):
+        return devdata.LONG
+    return None
+
+
+def within_reach(
+    names: Sequence[str], halueval: Path | None = None, long: Path | None = None
+) -> list[str]:
+    """``names`` less the sets whose dev data is nowhere to be found, each left out with a
+    line on stderr: what a bench runs by default when it can run without them."""
+    given = {devdata.HALUEVAL: halueval, devdata.LONG: long}
+    needed = dict.fromkeys(d for n in names if (d := dev_data(n)) is not None)
+    gone = [d for d in needed if devdata.find(d, given[d]) is None]
+    for entry in gone:
+        sets = ", ".join(n for n in names if dev_data(n) == entry)
+        devdata.leaving_out(sets, entry, given[entry])
+    return [n for n in names if dev_data(n) not in gone]
+
+
 def load_dataset(
-    name: str, halueval: Path = HALUEVAL, demo: Path = DEMO, long: Path = LONG
+    name: str, halueval: Path | None = None, demo: Path = DEMO, long: Path | None = None
 ) -> list[Item]:
-    """The items of data set ``name`` (one of `DATASETS`), in file order."""
+    """The items of data set ``name`` (one of `DATASETS`), in file order. A set made from
+    dev data reads ``halueval`` or ``long``, else ``$RAGMON_DEV_DATA``; with neither the
+    command stops (`scripts.devdata.require`)."""
     if name.startswith("long"):
-        if not long.is_file():
-            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
         half = name.removeprefix("long").removeprefix("-")
         return [
             Item(r, _labelled(r), r["category"])
-            for r in twins(read_jsonl(long))
+            for r in twins(read_jsonl(devdata.require(devdata.LONG, long)))
             if not half or r["fit"] == (half == "fit")
         ]
     if name.startswith("halueval"):
-        if not halueval.is_file():
-            raise SystemExit(f"no HaluEval QA dev set at {halueval}; pass --halueval PATH")
-        rows = read_jsonl(halueval)
+        rows = read_jsonl(devdata.require(devdata.HALUEVAL, halueval))
         if name == "halueval-unfitted":
             rows = [r for r in rows if not halueval_fit_half(r)]
         return [Item(r, _labelled(r), "halueval") for r in rows]
     if name in ("em-dash", "other-subject"):
-        if not long.is_file():
-            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
-        rows = read_jsonl(long)
+        rows = read_jsonl(devdata.require(devdata.LONG, long))
         return slice_items(em_dash(rows) if name == "em-dash" else other_subject(rows))
     if name == "demo":
         kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}

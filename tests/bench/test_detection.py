@@ -20,8 +20,8 @@ from bench.harness import (
     overlap,
     swap_figure,
 )
-from bench.twins import LONG
-from tests.support.tools import missing
+from scripts import devdata
+from tests.support.devdata import dev_data
 
 FIGURES = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
@@ -50,12 +50,10 @@ def test_a_swapped_figure_is_one_the_contexts_state_for_something_else() -> None
 
 
 def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answer() -> None:
-    if not LONG.is_file():
-        missing(
-            f"no long-answer file at {LONG} (the benches' dev data; a clone does not hold it)",
-            "lay shared/ beside the repository, as CI does, with data/long_faithful_rag.jsonl",
-        )
-    long = load_dataset("long")
+    path = dev_data(
+        devdata.LONG, "no long-answer file", "the benches' dev data; a clone does not hold it"
+    )
+    long = load_dataset("long", long=path)
     faithful = [i for i in long if i.kind == FAITHFUL]
     assert len(faithful) == 285 and {i.kind for i in long} == {FAITHFUL, HALLUCINATED}
     halves: dict[str, set[bool]] = {}
@@ -65,10 +63,10 @@ def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answe
     assert all(len(h) == 1 for h in halves.values()) and {True, False} == set().union(
         *halves.values()
     )
-    fit, report = load_dataset("long-fit"), load_dataset("long-report")
+    fit, report = load_dataset("long-fit", long=path), load_dataset("long-report", long=path)
     assert len(fit) + len(report) == len(long)
     assert all(i.record["fit"] for i in fit) and not any(i.record["fit"] for i in report)
-    swaps = load_dataset("other-subject")
+    swaps = load_dataset("other-subject", long=path)
     by_id = {str(i.record["id"]): i for i in swaps}
     twins = [i for i in swaps if i.kind == HALLUCINATED]
     assert twins and len(twins) * 2 == len(swaps)
@@ -79,7 +77,7 @@ def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answe
         assert before != after and len(before.split()) == len(after.split())
         [new] = list(Counter(FIGURES.findall(after)) - Counter(FIGURES.findall(before)))
         assert any(new in FIGURES.findall(c) for c in contexts(twin.record))  # stated there
-    dashes = load_dataset("em-dash")
+    dashes = load_dataset("em-dash", long=path)
     assert all("\u2014" in str(i.record["response"]) for i in dashes)
     assert {i.kind for i in dashes} == {FAITHFUL, HALLUCINATED}
 

@@ -84,7 +84,7 @@ from bench.harness import (
     contexts,
     finite,
     load_dataset,
-    ragas_faithfulness,
+    ragas_child,
     read_jsonl,
     run_child,
     within_reach,
@@ -403,9 +403,15 @@ def score_ragas(items: Sequence[Item], run: Run, out: Path, args: argparse.Names
     if not todo:
         return
     job = {
-        "url": args.url,
-        "model": args.model,
-        "timeout": args.timeout,
+        "metrics": ["faithfulness"],
+        "chat": {
+            "model": args.model,
+            "base_url": args.url,
+            "temperature": 0.0,
+            "timeout": args.timeout,
+            "max_retries": 1,
+        },
+        "run_config": {"timeout": int(args.timeout), "max_retries": 1, "max_wait": 10},
         "concurrency": args.concurrency,
         "records": [
             {
@@ -420,7 +426,7 @@ def score_ragas(items: Sequence[Item], run: Run, out: Path, args: argparse.Names
     key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
     run_child(
         args.ragas_python,
-        ragas_faithfulness,
+        ragas_child,
         job,
         timeout=None,
         env={"OPENAI_API_KEY": key},

@@ -15,7 +15,8 @@ With ``--ragas-python PATH`` (an interpreter with ragas 0.4.3 and LangChain
 < 0.4 installed), it also measures what Ragas itself spends on the same
 records for the same three metrics (`Faithfulness`, `ResponseRelevancy` with
 strictness 3, `LLMContextPrecisionWithoutReference`), without a network or a
-model: in a subprocess of that interpreter, Ragas's own metric code runs with
+model: in a subprocess of that interpreter (`bench.harness.ragas_child`, the
+child `bench.detection` runs too), Ragas's own metric code runs with
 its usual LLM path (`LangchainLLMWrapper` around langchain-openai's
 `ChatOpenAI`, embeddings through `OpenAIEmbeddings`), whose HTTP client is an
 in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.

@@ -110,3 +110,32 @@ def test_the_overlap_bench_writes_its_verdicts_and_reports_them_again(
     assert detection.main([*argv, "--out", str(prefix), "--report"]) == 0
     again = capsys.readouterr().out
     assert row.rsplit("|", 2)[0] in again  # the same figures, bar the CPU time
+
+
+def test_a_set_whose_dev_data_is_not_there_stops_the_command_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    absent = tmp_path / "absent.jsonl"
+    with pytest.raises(SystemExit) as stopped:
+        load_dataset("long-report", long=absent)
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        f": no long-answer set at {absent}: pass --long PATH or set {devdata.VARIABLE} to a "
+        "folder holding data/long_faithful_rag.jsonl"
+    )
+
+
+def test_the_default_run_leaves_out_the_sets_whose_dev_data_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(devdata.VARIABLE, str(tmp_path))  # a folder without the files
+    assert detection.main(["--detectors", "overlap", "--limit", "4"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        f"leaving out halueval, halueval-unfitted: no HaluEval QA dev set at "
+        f"{tmp_path / 'data' / 'halueval_qa_dev.jsonl'}: pass --halueval PATH"
+    ) in captured.err
+    cells = [line.strip("| ").split(" | ") for line in captured.out.splitlines()]
+    rows = [c[0] for c in cells if len(c) > 1 and c[1] == "word overlap"]
+    assert rows == ["realistic-tune", "realistic-holdout", "demo"]

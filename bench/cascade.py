@@ -3,6 +3,9 @@
     python -m bench.cascade               # every pool, 200 seeded runs, judge errors 0/10/25 %
     python -m bench.cascade --pools demo --seeds 50
 
+The long-answer pools read ``--long PATH``, else ``data/`` under ``$RAGMON_DEV_DATA``
+(`scripts.devdata`); without ``--pools`` they are left out, saying so, when neither is there.
+
 At equal expected LLM-judge tokens, uniform sampling against risk-based sampling (`monitor.risk`):
 how many labelled hallucinated answers reach the LLM judge per 1,000 judge tokens, and what the
 weighted hallucination rate the sidecar reports (Σ v/p over Σ 1/p, `rag_monitor_hallucination_
@@ -62,8 +65,7 @@ import numpy as np
 import numpy.typing as npt
 
 import monitor.judges.local
-from bench.harness import FAITHFUL, HALLUCINATED, Item, load_dataset
-from bench.twins import LONG
+from bench.harness import FAITHFUL, HALLUCINATED, Item, load_dataset, within_reach
 from monitor.flags import DEFAULT_THRESHOLDS, is_hallucination
 from monitor.judges.steps import GROUNDING, QUESTIONS, VERIFY
 from monitor.records import Interaction, ScoredRecord
@@ -102,7 +104,7 @@ class Screened:
     lexical_cpu_per_answer: float
 
 
-def pool_items(pool: str, long: Path) -> list[Item]:
+def pool_items(pool: str, long: Path | None) -> list[Item]:
     return [i for i in load_dataset(pool, long=long) if i.kind in (FAITHFUL, HALLUCINATED)]
 
 
@@ -480,13 +482,13 @@ def _census(t: Tally) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pools", default=",".join(POOLS))
+    parser.add_argument("--pools", help=f"default: {','.join(POOLS)}")
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--population", type=int, default=4000)
     parser.add_argument("--rate", type=float, default=0.05, help="the LLM judge's sample rate")
     parser.add_argument("--subsample", type=float, default=0.05, help="the low base rate")
     parser.add_argument("--errors", default="0,0.1,0.25", help="the judge's error rates")
-    parser.add_argument("--long", type=Path, default=LONG)
+    parser.add_argument("--long", type=Path, help="default: data/ under $RAGMON_DEV_DATA")
     parser.add_argument(
         "--cache",
         type=Path,
@@ -495,7 +497,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--screen-only", action="store_true", help="stop after the screens")
     args = parser.parse_args(argv)
-    pools = [p.strip() for p in args.pools.split(",") if p.strip()]
+    if args.pools is None:
+        pools = within_reach(POOLS, long=args.long)
+    else:
+        pools = [p.strip() for p in args.pools.split(",") if p.strip()]
     errors = [float(e) for e in args.errors.split(",")]
     print(
         f"python -m bench.cascade --pools {','.join(pools)} --seeds {args.seeds} "

@@ -75,7 +75,6 @@ from bench.harness import (
     EVASIVE,
     FAITHFUL,
     HALLUCINATED,
-    HALUEVAL,
     Detector,
     Item,
     Record,
@@ -85,12 +84,12 @@ from bench.harness import (
     contexts,
     finite,
     load_dataset,
-    ragas_faithfulness,
+    ragas_child,
     read_jsonl,
     run_child,
+    within_reach,
 )
 from bench.ranking import auroc
-from bench.twins import LONG
 from monitor.flags import threshold
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.wire import parse_user_message
@@ -99,6 +98,12 @@ from monitor.scoring import ONLINE_METRICS, Scorer
 from monitor.text import evasive
 
 DETECTORS = ("local", "overlap", "llm", "ragas")
+#: the data sets run without ``--datasets``: every one but ``realistic`` (both its splits
+#: are here) and those built from the long answers; HaluEval's two are left out, saying
+#: so, when its file is not found (``--halueval``, ``$RAGMON_DEV_DATA``)
+DEFAULT_SETS = ("halueval", "halueval-unfitted", "realistic-tune", "realistic-holdout", "demo")
+HALUEVAL_HELP = "HaluEval QA dev's JSONL (default: data/ under $RAGMON_DEV_DATA)"
+LONG_HELP = "the long-answer JSONL (default: data/ under $RAGMON_DEV_DATA)"
 #: the flag rules compared: faithfulness below half, below 0.7 (one unsupported claim of
 #: three flags), and any unsupported claim (below 1)
 RULES = (0.5, 0.7, 1.0)
@@ -398,9 +403,15 @@ def score_ragas(items: Sequence[Item], run: Run, out: Path, args: argparse.Names
     if not todo:
         return
     job = {
-        "url": args.url,
-        "model": args.model,
-        "timeout": args.timeout,
+        "metrics": ["faithfulness"],
+        "chat": {
+            "model": args.model,
+            "base_url": args.url,
+            "temperature": 0.0,
+            "timeout": args.timeout,
+            "max_retries": 1,
+        },
+        "run_config": {"timeout": int(args.timeout), "max_retries": 1, "max_wait": 10},
         "concurrency": args.concurrency,
         "records": [
             {
@@ -415,7 +426,7 @@ def score_ragas(items: Sequence[Item], run: Run, out: Path, args: argparse.Names
     key = os.environ.get("RAG_MONITOR_JUDGE_API_KEY", "local")
     run_child(
         args.ragas_python,
-        ragas_faithfulness,
+        ragas_child,
         job,
         timeout=None,
         env={"OPENAI_API_KEY": key},
@@ -607,9 +618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--datasets",
-        default="halueval,halueval-unfitted,realistic-tune,realistic-holdout,demo",
         metavar="A,B",
-        help=f"among {', '.join(DATASETS)} (default: all but realistic, both its splits)",
+        help=f"among {', '.join(DATASETS)} (default: {','.join(DEFAULT_SETS)}; those made "
+        "from dev data that is not found are left out)",
     )
     parser.add_argument(
         "--limit",
@@ -617,8 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="the first N of each set, hallucinated and the rest taken in turn",
     )
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH")
-    parser.add_argument("--long", type=Path, default=LONG, metavar="PATH")
+    parser.add_argument("--halueval", type=Path, metavar="PATH", help=HALUEVAL_HELP)
+    parser.add_argument("--long", type=Path, metavar="PATH", help=LONG_HELP)
     parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH")
     parser.add_argument(
         "--out",
@@ -653,7 +664,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm.add_argument("--ragas-python", metavar="PATH", help="an interpreter with ragas 0.4.3")
     args = parser.parse_args(argv)
     args.detectors = _names(args.detectors, DETECTORS, "--detectors")
-    args.datasets = _names(args.datasets, DATASETS, "--datasets")
+    if args.datasets is None:
+        args.datasets = within_reach(DEFAULT_SETS, args.halueval, args.long)
+    else:
+        args.datasets = _names(args.datasets, DATASETS, "--datasets")
     args.metrics = tuple(_names(args.metrics, ONLINE_METRICS, "--metrics"))
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")

@@ -1,10 +1,10 @@
 """What the benchmarks share: the labelled data sets, the detector interface, the word-overlap
 baseline and the child process that runs Ragas.
 
-- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: its JSONL file is passed
-  as ``--halueval PATH``), its half the local judge's combiner was not fitted on, the long
-  faithful answers and their hallucinated twins (`bench.twins`; not shipped either: ``--long
-  PATH``), whole or by half, the demo traffic
+- **Data sets** (`load_dataset`): HaluEval QA dev (not shipped: ``--halueval PATH`` or
+  ``$RAGMON_DEV_DATA``, `scripts.devdata`), its half the local judge's combiner was not
+  fitted on, the long faithful answers and their hallucinated twins (`bench.twins`; not
+  shipped either: ``--long PATH`` or the same folder), whole or by half, the demo traffic
   (`monitor/demo/traffic.jsonl`, labels from ``metadata.label``), the realistic set
   (`bench/data/realistic.jsonl`), whole or by split, and two slices built from the long
   answers (`em_dash`, `other_subject`). Each record becomes an `Item`: the
@@ -12,11 +12,13 @@ baseline and the child process that runs Ragas.
 - **Detectors** (`Detector`): anything that gives a record a `Verdict`, its faithfulness
   (low = hallucinated; NaN when it could not score the record).
 - **Word overlap** (`overlap`): the baseline every detector is measured against.
-- **Ragas** (`run_child`): Ragas 0.4.3 and its LangChain stack live in their own venv
-  (``.ci/run`` makes /tmp/rag-monitor-ragas-venv), not beside `monitor`. A bench hands
-  `run_child` a self-contained function (stdlib and what that venv has; no `monitor`) and a
-  JSON job: the function's source runs as ``PATH -c SOURCE JOB_FILE RESULT_FILE``, reads the
-  job from ``sys.argv[1]`` and writes its result to ``sys.argv[2]``.
+- **Ragas** (`run_child`, `ragas_child`): Ragas 0.4.3 and its LangChain stack live in
+  their own venv (``.ci/run`` makes /tmp/rag-monitor-ragas-venv), not beside `monitor`.
+  `ragas_child`, the one function that runs there, scores a JSON job's records with Ragas's
+  own metrics, against an endpoint (`bench.detection`) or answering every request itself
+  and recording it (`bench.judge_tokens`). `run_child` runs a self-contained function
+  (stdlib and what that venv has; no `monitor`) as ``PATH -c SOURCE JOB_FILE RESULT_FILE``:
+  it reads the job from ``sys.argv[1]`` and writes its result to ``sys.argv[2]``.
 
 The one AUROC is `bench.ranking.auroc`.
 """
@@ -36,11 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.twins import LONG, fit_half, twins
+from bench.twins import fit_half, twins
 from monitor.judges.local.evidence import content
+from scripts import devdata
 
 ROOT = Path(__file__).resolve().parents[1]
-HALUEVAL = ROOT.parent / "shared" / "data" / "halueval_qa_dev.jsonl"
 DEMO = ROOT / "monitor" / "demo" / "traffic.jsonl"
 REALISTIC = ROOT / "bench" / "data" / "realistic.jsonl"
 
@@ -97,30 +99,50 @@ def halueval_fit_half(record: Mapping[str, Any]) -> bool:
     return hashlib.sha256(record["user_input"].encode()).digest()[0] % 2 == 0
 
 
+def dev_data(name: str) -> devdata.DevData | None:
+    """The dev data (`scripts.devdata`) data set ``name`` is made from; None for the
+    repository's own sets (the realistic set, the demo traffic)."""
+    if name.startswith("halueval"):
+        return devdata.HALUEVAL
+    if name.startswith("long") or name in ("em-dash", "other-subject"):
+        return devdata.LONG
+    return None
+
+
+def within_reach(
+    names: Sequence[str], halueval: Path | None = None, long: Path | None = None
+) -> list[str]:
+    """``names`` less the sets whose dev data is nowhere to be found, each left out with a
+    line on stderr: what a bench runs by default when it can run without them."""
+    given = {devdata.HALUEVAL: halueval, devdata.LONG: long}
+    needed = dict.fromkeys(d for n in names if (d := dev_data(n)) is not None)
+    gone = [d for d in needed if devdata.find(d, given[d]) is None]
+    for entry in gone:
+        sets = ", ".join(n for n in names if dev_data(n) == entry)
+        devdata.leaving_out(sets, entry, given[entry])
+    return [n for n in names if dev_data(n) not in gone]
+
+
 def load_dataset(
-    name: str, halueval: Path = HALUEVAL, demo: Path = DEMO, long: Path = LONG
+    name: str, halueval: Path | None = None, demo: Path = DEMO, long: Path | None = None
 ) -> list[Item]:
-    """The items of data set ``name`` (one of `DATASETS`), in file order."""
+    """The items of data set ``name`` (one of `DATASETS`), in file order. A set made from
+    dev data reads ``halueval`` or ``long``, else ``$RAGMON_DEV_DATA``; with neither the
+    command stops (`scripts.devdata.require`)."""
     if name.startswith("long"):
-        if not long.is_file():
-            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
         half = name.removeprefix("long").removeprefix("-")
         return [
             Item(r, _labelled(r), r["category"])
-            for r in twins(read_jsonl(long))
+            for r in twins(read_jsonl(devdata.require(devdata.LONG, long)))
             if not half or r["fit"] == (half == "fit")
         ]
     if name.startswith("halueval"):
-        if not halueval.is_file():
-            raise SystemExit(f"no HaluEval QA dev set at {halueval}; pass --halueval PATH")
-        rows = read_jsonl(halueval)
+        rows = read_jsonl(devdata.require(devdata.HALUEVAL, halueval))
         if name == "halueval-unfitted":
             rows = [r for r in rows if not halueval_fit_half(r)]
         return [Item(r, _labelled(r), "halueval") for r in rows]
     if name in ("em-dash", "other-subject"):
-        if not long.is_file():
-            raise SystemExit(f"no long-answer set at {long}; pass --long PATH")
-        rows = read_jsonl(long)
+        rows = read_jsonl(devdata.require(devdata.LONG, long))
         return slice_items(em_dash(rows) if name == "em-dash" else other_subject(rows))
     if name == "demo":
         kinds = {"faithful": FAITHFUL, "hallucinated": HALLUCINATED, "evasive": EVASIVE}
@@ -345,37 +367,135 @@ def run_child(
     return found
 
 
-def ragas_faithfulness() -> None:  # runs in the Ragas interpreter (`run_child`), not here
-    """Ragas's own Faithfulness on each record of the job, against the job's endpoint, with
-    the usual Ragas LLM path (`LangchainLLMWrapper` around `ChatOpenAI`; the API key from
-    ``OPENAI_API_KEY``); one JSON line per record appended to the result file as it finishes
-    (id, faithfulness or None, the exception's name, seconds, CPU seconds). Self-contained:
-    stdlib, ragas, LangChain."""
+def ragas_child() -> None:  # runs in the Ragas interpreter (`run_child`), not here
+    """Ragas's own metrics on each record of the job, through Ragas's usual LLM path
+    (`LangchainLLMWrapper` around langchain-openai's `ChatOpenAI`; embeddings through
+    `LangchainEmbeddingsWrapper(OpenAIEmbeddings)`). One JSON line per record is appended to
+    the result file as the record finishes: its id, each metric's score under Ragas's name
+    (None for NaN or a failure), the first failure's exception name and text (``error``,
+    ``detail``; a failure is recorded, not fatal), seconds, CPU seconds and Ragas's version.
+
+    The job: ``records`` (id, user_input, response, contexts); ``metrics``, among
+    ``faithfulness``, ``answer_relevancy`` (`ResponseRelevancy`, strictness 3) and
+    ``llm_context_precision_without_reference``; ``chat``, `ChatOpenAI`'s keyword
+    arguments (the API key from ``OPENAI_API_KEY`` unless given); ``run_config``,
+    `RunConfig`'s; ``concurrency``, records at once; ``embedding_model`` where a metric
+    embeds. With ``answers`` (and ``vectors``) nothing leaves the process: an in-process
+    `httpx.MockTransport` answers each chat request from ``answers``, looked up by the inputs
+    parsed back out of the prompt Ragas rendered (an unexpected request, such as a re-ask
+    after a parse failure, fails the record), and each embedding request from ``vectors``;
+    the records then run one at a time, and each line lists the requests sent for it
+    (``calls``: the metric, the step named by the prompt's input fields, the messages, ``n``,
+    the answers given, the request's other fields; for embeddings the texts).
+    ``check_embedding_ctx_length=False`` makes `OpenAIEmbeddings` send the texts rather than
+    tiktoken ids (which would need tiktoken's files; the same tokens). Self-contained:
+    stdlib, httpx, ragas, LangChain."""
     import asyncio
+    import base64
     import json
+    import struct
     import sys
     import time
     import warnings
 
     warnings.simplefilter("ignore")
-    from langchain_openai import ChatOpenAI
+    import httpx
+    import ragas
+    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
     from ragas.dataset_schema import SingleTurnSample
+    from ragas.embeddings import LangchainEmbeddingsWrapper
     from ragas.llms import LangchainLLMWrapper
-    from ragas.metrics import Faithfulness
+    from ragas.metrics import (
+        Faithfulness,
+        LLMContextPrecisionWithoutReference,
+        ResponseRelevancy,
+    )
     from ragas.run_config import RunConfig
 
     with open(sys.argv[1], encoding="utf-8") as f:
         job = json.load(f)
-    chat = ChatOpenAI(
-        model=job["model"],
-        base_url=job["url"],
-        temperature=0.0,
-        timeout=job["timeout"],
-        max_retries=1,
-    )
-    metric = Faithfulness(llm=LangchainLLMWrapper(chat))
-    metric.init(RunConfig(timeout=int(job["timeout"]), max_retries=1, max_wait=10))
-    gate = asyncio.Semaphore(job["concurrency"])
+    answers, vectors = job.get("answers"), job.get("vectors") or {}
+    calls: list[dict[str, object]] = []
+    now = {"metric": ""}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        call: dict[str, object] = {"metric": now["metric"], "model": body["model"]}
+        if request.url.path.endswith("/embeddings"):
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            call.update(step="embeddings", texts=texts)
+            calls.append(call)
+            data = []
+            for i, text in enumerate(texts):
+                vector = vectors[text]
+                if body.get("encoding_format") == "base64":
+                    packed = struct.pack(f"<{len(vector)}f", *vector)
+                    vector = base64.b64encode(packed).decode()
+                data.append({"object": "embedding", "index": i, "embedding": vector})
+            usage = {"prompt_tokens": 0, "total_tokens": 0}
+            payload = {"object": "list", "model": body["model"], "data": data, "usage": usage}
+            return httpx.Response(200, json=payload)
+        messages = body["messages"]
+        rendered = messages[-1]["content"]
+        inputs_text = rendered.rpartition("\ninput: ")[2].rpartition("\nOutput: ")[0]
+        inputs = json.loads(inputs_text)
+        content = answers[json.dumps(inputs, sort_keys=True, ensure_ascii=False)]
+        n = body.get("n") or 1
+        call.update(
+            step="+".join(sorted(inputs)),
+            messages=messages,
+            inputs_text=inputs_text,
+            n=n,
+            contents=[content] * n,
+            keys=sorted(k for k in body if k != "messages"),
+        )
+        calls.append(call)
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+            for i in range(n)
+        ]
+        payload = {
+            "id": f"chatcmpl-{len(calls)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": choices,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+        return httpx.Response(200, json=payload)
+
+    chat = dict(job["chat"])
+    if answers is not None:
+        transport = httpx.MockTransport(handle)
+        chat["http_client"] = httpx.Client(transport=transport)
+        chat["http_async_client"] = httpx.AsyncClient(transport=transport)
+    llm = LangchainLLMWrapper(ChatOpenAI(**chat))
+    shared = ("base_url", "api_key", "max_retries", "timeout", "http_client", "http_async_client")
+    made = {
+        "faithfulness": lambda: Faithfulness(llm=llm),
+        "answer_relevancy": lambda: ResponseRelevancy(
+            llm=llm,
+            embeddings=LangchainEmbeddingsWrapper(
+                OpenAIEmbeddings(
+                    model=job["embedding_model"],
+                    check_embedding_ctx_length=False,
+                    **{k: v for k, v in chat.items() if k in shared},
+                )
+            ),
+            strictness=3,
+        ),
+        "llm_context_precision_without_reference": lambda: LLMContextPrecisionWithoutReference(
+            llm=llm
+        ),
+    }
+    metrics = [made[name]() for name in job["metrics"]]
+    for metric in metrics:
+        metric.init(RunConfig(**job.get("run_config", {})))
+    gate = asyncio.Semaphore(1 if answers is not None else job["concurrency"])
 
     async def one(row: dict[str, object]) -> None:
         async with gate:
@@ -384,20 +504,25 @@ def ragas_faithfulness() -> None:  # runs in the Ragas interpreter (`run_child`)
                 response=row["response"],
                 retrieved_contexts=row["contexts"],
             )
+            line: dict[str, object] = {"id": row["id"], "error": None}
             started, cpu = time.perf_counter(), time.process_time()
-            try:
-                value = float(await metric.single_turn_ascore(sample))
-                error = None
-            except Exception as exc:  # Ragas's own failure: recorded, not fatal
-                value, error = float("nan"), type(exc).__name__
-            line = {
-                "id": row["id"],
-                "faithfulness": None if value != value else value,
-                "error": error,
-                "seconds": round(time.perf_counter() - started, 1),
-                "cpu": time.process_time() - cpu,
-                "version": __import__("ragas").__version__,
-            }
+            del calls[:]
+            for metric in metrics:
+                now["metric"] = metric.name
+                try:
+                    value = float(await metric.single_turn_ascore(sample))
+                except Exception as exc:  # Ragas's own failure: recorded, not fatal
+                    value = float("nan")
+                    if line["error"] is None:
+                        line.update(error=type(exc).__name__, detail=str(exc)[-2000:])
+                line[metric.name] = None if value != value else value
+            line.update(
+                seconds=round(time.perf_counter() - started, 1),
+                cpu=time.process_time() - cpu,
+                version=ragas.__version__,
+            )
+            if answers is not None:
+                line["calls"] = list(calls)
             with open(sys.argv[2], "a", encoding="utf-8") as f:  # noqa: ASYNC230 (one line)
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
 

@@ -15,7 +15,8 @@ With ``--ragas-python PATH`` (an interpreter with ragas 0.4.3 and LangChain
 < 0.4 installed), it also measures what Ragas itself spends on the same
 records for the same three metrics (`Faithfulness`, `ResponseRelevancy` with
 strictness 3, `LLMContextPrecisionWithoutReference`), without a network or a
-model: in a subprocess of that interpreter, Ragas's own metric code runs with
+model: in a subprocess of that interpreter (`bench.harness.ragas_child`, the
+child `bench.detection` runs too), Ragas's own metric code runs with
 its usual LLM path (`LangchainLLMWrapper` around langchain-openai's
 `ChatOpenAI`, embeddings through `OpenAIEmbeddings`), whose HTTP client is an
 in-process `httpx.MockTransport`. Every request body Ragas sends is recorded.
@@ -48,13 +49,14 @@ import math
 import random
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from bench.harness import run_child
+from bench.harness import ragas_child, run_child
 from monitor.judges.llm import OpenAIJudge
 from monitor.judges.steps import (
     GROUNDING,
@@ -456,7 +458,7 @@ RAGAS_METRICS = {
     "llm_context_precision_without_reference": "context_utility",
 }
 
-#: Ragas's steps, named by the input fields its prompt renders (see `_ragas_child`)
+#: Ragas's steps, named by the input fields its prompt renders (`bench.harness.ragas_child`)
 RAGAS_STEPS = {
     "answer+question": "faithfulness: statements",
     "context+statements": "faithfulness: NLI verdicts",
@@ -517,139 +519,6 @@ def ragas_job(records: list[Interaction]) -> dict[str, Any]:
     return {"records": rows, "answers": found, "vectors": vectors}
 
 
-def _ragas_child() -> None:  # runs in the --ragas-python interpreter, not here
-    """Score the job's records with Ragas's own metrics; record every request they send.
-
-    Self-contained (stdlib, httpx, ragas, LangChain; no `monitor`): its source is
-    run with ``PATH -c``; argv: the job file, the result file. Ragas's usual LLM
-    path — `LangchainLLMWrapper(ChatOpenAI)`, which sends relevancy's
-    strictness as ``n`` in one request, and `LangchainEmbeddingsWrapper(
-    OpenAIEmbeddings)` — over an in-process `httpx.MockTransport`: nothing
-    leaves the process. Each chat request is answered from the job's answers,
-    looked up by the inputs parsed back out of the prompt Ragas rendered (an
-    unexpected request, such as a re-ask after a parse failure, fails the run).
-    ``check_embedding_ctx_length=False`` makes OpenAIEmbeddings send the texts
-    rather than tiktoken ids (which would need tiktoken's files; same tokens).
-    """
-    import asyncio
-    import base64
-    import json
-    import struct
-    import sys
-    import warnings
-
-    warnings.simplefilter("ignore")
-
-    import httpx
-    import ragas
-    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
-    from ragas.dataset_schema import SingleTurnSample
-    from ragas.embeddings import LangchainEmbeddingsWrapper
-    from ragas.llms import LangchainLLMWrapper
-    from ragas.metrics import (
-        Faithfulness,
-        LLMContextPrecisionWithoutReference,
-        ResponseRelevancy,
-    )
-    from ragas.run_config import RunConfig
-
-    job_path, result_path = sys.argv[1], sys.argv[2]
-    with open(job_path, encoding="utf-8") as f:
-        job = json.load(f)
-    answers, vectors = job["answers"], job["vectors"]
-    calls = []
-    now = {"record": "", "metric": ""}
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        call = {"record": now["record"], "metric": now["metric"], "model": body["model"]}
-        if request.url.path.endswith("/embeddings"):
-            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-            call.update(step="embeddings", texts=texts)
-            calls.append(call)
-            data = []
-            for i, text in enumerate(texts):
-                vector = vectors[text]
-                if body.get("encoding_format") == "base64":
-                    packed = struct.pack(f"<{len(vector)}f", *vector)
-                    vector = base64.b64encode(packed).decode()
-                data.append({"object": "embedding", "index": i, "embedding": vector})
-            usage = {"prompt_tokens": 0, "total_tokens": 0}
-            payload = {"object": "list", "model": body["model"], "data": data, "usage": usage}
-            return httpx.Response(200, json=payload)
-        messages = body["messages"]
-        rendered = messages[-1]["content"]
-        inputs_text = rendered.rpartition("\ninput: ")[2].rpartition("\nOutput: ")[0]
-        inputs = json.loads(inputs_text)
-        content = answers[json.dumps(inputs, sort_keys=True, ensure_ascii=False)]
-        n = body.get("n") or 1
-        call.update(
-            step="+".join(sorted(inputs)),
-            messages=messages,
-            inputs_text=inputs_text,
-            n=n,
-            contents=[content] * n,
-            keys=sorted(k for k in body if k != "messages"),
-        )
-        calls.append(call)
-        choices = [
-            {
-                "index": i,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-            for i in range(n)
-        ]
-        payload = {
-            "id": f"chatcmpl-{len(calls)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": choices,
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }
-        return httpx.Response(200, json=payload)
-
-    transport = httpx.MockTransport(handle)
-    clients = {
-        "base_url": "http://judge.invalid/v1",
-        "api_key": "not-used",
-        "max_retries": 0,
-        "http_client": httpx.Client(transport=transport),
-        "http_async_client": httpx.AsyncClient(transport=transport),
-    }
-    llm = LangchainLLMWrapper(ChatOpenAI(model=job["model"], **clients))
-    embeddings = LangchainEmbeddingsWrapper(
-        OpenAIEmbeddings(model=job["embedding_model"], check_embedding_ctx_length=False, **clients)
-    )
-    metrics = [
-        Faithfulness(llm=llm),
-        ResponseRelevancy(llm=llm, embeddings=embeddings, strictness=3),
-        LLMContextPrecisionWithoutReference(llm=llm),
-    ]
-    for metric in metrics:
-        metric.init(RunConfig())
-
-    async def score_all() -> dict[str, dict[str, float]]:
-        scores: dict[str, dict[str, float]] = {}
-        for row in job["records"]:
-            sample = SingleTurnSample(
-                user_input=row["user_input"],
-                response=row["response"],
-                retrieved_contexts=row["contexts"],
-            )
-            now["record"] = row["id"]
-            scores[row["id"]] = {}
-            for metric in metrics:
-                now["metric"] = metric.name
-                scores[row["id"]][metric.name] = float(await metric.single_turn_ascore(sample))
-        return scores
-
-    scores = asyncio.run(score_all())
-    with open(result_path, "w", encoding="utf-8") as f:
-        json.dump({"version": ragas.__version__, "calls": calls, "scores": scores}, f)
-
-
 @dataclass
 class RagasStep(StepStats):
     """One Ragas step's requests and tokens, counted as the judge server counts ours."""
@@ -681,11 +550,38 @@ class RagasRun:
 
 
 def run_ragas(python: str, records: list[Interaction]) -> RagasRun:
-    """Run `_ragas_child` in ``python``; count its requests' tokens as the judge server does."""
-    job = ragas_job(records) | {"model": MODEL, "embedding_model": EMBEDDING_MODEL}
-    result = run_child(python, _ragas_child, job, timeout=900)
-    run = RagasRun(version=result["version"], scores=result["scores"])
-    for call in result["calls"]:
+    """Ragas's three metrics on ``records`` in ``python`` (`bench.harness.ragas_child`, every
+    request answered in its process from `ragas_job`); its requests' tokens counted as the
+    judge server counts ours. `RuntimeError` when Ragas failed on any record."""
+    job = ragas_job(records) | {
+        "metrics": list(RAGAS_METRICS),
+        # no request leaves the child: the URL is never reached and the key never checked
+        "chat": {
+            "model": MODEL,
+            "base_url": "http://judge.invalid/v1",
+            "api_key": "not-used",
+            "max_retries": 0,
+        },
+        "embedding_model": EMBEDDING_MODEL,
+        "concurrency": 1,
+    }
+    with tempfile.TemporaryDirectory(prefix="judge-tokens-") as tmp:
+        out = Path(tmp) / "ragas.jsonl"
+        run_child(python, ragas_child, job, timeout=900, result=out)
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    failed = [line for line in lines if line["error"]]
+    if failed:
+        first = failed[0]
+        raise RuntimeError(
+            f"Ragas failed on {len(failed)} of {len(lines)} records; the first, "
+            f"{first['id']}: {first['error']}: {first.get('detail', '')}"
+        )
+    scores = {
+        line["id"]: {m: math.nan if line[m] is None else float(line[m]) for m in RAGAS_METRICS}
+        for line in lines
+    }
+    run = RagasRun(version=lines[0]["version"], scores=scores)
+    for call in (call for line in lines for call in line["calls"]):
         if call["step"] == "embeddings":
             run.embedding_requests += 1
             run.embedding_tokens += sum(count_tokens(t, call["model"]) for t in call["texts"])

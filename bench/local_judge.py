@@ -1,7 +1,13 @@
 """The local judge's worked examples, and its speed beside the support model it replaced.
 
     python -m bench.local_judge [--baseline 09978da] [--before REF] [--records 64]
-                                [--long PATH] [--repeat 1000] [--skip-speed] [--skip-score]
+                                [--long PATH] [--halueval PATH] [--repeat 1000]
+                                [--skip-speed] [--skip-score] [--skip-budget] [--figures]
+
+The long-answer file and HaluEval QA dev are not shipped: ``--long`` and ``--halueval``, else
+``data/`` under ``$RAGMON_DEV_DATA`` (`scripts.devdata`). Without the long-answer file the
+cost section is left out, and the core budget reads the sets that are there, saying so;
+``--figures`` needs both.
 
 Its detection on the labelled sets, beside word overlap, is `bench.detection`'s
 (``--detectors local,overlap``).
@@ -43,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.baseline import ROOT, monitor_at
-from bench.harness import HALUEVAL, REALISTIC, read_jsonl
-from bench.twins import LONG
+from bench.harness import REALISTIC, read_jsonl
+from scripts import devdata
 
 REFUNDS = (
     "Cancel your subscription in Settings. Refunds are issued to the original card within "
@@ -300,7 +306,7 @@ print(json.dumps(out))
 """
 
 
-def figures(long: Path, before: str) -> None:
+def figures(long: Path, halueval: Path, before: str) -> None:
     """Graded AUROC (mean claim support), AUROC of the share, and the flag rate at
     faithfulness < 1 of faithful answers, on HaluEval QA dev, the realistic tune split and
     the long-answer file, each answer read as `bench.detection` reads it
@@ -321,7 +327,7 @@ def figures(long: Path, before: str) -> None:
         ]
 
     sets = {
-        "HaluEval QA dev": rows(load_dataset("halueval")),
+        "HaluEval QA dev": rows(load_dataset("halueval", halueval)),
         "realistic tune": rows(load_dataset("realistic-tune")),
         long.name: [{**r, "label_hallucinated": False} for r in read_jsonl(long)],
     }
@@ -372,7 +378,7 @@ CONTEXT_BANDS = (
 ANSWER_BANDS = (("< 40", 0, 39), ("40–99", 40, 99), ("≥ 100", 100, 10**9))
 
 
-def core_budget(long: Path) -> None:
+def core_budget(long: Path | None, halueval: Path | None) -> None:
     """CPU seconds of faithfulness per answer, one answer at a time on one thread (the
     metric's two steps: the answer's claims, then each claim's support by the contexts
     joined), by context and answer size, over HaluEval QA dev, the realistic set and the
@@ -383,9 +389,10 @@ def core_budget(long: Path) -> None:
     judge = LocalJudge()
     judge.warm_up()
     judge.embedder.warm_up()
-    rows = [*read_jsonl(long), *read_jsonl(REALISTIC)]
-    if HALUEVAL.is_file():
-        rows += read_jsonl(HALUEVAL)
+    rows = read_jsonl(REALISTIC)
+    for path in (long, halueval):
+        if path is not None:
+            rows += read_jsonl(path)
     cells: dict[tuple[str, str], list[float]] = {}
     for row in rows:
         response, question = str(row["response"]), str(row.get("user_input") or "")
@@ -433,7 +440,9 @@ def main() -> int:
     parser.add_argument("--baseline", default="09978da", help="the commit whose model to time")
     parser.add_argument("--before", default=None, help="also time this commit's local judge")
     parser.add_argument("--records", type=int, default=64)
-    parser.add_argument("--long", type=Path, default=LONG, help="the long-answer dev file")
+    dev = "default: data/ under $RAGMON_DEV_DATA"
+    parser.add_argument("--long", type=Path, help=f"the long-answer dev file ({dev})")
+    parser.add_argument("--halueval", type=Path, help=f"HaluEval QA dev ({dev})")
     parser.add_argument("--repeat", type=int, default=1000, help="records of the memory row")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-score", action="store_true")
@@ -443,19 +452,24 @@ def main() -> int:
     )
     parser.add_argument("--skip-examples", action="store_true")
     args = parser.parse_args()
+    get = devdata.require if args.figures else devdata.find  # --figures needs both
+    long, halueval = get(devdata.LONG, args.long), get(devdata.HALUEVAL, args.halueval)
+    if long is None and not (args.skip_score and args.skip_budget):
+        devdata.leaving_out("the long answers", devdata.LONG, args.long)
+    if halueval is None and not args.skip_budget:
+        devdata.leaving_out("HaluEval QA dev from the budget", devdata.HALUEVAL, args.halueval)
     print(f"CPU: {_cpu()}\n")
     if not args.skip_examples:
         examples()
     if not args.skip_speed:
         speed(args.baseline, args.records)
-    if not args.skip_score:
-        if not args.long.is_file():
-            raise SystemExit(f"no long-answer dev file at {args.long}; pass --long PATH")
-        score_costs(args.long, args.repeat, args.baseline, args.before)
+    if not args.skip_score and long is not None:
+        score_costs(long, args.repeat, args.baseline, args.before)
     if not args.skip_budget:
-        core_budget(args.long)
+        core_budget(long, halueval)
     if args.figures:
-        figures(args.long, args.before or "HEAD")
+        assert long is not None and halueval is not None
+        figures(long, halueval, args.before or "HEAD")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the examples' process: {peak:.0f} MiB")
     return 0

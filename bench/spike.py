@@ -7,7 +7,9 @@ traffic, fed through the shipped alert rules by promtool.
    judge's decisions (``claim``, as ``score`` flags it with ``RAG_MONITOR_LOCAL_DECISION=claim``;
    ``answer``, the default, the answer's ``hallucination_probability`` at or above the shipped
    cut, which is what the default decision flags). Pools: the demo traffic,
-   the long-answer twins' report half (`bench.twins`) and the realistic holdout; only
+   the long-answer twins' report half (`bench.twins`; ``--long PATH``, else ``data/`` under
+   ``$RAGMON_DEV_DATA``, `scripts.devdata`: left out, saying so, when neither is there and
+   ``--pools`` is not given) and the realistic holdout; only
    faithful and hallucinated answers are drawn (an evasive answer is unscoreable, the demo's
    off-topic ones are neither).
 2. **Traffic.** ``--per-minute`` scored answers a minute, drawn with replacement from the
@@ -45,8 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.harness import DEMO, FAITHFUL, HALLUCINATED, HALUEVAL, ROOT, load_dataset
-from bench.twins import LONG
+from bench.harness import DEMO, FAITHFUL, HALLUCINATED, ROOT, load_dataset, within_reach
 from monitor.flags import HALLUCINATION
 from monitor.judges.local.answer import AnswerModel
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
@@ -103,7 +104,9 @@ class Plan:
         return 3 * DAY
 
 
-def score_pool(name: str, halueval: Path, demo: Path, long: Path) -> dict[str, Verdicts]:
+def score_pool(
+    name: str, halueval: Path | None, demo: Path, long: Path | None
+) -> dict[str, Verdicts]:
     """Score the pool's answers with the shipped local judge, as ``rag-monitor score`` does:
     its verdicts under each decision (`DECISIONS`)."""
     cut = AnswerModel.load().cut
@@ -262,21 +265,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--pools", default=",".join(POOLS))
+    parser.add_argument("--pools", help=f"default: {','.join(POOLS)}")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--per-minute", type=int, default=Plan.per_minute)
     parser.add_argument("--base", type=float, default=Plan.base)
     parser.add_argument("--spike", type=float, default=Plan.spike)
     parser.add_argument("--spike-hours", type=float, default=Plan.spike_hours)
     parser.add_argument("--rules", type=Path, default=RULES, metavar="PATH")
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH")
+    dev = "default: data/ under $RAGMON_DEV_DATA"
+    parser.add_argument("--halueval", type=Path, metavar="PATH", help=dev)
     parser.add_argument("--demo", type=Path, default=DEMO, metavar="PATH")
-    parser.add_argument("--long", type=Path, default=LONG, metavar="PATH")
+    parser.add_argument("--long", type=Path, metavar="PATH", help=dev)
     parser.add_argument("--out", metavar="PREFIX", help="keep the verdicts, read them back")
     parser.add_argument("--verdicts-only", action="store_true")
     args = parser.parse_args(argv)
     plan = Plan(args.per_minute, args.base, args.spike, args.spike_hours)
-    pools = [p for p in args.pools.split(",") if p]
+    if args.pools is None:
+        reached = within_reach(list(POOLS.values()), args.halueval, args.long)
+        pools = [p for p, dataset in POOLS.items() if dataset in reached]
+    else:
+        pools = [p for p in args.pools.split(",") if p]
     unknown = sorted(set(pools) - set(POOLS))
     if unknown:
         parser.error(f"unknown pool {unknown[0]!r}; one of {', '.join(POOLS)}")

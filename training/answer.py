@@ -16,6 +16,10 @@ holdout and the demo (never fitted on).
     python -m training.answer --cache /tmp/answer-claims.jsonl          # fit, print, write
     python -m training.answer --cache /tmp/answer-claims.jsonl --dry-run  # fit and print only
 
+HaluEval QA dev and the long-answer file are not shipped: ``--halueval`` and ``--long``, else
+``data/`` under ``$RAGMON_DEV_DATA`` (`scripts.devdata`); the fit needs both and stops
+without them.
+
 The claims' probabilities are cached in ``--cache`` (one line per answer; a second run reads
 what is there and scores only what is missing). See docs/model.md, "The answer's probability".
 """
@@ -37,17 +41,16 @@ import numpy.typing as npt
 from bench.harness import (
     FAITHFUL,
     HALLUCINATED,
-    HALUEVAL,
     Item,
     contexts,
     halueval_fit_half,
     load_dataset,
 )
 from bench.ranking import auroc
-from bench.twins import LONG
 from monitor.judges.local.answer import ANSWER_PATH, FEATURES, AnswerModel, features
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
+from scripts import devdata
 
 #: the most faithful answers the cut may flag on each fitting half
 FALSE_FLAGS = 0.05
@@ -203,15 +206,18 @@ def reliability(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.answer", description=__doc__)
     parser.add_argument("--cache", type=Path, required=True, metavar="PATH")
-    parser.add_argument("--halueval", type=Path, default=HALUEVAL, metavar="PATH")
-    parser.add_argument("--long", type=Path, default=LONG, metavar="PATH")
+    dev = "default: data/ under $RAGMON_DEV_DATA"
+    parser.add_argument("--halueval", type=Path, metavar="PATH", help=dev)
+    parser.add_argument("--long", type=Path, metavar="PATH", help=dev)
     parser.add_argument("--out", type=Path, default=ANSWER_PATH, metavar="PATH")
     parser.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
     args = parser.parse_args(argv)
+    halueval = devdata.require(devdata.HALUEVAL, args.halueval)
+    long = devdata.require(devdata.LONG, args.long)
 
     judge = LocalJudge()
     judge.warm_up()
-    data = collect(judge, (*FIT_SETS, *REPORT_SETS), args.cache, args.halueval, args.long)
+    data = collect(judge, (*FIT_SETS, *REPORT_SETS), args.cache, halueval, long)
     fit_rows = [row for name in FIT_SETS for row in data[name]]
     x, y = _matrix(fit_rows)
     weights, bias = fit_logistic(x, y)

@@ -4,6 +4,10 @@
     python -m training.combiner fit        # fit the weights, write model/combiner.json
     python -m training.combiner report     # AUROC per set and per feature set (ablation)
 
+``features`` reads HaluEval QA dev and the NLI pairs, which are not shipped: ``--halueval``
+and ``--nli``, else ``data/`` and ``nli/`` under ``$RAGMON_DEV_DATA`` (`scripts.devdata`);
+it stops without them (``--answers-only`` needs no NLI pairs).
+
 Fitted only on data outside every evaluation set: the held-out fiftieth of the
 NLI mix (claims against their evidence, `training.cross_encoder.held_out`) with
 one-fact edits of its supported claims, HaluEval QA dev's first half by question
@@ -31,11 +35,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.harness import DEMO, HALUEVAL, REALISTIC, halueval_fit_half, overlap
+from bench.harness import DEMO, REALISTIC, halueval_fit_half, overlap
 from bench.ranking import auroc
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
+from scripts import devdata
 from training import nli
 from training.cross_encoder import held_out
 from training.windows import texts
@@ -46,10 +51,10 @@ CACHE = ROOT / ".cache" / "combiner"
 Array = npt.NDArray[np.float64]
 
 
-def _records() -> list[dict[str, Any]]:
+def _records(halueval: Path) -> list[dict[str, Any]]:
     """Every labelled answer, with its set and whether the fit may read it."""
     out = []
-    for line in HALUEVAL.read_text().splitlines():
+    for line in halueval.read_text().splitlines():
         r = json.loads(line)
         fit = halueval_fit_half(r)
         out.append({**r, "set": "halueval-fit" if fit else "halueval-report", "fit": fit})
@@ -75,13 +80,14 @@ def _judge() -> LocalJudge:
     return LocalJudge(combiner=Combiner((0.0,) * len(FEATURES), 0.0), threads=1)
 
 
-def read_features(*, nli_pairs: bool = True) -> None:
-    """Every answer's claims and every held-out NLI pair through the judge's parts."""
+def read_features(halueval: Path, nli_root: Path | None) -> None:
+    """Every answer's claims and every held-out NLI pair (under ``nli_root``; none when it is
+    None) through the judge's parts."""
     CACHE.mkdir(parents=True, exist_ok=True)
     judge = _judge()
     start = time.perf_counter()
     rows = []
-    records = _records()
+    records = _records(halueval)
     for n, r in enumerate(records):
         contexts = texts(r["retrieved_contexts"])
         said = judge.claims(r["response"], r["user_input"])
@@ -106,9 +112,9 @@ def read_features(*, nli_pairs: bool = True) -> None:
         if n % 50 == 0:
             print(f"answers {n}/{len(records)} {time.perf_counter() - start:.0f}s", flush=True)
     (CACHE / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    if not nli_pairs:
+    if nli_root is None:
         return
-    pairs = [p for name in nli.SOURCES for p in nli.SOURCES[name](nli.SHARED_NLI) if held_out(p)]
+    pairs = [p for name in nli.SOURCES for p in nli.SOURCES[name](nli_root) if held_out(p)]
     pairs = list({(p.premise, p.hypothesis): p for p in pairs}.values())
     pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
     out = []
@@ -219,9 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--answers-only", action="store_true", help="features: keep the NLI pairs' features"
     )
+    dev = "features: default under $RAGMON_DEV_DATA"
+    parser.add_argument("--halueval", type=Path, metavar="PATH", help=dev)
+    parser.add_argument("--nli", type=Path, metavar="PATH", help=dev)
     args = parser.parse_args(argv)
     if args.command == "features":
-        read_features(nli_pairs=not args.answers_only)
+        halueval = devdata.require(devdata.HALUEVAL, args.halueval)
+        nli_root = None if args.answers_only else devdata.require(devdata.NLI, args.nli)
+        read_features(halueval, nli_root)
         return 0
     answers, pairs = with_features(_load("answers.jsonl"), _load("nli.jsonl"))
     fitted = [a for a in answers if a["fit"]]

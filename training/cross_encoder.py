@@ -1,10 +1,11 @@
 """Train the support model: a MiniLM-L6 cross-encoder over (statement, evidence) pairs.
 
-    python -m training.cross_encoder [--nli ../shared/nli] [--out .cache/support] \
+    python -m training.cross_encoder [--nli PATH] [--out .cache/support] \
         [--steps 4000] [--batch 16] [--lr 4e-5] [--warmup 300] [--max-length 160] \
         [--device auto] [--base DIR] [--candidates FILE] [--minutes M]
 
-The mix is `training.nli`'s licensed pairs (weights per source: ``--mix``) plus
+The mix is `training.nli`'s licensed pairs (``--nli PATH``, else ``nli/`` under
+``$RAGMON_DEV_DATA``, `scripts.devdata`: not shipped; weights per source: ``--mix``) plus
 rule-made one-fact edits of their supported claims (``--edit-share``). A fiftieth
 of each source (by claim, so a claim never sits on both sides) is held out and
 reported as in-distribution AUROC. Transfer is reported on data never trained or
@@ -47,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from bench.ranking import auroc
+from scripts import devdata
 from training import nli
 from training.windows import Claim, Windows, flat, weakest
 
@@ -124,7 +126,9 @@ def realistic_records() -> list[dict[str, Any]]:
 def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The run's options (the module docstring says what they do)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nli", type=Path, default=nli.SHARED_NLI)
+    parser.add_argument(
+        "--nli", type=Path, metavar="PATH", help="default: nli/ under $RAGMON_DEV_DATA"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "support")
     parser.add_argument("--mix", default=DEFAULT_MIX, help="SOURCE=WEIGHT,… (training.nli)")
     parser.add_argument("--edit-share", type=float, default=0.3)
@@ -155,7 +159,7 @@ def load_mix(args: argparse.Namespace) -> tuple[list[nli.Pair], list[nli.Pair]]:
     else:
         rng = random.Random(args.seed)
         weights = {k: float(v) for k, v in (x.split("=") for x in args.mix.split(","))}
-        found = nli.load(args.nli, weights, rng)
+        found = nli.load(devdata.require(devdata.NLI, args.nli), weights, rng)
         dev = list({(p.premise, p.hypothesis): p for p in found if held_out(p)}.values())
         train = [p for p in found if not held_out(p)]
         train += nli.contrastive_edits(train, rng, args.edit_share)

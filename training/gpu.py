@@ -1,18 +1,18 @@
 """Train the support model on a lent GPU: pack what the run needs, then take its weights back.
 
-    python -m training.gpu pack [--dir .gpu]             # here: the mix, the windows, the base
-    bash training/gpu.sh                                 # there: train, write $OUT
+    python -m training.gpu pack [--dir .gpu] [--nli PATH]  # here: the mix, windows, base
+    bash training/gpu.sh                                   # there: train, write $OUT
     python -m training.gpu unpack PARTS... [--out .cache/support/checkpoint.pt]
     python -m training.export --checkpoint .cache/support/checkpoint.pt
 
-A lent machine has torch but neither this project's runtime, ``../shared/nli`` nor the
-base weights' package, and what travels there is limited (the working tree and a few
-carried folders). So ``pack`` writes to ``--dir``: the mix (``training.cross_encoder``'s
-own, built once with ``--steps 0``, xz-compressed), the realistic set's statements and
-windows (``--candidates``), and all-MiniLM-L6-v2's weights in float16 with its config
-and tokenizer. ``training/gpu.sh`` trains from them; its weights come back in pieces of
-15 MiB, which ``unpack`` joins into a checkpoint for `training.export`. See
-docs/model.md, "Training".
+A lent machine has torch but neither this project's runtime, the NLI pairs (``--nli``, else
+``nli/`` under ``$RAGMON_DEV_DATA``) nor the base weights' package, and what travels there
+is limited (the working tree and a few carried folders). So ``pack`` writes to ``--dir``:
+the mix (``training.cross_encoder``'s own, built once with ``--steps 0``, xz-compressed),
+the realistic set's statements and windows (``--candidates``), and all-MiniLM-L6-v2's
+weights in float16 with its config and tokenizer. ``training/gpu.sh`` trains from them;
+its weights come back in pieces of 15 MiB, which ``unpack`` joins into a checkpoint for
+`training.export`. See docs/model.md, "Training".
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ from pathlib import Path
 from training.cross_encoder import ROOT, base_dir
 
 
-def pack(folder: Path) -> None:
+def pack(folder: Path, nli: Path | None = None) -> None:
     from safetensors.torch import load_file, save_file
 
     from training import cross_encoder
 
     work = folder / "out"
     work.mkdir(parents=True, exist_ok=True)
+    given = [] if nli is None else ["--nli", str(nli)]
     cross_encoder.main(
         ["--steps", "0", "--out", str(work), "--candidates", str(folder / "candidates.json")]
+        + given
     )
     with (work / "mix.jsonl").open("rb") as src, lzma.open(folder / "mix.jsonl.xz", "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -68,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     packing = sub.add_parser("pack", help="write what the GPU run needs")
     packing.add_argument("--dir", type=Path, default=ROOT / ".gpu")
+    packing.add_argument("--nli", type=Path, help="default: nli/ under $RAGMON_DEV_DATA")
     unpacking = sub.add_parser("unpack", help="join the weights' pieces into a checkpoint")
     unpacking.add_argument("parts", type=Path, nargs="+")
     unpacking.add_argument(
@@ -75,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "pack":
-        pack(args.dir)
+        pack(args.dir, args.nli)
     else:
         unpack(args.parts, args.out)
     return 0

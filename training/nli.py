@@ -1,7 +1,8 @@
 """Licensed NLI and fact-verification pairs, each mapped to supported (1) or not (0).
 
-One loader per source folder of ``../shared/nli`` (its README names each source,
-its licence and its label mapping). A pair is (premise, hypothesis, label,
+One loader per source folder of the NLI folder (``--nli PATH``, or ``nli/`` under
+``$RAGMON_DEV_DATA``, `scripts.devdata`; its README names each source, its licence and
+its label mapping). A pair is (premise, hypothesis, label,
 source): the premise is the evidence, the hypothesis the claim it may support.
 Only the label that means "the evidence supports the whole claim" maps to 1;
 partial support, contradiction, neutral and "not enough info" map to 0, since a
@@ -20,9 +21,7 @@ from pathlib import Path
 
 from bench import edits
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_NLI = ROOT.parent / "shared" / "nli"
-#: the folders of ``SHARED_NLI`` the loaders below read, one per source
+#: the folders of the NLI folder the loaders below read, one per source
 FOLDERS = ("vitaminc", "docnli-fever-mnli", "factcheck-gpt", "wice", "esnli-snli")
 
 

@@ -20,8 +20,8 @@ from bench.harness import (
     overlap,
     swap_figure,
 )
-from bench.twins import LONG
-from tests.support.tools import missing
+from scripts import devdata
+from tests.support.devdata import dev_data
 
 FIGURES = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
@@ -50,12 +50,10 @@ def test_a_swapped_figure_is_one_the_contexts_state_for_something_else() -> None
 
 
 def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answer() -> None:
-    if not LONG.is_file():
-        missing(
-            f"no long-answer file at {LONG} (the benches' dev data; a clone does not hold it)",
-            "lay shared/ beside the repository, as CI does, with data/long_faithful_rag.jsonl",
-        )
-    long = load_dataset("long")
+    path = dev_data(
+        devdata.LONG, "no long-answer file", "the benches' dev data; a clone does not hold it"
+    )
+    long = load_dataset("long", long=path)
     faithful = [i for i in long if i.kind == FAITHFUL]
     assert len(faithful) == 285 and {i.kind for i in long} == {FAITHFUL, HALLUCINATED}
     halves: dict[str, set[bool]] = {}
@@ -65,10 +63,10 @@ def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answe
     assert all(len(h) == 1 for h in halves.values()) and {True, False} == set().union(
         *halves.values()
     )
-    fit, report = load_dataset("long-fit"), load_dataset("long-report")
+    fit, report = load_dataset("long-fit", long=path), load_dataset("long-report", long=path)
     assert len(fit) + len(report) == len(long)
     assert all(i.record["fit"] for i in fit) and not any(i.record["fit"] for i in report)
-    swaps = load_dataset("other-subject")
+    swaps = load_dataset("other-subject", long=path)
     by_id = {str(i.record["id"]): i for i in swaps}
     twins = [i for i in swaps if i.kind == HALLUCINATED]
     assert twins and len(twins) * 2 == len(swaps)
@@ -79,7 +77,7 @@ def test_the_long_answers_split_by_conversation_and_their_slices_pair_each_answe
         assert before != after and len(before.split()) == len(after.split())
         [new] = list(Counter(FIGURES.findall(after)) - Counter(FIGURES.findall(before)))
         assert any(new in FIGURES.findall(c) for c in contexts(twin.record))  # stated there
-    dashes = load_dataset("em-dash")
+    dashes = load_dataset("em-dash", long=path)
     assert all("\u2014" in str(i.record["response"]) for i in dashes)
     assert {i.kind for i in dashes} == {FAITHFUL, HALLUCINATED}
 
@@ -112,3 +110,32 @@ def test_the_overlap_bench_writes_its_verdicts_and_reports_them_again(
     assert detection.main([*argv, "--out", str(prefix), "--report"]) == 0
     again = capsys.readouterr().out
     assert row.rsplit("|", 2)[0] in again  # the same figures, bar the CPU time
+
+
+def test_a_set_whose_dev_data_is_not_there_stops_the_command_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    absent = tmp_path / "absent.jsonl"
+    with pytest.raises(SystemExit) as stopped:
+        load_dataset("long-report", long=absent)
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        f": no long-answer set at {absent}: pass --long PATH or set {devdata.VARIABLE} to a "
+        "folder holding data/long_faithful_rag.jsonl"
+    )
+
+
+def test_the_default_run_leaves_out_the_sets_whose_dev_data_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(devdata.VARIABLE, str(tmp_path))  # a folder without the files
+    assert detection.main(["--detectors", "overlap", "--limit", "4"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        f"leaving out halueval, halueval-unfitted: no HaluEval QA dev set at "
+        f"{tmp_path / 'data' / 'halueval_qa_dev.jsonl'}: pass --halueval PATH"
+    ) in captured.err
+    cells = [line.strip("| ").split(" | ") for line in captured.out.splitlines()]
+    rows = [c[0] for c in cells if len(c) > 1 and c[1] == "word overlap"]
+    assert rows == ["realistic-tune", "realistic-holdout", "demo"]

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from tests.support.tools import missing
+from scripts import devdata
+from tests.support.devdata import dev_data
 from training import nli
 from training.cross_encoder import DEFAULT_MIX, batches, held_out
 
 
 @pytest.fixture(autouse=True)
-def _shared_nli() -> None:
-    if not nli.SHARED_NLI.is_dir():
-        missing(
-            f"the support model's training pairs are not at {nli.SHARED_NLI} (only retraining "
-            "the support model reads them; a clone does not hold them)",
-            f"to run these tests, lay the licensed NLI sets in {nli.SHARED_NLI}, one folder per "
-            f"source: {', '.join(nli.FOLDERS)} (training/README.md, where each comes from)",
-        )
+def pairs_root() -> Path:
+    """The licensed NLI sets' folder (every test here skips without it)."""
+    return dev_data(
+        devdata.NLI,
+        "the support model's training pairs are not",
+        "only retraining the support model reads them; a clone does not hold them",
+        f", one folder per source: {', '.join(nli.FOLDERS)} (training/README.md, where each "
+        "comes from)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,8 +40,8 @@ def _shared_nli() -> None:
         ("snli", 19000),
     ],
 )
-def test_each_source_loads_with_both_labels(source: str, at_least: int) -> None:
-    pairs = nli.SOURCES[source](nli.SHARED_NLI)
+def test_each_source_loads_with_both_labels(source: str, at_least: int, pairs_root: Path) -> None:
+    pairs = nli.SOURCES[source](pairs_root)
     assert len(pairs) >= at_least
     labels = Counter(p.label for p in pairs)
     assert set(labels) == {0, 1}
@@ -47,10 +50,10 @@ def test_each_source_loads_with_both_labels(source: str, at_least: int) -> None:
     assert not any("-LRB-" in p.premise or "-LRB-" in p.hypothesis for p in pairs)
 
 
-def test_only_full_support_is_supported() -> None:
-    stances = {p.hypothesis: p.label for p in nli.factcheck_gpt(nli.SHARED_NLI)}
+def test_only_full_support_is_supported(pairs_root: Path) -> None:
+    stances = {p.hypothesis: p.label for p in nli.factcheck_gpt(pairs_root)}
     assert 0 < sum(stances.values()) < len(stances)
-    wice = nli.wice(nli.SHARED_NLI)
+    wice = nli.wice(pairs_root)
     # partially supported claims are the "added claim" case: not supported
     assert sum(p.label for p in wice) < len(wice) / 2
 
@@ -62,8 +65,8 @@ def test_the_default_mix_names_known_sources_and_no_evaluation_set() -> None:
         assert "halueval" not in name and "realistic" not in name and "demo" not in name
 
 
-def test_held_out_claims_never_train() -> None:
-    pairs = nli.vitaminc(nli.SHARED_NLI, "vitaminc_real")
+def test_held_out_claims_never_train(pairs_root: Path) -> None:
+    pairs = nli.vitaminc(pairs_root, "vitaminc_real")
     dev = {p.hypothesis for p in pairs if held_out(p)}
     train = {p.hypothesis for p in pairs if not held_out(p)}
     assert dev and not dev & train

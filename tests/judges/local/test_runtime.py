@@ -146,10 +146,14 @@ def test_the_next_window_is_read_only_when_the_nearest_is_not_sure() -> None:
     said = ["Topic 3 has a fact.", "Topic 9 has a fact."]
     sure = _Logit(entailment.SURE)
     sure.support(said, contexts)
-    assert len(sure.seen) == len(said)  # the nearest window of each, nothing more
+    # the best window of each by its words, nothing more, and no vector embedded
+    assert sure.seen == [(s, w) for s, w in zip(said, sure.first(said, contexts), strict=True)]
+    assert sure.embedder.encoded == 0
     unsure = _Logit(entailment.SURE - 0.01)
     unsure.support(said, contexts)
-    assert len(unsure.seen) == len(said) * TOP  # supported, not surely: both windows
+    # supported, not surely: that window, then the two nearest (the first of them is it)
+    assert len(unsure.seen) == len(said) * TOP
+    assert unsure.embedder.encoded > 0
     # context utility reads every nearest window: what a context gives is never left unread
     split = _Logit(entailment.SURE)
     split.support_by_context(said, contexts)

@@ -315,15 +315,16 @@ class Candidates:
     parts: tuple[str, ...] = ()
 
 
-#: The logit at and above which a claim's nearest window surely supports it (model
-#: probability 0.95): its other windows are not read for `SupportModel.support`. A higher
+#: The logit at and above which a window surely supports a claim (model probability 0.95):
+#: `SupportModel.support` reads none of the claim's later windows (its best window by words
+#: read first settles it with no vector embedded). A higher
 #: logit from another window would move the claim's combined probability by less than the
 #: dev sets' figures can show (docs/benchmarks.md, "Local judge: cost on real RAG records").
 SURE = 3.0
 
 
 def sure(logit: float) -> bool:
-    """The nearest window's ``logit`` says the claim is supported beyond doubt (`SURE`)."""
+    """A window's ``logit`` says the claim is supported beyond doubt (`SURE`)."""
     return logit >= SURE
 
 

@@ -94,5 +94,9 @@ def test_best_joins_only_where_the_judge_does() -> None:
     assert best([-1.0, -2.0], [-3.0]) == -1.0
     assert best([-1.0], []) == -1.0
     assert best([], []) == -math.inf
+    # windows are read in order up to the first sure one (the best by words, then the nearest)
+    assert best([1.0, SURE + 0.5, 7.0], []) == SURE + 0.5
+    assert best([-1.0, -2.0, 2.0], [9.0]) == 2.0
+    assert best([-1.0, -2.0, -0.5], [9.0]) == 9.0
     for alone in ([0.0], [-0.01], [-3.0, 2.0], [-3.0, -0.5]):
         assert (best(alone, [9.0]) == 9.0) == reads_joined(alone)

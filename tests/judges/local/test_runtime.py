@@ -151,9 +151,15 @@ def test_the_next_window_is_read_only_when_the_nearest_is_not_sure() -> None:
     assert sure.embedder.encoded == 0
     unsure = _Logit(entailment.SURE - 0.01)
     unsure.support(said, contexts)
-    # supported, not surely: that window, then the two nearest (the first of them is it)
+    # supported, not surely: that window first, then the two nearest (it is one of them)
+    assert unsure.seen[: len(said)] == sure.seen
     assert len(unsure.seen) == len(said) * TOP
     assert unsure.embedder.encoded > 0
+    # without the first window by words: each claim's nearest, ranked by the embedder
+    off = _Logit(entailment.SURE)
+    off.words_first = False
+    off.support(said, contexts)
+    assert len(off.seen) == len(said) and off.embedder.encoded > 0
     # context utility reads every nearest window: what a context gives is never left unread
     split = _Logit(entailment.SURE)
     split.support_by_context(said, contexts)

@@ -255,7 +255,8 @@ class SupportModel:
                 continue
             idx = next(chosen)
             near = [windows[i] for i in idx]
-            order = tuple(dict.fromkeys([first[n], *near] if first[n] else near))
+            # at most ``top`` windows alone: the first, then the nearest that are not it
+            order = tuple(dict.fromkeys([first[n], *near] if first[n] else near))[: self.top]
             plan.append(Candidates(order, tuple(_joined(windows, idx)), tuple(near[:2])))
         return plan, read
 

@@ -187,12 +187,12 @@ class SupportModel:
 
         A claim is read first against the window that shares the most of its words
         (`windows.picks`), which settles it when it surely supports it (`sure`): no vector is
-        embedded for it. Any other claim is read against its nearest window (MiniLM cosine,
-        among the windows the record's unsettled claims shortlist), against its next nearest
-        only when that one does not surely support it, and against its two nearest joined
-        when no window alone supports it (a claim that combines two chunks), so the cost per
-        claim is bounded however long the contexts are. Without any evidence the
-        probability is 0.
+        embedded for it. Any other claim is read, when that window does not surely support
+        it, against its nearest window that is not it (MiniLM cosine, among the windows the
+        record's unsettled claims shortlist): ``top`` windows alone in all. Then against its
+        two nearest joined when no window alone supports it (a claim that combines two
+        chunks), so the cost per claim is bounded however long the contexts are. Without
+        any evidence the probability is 0.
         """
         return [_best(found) for found in self._read(claims, contexts, lazy=True)]
 
@@ -237,9 +237,10 @@ class SupportModel:
 
         ``lazy`` (with `words_first`, and more than ``top`` windows): each claim's best
         window by words is read first; a claim it surely supports is read against it alone,
-        the others against it and their ``top`` nearest (ranked among the shortlist of the
-        claims not settled: only their vectors and those windows' are embedded). Otherwise
-        every claim's ``top`` nearest among the whole record's shortlist."""
+        the others against it and then their nearest windows that are not it, ``top`` in
+        all (ranked among the shortlist of the claims not settled: only their vectors and
+        those windows' are embedded). Otherwise every claim's ``top`` nearest among the
+        whole record's shortlist."""
         if not claims or not windows:
             return [Candidates((), ()) for _ in claims], {}
         first = self._first(claims, windows) if lazy else ["" for _ in claims]
@@ -304,11 +305,11 @@ class SupportModel:
 class Candidates:
     """The windows `SupportModel` reads one claim against, in the order it reads them, up
     to the first that surely supports the claim (`sure`): `support`'s are its best window
-    by words, then (unless that one settles it) its ``top`` nearest (MiniLM cosine),
-    nearest first, without repeats; `support_by_context`'s its ``top`` nearest. And its
-    two nearest joined as one (none when one holds the other or there is one), read only
-    when no window alone supports the claim (`reads_joined`). Its support is its best
-    read window's."""
+    by words, then (unless that one settles it) its nearest windows that are not it
+    (MiniLM cosine, nearest first), ``top`` in all; `support_by_context`'s its ``top``
+    nearest. And its two nearest joined as one (none when one holds the other or there is
+    one), read only when no window alone supports the claim (`reads_joined`). Its support
+    is its best read window's."""
 
     windows: tuple[str, ...]
     joined: tuple[str, ...]

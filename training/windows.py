@@ -20,7 +20,7 @@ class Claim(TypedDict):
 
     #: the claim, as the answer wrote it
     statement: str
-    #: its nearest windows, nearest first
+    #: the windows it is read against, in the judge's order (`best`)
     windows: list[str]
     #: its two nearest windows joined, read only when no window alone supports it
     joined: list[str]
@@ -52,7 +52,7 @@ class Windows:
         ]
 
 
-#: The nearest window's logit at and above which a claim's other windows are not read
+#: The logit at and above which a claim's later windows are not read
 #: (`monitor.judges.local.entailment.SURE`; tests/training/test_windows.py holds the two equal).
 SURE = 3.0
 
@@ -75,15 +75,15 @@ def weakest(said: Sequence[Claim], logits: Sequence[float]) -> float:
 
 
 def best(alone: Sequence[float], joined: Sequence[float]) -> float:
-    """A claim's logit from its windows' (``alone``, nearest first) and its joined windows'
-    (``joined``): the nearest window's when it is `SURE`, else the best one read, the joined
-    ones read only when no window alone supports the claim (logit below 0), as
-    `monitor.judges.local.entailment.SupportModel` reads them (-inf without windows).
-    Written out here, not imported: the trainer runs on a machine without the monitor's
-    runtime (tests/training/test_windows.py holds the two equal)."""
-    if not alone:
+    """A claim's logit from its windows' (``alone``, in the order the judge reads them: its
+    best window by words, then its nearest) and its joined windows' (``joined``): the
+    windows are read up to the first that is `SURE`, the claim's logit is the best one
+    read, and the joined ones are read only when no window alone supports the claim (logit
+    below 0), as `monitor.judges.local.entailment.SupportModel` reads them (-inf without
+    windows). Written out here, not imported: the trainer runs on a machine without the
+    monitor's runtime (tests/training/test_windows.py holds the two equal)."""
+    read = list(alone[: next((k + 1 for k, z in enumerate(alone) if z >= SURE), len(alone))])
+    if not read:
         return -math.inf
-    if alone[0] >= SURE:  # the nearest window settles it: the others are not read
-        return alone[0]
-    top = max(alone)
+    top = max(read)
     return max(top, *joined) if top < 0 and joined else top

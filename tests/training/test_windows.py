@@ -52,16 +52,14 @@ def test_the_transfer_check_reads_each_answer_as_the_judge_does() -> None:
     needed: set[tuple[str, str]] = set()
     for read in found_by_training:
         for c in read:
-            if not c["windows"]:
-                continue
-            nearest = (c["statement"], c["windows"][0])
-            if model.logits([nearest]).tolist()[0] >= SURE:  # the others are not read
-                needed.add(nearest)
-                continue
-            alone = model.logits([(c["statement"], w) for w in c["windows"]]).tolist()
-            needed |= {(c["statement"], w) for w in c["windows"]}
-            if reads_joined(alone):
-                needed |= {(c["statement"], w) for w in c["joined"]}
+            for w in c["windows"]:  # in order, up to the first sure window
+                needed.add((c["statement"], w))
+                if model.logits([(c["statement"], w)]).tolist()[0] >= SURE:
+                    break
+            else:
+                alone = model.logits([(c["statement"], w) for w in c["windows"]]).tolist()
+                if alone and reads_joined(alone):
+                    needed |= {(c["statement"], w) for w in c["joined"]}
     model.logits(sorted(needed))
     assert model.pairs == read_by_judge, "the training code reads pairs the judge never reads"
     assert len(needed) == read_by_judge, "the judge reads pairs the training code leaves out"
@@ -96,5 +94,9 @@ def test_best_joins_only_where_the_judge_does() -> None:
     assert best([-1.0, -2.0], [-3.0]) == -1.0
     assert best([-1.0], []) == -1.0
     assert best([], []) == -math.inf
+    # windows are read in order up to the first sure one (the best by words, then the nearest)
+    assert best([1.0, SURE + 0.5, 7.0], []) == SURE + 0.5
+    assert best([-1.0, -2.0, 2.0], [9.0]) == 2.0
+    assert best([-1.0, -2.0, -0.5], [9.0]) == 9.0
     for alone in ([0.0], [-0.01], [-3.0, 2.0], [-3.0, -0.5]):
         assert (best(alone, [9.0]) == 9.0) == reads_joined(alone)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from monitor.judges.local.embedder import MiniLMEmbedder, read_pinned
 from monitor.judges.local.embedder import ModelFileError as ModelFileError  # raised here too
-from monitor.judges.local.windows import TOP, nearest, windows_of
+from monitor.judges.local.windows import TOP, nearest, picks, windows_of
 
 MODEL_DIR = Path(__file__).with_name("model")
 #: The probability at and above which a claim counts as supported.
@@ -72,6 +72,7 @@ class SupportModel:
         threads: int = 1,
         top: int = TOP,
         cache_size: int = 8192,
+        words_first: bool = True,
         model_dir: Path = MODEL_DIR,
         pinned: dict[str, str] | None = None,
     ) -> None:
@@ -80,6 +81,8 @@ class SupportModel:
         self.embedder = embedder
         self.threads = threads
         self.top = top
+        #: `support` reads each claim's best window by words before any is embedded
+        self.words_first = words_first
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -182,11 +185,14 @@ class SupportModel:
     def support(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Support]:
         """Each claim's support by ``contexts``: its best window's probability, and that window.
 
-        A claim is read against its nearest window (MiniLM cosine), against its next
-        nearest only when that one does not surely support it (`sure`), and against its
+        A claim is read first against the window that shares the most of its words
+        (`windows.picks`), which settles it when it surely supports it (`sure`): no vector is
+        embedded for it. Any other claim is read, when that window does not surely support
+        it, against its nearest window that is not it (MiniLM cosine, among the windows the
+        record's unsettled claims shortlist): ``top`` windows alone in all. Then against its
         two nearest joined when no window alone supports it (a claim that combines two
-        chunks), so the cost per claim is bounded however long the contexts are.
-        Without any evidence the probability is 0.
+        chunks), so the cost per claim is bounded however long the contexts are. Without
+        any evidence the probability is 0.
         """
         return [_best(found) for found in self._read(claims, contexts, lazy=True)]
 
@@ -195,10 +201,10 @@ class SupportModel:
     ) -> list[list[Support]]:
         """`support`, split by the context each read window came from (one list per
         context; a joined window counts for both of its contexts only when no window alone
-        is read as supporting the claim and the joined one is). Every one of a
-        claim's nearest windows is read here, what `support` reads among them, so
-        after `support` only the rest costs a model pass. A context none of whose windows
-        is among a claim's nearest supports it with probability 0."""
+        is read as supporting the claim and the joined one is). Every claim's ``top``
+        nearest windows among the whole record's shortlist are read here (no window is
+        read first by its words). A context none of whose windows is among a claim's
+        nearest supports it with probability 0."""
         found = [_needed(read) for read in self._read(claims, contexts)]
         return [
             [_best([w for w in read if k in w.origins]) for read in found]
@@ -206,59 +212,84 @@ class SupportModel:
         ]
 
     def candidates(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Candidates]:
-        """What `support` reads each claim against (`Candidates`), without reading it:
-        the training code's transfer check reads the same windows with the model it trains."""
-        return self._plan(claims, contexts)[1]
+        """What `support` reads each claim against (`Candidates`), in the order it reads
+        them: the training code's transfer check reads the same windows with the model it
+        trains. Which claims the first window settles is this model's reading (its logits
+        for those pairs are read here, and cached)."""
+        return self._plan(claims, list(_origins(contexts)), lazy=True)[0]
+
+    def first(self, claims: Sequence[str], contexts: Sequence[str]) -> list[str]:
+        """The window `support` reads each claim against first: the one that shares the most
+        of its words (`windows.picks`); "" for a claim that shares none, and for every claim
+        when the contexts have at most ``top`` windows (all are then read, none embedded) or
+        `words_first` is off."""
+        return self._first(claims, list(_origins(contexts)))
+
+    def _first(self, claims: Sequence[str], windows: Sequence[str]) -> list[str]:
+        if not self.words_first or len(windows) <= self.top:
+            return ["" for _ in claims]
+        return [windows[p[0]] if p else "" for p in picks(claims, windows, 1)]
 
     def _plan(
-        self, claims: Sequence[str], contexts: Sequence[str]
-    ) -> tuple[dict[str, set[int]], list[Candidates]]:
-        """The windows of ``contexts`` with the contexts each came from, and each
-        claim's `Candidates` among them."""
-        origins: dict[str, set[int]] = {}
-        for k, context in enumerate(contexts):
-            for window in windows_of([context]):
-                origins.setdefault(window, set()).add(k)
-        windows = list(origins)
+        self, claims: Sequence[str], windows: Sequence[str], *, lazy: bool
+    ) -> tuple[list[Candidates], dict[tuple[str, str], float]]:
+        """Each claim's `Candidates` among ``windows``, and the logits read to plan them.
+
+        ``lazy`` (with `words_first`, and more than ``top`` windows): each claim's best
+        window by words is read first; a claim it surely supports is read against it alone,
+        the others against it and then their nearest windows that are not it, ``top`` in
+        all (ranked among the shortlist of the claims not settled: only their vectors and
+        those windows' are embedded). Otherwise every claim's ``top`` nearest among the
+        whole record's shortlist."""
         if not claims or not windows:
-            return origins, [Candidates((), ()) for _ in claims]
-        chosen = nearest(self.embedder, claims, windows, self.top)
-        return origins, [
-            Candidates(tuple(windows[i] for i in idx), tuple(_joined(windows, idx)))
-            for idx in chosen
-        ]
+            return [Candidates((), ()) for _ in claims], {}
+        first = self._first(claims, windows) if lazy else ["" for _ in claims]
+        asked = [(c, w) for c, w in zip(claims, first, strict=True) if w]
+        read = dict(zip(asked, map(float, self.logits(asked)), strict=True)) if asked else {}
+        settled = [bool(w) and sure(read[c, w]) for c, w in zip(claims, first, strict=True)]
+        rest = [c for c, done in zip(claims, settled, strict=True) if not done]
+        chosen = iter(nearest(self.embedder, rest, windows, self.top) if rest else [])
+        plan = []
+        for n, done in enumerate(settled):
+            if done:
+                plan.append(Candidates((first[n],), ()))
+                continue
+            idx = next(chosen)
+            near = [windows[i] for i in idx]
+            # at most ``top`` windows alone: the first, then the nearest that are not it
+            order = tuple(dict.fromkeys([first[n], *near] if first[n] else near))[: self.top]
+            plan.append(Candidates(order, tuple(_joined(windows, idx)), tuple(near[:2])))
+        return plan, read
 
     def _read(
         self, claims: Sequence[str], contexts: Sequence[str], *, lazy: bool = False
     ) -> list[list[_Window]]:
-        """Each claim's read windows with their logits: its ``top`` nearest windows
-        (``lazy``: its nearest one, and the others only when that one does not surely
-        support it, `sure`), then, for the claims no window alone supports
-        (`reads_joined`), the two nearest joined (a claim that combines two chunks).
-        One `logits` call per round."""
+        """Each claim's read windows with their logits: its `Candidates` (``lazy``: in
+        order, up to the first that surely supports it, `sure`; else all of them), then,
+        for the claims no window alone supports (`reads_joined`), the two nearest joined (a
+        claim that combines two chunks). One `logits` call per round."""
         if not claims:
             return []
-        origins, plan = self._plan(claims, contexts)
+        origins = _origins(contexts)
+        plan, known = self._plan(claims, list(origins), lazy=lazy)
         out: list[list[_Window]] = [[] for _ in claims]
-        first = 1 if lazy else self.top
-        rounds = [[(n, w) for n, c in enumerate(plan) for w in c.windows[:first]]]
-        if lazy:
-            rounds.append([])  # filled once the nearest windows are read
-        for k, todo in enumerate(rounds):
-            if k == 1:
-                todo.extend(
-                    (n, w)
-                    for n, c in enumerate(plan)
-                    if out[n] and not sure(out[n][0].logit)
-                    for w in c.windows[first:]
-                )
-            if not todo:
-                continue
-            z = self.logits([(claims[n], w) for n, w in todo])
-            for (n, w), logit in zip(todo, z, strict=True):
-                out[n].append(_Window(w, frozenset(origins[w]), float(logit)))
+        longest = max(len(c.windows) for c in plan)
+        # lazy: the k-th windows of the claims none of whose read windows is sure; else all
+        rounds = [slice(k, k + 1) for k in range(longest)] if lazy else [slice(0, longest)]
+        for part in rounds:
+            todo = [
+                (n, w)
+                for n, c in enumerate(plan)
+                if not (lazy and any(sure(w.logit) for w in out[n]))
+                for w in c.windows[part]
+            ]
+            ask = [(claims[n], w) for n, w in todo if (claims[n], w) not in known]
+            if ask:
+                known.update(zip(ask, map(float, self.logits(ask)), strict=True))
+            for n, w in todo:
+                out[n].append(_Window(w, frozenset(origins[w]), known[claims[n], w]))
         joins = [
-            (n, text, frozenset(origins[c.windows[0]] | origins[c.windows[1]]))
+            (n, text, frozenset(set().union(*(origins[w] for w in c.parts))))
             for n, c in enumerate(plan)
             if out[n] and reads_joined([w.logit for w in out[n]])
             for text in c.joined
@@ -272,24 +303,30 @@ class SupportModel:
 
 @dataclass(frozen=True)
 class Candidates:
-    """The windows `SupportModel` reads one claim against: its ``top`` nearest windows
-    (MiniLM cosine), nearest first, and its two nearest joined as one (none when one holds
-    the other or there is one window), read only when no window alone supports the
-    claim (`reads_joined`). Its support is its best read window's."""
+    """The windows `SupportModel` reads one claim against, in the order it reads them, up
+    to the first that surely supports the claim (`sure`): `support`'s are its best window
+    by words, then (unless that one settles it) its nearest windows that are not it
+    (MiniLM cosine, nearest first), ``top`` in all; `support_by_context`'s its ``top``
+    nearest. And its two nearest joined as one (none when one holds the other or there is
+    one), read only when no window alone supports the claim (`reads_joined`). Its support
+    is its best read window's."""
 
     windows: tuple[str, ...]
     joined: tuple[str, ...]
+    #: the windows ``joined`` is made of
+    parts: tuple[str, ...] = ()
 
 
-#: The logit at and above which a claim's nearest window surely supports it (model
-#: probability 0.95): its other windows are not read for `SupportModel.support`. A higher
+#: The logit at and above which a window surely supports a claim (model probability 0.95):
+#: `SupportModel.support` reads none of the claim's later windows (its best window by words
+#: read first settles it with no vector embedded). A higher
 #: logit from another window would move the claim's combined probability by less than the
 #: dev sets' figures can show (docs/benchmarks.md, "Local judge: cost on real RAG records").
 SURE = 3.0
 
 
 def sure(logit: float) -> bool:
-    """The nearest window's ``logit`` says the claim is supported beyond doubt (`SURE`)."""
+    """A window's ``logit`` says the claim is supported beyond doubt (`SURE`)."""
     return logit >= SURE
 
 
@@ -335,3 +372,12 @@ def _joined(windows: Sequence[str], idx: Sequence[int]) -> list[str]:
     if a in b or b in a:
         return []
     return [f"{a} {b}"]
+
+
+def _origins(contexts: Sequence[str]) -> dict[str, set[int]]:
+    """The windows of ``contexts`` (in order, without repeats) and the contexts each came from."""
+    origins: dict[str, set[int]] = {}
+    for k, context in enumerate(contexts):
+        for window in windows_of([context]):
+            origins.setdefault(window, set()).add(k)
+    return origins

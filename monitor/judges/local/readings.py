@@ -1,7 +1,8 @@
 """What the local judge reads of each claim, and the one place a claim's support is decided.
 
 `Reader.decide` gives each claim one support probability: the support model's logit
-against the claim's nearest evidence windows (and the two nearest joined), combined with
+against the claim's evidence windows (its best by words, its nearest, the two nearest joined:
+`SupportModel.support`), combined with
 the lexical gaps (`evidence`: the words, numbers and names of the claim no context states)
 by the fitted `combiner`. `LocalJudge.support` is the judge's one question and answers it
 here; the training code reads the same inputs the combiner weighs (`Reader.read`,

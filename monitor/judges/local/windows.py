@@ -53,22 +53,28 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(said)
 
 
-def shortlist(claims: Sequence[str], windows: Sequence[str], size: int = SHORTLIST) -> list[int]:
-    """The indices of the windows (in order) among some claim's ``size`` best by the
-    content words they share: each shared stem weighs its rarity among ``windows`` (idf),
-    the sum divided by the root of the window's stem count, so a long window does not win
-    by length alone. A window that shares no word with a claim is never its pick."""
+def picks(claims: Sequence[str], windows: Sequence[str], size: int = SHORTLIST) -> list[list[int]]:
+    """Each claim's ``size`` best windows by the content words they share, best first: each
+    shared stem weighs its rarity among ``windows`` (idf), the sum divided by the root of the
+    window's stem count, so a long window does not win by length alone. A window that shares
+    no word with a claim is never its pick."""
     held = [stems(w) for w in windows]
     spread = Counter(s for found in held for s in found)
     rarity = {s: math.log(1 + len(windows) / n) for s, n in spread.items()}
     scale = 1 / np.sqrt(np.array([len(found) + 1 for found in held], dtype=np.float64))
-    kept: set[int] = set()
+    out: list[list[int]] = []
     for claim in claims:
         words = stems(claim)
         score = np.array([sum(rarity[s] for s in words & found) for found in held]) * scale
         best = np.argsort(-score, kind="stable")[:size]
-        kept.update(int(i) for i in best if score[i] > 0)
-    return sorted(kept)
+        out.append([int(i) for i in best if score[i] > 0])
+    return out
+
+
+def shortlist(claims: Sequence[str], windows: Sequence[str], size: int = SHORTLIST) -> list[int]:
+    """The indices of the windows (in order) among some claim's ``size`` best by the
+    content words they share (`picks`)."""
+    return sorted({i for found in picks(claims, windows, size) for i in found})
 
 
 def nearest(

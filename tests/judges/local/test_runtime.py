@@ -131,10 +131,20 @@ def test_the_next_window_is_read_only_when_the_nearest_is_not_sure() -> None:
     contexts, said = TOPIC_FACTS, TOPIC_CLAIMS
     sure = FixedLogit(entailment.SURE)
     sure.support(said, contexts)
-    assert len(sure.seen) == len(said)  # the nearest window of each, nothing more
+    # the best window of each by its words, nothing more, and no vector embedded
+    assert sure.seen == [(s, w) for s, w in zip(said, sure.first(said, contexts), strict=True)]
+    assert sure.embedder.encoded == 0
     unsure = FixedLogit(entailment.SURE - 0.01)
     unsure.support(said, contexts)
-    assert len(unsure.seen) == len(said) * TOP  # supported, not surely: both windows
+    # supported, not surely: that window first, then the two nearest (it is one of them)
+    assert unsure.seen[: len(said)] == sure.seen
+    assert len(unsure.seen) == len(said) * TOP
+    assert unsure.embedder.encoded > 0
+    # without the first window by words: each claim's nearest, ranked by the embedder
+    off = FixedLogit(entailment.SURE)
+    off.words_first = False
+    off.support(said, contexts)
+    assert len(off.seen) == len(said) and off.embedder.encoded > 0
     # context utility reads every nearest window: what a context gives is never left unread
     split = FixedLogit(entailment.SURE)
     split.support_by_context(said, contexts)

@@ -3,8 +3,8 @@ place.
 
 The commands find it through `scripts.devdata`: an option, else ``$RAGMON_DEV_DATA``, and no
 default outside the repository. A test looks under ``$RAGMON_DEV_DATA`` when it is set, else
-in ``shared/`` beside the checkout, which is where CI lays it (``.ci/run`` runs in a clone
-with ``../shared`` beside it); only the tests know that place. When the file is not there
+in a folder ``shared`` beside the checkout, which is where CI lays it (``.ci/run`` runs
+in a clone with that folder next to it); only the tests know that place. When the file is not there
 the test is skipped, saying what is missing and where to lay it, or fails under ``CI=true``
 (`tests.support.tools.missing`).
 """

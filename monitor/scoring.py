@@ -148,7 +148,9 @@ class _RecordRunner:
             raise ValueError("n must be >= 1")
         if self._pattern == "per_call":
             return await self._ask(prompt, n)
-        key = ("generate", prompt.step, prompt.instruction, prompt.render_inputs(), str(n))
+        # a judge whose answer depends on the asking metric shares it within that metric
+        asker = prompt.metric if self._judge.reads_metric else ""
+        key = ("generate", prompt.step, prompt.instruction, prompt.render_inputs(), str(n), asker)
         return await self._shared(key, lambda: self._ask(prompt, n))
 
     async def embed(self, texts: Sequence[str], metric: str) -> list[list[float]]:

@@ -643,6 +643,7 @@ class OneChoiceJudge:
     fuse_grounding = True
     #: a sampling judge whose server ignores n: the scorer asks again for what is missing
     varies_choices = True
+    reads_metric = False
 
     def __init__(self, kind: str = "local", *, short_grounding: bool = False) -> None:
         self.kind = kind

@@ -131,6 +131,13 @@ class Judge(Protocol):
         alike, so `monitor.scoring.Scorer` asks it for one)."""
         ...
 
+    @property
+    def reads_metric(self) -> bool:
+        """Whether its answer to a prompt depends on the metric that asks it (the local
+        judge reads faithfulness's claims as one answer, another metric's one by one): then
+        `monitor.scoring.Scorer` shares an answer only within the metric that asked."""
+        ...
+
     async def generate(self, prompt: Prompt[OutT], n: int = 1) -> Judged[OutT]:
         """Answer ``prompt`` with ``n`` independent choices (``n`` > 1 only for sampling steps)."""
         ...

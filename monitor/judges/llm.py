@@ -105,6 +105,8 @@ class OpenAIJudge:
     kind = "llm"
     #: sampled choices (``n``) of one prompt may differ
     varies_choices = True
+    #: an answer depends on the prompt alone: metrics that ask alike share it
+    reads_metric = False
     #: the form of chat requests (`monitor.judges.wire.Form`): json_schema and max_tokens
     #: until the endpoint refuses one and a request in the other form is answered
     response_mode: ResponseMode = "json_schema"

@@ -171,6 +171,9 @@ class LocalJudge:
     fuse_grounding: ClassVar[bool] = False
     #: deterministic: every choice of a prompt is the same answer
     varies_choices: ClassVar[bool] = False
+    #: faithfulness's ``verify`` reads the claims as one answer (`WHOLE_ANSWER_METRICS`),
+    #: another metric's claim by claim: one prompt, two answers
+    reads_metric: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.threads < 1:

@@ -387,6 +387,31 @@ async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
     assert not math.isnan(record.results["semantic_similarity"].score)
 
 
+async def test_a_metric_gets_its_own_answer_from_a_shared_cache() -> None:
+    """faithfulness reads the claims as one answer, noise_sensitivity claim by claim: with
+    one context both ask the same ``verify`` prompt, and each keeps its own answer, also
+    when the second record is served from the scorer's cache."""
+    judge = LocalJudge()
+    record = validate_record(
+        {
+            "id": "refund",
+            "user_input": "How do I cancel and get my money back?",
+            "retrieved_contexts": [REFUNDS],
+            "response": ANSWER_B,
+            "reference": ANSWER_A,
+        }
+    )
+    alone = {
+        m: await Scorer(judge, [m]).score(record) for m in ("faithfulness", "noise_sensitivity")
+    }
+    both = Scorer(judge, ["noise_sensitivity", "faithfulness"])
+    for _ in range(2):
+        scored = await both.score(record)
+        for metric, by_itself in alone.items():
+            assert scored.results[metric].details == by_itself.results[metric].details
+    assert both.cache_hits > 0
+
+
 async def test_an_evasive_answer_is_unscoreable_never_zero() -> None:
     record = await Scorer(LocalJudge(), ["faithfulness"]).score(
         receipt_interaction("I'm not sure, sorry. You could ask the travel team.", [RECEIPTS])

@@ -442,6 +442,7 @@ async def test_relevancy_details_list_the_distinct_questions(http_judge: OpenAIJ
     assert details["distinct_questions"] == [
         "What is Employees accrue 25 days of paid vacation per year?"
     ]
+    assert details["response_as_question"] is False
 
 
 async def test_every_result_names_the_judge_and_its_model(http_judge: OpenAIJudge) -> None:

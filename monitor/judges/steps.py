@@ -87,6 +87,9 @@ class QuestionsInput(_Model):
 class GeneratedQuestion(_Model):
     question: str
     noncommittal: int = Field(ge=0, le=1)
+    #: True when no question was generated and ``question`` is the response itself, which
+    #: relevancy then compares with the user input (the local judge; never asked of an LLM)
+    is_response: SkipJsonSchema[bool] = False
 
 
 # --- usefulness: was each context useful for arriving at the answer?

@@ -39,7 +39,12 @@ class ResponseRelevancy:
             return MetricResult(
                 metric=NAME,
                 score=score([], []),
-                details={"questions": [], "distinct_questions": [], "all_noncommittal": False},
+                details={
+                    "questions": [],
+                    "distinct_questions": [],
+                    "all_noncommittal": False,
+                    "response_as_question": False,
+                },
             )
         texts = [q.question for q in kept]
         if steps.call_pattern == "frugal":
@@ -60,5 +65,7 @@ class ResponseRelevancy:
                 ],
                 "distinct_questions": list(dict.fromkeys(q.question.strip() for q in kept)),
                 "all_noncommittal": all(flags),
+                # no question was generated: the response itself was compared (local judge)
+                "response_as_question": all(q.is_response for q in kept),
             },
         )

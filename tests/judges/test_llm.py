@@ -464,6 +464,9 @@ def test_strict_schema() -> None:
     item = schema["$defs"]["StatementVerdict"]
     assert item["additionalProperties"] is False
     assert item["required"] == ["statement", "reason", "verdict"]
+    # what only the local judge writes is never asked of an LLM
+    assert "hallucination_probability" not in str(schema)
+    assert strict_schema(GeneratedQuestion)["required"] == ["question", "noncommittal"]
     optional = strict_schema(StatementsInput)  # defaults and optional fields
     assert optional["required"] == ["question", "text", "atomicity", "coverage"]
     assert "default" not in str(optional)

@@ -62,10 +62,6 @@ WHOLE_ANSWER_METRICS = frozenset({"faithfulness"})
 #: The judge's model, as the start-up log and ``rag_monitor_judge_info`` name it.
 MODEL_NAME = "claims+support-model"
 
-#: What the ``questions`` step's question starts with: a local judge generates no question,
-#: the response stands in for one (relevancy details show it; `LocalJudge.embed` drops it).
-RESPONSE_AS_QUESTION = "[no question generated; the response is compared] "
-
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
 #: to a worker thread (the others split sentences, read contexts or run a model).
 INLINE_STEPS = frozenset({QUESTIONS})
@@ -196,8 +192,6 @@ class LocalJudge:
         return Judged(values=[answer] * n, usage=Usage())
 
     async def embed(self, texts: Sequence[str]) -> Embedded:
-        # the response standing in for a generated question is embedded as the response
-        texts = [t.removeprefix(RESPONSE_AS_QUESTION) for t in texts]
         vectors = await self._in_thread(self.embedder.embed, texts)
         # a repeated text (the relevancy questions) has the same vector: converted once
         rows: dict[str, list[float]] = {}
@@ -347,13 +341,11 @@ class LocalJudge:
 
 
 def _question(response: str) -> GeneratedQuestion:
-    """The ``questions`` step: no question is generated, the response stands in for one,
-    marked as such (`RESPONSE_AS_QUESTION`, which `LocalJudge.embed` leaves out)."""
+    """The ``questions`` step: no question is generated, the response stands in for one
+    (`GeneratedQuestion.is_response`)."""
     noncommittal = (
         bool(evasive.NONCOMMITTAL.search(response.lower()))
         or not response.strip()
         or evasive.noncommittal(response)
     )
-    return GeneratedQuestion(
-        question=RESPONSE_AS_QUESTION + response, noncommittal=int(noncommittal)
-    )
+    return GeneratedQuestion(question=response, noncommittal=int(noncommittal), is_response=True)

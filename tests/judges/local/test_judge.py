@@ -384,6 +384,10 @@ async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
     assert record.results["context_utility"].score == pytest.approx(0.5)
     relevancy = record.results["response_relevancy"].score
     assert 0.3 < relevancy <= 1.0
+    # no question generated: the response itself is compared with the user input
+    asked = record.results["response_relevancy"].details
+    assert asked["response_as_question"] is True
+    assert asked["distinct_questions"] == [record.interaction.response]
     assert not math.isnan(record.results["semantic_similarity"].score)
 
 

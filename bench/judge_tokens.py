@@ -57,20 +57,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from bench.harness import ragas_child, run_child
+from monitor.judges import steps as step_models
 from monitor.judges.llm import OpenAIJudge
-from monitor.judges.steps import (
-    GROUNDING,
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
-    ContextVerdicts,
-    GeneratedQuestion,
-    Grounding,
-    Statements,
-    Verdicts,
-    join_contexts,
-)
 from monitor.judges.wire import strict_schema
 from monitor.metrics import _steps as st
 from monitor.records import Context, Interaction, ScoredRecord, Usage
@@ -86,20 +74,20 @@ EMBEDDING_MODEL = "text-embedding-3-small"
 
 #: the instruction each step is sent with (the system message's whole text)
 INSTRUCTIONS = {
-    STATEMENTS: st.STATEMENTS_INSTRUCTION,
-    VERIFY: st.VERIFY_INSTRUCTION,
-    QUESTIONS: st.QUESTIONS_INSTRUCTION,
-    USEFULNESS: st.USEFULNESS_INSTRUCTION,
-    GROUNDING: st.GROUNDING_INSTRUCTION,
+    step_models.STATEMENTS: st.STATEMENTS_INSTRUCTION,
+    step_models.VERIFY: st.VERIFY_INSTRUCTION,
+    step_models.QUESTIONS: st.QUESTIONS_INSTRUCTION,
+    step_models.USEFULNESS: st.USEFULNESS_INSTRUCTION,
+    step_models.GROUNDING: st.GROUNDING_INSTRUCTION,
 }
 
 #: the output model of each step (its JSON schema goes in ``response_format``)
 OUTPUTS: dict[str, type[BaseModel]] = {
-    STATEMENTS: Statements,
-    VERIFY: Verdicts,
-    QUESTIONS: GeneratedQuestion,
-    USEFULNESS: ContextVerdicts,
-    GROUNDING: Grounding,
+    step_models.STATEMENTS: step_models.Statements,
+    step_models.VERIFY: step_models.Verdicts,
+    step_models.QUESTIONS: step_models.GeneratedQuestion,
+    step_models.USEFULNESS: step_models.ContextVerdicts,
+    step_models.GROUNDING: step_models.Grounding,
 }
 
 # --- a small synthetic knowledge base: topic → (question, fact templates with slots)
@@ -496,21 +484,24 @@ def ragas_job(records: list[Interaction]) -> dict[str, Any]:
         rows.append(
             {"id": r.id, "user_input": question, "response": response, "contexts": contexts}
         )
-        said = answers.answer(STATEMENTS, {"question": question, "text": response}, 1)[0]
+        asked_for = {"question": question, "text": response}
+        said = answers.answer(step_models.STATEMENTS, asked_for, 1)[0]
         statements = said["statements"]
         found[_key({"question": question, "answer": response})] = _completion(
             {"statements": statements}
         )
-        joined = join_contexts(contexts)
-        checked = answers.answer(VERIFY, {"context": joined, "statements": statements}, 1)[0]
+        joined = step_models.join_contexts(contexts)
+        checked = answers.answer(
+            step_models.VERIFY, {"context": joined, "statements": statements}, 1
+        )[0]
         found[_key({"context": joined, "statements": statements})] = _completion(
             {"statements": checked["verdicts"]}
         )
-        asked = answers.answer(QUESTIONS, {"response": response}, 1)[0]
+        asked = answers.answer(step_models.QUESTIONS, {"response": response}, 1)[0]
         found[_key({"response": response})] = _completion(asked)
         for context in contexts:
             inputs = {"question": question, "answer": response, "contexts": [context]}
-            verdict = answers.answer(USEFULNESS, inputs, 1)[0]["verdicts"][0]
+            verdict = answers.answer(step_models.USEFULNESS, inputs, 1)[0]["verdicts"][0]
             found[_key({"question": question, "context": context, "answer": response})] = (
                 _completion(verdict)
             )

@@ -6,14 +6,7 @@ import math
 
 import pytest
 
-from monitor.judges.steps import (
-    ContextVerdicts,
-    GeneratedQuestion,
-    Grounding,
-    Statements,
-    Verdicts,
-    join_contexts,
-)
+from monitor.judges import steps
 from tests.support.answers import answer, content_words, embed, sentences
 
 
@@ -45,7 +38,7 @@ def test_sentences() -> None:
 
 def test_statements_and_verify() -> None:
     [out] = answer("statements", {"text": "A costs $100; B is free.", "question": "q"}, 1)
-    assert Statements.model_validate(out).statements == ["A costs $100", "B is free"]
+    assert steps.Statements.model_validate(out).statements == ["A costs $100", "B is free"]
     [out] = answer(
         "verify",
         {
@@ -58,7 +51,7 @@ def test_statements_and_verify() -> None:
         },
         1,
     )
-    verdicts = Verdicts.model_validate(out).verdicts
+    verdicts = steps.Verdicts.model_validate(out).verdicts
     assert [v.verdict for v in verdicts] == [1, 0, 0]
     assert "$50" in verdicts[1].reason
 
@@ -77,7 +70,7 @@ def test_usefulness_needs_half_of_an_answer_sentence() -> None:
         },
         1,
     )
-    assert [v.verdict for v in ContextVerdicts.model_validate(out).verdicts] == [1, 1, 0]
+    assert [v.verdict for v in steps.ContextVerdicts.model_validate(out).verdicts] == [1, 1, 0]
 
 
 def test_grounding_is_statements_verify_and_usefulness_composed() -> None:
@@ -86,17 +79,17 @@ def test_grounding_is_statements_verify_and_usefulness_composed() -> None:
     contexts = ["Vacation days expire in March.", "Expenses over $100 need a receipt."]
     fused_in = {"question": question, "answer": response, "contexts": contexts}
     [fused] = answer("grounding", fused_in, 1)
-    grounding = Grounding.model_validate(fused)
+    grounding = steps.Grounding.model_validate(fused)
     [statements_out] = answer("statements", {"text": response, "question": question}, 1)
-    statements = Statements.model_validate(statements_out).statements
+    statements = steps.Statements.model_validate(statements_out).statements
     [verify_out] = answer(
-        "verify", {"context": join_contexts(contexts), "statements": statements}, 1
+        "verify", {"context": steps.join_contexts(contexts), "statements": statements}, 1
     )
     [useful_out] = answer(
         "usefulness", {"question": question, "answer": response, "contexts": contexts}, 1
     )
-    assert grounding.statements == Verdicts.model_validate(verify_out).verdicts
-    assert grounding.contexts == ContextVerdicts.model_validate(useful_out).verdicts
+    assert grounding.statements == steps.Verdicts.model_validate(verify_out).verdicts
+    assert grounding.contexts == steps.ContextVerdicts.model_validate(useful_out).verdicts
     assert [v.statement for v in grounding.statements] == statements
     assert [v.verdict for v in grounding.statements] == [1, 0]
     assert [v.verdict for v in grounding.contexts] == [0, 1]
@@ -107,7 +100,7 @@ def test_grounding_is_statements_verify_and_usefulness_composed() -> None:
 def test_questions_n_choices_and_noncommittal() -> None:
     outs = answer("questions", {"response": "Employees get 25 days. More text."}, 3)
     assert len(outs) == 3
-    q = GeneratedQuestion.model_validate(outs[0])
+    q = steps.GeneratedQuestion.model_validate(outs[0])
     assert q.question == "What is Employees get 25 days?" and q.noncommittal == 0
     [evasive] = answer("questions", {"response": "I\u2019m not sure, sorry."}, 1)
     assert evasive["noncommittal"] == 1
@@ -135,18 +128,18 @@ def test_embed_is_deterministic_and_normalised() -> None:
 def test_statements_and_grounding_say_noncommittal() -> None:
     evasive = "I'm not sure about that. Check with HR."
     [out] = answer("statements", {"text": evasive}, 1)
-    assert Statements.model_validate(out).noncommittal == 1
+    assert steps.Statements.model_validate(out).noncommittal == 1
     [out] = answer("statements", {"text": "Employees get 25 days."}, 1)
-    assert Statements.model_validate(out).noncommittal == 0
+    assert steps.Statements.model_validate(out).noncommittal == 0
     inputs = {"question": "q", "answer": evasive, "contexts": ["Employees get 25 days."]}
     [out] = answer("grounding", inputs, 1)
-    assert Grounding.model_validate(out).noncommittal == 1
+    assert steps.Grounding.model_validate(out).noncommittal == 1
 
 
 @pytest.mark.parametrize("source", ["context", "reference", "response"])
 def test_verify_reasons_name_the_source(source: str) -> None:
     inputs = {"context": "Employees get 25 days.", "statements": ["Managers get 30 days"]}
     [out] = answer("verify", {**inputs, "source": source}, 1)
-    [verdict] = Verdicts.model_validate(out).verdicts
+    [verdict] = steps.Verdicts.model_validate(out).verdicts
     assert verdict.verdict == 0
     assert verdict.reason == f"not in the {source}: manager, 30"

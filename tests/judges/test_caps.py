@@ -8,20 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from monitor.judges import Prompt
+from monitor.judges import Prompt, steps
 from monitor.judges.caps import FRAME, QUESTION, VERDICT, answer_cap, step_size
-from monitor.judges.steps import (
-    ContextVerdicts,
-    GeneratedQuestion,
-    Grounding,
-    GroundingInput,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
-)
 from monitor.text.sentences import sentences
 from monitor.tokens import count_tokens
 from tests.support import ROOT, answers
@@ -35,16 +23,19 @@ def step_prompts(record: dict[str, Any]) -> list[Prompt[Any]]:
     question, response = record["user_input"], record["response"]
     contexts: list[str] = record["retrieved_contexts"]
     return [
-        step_prompt(StatementsInput(question=question, text=response), Statements),
+        step_prompt(steps.StatementsInput(question=question, text=response), steps.Statements),
         step_prompt(
-            VerifyInput(context="\n".join(contexts), statements=sentences(response)), Verdicts
+            steps.VerifyInput(context="\n".join(contexts), statements=sentences(response)),
+            steps.Verdicts,
         ),
-        step_prompt(QuestionsInput(response=response), GeneratedQuestion),
+        step_prompt(steps.QuestionsInput(response=response), steps.GeneratedQuestion),
         step_prompt(
-            UsefulnessInput(question=question, answer=response, contexts=contexts), ContextVerdicts
+            steps.UsefulnessInput(question=question, answer=response, contexts=contexts),
+            steps.ContextVerdicts,
         ),
         step_prompt(
-            GroundingInput(question=question, answer=response, contexts=contexts), Grounding
+            steps.GroundingInput(question=question, answer=response, contexts=contexts),
+            steps.Grounding,
         ),
     ]
 
@@ -71,25 +62,28 @@ def test_every_steps_answer_fits_its_cap_even_laid_out() -> None:
 def test_sizes_follow_what_the_answer_holds() -> None:
     short, longer = "Two weeks.", "Two weeks. " * 20
     statements = [
-        step_size(step_prompt(StatementsInput(text=t), Statements), MODEL) for t in (short, longer)
+        step_size(step_prompt(steps.StatementsInput(text=t), steps.Statements), MODEL)
+        for t in (short, longer)
     ]
     assert statements[0] == FRAME + 2 * count_tokens(short, MODEL)
     assert statements[0] is not None and statements[1] is not None
     assert statements[1] > statements[0]
-    with_question = StatementsInput(question="How much notice do I give?", text=short)
-    assert step_size(step_prompt(with_question, Statements), MODEL) == statements[0] + count_tokens(
-        "How much notice do I give?", MODEL
+    with_question = steps.StatementsInput(question="How much notice do I give?", text=short)
+    question_size = count_tokens("How much notice do I give?", MODEL)
+    assert step_size(step_prompt(with_question, steps.Statements), MODEL) == (
+        statements[0] + question_size
     )
     # one verdict per statement or context; a question whatever the response
-    one = VerifyInput(context="c", statements=["Notice is two weeks"])
-    three = VerifyInput(context="c", statements=["Notice is two weeks"] * 3)
-    sizes = [step_size(step_prompt(v, Verdicts), MODEL) for v in (one, three)]
+    one = steps.VerifyInput(context="c", statements=["Notice is two weeks"])
+    three = steps.VerifyInput(context="c", statements=["Notice is two weeks"] * 3)
+    sizes = [step_size(step_prompt(v, steps.Verdicts), MODEL) for v in (one, three)]
     assert sizes[0] is not None and sizes[1] is not None
     assert sizes[1] - sizes[0] == 2 * (VERDICT + 2 * count_tokens("Notice is two weeks", MODEL))
     useful = [
         step_size(
             step_prompt(
-                UsefulnessInput(question="q", answer="a", contexts=["c"] * k), ContextVerdicts
+                steps.UsefulnessInput(question="q", answer="a", contexts=["c"] * k),
+                steps.ContextVerdicts,
             ),
             MODEL,
         )
@@ -97,13 +91,13 @@ def test_sizes_follow_what_the_answer_holds() -> None:
     ]
     assert useful == [FRAME + VERDICT, FRAME + 4 * VERDICT]
     for response in (short, longer):
-        asked = step_prompt(QuestionsInput(response=response), GeneratedQuestion)
+        asked = step_prompt(steps.QuestionsInput(response=response), steps.GeneratedQuestion)
         assert step_size(asked, MODEL) == FRAME + QUESTION
 
 
 @pytest.mark.parametrize("bound", [1, 40, 10_000])
 def test_the_cap_is_at_most_the_bound(bound: int) -> None:
-    statements = step_prompt(StatementsInput(text="Two weeks. " * 40), Statements)
+    statements = step_prompt(steps.StatementsInput(text="Two weeks. " * 40), steps.Statements)
     size = step_size(statements, MODEL)
     assert size is not None
     assert answer_cap(statements, bound, MODEL) == min(size, bound)
@@ -118,7 +112,7 @@ def test_a_step_it_does_not_know_gets_the_bound() -> None:
         metric="faithfulness",
         instruction="",
         inputs=Other(text="anything"),
-        output=Statements,
+        output=steps.Statements,
     )
     assert step_size(unknown, MODEL) is None
     assert answer_cap(unknown, 300, MODEL) == 300

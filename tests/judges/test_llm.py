@@ -15,19 +15,10 @@ import pytest
 from pydantic import SecretStr
 
 from monitor.config import Settings
-from monitor.judges import BudgetExhausted, JudgeError, Prompt
+from monitor.judges import BudgetExhausted, JudgeError, Prompt, steps
 from monitor.judges.caps import answer_cap
 from monitor.judges.factory import JudgeConfigError, LocalEmbedding, build_judge
 from monitor.judges.llm import OpenAIJudge
-from monitor.judges.steps import (
-    GeneratedQuestion,
-    Grounding,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    Verdicts,
-    VerifyInput,
-)
 from monitor.judges.wire import render_messages, strict_schema
 from monitor.logging import NOISY_LOGGERS
 from monitor.tokens import estimate_prompt_tokens
@@ -41,13 +32,13 @@ MODEL = "gpt-4o-mini"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2b"
 
 
-def questions_prompt() -> Prompt[GeneratedQuestion]:
+def questions_prompt() -> Prompt[steps.GeneratedQuestion]:
     return Prompt(
         step="questions",
         metric="response_relevancy",
         instruction="Generate a question the response answers.",
-        inputs=QuestionsInput(response="Receipts are required over $100."),
-        output=GeneratedQuestion,
+        inputs=steps.QuestionsInput(response="Receipts are required over $100."),
+        output=steps.GeneratedQuestion,
     )
 
 
@@ -123,7 +114,7 @@ async def test_generate_validates_and_records_usage(
     observer = Observer()
     judge = make_judge(observer=observer)
     judged = await judge.generate(statements_prompt())
-    assert judged.value == Statements(
+    assert judged.value == steps.Statements(
         statements=["Receipts are required over $100", "Lodging always"]
     )
     stats = server.stats.snapshot()
@@ -458,7 +449,7 @@ async def test_embed_batches_in_order(server: JudgeServer, make_judge: MakeJudge
 
 
 def test_strict_schema() -> None:
-    schema = strict_schema(Verdicts)
+    schema = strict_schema(steps.Verdicts)
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["verdicts"]
     item = schema["$defs"]["StatementVerdict"]
@@ -466,8 +457,8 @@ def test_strict_schema() -> None:
     assert item["required"] == ["statement", "reason", "verdict"]
     # what only the local judge writes is never asked of an LLM
     assert "hallucination_probability" not in str(schema)
-    assert strict_schema(GeneratedQuestion)["required"] == ["question", "noncommittal"]
-    optional = strict_schema(StatementsInput)  # defaults and optional fields
+    assert strict_schema(steps.GeneratedQuestion)["required"] == ["question", "noncommittal"]
+    optional = strict_schema(steps.StatementsInput)  # defaults and optional fields
     assert optional["required"] == ["question", "text", "atomicity", "coverage"]
     assert "default" not in str(optional)
 
@@ -606,13 +597,13 @@ def test_answers_that_are_not_completions_or_embeddings_are_invalid_output() -> 
 # --- pinned list lengths, per-step timeouts, backing off after a timeout
 
 
-def verify_prompt(statements: list[str], **extra: Any) -> Prompt[Verdicts]:
+def verify_prompt(statements: list[str], **extra: Any) -> Prompt[steps.Verdicts]:
     return Prompt(
         step="verify",
         metric="faithfulness",
         instruction="Check each statement against the context.",
-        inputs=VerifyInput(context="Receipts are required over $100.", statements=statements),
-        output=Verdicts,
+        inputs=steps.VerifyInput(context="Receipts are required over $100.", statements=statements),
+        output=steps.Verdicts,
         lengths={"verdicts": len(statements)},
         **extra,
     )
@@ -650,7 +641,7 @@ async def test_pinned_lengths_are_in_the_schema_sent(
     for _, schema in sent:
         _strict_valid(schema)
     assert sent[2][1]["required"] == ["statements", "noncommittal"]
-    _strict_valid(strict_schema(Grounding))
+    _strict_valid(strict_schema(steps.Grounding))
     # the json_object fallback spells the pinned schema out in the prompt
     text = render_messages(verify_prompt(["a", "b", "c"]), schema_in_text=True)[0]["content"]
     assert '"minItems":3' in text and '"maxItems":3' in text

@@ -41,26 +41,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from monitor.judges.steps import (
-    GROUNDING,
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
-    ContextVerdict,
-    ContextVerdicts,
-    GeneratedQuestion,
-    Grounding,
-    GroundingInput,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    StatementVerdict,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
-    join_contexts,
-)
+from monitor.judges import steps
 
 EMBEDDING_DIM = 256
 
@@ -146,30 +127,32 @@ def answer(step: str, inputs: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 
 def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    if step == STATEMENTS:
-        statements_in = StatementsInput.model_validate(inputs)
-        return Statements(
+    if step == steps.STATEMENTS:
+        statements_in = steps.StatementsInput.model_validate(inputs)
+        return steps.Statements(
             statements=sentences(statements_in.text),
             noncommittal=int(noncommittal(statements_in.text)),
         ).model_dump()
-    if step == VERIFY:
-        verify_in = VerifyInput.model_validate(inputs)
+    if step == steps.VERIFY:
+        verify_in = steps.VerifyInput.model_validate(inputs)
         checked = verify(verify_in.context, verify_in.statements, verify_in.source)
-        return Verdicts(verdicts=checked).model_dump()
-    if step == QUESTIONS:
-        questions_in = QuestionsInput.model_validate(inputs)
+        return steps.Verdicts(verdicts=checked).model_dump()
+    if step == steps.QUESTIONS:
+        questions_in = steps.QuestionsInput.model_validate(inputs)
         found = sentences(questions_in.response)
         question = f"What is {found[0]}?" if found else ""
         flag = int(noncommittal(questions_in.response))
-        return GeneratedQuestion(question=question, noncommittal=flag).model_dump()
-    if step == USEFULNESS:
-        usefulness_in = UsefulnessInput.model_validate(inputs)
+        return steps.GeneratedQuestion(question=question, noncommittal=flag).model_dump()
+    if step == steps.USEFULNESS:
+        usefulness_in = steps.UsefulnessInput.model_validate(inputs)
         verdicts = usefulness(usefulness_in.answer, usefulness_in.contexts)
-        return ContextVerdicts(verdicts=verdicts).model_dump()
-    if step == GROUNDING:
-        grounding_in = GroundingInput.model_validate(inputs)
-        return Grounding(
-            statements=verify(join_contexts(grounding_in.contexts), sentences(grounding_in.answer)),
+        return steps.ContextVerdicts(verdicts=verdicts).model_dump()
+    if step == steps.GROUNDING:
+        grounding_in = steps.GroundingInput.model_validate(inputs)
+        return steps.Grounding(
+            statements=verify(
+                steps.join_contexts(grounding_in.contexts), sentences(grounding_in.answer)
+            ),
             noncommittal=int(noncommittal(grounding_in.answer)),
             contexts=usefulness(grounding_in.answer, grounding_in.contexts),
         ).model_dump()
@@ -178,23 +161,23 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 def verify(
     context: str, statements: Sequence[str], source: str = "context"
-) -> list[StatementVerdict]:
+) -> list[steps.StatementVerdict]:
     """The verify rule for each statement, in order (``source``: what ``context`` is)."""
     words = set(content_words(context))
     verdicts = []
     for statement in statements:
         verdict, reason = supported(statement, words, source)
-        verdicts.append(StatementVerdict(statement=statement, reason=reason, verdict=verdict))
+        verdicts.append(steps.StatementVerdict(statement=statement, reason=reason, verdict=verdict))
     return verdicts
 
 
-def usefulness(answer: str, contexts: Sequence[str]) -> list[ContextVerdict]:
+def usefulness(answer: str, contexts: Sequence[str]) -> list[steps.ContextVerdict]:
     """The usefulness rule for each context, in order."""
     answer_sentences = sentences(answer)
     verdicts = []
     for context in contexts:
         verdict, reason = useful(answer_sentences, context)
-        verdicts.append(ContextVerdict(reason=reason, verdict=verdict))
+        verdicts.append(steps.ContextVerdict(reason=reason, verdict=verdict))
     return verdicts
 
 

@@ -7,19 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from monitor.judges import Judge
+from monitor.judges import Judge, steps
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import SupportModel
-from monitor.judges.steps import (
-    ContextVerdicts,
-    GeneratedQuestion,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
-)
 from monitor.records import Interaction
 from tests.support.prompts import step_prompt
 from tests.support.records import validate_record
@@ -74,27 +64,29 @@ async def answers_every_step_at_zero_tokens(judge: Judge) -> None:
     """Both local judges answer each judge step, and embed, without a call or a token."""
     assert judge.kind == "local"
     out = await judge.generate(
-        step_prompt(StatementsInput(text="One fact. Another fact."), Statements)
+        step_prompt(steps.StatementsInput(text="One fact. Another fact."), steps.Statements)
     )
-    assert isinstance(out.value, Statements) and len(out.value.statements) == 2
+    assert isinstance(out.value, steps.Statements) and len(out.value.statements) == 2
     verdicts = await judge.generate(
-        step_prompt(VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), Verdicts)
+        step_prompt(
+            steps.VerifyInput(context=BYRON, statements=["Byron gave $500,000."]), steps.Verdicts
+        )
     )
-    assert isinstance(verdicts.value, Verdicts)
+    assert isinstance(verdicts.value, steps.Verdicts)
     assert verdicts.value.verdicts[0].verdict == 0
     assert verdicts.value.verdicts[0].statement == "Byron gave $500,000."
     questions = await judge.generate(
-        step_prompt(QuestionsInput(response="I don't know."), GeneratedQuestion), n=3
+        step_prompt(steps.QuestionsInput(response="I don't know."), steps.GeneratedQuestion), n=3
     )
     assert len(questions.values) == 3
-    assert all(isinstance(q, GeneratedQuestion) and q.noncommittal for q in questions.values)
+    assert all(isinstance(q, steps.GeneratedQuestion) and q.noncommittal for q in questions.values)
     useful = await judge.generate(
         step_prompt(
-            UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
-            ContextVerdicts,
+            steps.UsefulnessInput(question="q", answer="Byron gave $300,000.", contexts=[BYRON]),
+            steps.ContextVerdicts,
         )
     )
-    assert isinstance(useful.value, ContextVerdicts)
+    assert isinstance(useful.value, steps.ContextVerdicts)
     for judged in (out, verdicts, questions, useful):
         assert judged.usage.calls == 0 and judged.usage.total_tokens == 0
     embedded = await judge.embed(["a", "b"])

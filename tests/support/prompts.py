@@ -4,28 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from monitor.judges import OutT, Prompt
-from monitor.judges.steps import (
-    GROUNDING,
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
-    GroundingInput,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    UsefulnessInput,
-    VerifyInput,
-)
+from monitor.judges import OutT, Prompt, steps
 
 #: the step each input model belongs to (`monitor.judges.steps`)
 STEP_OF: dict[type[BaseModel], str] = {
-    StatementsInput: STATEMENTS,
-    VerifyInput: VERIFY,
-    QuestionsInput: QUESTIONS,
-    UsefulnessInput: USEFULNESS,
-    GroundingInput: GROUNDING,
+    steps.StatementsInput: steps.STATEMENTS,
+    steps.VerifyInput: steps.VERIFY,
+    steps.QuestionsInput: steps.QUESTIONS,
+    steps.UsefulnessInput: steps.USEFULNESS,
+    steps.GroundingInput: steps.GROUNDING,
 }
 
 
@@ -45,10 +32,10 @@ def step_prompt(
 
 def statements_prompt(
     text: str = "Receipts are required over $100. Lodging always.",
-) -> Prompt[Statements]:
+) -> Prompt[steps.Statements]:
     """The statements step of faithfulness, on ``text``."""
     return step_prompt(
-        StatementsInput(text=text),
-        Statements,
+        steps.StatementsInput(text=text),
+        steps.Statements,
         instruction="Rewrite the text as a list of standalone statements.",
     )

@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pytest
 
 from monitor.flags import DEFAULT_THRESHOLDS, HALLUCINATION, flag_reasons
+from monitor.judges import steps
 from monitor.judges.local import entailment
 from monitor.judges.local.answer import AnswerModel
 from monitor.judges.local.claims import claims_or_text
@@ -25,13 +26,6 @@ from monitor.judges.local.evidence import Gaps
 from monitor.judges.local.judge import Decision, LocalJudge
 from monitor.judges.local.readings import Reader, lexical_risk
 from monitor.judges.local.windows import TOP, windows_of
-from monitor.judges.steps import (
-    ContextVerdict,
-    ContextVerdicts,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
-)
 from monitor.metrics.faithfulness import HALLUCINATION_PROBABILITY
 from monitor.records import ALL_METRICS, Interaction, ScoredRecord
 from monitor.scoring import Scorer
@@ -65,16 +59,16 @@ def judge() -> LocalJudge:
     return LocalJudge(decision="claim")
 
 
-def useful(judge: LocalJudge, answer: str, contexts: list[str]) -> list[ContextVerdict]:
+def useful(judge: LocalJudge, answer: str, contexts: list[str]) -> list[steps.ContextVerdict]:
     """The ``usefulness`` step's verdicts, asked through the Judge protocol."""
-    inputs = UsefulnessInput(question="", answer=answer, contexts=contexts)
-    judged = asyncio.run(judge.generate(step_prompt(inputs, ContextVerdicts)))
+    inputs = steps.UsefulnessInput(question="", answer=answer, contexts=contexts)
+    judged = asyncio.run(judge.generate(step_prompt(inputs, steps.ContextVerdicts)))
     return judged.values[0].verdicts
 
 
-def verified(judge: LocalJudge, inputs: VerifyInput) -> Verdicts:
+def verified(judge: LocalJudge, inputs: steps.VerifyInput) -> steps.Verdicts:
     """The ``verify`` step's verdicts, asked through the Judge protocol."""
-    return asyncio.run(judge.generate(step_prompt(inputs, Verdicts))).values[0]
+    return asyncio.run(judge.generate(step_prompt(inputs, steps.Verdicts))).values[0]
 
 
 def _refund_record(response: str) -> Interaction:
@@ -303,15 +297,15 @@ def test_the_combiner_weights_are_the_pinned_ones(tmp_path: Path) -> None:
 
 def test_reasons_name_the_probability_the_words_and_the_window(judge: LocalJudge) -> None:
     verdicts = verified(
-        judge, VerifyInput(context=RECEIPTS, statements=["Receipts are kept for 7 years."])
+        judge, steps.VerifyInput(context=RECEIPTS, statements=["Receipts are kept for 7 years."])
     )
-    assert isinstance(verdicts, Verdicts)
+    assert isinstance(verdicts, steps.Verdicts)
     [v] = verdicts.verdicts
     assert v.verdict == 0
     assert "(p=0." in v.reason and "'7'" in v.reason
     assert "closest in the context: “" in v.reason
-    empty = verified(judge, VerifyInput(context="", statements=["Anything."]))
-    assert isinstance(empty, Verdicts) and empty.verdicts[0].verdict == 0
+    empty = verified(judge, steps.VerifyInput(context="", statements=["Anything."]))
+    assert isinstance(empty, steps.Verdicts) and empty.verdicts[0].verdict == 0
     assert "is empty" in empty.verdicts[0].reason
 
 

@@ -400,9 +400,9 @@ def core_budget(long: Path | None, halueval: Path | None) -> None:
             continue
         contexts = [c if isinstance(c, str) else str(c["text"]) for c in row["retrieved_contexts"]]
         started = time.thread_time()
-        claims = judge.claims(response, question)
-        if claims:
-            judge.assess(claims, contexts)
+        said = judge.claims(response, question)
+        if said.said:
+            judge.assess(said.said, contexts, said.asked)
         spent = time.thread_time() - started
         ctx, ans = len(" ".join(contexts).split()), len(response.split())
         band = (

@@ -183,7 +183,7 @@ async def diagnose(args: argparse.Namespace) -> None:
                 fetches += 1
                 buffered += records.size_in_bytes()
         cache = parts.scorer._cache
-        size = f" {_deep_size(list(cache._items.items())) / 1e6:.1f} MB" if deep else ""
+        size = f" {_deep_size(list(cache.items())) / 1e6:.1f} MB" if deep else ""
         print(
             f"{time.monotonic() - started:5.1f} s  RSS {proc_status()['VmRSS']:4.0f} MB  "
             f"in flight {parts.source.in_flight:4d}  tasks {len(asyncio.all_tasks()):4d}  "

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import REALISTIC, ROOT, read_jsonl
-from monitor.judges.local.claims import PHRASE_JOIN, PHRASE_WORDS
-from monitor.judges.local.claims import claims as rule_claims
+from monitor.judges.local.claims import PHRASE_WORDS, claims
 from monitor.text.evasive import asserts, declines
 from monitor.text.sentences import sentences, strip_particle, words
 from scripts import devdata
@@ -113,6 +112,11 @@ def _split_parsed(sent: Any) -> list[str]:
     return out
 
 
+def rule_claims(text: str, question: str | None = None) -> list[str]:
+    """The claims of ``text`` cut by the judge's rules (`monitor.judges.local.claims`)."""
+    return claims(text, question).said
+
+
 def parse_claims(text: str, question: str | None = None) -> list[str]:
     """The claims of ``text`` cut by spaCy's dependency parse (see the module docstring)."""
     found: list[str] = []
@@ -123,7 +127,7 @@ def parse_claims(text: str, question: str | None = None) -> list[str]:
             continue
         s = strip_particle(line).strip()
         if question and question.strip() and len(words(s)) <= PHRASE_WORDS:
-            found.append(f"{question.strip()}{PHRASE_JOIN}{s}")
+            found.append(s)  # a phrase answer: one claim, read after the question
             continue
         for sent in _nlp()(s).sents:
             found.extend(_split_parsed(sent))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from monitor.judges import Judge, JudgeError, Prompt, model_name
+from monitor.lru import LRU
 from monitor.metrics._base import NAN, CallPattern, Metric
 from monitor.metrics.context_precision import ContextPrecision
 from monitor.metrics.context_recall import ContextRecall
@@ -91,41 +91,15 @@ def fuses_grounding(judge_kind: str, pattern: CallPattern, metrics: Sequence[str
     )
 
 
-class _LRU:
-    """Judge answers by call key; ``size`` 0 keeps nothing."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: tuple[str, ...]) -> list[Any] | None:
-        value = self._items.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._items.move_to_end(key)
-        self.hits += 1
-        return value
-
-    def put(self, key: tuple[str, ...], value: list[Any]) -> None:
-        if self.size <= 0:
-            return
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
+#: the judge's answers by call key (step, instruction, inputs, choices, asking metric)
+Answers = LRU[tuple[str, ...], list[Any]]
 
 
 class _RecordRunner:
     """The `StepRunner` of one record: sharing, caching, topping up choices, billing."""
 
     def __init__(
-        self, judge: Judge, pattern: CallPattern, cache: _LRU, *, fuse_grounding: bool = False
+        self, judge: Judge, pattern: CallPattern, cache: Answers, *, fuse_grounding: bool = False
     ) -> None:
         self._judge = judge
         self._pattern = pattern
@@ -259,7 +233,7 @@ class Scorer:
         self.metrics: tuple[str, ...] = tuple(names)
         self.call_pattern: CallPattern = call_pattern
         self._metrics = [configured[name] for name in names]
-        self._cache = _LRU(cache_size if call_pattern == "frugal" else 0)
+        self._cache: Answers = LRU(cache_size if call_pattern == "frugal" else 0)
         #: ``fuse_grounding`` False, here or on the judge (`RAG_MONITOR_JUDGE_FUSE_GROUNDING`):
         #: never the fused step (a judge model too small to follow it answers the basic
         #: steps better)

@@ -80,9 +80,9 @@ def read_answer(judge: LocalJudge, item: Item) -> dict[str, Any]:
     if evasive.noncommittal(response):
         return {"probabilities": None}
     said = judge.claims(response, question)
-    if not said:
+    if not said.said:
         return {"probabilities": None}
-    found = judge.support(said, contexts(record))
+    found = judge.support(said.said, contexts(record), said.asked)
     return {"probabilities": [d.probability for d in found]}
 
 

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from bench.harness import DEMO, REALISTIC, halueval_fit_half, overlap
 from bench.ranking import auroc
+from monitor.judges.local.claims import Claims
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner, features
 from monitor.judges.local.judge import LocalJudge
 from monitor.text import evasive
@@ -91,7 +92,7 @@ def read_features(halueval: Path, nli_root: Path | None) -> None:
     for n, r in enumerate(records):
         contexts = texts(r["retrieved_contexts"])
         said = judge.claims(r["response"], r["user_input"])
-        if not said:
+        if not said.said:
             continue  # the faithfulness metric scores no answer without claims
         [found] = judge.reader.read(said, contexts)
         rows.append(
@@ -105,7 +106,8 @@ def read_features(halueval: Path, nli_root: Path | None) -> None:
                 "overlap": overlap(r["response"], contexts),
                 "contexts": contexts,
                 "claims": [
-                    {"claim": c, "logit": f.support.logit} for c, f in zip(said, found, strict=True)
+                    {"claim": c, "asked": a, "logit": f.support.logit}
+                    for c, a, f in zip(said.said, said.asked, found, strict=True)
                 ],
             }
         )
@@ -119,7 +121,7 @@ def read_features(halueval: Path, nli_root: Path | None) -> None:
     pairs += nli.contrastive_edits(pairs, random.Random(7), 0.5)
     out = []
     for n, p in enumerate(pairs):
-        [[read]] = judge.reader.read([p.hypothesis], [p.premise])
+        [[read]] = judge.reader.read(Claims.of([p.hypothesis]), [p.premise])
         out.append(
             {
                 "source": p.source,
@@ -145,11 +147,14 @@ def with_features(
     (`Reader.gaps`: the lexical side is cheap, only the logits are cached)."""
     judge = _judge()
     for a in answers:
-        found = judge.reader.gaps([c["claim"] for c in a["claims"]], a["contexts"])
+        if any("asked" not in c for c in a["claims"]):
+            raise SystemExit(f"{CACHE / 'answers.jsonl'} predates Claims.asked: read it again")
+        said = Claims([c["claim"] for c in a["claims"]], [c["asked"] for c in a["claims"]])
+        found = judge.reader.gaps(said, a["contexts"])
         for c, (gaps, is_phrase) in zip(a["claims"], found, strict=True):
             c["x"] = features(c["logit"], gaps, phrase=is_phrase)
     for p in pairs:
-        [(gaps, is_phrase)] = judge.reader.gaps([p["hypothesis"]], [p["premise"]])
+        [(gaps, is_phrase)] = judge.reader.gaps(Claims.of([p["hypothesis"]]), [p["premise"]])
         p["x"] = features(p["logit"], gaps, phrase=is_phrase)
     return answers, pairs
 

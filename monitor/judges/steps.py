@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 STATEMENTS = "statements"
@@ -47,6 +55,15 @@ class Statements(_Model):
     #: 1 when the text only declines, defers ("check with HR") or says it does not know:
     #: faithfulness is then unscoreable and the record is flagged ``noncommittal``
     noncommittal: int = Field(default=0, ge=0, le=1)
+    #: per statement, the question it is read after where the judge reads it as the answer
+    #: to one ("Enterprise." after "Which plan has SSO?"; the local judge), else None; None
+    #: for all (an LLM judge: never in its schema). The metrics hand it on to ``verify``.
+    read_after: SkipJsonSchema[list[str | None] | None] = None
+
+    @model_validator(mode="after")
+    def _one_read_after_per_statement(self) -> Statements:
+        _check_read_after(self.statements, self.read_after)
+        return self
 
 
 # --- verify: can each statement be inferred from the context?
@@ -62,6 +79,28 @@ class VerifyInput(_Model):
     context: str
     statements: list[str]
     source: VerifySource = "context"
+    #: as `Statements.read_after`; rendered only where given, so an LLM judge's prompt
+    #: never holds it
+    read_after: list[str | None] | None = None
+
+    @model_validator(mode="after")
+    def _one_read_after_per_statement(self) -> VerifyInput:
+        _check_read_after(self.statements, self.read_after)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unread(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if self.read_after is None:
+            data.pop("read_after", None)
+        return data
+
+
+def _check_read_after(statements: Sequence[str], read_after: Sequence[str | None] | None) -> None:
+    if read_after is not None and len(read_after) != len(statements):
+        raise ValueError("read_after: one entry (a question or null) per statement")
 
 
 class StatementVerdict(_Model):

@@ -153,8 +153,9 @@ async def statements(
     atomicity: Level = "high",
     coverage: Level = "high",
 ) -> Statements:
-    """The statements of ``text``, with the judge's noncommittal flag (statements stripped,
-    empty ones dropped; empty text: no call, no statements, not noncommittal)."""
+    """The statements of ``text``, with the judge's noncommittal flag and, where it reads
+    some after the question, what each is read after (statements stripped, empty ones
+    dropped; empty text: no call, no statements, not noncommittal)."""
     if not text.strip():
         return Statements(statements=[])
     prompt = Prompt(
@@ -167,9 +168,12 @@ async def statements(
         output=Statements,
     )
     [out] = await steps.generate(prompt)
+    after = out.read_after or [None] * len(out.statements)
+    kept = [(s.strip(), a) for s, a in zip(out.statements, after, strict=True) if s.strip()]
     return Statements(
-        statements=[s.strip() for s in out.statements if s.strip()],
+        statements=[s for s, _ in kept],
         noncommittal=out.noncommittal,
+        read_after=[a for _, a in kept] if out.read_after is not None else None,
     )
 
 
@@ -180,12 +184,15 @@ async def verify(
     statements: Sequence[str],
     *,
     source: VerifySource = "context",
+    read_after: Sequence[str | None] | None = None,
 ) -> Verdicts:
     """One verdict per statement: inferable from ``context``? (no statements: no call), with
     the judge's reasons and its probability that the statements hold an unsupported one,
     where it gives one.
 
-    ``source`` says what ``context`` is, for the judge's reasons ("not in the reference").
+    ``source`` says what ``context`` is, for the judge's reasons ("not in the reference");
+    ``read_after`` is what the statements step said each is read after
+    (`Statements.read_after`), handed on as it came.
     """
     if not statements:
         return Verdicts(verdicts=[])
@@ -193,7 +200,12 @@ async def verify(
         step=VERIFY,
         metric=metric,
         instruction=verify_instruction(source),
-        inputs=VerifyInput(context=context, statements=list(statements), source=source),
+        inputs=VerifyInput(
+            context=context,
+            statements=list(statements),
+            source=source,
+            read_after=None if read_after is None else list(read_after),
+        ),
         output=Verdicts,
         lengths={"verdicts": len(statements)},
     )

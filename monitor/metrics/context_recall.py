@@ -36,7 +36,8 @@ class ContextRecall:
         if not statements:
             return unscoreable(NAME, "no statements in the reference")
         context = join_contexts(interaction.context_texts)
-        verdicts = (await st.verify(steps, NAME, context, statements)).verdicts
+        read = await st.verify(steps, NAME, context, statements, read_after=found.read_after)
+        verdicts = read.verdicts
         return MetricResult(
             metric=NAME,
             score=score([v.verdict for v in verdicts]),

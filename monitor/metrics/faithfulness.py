@@ -53,7 +53,9 @@ class Faithfulness:
             if found.noncommittal:
                 return unscoreable(NAME, NONCOMMITTAL, noncommittal=True)
             statements = found.statements
-            read = await st.verify(steps, NAME, join_contexts(contexts), statements)
+            read = await st.verify(
+                steps, NAME, join_contexts(contexts), statements, read_after=found.read_after
+            )
             verdicts, probability = read.verdicts, read.hallucination_probability
         if not statements:
             return unscoreable(NAME, "no statements in the response")

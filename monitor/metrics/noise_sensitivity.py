@@ -94,10 +94,20 @@ class NoiseSensitivity:
         if not resp_statements:
             return unscoreable(NAME, "no statements in the response")
         contexts = interaction.context_texts
+        ref_after, resp_after = ref_found.read_after, resp_found.read_after
         g_read, a_read, supported_read = await asyncio.gather(
-            asyncio.gather(*(st.verify(steps, NAME, c, ref_statements) for c in contexts)),
-            asyncio.gather(*(st.verify(steps, NAME, c, resp_statements) for c in contexts)),
-            st.verify(steps, NAME, reference, resp_statements, source="reference"),
+            asyncio.gather(
+                *(st.verify(steps, NAME, c, ref_statements, read_after=ref_after) for c in contexts)
+            ),
+            asyncio.gather(
+                *(
+                    st.verify(steps, NAME, c, resp_statements, read_after=resp_after)
+                    for c in contexts
+                )
+            ),
+            st.verify(
+                steps, NAME, reference, resp_statements, source="reference", read_after=resp_after
+            ),
         )
         g_columns, a_columns = [_ones(r) for r in g_read], [_ones(r) for r in a_read]
         supported = _ones(supported_read)

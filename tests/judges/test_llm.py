@@ -458,6 +458,11 @@ def test_strict_schema() -> None:
     # what only the local judge writes is never asked of an LLM
     assert "hallucination_probability" not in str(schema)
     assert strict_schema(steps.GeneratedQuestion)["required"] == ["question", "noncommittal"]
+    assert strict_schema(steps.Statements)["required"] == ["statements", "noncommittal"]
+    # nor rendered into its prompt: a verify input without what statements are read after
+    # renders as it always has
+    plain = steps.VerifyInput(context="c", statements=["s"])
+    assert plain.model_dump_json() == '{"context":"c","statements":["s"],"source":"context"}'
     optional = strict_schema(steps.StatementsInput)  # defaults and optional fields
     assert optional["required"] == ["question", "text", "atomicity", "coverage"]
     assert "default" not in str(optional)

@@ -132,7 +132,7 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
         return steps.Statements(
             statements=sentences(statements_in.text),
             noncommittal=int(noncommittal(statements_in.text)),
-        ).model_dump()
+        ).model_dump(exclude={"read_after"})  # the local judge's field: never an LLM's
     if step == steps.VERIFY:
         verify_in = steps.VerifyInput.model_validate(inputs)
         checked = verify(verify_in.context, verify_in.statements, verify_in.source)
@@ -142,7 +142,8 @@ def _answer_one(step: str, inputs: dict[str, Any]) -> dict[str, Any]:
         found = sentences(questions_in.response)
         question = f"What is {found[0]}?" if found else ""
         flag = int(noncommittal(questions_in.response))
-        return steps.GeneratedQuestion(question=question, noncommittal=flag).model_dump()
+        asked = steps.GeneratedQuestion(question=question, noncommittal=flag)
+        return asked.model_dump(exclude={"is_response"})  # the local judge's field
     if step == steps.USEFULNESS:
         usefulness_in = steps.UsefulnessInput.model_validate(inputs)
         verdicts = usefulness(usefulness_in.answer, usefulness_in.contexts)

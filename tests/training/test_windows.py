@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.judges.local import entailment
-from monitor.judges.local.claims import PHRASE_JOIN, claims
+from monitor.judges.local.claims import as_read, claims
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import reads_joined
 from monitor.judges.local.judge import LocalJudge
@@ -75,16 +75,17 @@ def test_the_transfer_check_reads_each_answer_as_the_judge_does() -> None:
         # the trainer's own path: every pair read in one call, the weakest claim kept
         z = model.logits(flat(read)).tolist()
         assert weakest(read, z) == min(f.support.logit for f in found)
-        # the model reads each claim as the answer wrote it, a spelled number the contexts
-        # state in figures in their figures ("two" → "2") and nothing else rewritten
+        # the model reads each claim as the answer wrote it (a phrase answer after the turn
+        # it answers), a spelled number the contexts state in figures in their figures
+        # ("two" → "2") and nothing else rewritten
         cut = claims(r["response"], r["user_input"])
-        assert len(cut) == len(read)
-        for c, claim in zip(read, cut, strict=True):
-            if c["statement"] != claim:
+        assert len(cut.said) == len(read)
+        for c, claim, asked in zip(read, cut.said, cut.asked, strict=True):
+            if c["statement"] != as_read(claim, asked):
                 figures += 1
                 assert DIGITS.sub("", c["statement"]) != c["statement"]
                 assert DIGITS.findall(c["statement"]) != DIGITS.findall(claim)
-        phrase += sum(PHRASE_JOIN in c["statement"] for c in read)
+            phrase += asked is not None
     assert phrase and joined and figures  # each way the judge reads is exercised
 
 

@@ -18,12 +18,15 @@ than `MIN_WORDS` words or a list after a colon stays with its neighbour, and a p
 without a verb before one that starts with its verb is that verb's subject. A claim
 of at most `PHRASE_WORDS` words (a phrase that answers the question) is one claim,
 read after the question (its last line: a question that carries the conversation
-before it ends with the turn asked). See docs/local-judge.md, "The steps".
+before it ends with the turn asked): `Claims.asked` says so beside the claim, which
+stays as the answer wrote it. See docs/local-judge.md, "The steps".
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from monitor.text.evasive import asserts, declines
 from monitor.text.sentences import sentences as all_sentences
@@ -31,10 +34,9 @@ from monitor.text.sentences import strip_particle, words
 
 #: A claim of at most this many words is a phrase that answers the question.
 PHRASE_WORDS = 4
-#: What joins a phrase answer to the question it is read after ("Which plan has SSO?" and
-#: "Enterprise." on the next line): `phrase` finds the phrase again by it. A claim of the
-#: answer's own never holds it (`sentences` splits at line breaks), so a dash the answer
-#: writes (" — ") is never taken for it.
+#: What the support model reads between the question and a phrase answer read after it
+#: ("Which plan has SSO?" and "Enterprise." on the next line: `as_read`). Nothing is ever
+#: parsed back out of it: which claim is a phrase answer travels in `Claims.asked`.
 PHRASE_JOIN = "\n"
 #: A part of fewer words than this is not a claim of its own ...
 MIN_WORDS = 3
@@ -91,38 +93,65 @@ _GERUND_SUBJECT = re.compile(r"^[a-z]{2,}ing\s+(?=" + _VERB_FIRST.pattern[1:] + 
 _SUBJECT_END = re.compile(r"\s+(?=" + _VERB_FIRST.pattern[1:] + ")", re.IGNORECASE)
 
 
-def asked(question: str) -> str:
+@dataclass(frozen=True)
+class Claims:
+    """The claims of one text, each as the text wrote it, and beside each the question it
+    is read after: a phrase answer's ("Enterprise." after "Which plan has SSO?"), None for
+    a claim read on its own. The two lists are as long as each other."""
+
+    said: list[str]
+    asked: list[str | None]
+
+    def __post_init__(self) -> None:
+        if len(self.said) != len(self.asked):
+            raise ValueError("one asked entry (a question or None) per claim")
+
+    @classmethod
+    def of(cls, said: Sequence[str], asked: Sequence[str | None] | None = None) -> Claims:
+        """``said``, each claim read after its ``asked`` entry (None: each on its own)."""
+        return cls(list(said), [None] * len(said) if asked is None else list(asked))
+
+    def as_read(self) -> list[str]:
+        """Each claim as the support model reads it (`as_read`)."""
+        return [as_read(c, a) for c, a in zip(self.said, self.asked, strict=True)]
+
+
+def turn(question: str) -> str:
     """What a phrase answer answers: the question's last line with text (a question that
     carries the conversation before it ends with the turn being answered)."""
     lines = [line.strip() for line in question.splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
-def claims(text: str, question: str | None = None) -> list[str]:
+def claims(text: str, question: str | None = None) -> Claims:
     """The atomic claims ``text`` makes (see the module docstring)."""
-    found = []
-    current = asked(question or "")
+    said: list[str] = []
+    asked: list[str | None] = []
+    current = turn(question or "")
     for s in sentences(text):
         if current and len(words(s)) <= PHRASE_WORDS:
-            found.append(f"{current}{PHRASE_JOIN}{s}")  # one claim, as asked
+            said.append(s)  # one claim, read after the turn it answers
+            asked.append(current)
         else:
-            found.extend(split(s))
-    return found
+            parts = split(s)
+            said.extend(parts)
+            asked.extend([None] * len(parts))
+    return Claims(said, asked)
 
 
-def claims_or_text(text: str, question: str | None = None) -> list[str]:
+def claims_or_text(text: str, question: str | None = None) -> Claims:
     """What the screens and usefulness read of ``text``: its claims, or ``text`` whole when
     it has none (no sentence of it asserts anything: "I'm not sure."), none when blank."""
-    return claims(text, question) or ([text] if text.strip() else [])
+    found = claims(text, question)
+    if found.said or not text.strip():
+        return found
+    return Claims([text], [None])
 
 
-def phrase(claim: str) -> tuple[str, bool]:
-    """What ``claim`` itself says, without the question a phrase answer is read after
-    (those words are given, not claimed), and whether it was such a phrase."""
-    if PHRASE_JOIN not in claim:
-        return claim, False
-    said = claim.rsplit(PHRASE_JOIN, 1)[1]
-    return (said, True) if len(words(said)) <= PHRASE_WORDS else (claim, False)
+def as_read(claim: str, asked: str | None) -> str:
+    """``claim`` as the support model reads it: after the question it answers when it is a
+    phrase answer (``asked``), else alone."""
+    return claim if asked is None else f"{asked}{PHRASE_JOIN}{claim}"
 
 
 def sentences(text: str) -> list[str]:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+
+from monitor.lru import LRU
 
 #: The model the vectors come from (same id as the ONNX package's).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -113,6 +115,7 @@ def build_tokenizer(max_length: int = MAX_TOKENS) -> Any:
     return tokenizer
 
 
+@dataclass(eq=False)
 class MiniLMEmbedder:
     """Unit-length 384-d sentence vectors for texts, in order.
 
@@ -127,42 +130,37 @@ class MiniLMEmbedder:
     then be left ``None``). `arithmetic` says which one runs once loaded.
     """
 
-    model_id = MODEL_ID
-    dimensions = DIMENSIONS
+    model_id: ClassVar[str] = MODEL_ID
+    dimensions: ClassVar[int] = DIMENSIONS
 
-    def __init__(
-        self,
-        *,
-        threads: int = 1,
-        batch_size: int = 8,
-        max_length: int = MAX_TOKENS,
-        cache_size: int = 8192,
-        model_path: Path | None = None,
-        int8: bool | None = None,
-    ) -> None:
-        if threads < 1 or batch_size < 1 or not 2 < max_length <= 512 or cache_size < 0:
-            raise ValueError("threads and batch_size must be >= 1, max_length in 3..512")
-        if model_path is not None and int8 is not None:
+    _: KW_ONLY
+    threads: int = 1
+    batch_size: int = 8
+    max_length: int = MAX_TOKENS
+    cache_size: int = 8192
+    model_path: Path | None = None
+    int8: bool | None = None
+    #: "int8" or "float32" once the model is loaded ("" before)
+    arithmetic: str = field(default="", init=False)
+    #: the sha256 of the loaded graph's bytes ("" before)
+    graph: str = field(default="", init=False)
+    #: how many texts went through the model (cache misses), for tests and benchmarks
+    encoded: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.threads < 1 or self.batch_size < 1 or self.cache_size < 0:
+            raise ValueError("threads and batch_size must be >= 1, cache_size >= 0")
+        if not 2 < self.max_length <= 512:
+            raise ValueError("max_length must be in 3..512")
+        if self.model_path is not None and self.int8 is not None:
             raise ValueError("model_path runs a graph as it is: leave int8 unset")
-        self.threads = threads
-        self.batch_size = batch_size
-        self.max_length = max_length
-        self.cache_size = cache_size
-        self._model_path = model_path
-        self.int8 = int8
-        #: "int8" or "float32" once the model is loaded ("" before)
-        self.arithmetic = ""
-        #: the sha256 of the loaded graph's bytes ("" before)
-        self.graph = ""
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._cache: LRU[str, Vectors] = LRU(self.cache_size)
         self._session: Any = None
         self._tokenizer: Any = None
         self._turn = threading.Condition()
         self._waiting: list[_Request] = []
         self._running = False
-        #: how many texts went through the model (cache misses), for tests and benchmarks
-        self.encoded = 0
         #: forward passes run, for tests and benchmarks
         self.passes = 0
 
@@ -191,8 +189,8 @@ class MiniLMEmbedder:
 
     def _model(self) -> tuple[bytes, str]:
         """The graph to run and its arithmetic: a file read, nothing rewritten."""
-        if self._model_path is not None:
-            model = Path(self._model_path).read_bytes()
+        if self.model_path is not None:
+            model = Path(self.model_path).read_bytes()
             pinned = hashlib.sha256(model).hexdigest() == GRAPH_SHA256
             return model, "int8" if pinned else "float32"
         if vnni() if self.int8 is None else self.int8:
@@ -221,7 +219,6 @@ class MiniLMEmbedder:
             for i, text in enumerate(texts):
                 cached = self._cache.get(text)
                 if cached is not None:
-                    self._cache.move_to_end(text)
                     out[i] = cached
                     continue
                 if text.strip():
@@ -232,10 +229,7 @@ class MiniLMEmbedder:
             with self._lock:
                 for text, vector in zip(unique, vectors, strict=True):
                     out[missing[text]] = vector
-                    if self.cache_size:
-                        self._cache[text] = vector
-                        if len(self._cache) > self.cache_size:
-                            self._cache.popitem(last=False)
+                    self._cache.put(text, vector)
         return out
 
     def _encode_shared(self, texts: list[str]) -> Vectors:

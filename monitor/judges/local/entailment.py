@@ -6,10 +6,9 @@ See docs/model.md.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from monitor.judges.local.embedder import MiniLMEmbedder, read_pinned
 from monitor.judges.local.embedder import ModelFileError as ModelFileError  # raised here too
 from monitor.judges.local.windows import TOP, nearest, picks, windows_of
+from monitor.lru import LRU
 
 MODEL_DIR = Path(__file__).with_name("model")
 #: The probability at and above which a claim counts as supported.
@@ -47,6 +47,7 @@ class Support:
     logit: float = float("-inf")
 
 
+@dataclass(eq=False)
 class SupportModel:
     """The cross-encoder, loaded on first use; safe to call from many threads.
 
@@ -65,36 +66,29 @@ class SupportModel:
     docs/benchmarks.md).
     """
 
-    def __init__(
-        self,
-        embedder: MiniLMEmbedder,
-        *,
-        threads: int = 1,
-        top: int = TOP,
-        cache_size: int = 8192,
-        words_first: bool = True,
-        model_dir: Path = MODEL_DIR,
-        pinned: dict[str, str] | None = None,
-    ) -> None:
-        if threads < 1 or top < 1:
+    embedder: MiniLMEmbedder
+    _: KW_ONLY
+    threads: int = 1
+    top: int = TOP
+    cache_size: int = 8192
+    #: `support` reads each claim's best window by words before any is embedded
+    words_first: bool = True
+    model_dir: Path = MODEL_DIR
+    #: the model files read from ``model_dir``, each with its sha256
+    pinned: dict[str, str] = field(default_factory=lambda: dict(PINNED))
+    #: pairs read by the model (cache misses), for tests and benchmarks
+    pairs: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.threads < 1 or self.top < 1:
             raise ValueError("threads and top must be >= 1")
-        self.embedder = embedder
-        self.threads = threads
-        self.top = top
-        #: `support` reads each claim's best window by words before any is embedded
-        self.words_first = words_first
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._cache: LRU[tuple[str, str], float] = LRU(self.cache_size)
         self._cache_lock = threading.Lock()
         #: pairs being read by some thread now, and their logits once read
         self._reading: dict[tuple[str, str], Future[float]] = {}
-        self.model_dir = model_dir
-        self.pinned = PINNED if pinned is None else pinned
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
-        #: pairs read by the model (cache misses), for tests and benchmarks
-        self.pairs = 0
 
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
@@ -137,7 +131,6 @@ class SupportModel:
             for k, pair in enumerate(pairs):
                 known = self._cache.get(pair)
                 if known is not None:
-                    self._cache.move_to_end(pair)
                     out[k] = known
                 elif pair in missing:
                     missing[pair].append(k)
@@ -159,10 +152,7 @@ class SupportModel:
                 for pair, z in zip(todo, found, strict=True):
                     out[missing[pair]] = z
                     self._reading.pop(pair).set_result(float(z))
-                    if self.cache_size:
-                        self._cache[pair] = float(z)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+                    self._cache.put(pair, float(z))
         for k, pair in enumerate(pairs):
             if pair in waiting:
                 out[k] = waiting[pair].result()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
 
-from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt
+from monitor.judges import Embedded, Judged, JudgeError, OutT, Prompt, steps
 from monitor.judges.local import claims as cl
 from monitor.judges.local.answer import AnswerModel
 from monitor.judges.local.combiner import Combiner
@@ -29,23 +29,6 @@ from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import SupportModel
 from monitor.judges.local.readings import Decision, Reader
 from monitor.judges.local.reasons import excerpt
-from monitor.judges.steps import (
-    QUESTIONS,
-    STATEMENTS,
-    USEFULNESS,
-    VERIFY,
-    ContextVerdict,
-    ContextVerdicts,
-    GeneratedQuestion,
-    QuestionsInput,
-    Statements,
-    StatementsInput,
-    StatementVerdict,
-    UsefulnessInput,
-    Verdicts,
-    VerifyInput,
-    VerifySource,
-)
 from monitor.records import Usage
 from monitor.text import evasive
 
@@ -64,7 +47,7 @@ MODEL_NAME = "claims+support-model"
 
 #: Steps answered on the caller's thread: a regex on the response costs less than the hop
 #: to a worker thread (the others split sentences, read contexts or run a model).
-INLINE_STEPS = frozenset({QUESTIONS})
+INLINE_STEPS = frozenset({steps.QUESTIONS})
 
 #: cgroup v2's CPU limit of this container ("max 100000" when there is none)
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
@@ -135,7 +118,7 @@ class AnswerReading:
         weakest = min(range(len(self.decisions)), key=lambda k: self.decisions[k].probability)
         return [not d.supported or k == weakest for k, d in enumerate(self.decisions)]
 
-    def reasons(self, source: VerifySource = "context") -> list[str]:
+    def reasons(self, source: steps.VerifySource = "context") -> list[str]:
         compare = ">=" if self.flagged else "<"
         answer = f"; answer p={self.probability:.2f} {compare} cut {self.cut:.2f}"
         return [
@@ -224,19 +207,31 @@ class LocalJudge:
         unsupported claim (`AnswerReading.flagged`; the risk screen's flag)."""
         return self._answers.cut
 
-    def claims(self, text: str, question: str | None = None) -> list[str]:
-        """The atomic claims of ``text`` (`claims.claims`)."""
+    def claims(self, text: str, question: str | None = None) -> cl.Claims:
+        """The atomic claims of ``text``, each with the question it is read after where it
+        is a phrase answer (`claims.claims`)."""
         return cl.claims(text, question)
 
-    def support(self, claims: Sequence[str], contexts: Sequence[str]) -> list[Decision]:
+    def support(
+        self,
+        claims: Sequence[str],
+        contexts: Sequence[str],
+        asked: Sequence[str | None] | None = None,
+    ) -> list[Decision]:
         """Each claim's support by ``contexts`` taken together, each line of them a passage
-        (`passages`): the judge's one question, asked by every step and screen."""
-        return self.reader.decide(claims, passages(contexts))[0]
+        (`passages`): the judge's one question, asked by every step and screen. ``asked``:
+        the question each claim is read after (`Claims.asked`), None for none."""
+        return self.reader.decide(cl.Claims.of(claims, asked), passages(contexts))[0]
 
-    def assess(self, claims: Sequence[str], contexts: Sequence[str]) -> AnswerReading:
+    def assess(
+        self,
+        claims: Sequence[str],
+        contexts: Sequence[str],
+        asked: Sequence[str | None] | None = None,
+    ) -> AnswerReading:
         """``claims`` (one text's) against ``contexts`` read as a whole: each claim's support
         (`support`), and the probability that at least one of them is unsupported."""
-        found = self.support(claims, contexts)
+        found = self.support(claims, contexts, asked)
         if not found:
             return AnswerReading(found, 0.0, self.cut)
         probability = self._answers.probability([d.probability for d in found])
@@ -248,9 +243,9 @@ class LocalJudge:
         the faithfulness the ``verify`` step gives it. Not a judge step: the record-level
         score risk-based sampling reads."""
         said = cl.claims_or_text(response, question)
-        if not said:
+        if not said.said:
             return Screen(risk=0.5, faithfulness=float("nan"), reason="empty response")
-        reading = self.assess(said, contexts)
+        reading = self.assess(said.said, contexts, said.asked)
         found = reading.decisions
         worst = min(range(len(found)), key=lambda k: found[k].probability)
         if self.decision == "answer":
@@ -275,25 +270,27 @@ class LocalJudge:
     def _answer(self, prompt: Prompt[OutT]) -> OutT:
         """The local answer to one prompt, validated as the prompt's output model."""
         inputs = prompt.inputs
-        result: Statements | Verdicts | GeneratedQuestion | ContextVerdicts
-        if prompt.step == STATEMENTS and isinstance(inputs, StatementsInput):
-            result = Statements(
-                statements=self.claims(inputs.text, inputs.question),
+        result: steps.Statements | steps.Verdicts | steps.GeneratedQuestion | steps.ContextVerdicts
+        if prompt.step == steps.STATEMENTS and isinstance(inputs, steps.StatementsInput):
+            found = self.claims(inputs.text, inputs.question)
+            result = steps.Statements(
+                statements=found.said,
                 noncommittal=int(evasive.noncommittal(inputs.text)),
+                read_after=found.asked if any(found.asked) else None,
             )
-        elif prompt.step == VERIFY and isinstance(inputs, VerifyInput):
+        elif prompt.step == steps.VERIFY and isinstance(inputs, steps.VerifyInput):
             result = self._verdicts(inputs, whole=prompt.metric in WHOLE_ANSWER_METRICS)
-        elif prompt.step == QUESTIONS and isinstance(inputs, QuestionsInput):
+        elif prompt.step == steps.QUESTIONS and isinstance(inputs, steps.QuestionsInput):
             result = _question(inputs.response)
-        elif prompt.step == USEFULNESS and isinstance(inputs, UsefulnessInput):
-            result = ContextVerdicts(
+        elif prompt.step == steps.USEFULNESS and isinstance(inputs, steps.UsefulnessInput):
+            result = steps.ContextVerdicts(
                 verdicts=self._usefulness(inputs.answer, inputs.contexts, inputs.question)
             )
         else:
             raise JudgeError("bad_request", f"local judge cannot answer step {prompt.step!r}")
         return prompt.output.model_validate(result.model_dump())
 
-    def _verdicts(self, inputs: VerifyInput, *, whole: bool = True) -> Verdicts:
+    def _verdicts(self, inputs: steps.VerifyInput, *, whole: bool = True) -> steps.Verdicts:
         """The ``verify`` step: each claim's verdict, and against retrieved context (``source``
         "context") the probability that the claims hold an unsupported one (`assess`). A claim
         is judged on its own probability, unless ``whole`` (faithfulness reads an answer,
@@ -301,7 +298,7 @@ class LocalJudge:
         whole are judged to hold one (`AnswerReading.unsupported`)."""
         probability: float | None = None
         if inputs.source == "context":
-            reading = self.assess(inputs.statements, [inputs.context])
+            reading = self.assess(inputs.statements, [inputs.context], inputs.read_after)
             probability = reading.probability if reading.decisions else None
             if whole and self.decision == "answer":
                 bad, reasons = reading.unsupported, reading.reasons(inputs.source)
@@ -309,12 +306,12 @@ class LocalJudge:
                 bad = [not d.supported for d in reading.decisions]
                 reasons = [d.reason(inputs.source) for d in reading.decisions]
         else:
-            found = self.support(inputs.statements, [inputs.context])
+            found = self.support(inputs.statements, [inputs.context], inputs.read_after)
             bad = [not d.supported for d in found]
             reasons = [d.reason(inputs.source) for d in found]
-        return Verdicts(
+        return steps.Verdicts(
             verdicts=[
-                StatementVerdict(statement=s, reason=why, verdict=int(not no))
+                steps.StatementVerdict(statement=s, reason=why, verdict=int(not no))
                 for s, why, no in zip(inputs.statements, reasons, bad, strict=True)
             ],
             hallucination_probability=probability,
@@ -322,25 +319,28 @@ class LocalJudge:
 
     def _usefulness(
         self, answer: str, contexts: Sequence[str], question: str | None = None
-    ) -> list[ContextVerdict]:
+    ) -> list[steps.ContextVerdict]:
         """A context is useful when it supports at least one claim of the answer (each
         context read on its own: `Reader.decide` per context, in one model pass)."""
         said = cl.claims_or_text(answer, question)
-        if not said:
-            return [ContextVerdict(reason="the answer states nothing", verdict=0) for _ in contexts]
-        verdicts: list[ContextVerdict] = []
+        if not said.said:
+            return [
+                steps.ContextVerdict(reason="the answer states nothing", verdict=0)
+                for _ in contexts
+            ]
+        verdicts: list[steps.ContextVerdict] = []
         for found in self.reader.decide(said, contexts, per_context=True):
             best = max(range(len(found)), key=lambda k: found[k].probability)
             p = found[best].probability
             if found[best].supported:
-                why = f"supports {excerpt(said[best], 80)} (p={p:.2f})"
+                why = f"supports {excerpt(said.said[best], 80)} (p={p:.2f})"
             else:
                 why = f"supports none of the answer's claims (best p={p:.2f})"
-            verdicts.append(ContextVerdict(reason=why, verdict=int(found[best].supported)))
+            verdicts.append(steps.ContextVerdict(reason=why, verdict=int(found[best].supported)))
         return verdicts
 
 
-def _question(response: str) -> GeneratedQuestion:
+def _question(response: str) -> steps.GeneratedQuestion:
     """The ``questions`` step: no question is generated, the response stands in for one
     (`GeneratedQuestion.is_response`)."""
     noncommittal = (
@@ -348,4 +348,6 @@ def _question(response: str) -> GeneratedQuestion:
         or not response.strip()
         or evasive.noncommittal(response)
     )
-    return GeneratedQuestion(question=response, noncommittal=int(noncommittal), is_response=True)
+    return steps.GeneratedQuestion(
+        question=response, noncommittal=int(noncommittal), is_response=True
+    )

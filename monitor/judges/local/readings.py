@@ -84,7 +84,7 @@ class Reader:
         return self._combiner
 
     def decide(
-        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
+        self, claims: cl.Claims, contexts: Sequence[str], *, per_context: bool = False
     ) -> list[list[Decision]]:
         """Each claim's `Decision` against ``contexts`` taken together (one row), or against
         each context on its own (``per_context``: one row per context), in one model pass."""
@@ -100,58 +100,56 @@ class Reader:
         return Decision(round(p, 6), s.probability, s.window, gaps)
 
     def read(
-        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
+        self, claims: cl.Claims, contexts: Sequence[str], *, per_context: bool = False
     ) -> list[list[Reading]]:
         """What `decide` weighs for each claim: the lexical gaps (against the contexts
         taken together, or against each context), and the model's best window for the
         claim as the answer wrote it (a spelled number the contexts state in figures
-        written in their figures: `Evidence.in_figures`)."""
-        read, gaps, said = self._lexical(claims, contexts)
+        written in their figures: `Evidence.in_figures`), a phrase answer after the turn it
+        answers (`Claims.asked`)."""
+        gaps, said = self._lexical(claims, contexts)
         if not per_context:
             rows = [(gaps, self.support_model.support(said, contexts))]
         else:
             split = self.support_model.support_by_context(said, contexts)
             rows = [
-                ([self._evidence.get([c]).gaps(text) for text, _ in read], found)
+                ([self._evidence.get([c]).gaps(text) for text in claims.said], found)
                 for c, found in zip(contexts, split, strict=True)
             ]
         return [
-            [Reading(s, g, phrase) for (_, phrase), g, s in zip(read, row, sup, strict=True)]
+            [Reading(s, g, a is not None) for a, g, s in zip(claims.asked, row, sup, strict=True)]
             for row, sup in rows
         ]
 
-    def pairs(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[str, Candidates]]:
+    def pairs(self, claims: cl.Claims, contexts: Sequence[str]) -> list[tuple[str, Candidates]]:
         """What `read` gives the support model for each claim against ``contexts`` taken
         together, without reading it: the claim as the model reads it (as the answer wrote
-        it, its spelled numbers in the contexts' figures) and the windows it is read
-        against (`SupportModel.candidates`). The training code's transfer check reads
-        these."""
-        _, _, said = self._lexical(claims, contexts)
+        it, its spelled numbers in the contexts' figures, a phrase answer after its
+        question) and the windows it is read against (`SupportModel.candidates`). The
+        training code's transfer check reads these."""
+        _, said = self._lexical(claims, contexts)
         return list(zip(said, self.support_model.candidates(said, contexts), strict=True))
 
-    def gaps(self, claims: Sequence[str], contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
+    def gaps(self, claims: cl.Claims, contexts: Sequence[str]) -> list[tuple[Gaps, bool]]:
         """What `read` finds for each claim besides the model's logit: its lexical gaps
         against ``contexts`` taken together, and whether it is a phrase answer read after
         its question (the combiner's other inputs; the combiner's fit and `lexical_risk`
         read these). No number is rewritten in the contexts' figures: nothing here reads
         the claim as the model does, and the cheap screen stays cheap."""
         together = self._evidence.get(contexts)
-        return [(together.gaps(text), phrase) for text, phrase in map(cl.phrase, claims)]
-
-    def _lexical(
-        self, claims: Sequence[str], contexts: Sequence[str]
-    ) -> tuple[list[tuple[str, bool]], list[Gaps], list[str]]:
-        """Each claim without the question a phrase answer is read after (and whether it
-        is one), its gaps against ``contexts`` taken together, and the claim as the model
-        reads it."""
-        read = [cl.phrase(claim) for claim in claims]
-        together = self._evidence.get(contexts)
-        gaps = [together.gaps(text) for text, _ in read]
-        said = [
-            claim.replace(text, together.in_figures(text))
-            for claim, (text, _) in zip(claims, read, strict=True)
+        return [
+            (together.gaps(c), a is not None)
+            for c, a in zip(claims.said, claims.asked, strict=True)
         ]
-        return read, gaps, said
+
+    def _lexical(self, claims: cl.Claims, contexts: Sequence[str]) -> tuple[list[Gaps], list[str]]:
+        """Each claim's gaps against ``contexts`` taken together (a phrase answer's own
+        words only: the question's are given, not claimed), and the claim as the model
+        reads it."""
+        together = self._evidence.get(contexts)
+        gaps = [together.gaps(text) for text in claims.said]
+        figures = cl.Claims([together.in_figures(text) for text in claims.said], claims.asked)
+        return gaps, figures.as_read()
 
 
 def lexical_risk(
@@ -160,9 +158,9 @@ def lexical_risk(
     """The cheapest screen: no model call, only the lexical gaps, weighed as the combiner
     weighs them with the model undecided (logit 0). 1 − the weakest claim's probability
     (0.5 for a blank response: nothing to go on)."""
-    said = cl.claims_or_text(response, question)
-    if not said:
+    found = cl.claims_or_text(response, question)
+    if not found.said:
         return 0.5
-    gaps = reader.gaps(said, list(contexts))
+    gaps = reader.gaps(found, list(contexts))
     weakest = min(reader.weights.probability(0.0, g, phrase=phrase) for g, phrase in gaps)
     return round(1.0 - min(1.0, weakest), 6)

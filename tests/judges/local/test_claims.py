@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.judges.local.claims import claims, claims_or_text, phrase, sentences, split
+from monitor.judges.local.claims import (
+    PHRASE_JOIN,
+    Claims,
+    as_read,
+    claims,
+    claims_or_text,
+    sentences,
+    split,
+)
 
 
 def test_the_worked_example_is_three_claims() -> None:
-    assert claims(
+    found = claims(
         "Cancel in Settings, refunds post in 5-7 days, and amounts over $500 need manager sign-off."
-    ) == [
+    )
+    assert found.said == [
         "Cancel in Settings",
         "Refunds post in 5-7 days",
         "Amounts over $500 need manager sign-off.",
     ]
+    assert found.asked == [None, None, None]
 
 
 @pytest.mark.parametrize(
@@ -52,11 +62,16 @@ def test_sentences_split_into_claims(sentence: str, expected: list[str]) -> None
 
 
 def test_a_phrase_answer_is_read_after_its_question() -> None:
+    """The claim stays as the answer wrote it; the question it is read after travels beside
+    it, and only the model's input joins the two."""
     question = "Which magazine was started first, Arthur's Magazine or First for Women?"
-    assert claims("Arthur's Magazine.", question) == [f"{question}\nArthur's Magazine."]
+    assert claims("Arthur's Magazine.", question) == Claims(["Arthur's Magazine."], [question])
+    assert as_read("Arthur's Magazine.", question) == f"{question}\nArthur's Magazine."
     said = "Arthur's Magazine was started in 1844, before First for Women."
-    assert claims(said, question) == [said]
-    assert claims("Arthur's Magazine.") == ["Arthur's Magazine."]
+    assert claims(said, question) == Claims([said], [None])
+    assert claims("Arthur's Magazine.") == Claims(["Arthur's Magazine."], [None])
+    with pytest.raises(ValueError, match="per claim"):
+        Claims(["One claim."], [])
 
 
 def test_evasive_sentences_assert_nothing_and_references_back_stay_together() -> None:
@@ -66,11 +81,15 @@ def test_evasive_sentences_assert_nothing_and_references_back_stay_together() ->
     ]
 
 
-def test_a_phrase_is_found_again_whatever_the_question_holds() -> None:
-    question = "Which payment methods do you accept? I couldn't find it on the wiki."
-    [claim] = claims("Cards and PayPal.", question)
-    assert phrase(claim) == ("Cards and PayPal.", True)
-    assert phrase("Refunds post in 5-7 days") == ("Refunds post in 5-7 days", False)
+def test_a_phrase_is_read_after_the_turn_asked_whatever_the_question_holds() -> None:
+    question = "[conversation so far]\nuser: Hi\nuser: Which payment methods do you accept?"
+    found = claims("Cards and PayPal.", question)
+    assert found == Claims(["Cards and PayPal."], ["user: Which payment methods do you accept?"])
+    # a short part cut from a longer sentence is a claim of its own, not a phrase answer
+    assert claims("Cancel in Settings, and refunds post in 5-7 days.", question).asked == [
+        None,
+        None,
+    ]
 
 
 # --- the probes of issue 41: what a reviewer reading the claims would object to
@@ -115,12 +134,13 @@ def test_claims_are_spans_of_the_answer_never_invented(sentence: str, expected: 
 def test_a_dash_in_the_answer_is_not_the_phrase_marker() -> None:
     question = "How much is the Pro plan?"
     said = "The Pro plan — our most popular — costs $20 a month."
-    [claim] = claims(said, question)
-    assert claim == said
-    assert phrase(claim) == (said, False)
+    assert claims(said, question) == Claims([said], [None])
+    # nor is a line break an answer writes: sentences are cut there, and no claim holds one
+    assert all(PHRASE_JOIN not in c for c in claims("Cards.\nPayPal too.", question).said)
 
 
 def test_a_text_without_claims_is_read_whole_and_a_blank_one_not_at_all() -> None:
-    assert claims_or_text("Passwords expire every 90 days.") == ["Passwords expire every 90 days."]
-    assert claims_or_text("I'm not sure.") == ["I'm not sure."]
-    assert claims_or_text("  ") == []
+    passwords = "Passwords expire every 90 days."
+    assert claims_or_text(passwords) == Claims([passwords], [None])
+    assert claims_or_text("I'm not sure.") == Claims(["I'm not sure."], [None])
+    assert claims_or_text("  ") == Claims([], [])

@@ -18,7 +18,7 @@ from monitor.flags import DEFAULT_THRESHOLDS, HALLUCINATION, flag_reasons
 from monitor.judges import steps
 from monitor.judges.local import entailment
 from monitor.judges.local.answer import AnswerModel
-from monitor.judges.local.claims import claims_or_text
+from monitor.judges.local.claims import Claims, claims_or_text
 from monitor.judges.local.combiner import COMBINER_PATH, FEATURES, Combiner
 from monitor.judges.local.embedder import MiniLMEmbedder
 from monitor.judges.local.entailment import ModelFileError, SupportModel
@@ -147,11 +147,11 @@ class _Fixed(Reader):
     probability: float = 0.5
 
     def decide(
-        self, claims: Sequence[str], contexts: Sequence[str], *, per_context: bool = False
+        self, claims: Claims, contexts: Sequence[str], *, per_context: bool = False
     ) -> list[list[Decision]]:
         gaps = Gaps((), (), (), ())
         rows = len(contexts) if per_context else 1
-        return [[Decision(self.probability, 0.5, "window", gaps) for _ in claims]] * rows
+        return [[Decision(self.probability, 0.5, "window", gaps) for _ in claims.said]] * rows
 
 
 SUPPORT_METRICS = ["faithfulness", "context_utility", "context_recall", "factual_correctness"]
@@ -181,17 +181,15 @@ async def test_every_support_decision_is_the_one_interfaces(
     said = "Helen Byron lent the organization $500,000."
     screen = judge.screen([BYRON], said)
     # the screen's risk is the answer's probability of an unsupported claim, from `decide`'s
-    claims = [probability] * len(claims_or_text(said))
+    claims = [probability] * len(claims_or_text(said).said)
     assert screen.risk == pytest.approx(AnswerModel.load().probability(claims), abs=1e-6)
     assert screen.faithfulness == expected
     await judge.aclose()
 
 
 def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
-    [[copied, invented]] = judge.reader.decide(
-        ["Refunds are issued to the original card.", "Amounts over $500 need sign-off."],
-        [REFUNDS],
-    )
+    said = ["Refunds are issued to the original card.", "Amounts over $500 need sign-off."]
+    [[copied, invented]] = judge.reader.decide(Claims.of(said), [REFUNDS])
     assert copied.supported and not invented.supported
     assert invented.gaps.missing_numbers == ("$500",)
     weights = judge.reader.weights
@@ -204,7 +202,7 @@ def test_the_decision_joins_the_model_and_the_gaps(judge: LocalJudge) -> None:
 
 
 def test_no_context_supports_nothing(judge: LocalJudge) -> None:
-    [[found]] = judge.reader.decide(["Anything at all."], [])
+    [[found]] = judge.reader.decide(Claims.of(["Anything at all."]), [])
     assert found.probability == 0.0 and not found.supported
     assert judge.screen([], "Paris is in France.").faithfulness == 0.0
 
@@ -252,7 +250,7 @@ def test_each_context_gets_the_windows_it_gave_in_one_model_pass(judge: LocalJud
     # each claim's best window overall is its best in the context it came from
     assert split[0][0] == together[0] and split[1][1] == together[1]
     assert split[2] == [entailment.Support(0.0, ""), entailment.Support(0.0, "")]
-    decided = judge.reader.decide(said, contexts, per_context=True)
+    decided = judge.reader.decide(Claims.of(said), contexts, per_context=True)
     assert [v.verdict for v in verdicts] == [int(any(d.supported for d in row)) for row in decided]
     assert [v.verdict for v in verdicts] == [1, 1, 0, 0]
     assert model.support_by_context([], contexts) == [[], [], [], []]
@@ -383,6 +381,33 @@ async def test_scorer_runs_all_metrics_at_zero_tokens() -> None:
     assert asked["response_as_question"] is True
     assert asked["distinct_questions"] == [record.interaction.response]
     assert not math.isnan(record.results["semantic_similarity"].score)
+
+
+@pytest.mark.parametrize("metric", ["faithfulness", "context_recall", "noise_sensitivity"])
+async def test_a_phrase_answer_is_read_after_its_question_through_every_metric(
+    metric: str,
+) -> None:
+    """The statements step says which claim is a phrase answer and what it answers; each
+    metric hands that on to ``verify``, so the model reads the phrase after the question
+    while the claim shown stays the answer's own words."""
+    model = FixedLogit(5.0)
+    judge = LocalJudge(model=model)
+    question = "Which plan includes single sign-on?"
+    record = validate_record(
+        {
+            "id": "phrase",
+            "user_input": f"[conversation so far]\nuser: Hello\n{question}",
+            "retrieved_contexts": ["Single sign-on is included in the Enterprise plan only."],
+            "response": "Enterprise.",
+            "reference": "Enterprise.",
+        }
+    )
+    scored = await Scorer(judge, [metric]).score(record)
+    assert scored.results[metric].error is None
+    assert "Enterprise." in str(scored.results[metric].details)
+    assert f"{question}\n" not in str(scored.results[metric].details)
+    read = {claim for claim, _ in model.seen}
+    assert read == {f"{question}\nEnterprise."}
 
 
 async def test_a_metric_gets_its_own_answer_from_a_shared_cache() -> None:

@@ -82,8 +82,8 @@ def test_a_claims_probabilities_do_not_depend_on_concurrent_records() -> None:
     others = [neighbour, *records[1:]]
 
     def probabilities(judge: LocalJudge, record: Interaction) -> list[tuple[float, float]]:
-        claims = judge.claims(record.response, record.user_input)
-        found = judge.reader.decide(claims, list(record.context_texts))[0]
+        said = judge.claims(record.response, record.user_input)
+        found = judge.reader.decide(said, list(record.context_texts))[0]
         return [(d.probability, d.model_probability) for d in found]
 
     alone = probabilities(LocalJudge(), target)

@@ -39,12 +39,13 @@ record, stops the replicas and prints one row per interval:
   ÷ the budget.
 
 Then each restart's recovery (seconds from the replica's or broker's start until the
-lag is back under one minute of traffic), the partitions the broker left to no replica
-or gave to both at the end (each replica's last assignment, from its log: noida-db 0.2.3
-computes a rejoining static member's assignment afresh without rebalancing the other
-member, docs/operations.md), and the RSS drift (the last 15 minutes' mean
-against the first 15 after the warm-up, or the last interval against the first after it
-on a shorter run).
+lag is back under one minute of traffic; for the broker's also when it first answered,
+since a broker that loads its log from disk answers nothing for a while), the partitions
+the broker left to no replica or gave to both at the end (each replica's last assignment,
+from its log: noida-db 0.2.3 computes a rejoining static member's assignment afresh
+without rebalancing the other member, docs/operations.md), and the RSS drift (the last
+15 minutes' mean against the first 15 after the warm-up, or the last interval against the
+first after it on a shorter run).
 
 Bounded: every wait has a deadline, traffic stays on 127.0.0.1, every process started
 is stopped by its pid (`bench.faults.stop_all`), also on Ctrl-C or SIGTERM.
@@ -116,6 +117,9 @@ class Recovery:
     event: str
     at: float
     seconds: float | None = None
+    #: a broker restart: seconds from its start until it first answered the watcher (a
+    #: broker that loads its log answers nothing for a while); None for a replica's
+    answered: float | None = None
 
 
 def held_at_end(logfile: Path) -> set[int]:
@@ -385,9 +389,14 @@ class Soak:
                 self.event(f"broker started again at {self.now():.0f} s")
 
     def settle_recoveries(self) -> None:
-        """Each restart's seconds until the lag is under one minute of traffic."""
+        """Each restart's seconds until the lag is under one minute of traffic, and for the
+        broker's, until it first answered (the watcher's first lag after it)."""
         under = self.rate * 60
         for recovery in self.recoveries:
+            if recovery.event.startswith("broker"):
+                answers = (t for t, _ in self.lag if t >= recovery.at)
+                first = next(answers, None)
+                recovery.answered = None if first is None else round(first - recovery.at, 1)
             for t, lag in self.lag:
                 if t >= recovery.at and lag < under:
                     recovery.seconds = round(t - recovery.at, 1)
@@ -546,6 +555,9 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
               f"partition {dict(sorted(soak.lost_by_partition.items()))}")  # fmt: skip
     for recovery in soak.recoveries:
         took = "not within the run" if recovery.seconds is None else f"{recovery.seconds:g} s"
+        if recovery.answered is not None and recovery.seconds is not None:
+            took += (f" (the broker answered after {recovery.answered:g} s: "
+                     f"{recovery.seconds - recovery.answered:.1f} s after that)")  # fmt: skip
         print(f"recovery after {recovery.event} at {recovery.at:.0f} s: lag under one minute "
               f"of traffic ({args.rate * 60:,.0f}) after {took}")  # fmt: skip
     for name, text in rss_drift(soak.intervals, args.interval).items():

@@ -43,6 +43,10 @@ def test_the_short_soak_loses_nothing_duplicates_nothing_and_keeps_the_budget(
     assert events == ["r1 restarted", "broker restarted", "r0 restarted"], output
     # back under one minute of traffic within 60 s of every restart
     assert all(r["seconds"] is not None and r["seconds"] <= 60 for r in soak["recoveries"]), output
+    # the broker's restart says when it answered again, no later than the lag came back
+    [broker] = [r for r in soak["recoveries"] if r["event"] == "broker restarted"]
+    assert broker["answered"] is not None and broker["answered"] <= broker["seconds"], output
+    assert all(r["answered"] is None for r in soak["recoveries"] if r is not broker), output
     scored = sum(r["scored"] for r in soak["intervals"])
     assert scored > 0, output
     assert ran.returncode == 0, output

@@ -178,6 +178,8 @@ class Soak:
         #: each replica's partitions at the end (its log), and records lost per partition
         self.holdings: dict[str, set[int]] = {}
         self.lost_by_partition: Counter[int] = Counter()
+        #: whether the broker's process ended by itself (not stopped by the bench)
+        self.broker_exited = False
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -236,18 +238,22 @@ class Soak:
                     future.add_done_callback(lambda f, k=key, v=value: acked(f, k, v))
                 sent += len(batch)
                 await asyncio.sleep(0.01)
-            # the last sends, and what the broker refused, until acknowledged
+            # the last sends, and what the broker refused, until acknowledged or the deadline
+            # (a broker that is gone for good answers none of them)
             deadline = time.monotonic() + 120
             while (pending or retry) and time.monotonic() < deadline:
                 for key, value in retry[:]:
                     retry.remove((key, value))
-                    with contextlib.suppress(KafkaError):
-                        future = await producer.send(self.lab.topic, value=value, key=key)
+                    left = deadline - time.monotonic()
+                    with contextlib.suppress(KafkaError, TimeoutError):
+                        send = producer.send(self.lab.topic, value=value, key=key)
+                        future = await asyncio.wait_for(send, max(0.1, left))
                         pending.add(future)
                         future.add_done_callback(lambda f, k=key, v=value: acked(f, k, v))
                 await asyncio.sleep(0.2)
         finally:
-            await producer.stop()
+            with contextlib.suppress(KafkaError, TimeoutError):
+                await asyncio.wait_for(producer.stop(), 30)
 
     # -- measurement
 
@@ -277,6 +283,10 @@ class Soak:
                         await asyncio.wait_for(consumer.stop(), 5)
                 consumer = None
             await asyncio.gather(*(asyncio.to_thread(self.sample, r) for r in self.lab.replicas))
+            broker = self.lab.broker.process
+            if broker is not None and broker.poll() is not None and not self.broker_exited:
+                self.broker_exited = True
+                self.event(f"the broker exited (code {broker.returncode}) at {self.now():.0f} s")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
         if consumer is not None:

@@ -3,6 +3,7 @@
     python -m bench.soak --rate 10000 --minutes 60 [--broker noida|tansu] [--sample 0.01]
                          [--budget 200000/h] [--interval 300] [--kill-every 300]
                          [--restart-after 30] [--broker-down 15] [--no-faults]
+                         [--retention MINUTES] [--start earliest|latest]
                          [--json FILE] [--clean]
 
 A fresh Kafka-protocol broker (noida-db or Tansu) with a topic of 4 partitions, its
@@ -38,6 +39,13 @@ record, stops the replicas and prints one row per interval:
   the budget window the interval ends in, each request's in the window it arrived in,
   ÷ the budget.
 
+``--retention`` gives the interactions topic a retention (``retention.ms``), as a
+production topic has, so a broker that holds its log in memory (noida-db) holds only
+that much of it; records the broker deleted before the group committed past them are
+counted and fail the run. ``--start`` sets ``RAG_MONITOR_KAFKA_START`` on the replicas
+(where a partition with no committed offset is read from: after noida-db's restart, which
+can lose the group's commits, ``earliest`` replays the log it kept).
+
 Then each restart's recovery (seconds from the replica's or broker's start until the
 lag is back under one minute of traffic; for the broker's also when it first answered,
 since a broker that loads its log from disk answers nothing for a while), the partitions
@@ -68,6 +76,8 @@ from pathlib import Path
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
 
 from bench.faults import (
@@ -180,6 +190,10 @@ class Soak:
         self.lost_by_partition: Counter[int] = Counter()
         #: whether the broker's process ended by itself (not stopped by the bench)
         self.broker_exited = False
+        #: per partition, the most records the broker deleted (retention) before the
+        #: group committed past them
+        self.expired: dict[int, int] = dict.fromkeys(range(PARTITIONS), 0)
+        self._expiry_checked = 0.0
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -274,6 +288,12 @@ class Soak:
                 for tp in partitions:
                     at = await asyncio.wait_for(consumer.committed(tp), 3)
                     self.committed[tp.partition] = max(self.committed[tp.partition], at or 0)
+                if self.args.retention and self.now() - self._expiry_checked >= 5.0:
+                    self._expiry_checked = self.now()
+                    first = await asyncio.wait_for(consumer.beginning_offsets(partitions), 3)
+                    for tp, offset in first.items():
+                        gone = offset - self.committed[tp.partition]
+                        self.expired[tp.partition] = max(self.expired[tp.partition], gone)
                 lag = sum(self.ends[p] - self.committed[p] for p in range(PARTITIONS))
                 self.lag.append((self.now(), lag))
                 self.lag_peak = max(self.lag_peak, lag)
@@ -465,6 +485,17 @@ class Soak:
         self.count_lost()
 
 
+async def retain(lab: Lab, minutes: float) -> None:
+    """Give the interactions topic a retention of ``minutes``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=lab.broker.bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        retention = {"retention.ms": str(int(minutes * 60_000))}
+        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, lab.topic, retention)])
+    finally:
+        await admin.close()
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}".removesuffix(".0")
 
@@ -515,10 +546,13 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
         lab = Lab(f"soak-{args.broker}", args.broker, options, pg)
         await lab.setup(tpr, budget=False)
         lab.budget_spec = args.budget
+        if args.retention:
+            await retain(lab, args.retention)
         extra = {
             "RAG_MONITOR_SAMPLE_RATE": str(args.sample),
             "RAG_MONITOR_BUDGET_FALLBACK": "local",
             "RAG_MONITOR_LOG_LEVEL": "info",
+            "RAG_MONITOR_KAFKA_START": args.start,
         }
         for i in range(2):
             lab.add_replica(**extra, **static_member(i))
@@ -534,10 +568,12 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
             await lab.close()
         await asyncio.to_thread(pg.close)
     rows = [*soak.intervals, soak.tail]
+    kept = f"{args.retention:g} min retention" if args.retention else "no retention"
     print(
         f"rag-monitor soak: {machine()}; {args.broker}, {args.rate:g} records/s for "
         f"{args.minutes:g} min, sample {args.sample:g}, budget {args.budget} with the local "
-        f"judge as fallback, {tpr:.0f} judge tokens per record"
+        f"judge as fallback, {tpr:.0f} judge tokens per record, {kept}, "
+        f"RAG_MONITOR_KAFKA_START={args.start}"
     )
     print(HEADER)
     print("|" + "---|" * 10)
@@ -554,6 +590,10 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
     print()
     print(f"produced {produced:,}, lost {lost}, backlog duplicates {dup}, worst budget window "
           f"{worst:.2f}× the budget")  # fmt: skip
+    expired = sum(soak.expired.values())
+    if args.retention:
+        print(f"deleted by the topic's retention before the group committed past them: "
+              f"{expired:,}")  # fmt: skip
     if missing:
         print(f"acknowledged by the broker but not in its log at the end: {missing:,} "
               "(offsets given again after the broker lost them in its restart)")  # fmt: skip
@@ -577,13 +617,13 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
             "intervals": [asdict(r) for r in rows],
             "recoveries": [asdict(r) for r in soak.recoveries],
             "produced": produced, "lost": lost, "dup_backlog": dup, "budget": worst,
-            "broker_missing": missing,
+            "broker_missing": missing, "expired": expired,
             "holdings": {name: sorted(parts) for name, parts in soak.holdings.items()},
             "orphaned": orphaned, "shared": shared,
             "lost_by_partition": {str(p): n for p, n in sorted(soak.lost_by_partition.items())},
             "caught_up": bool(soak.lag and soak.lag[-1][1] == 0),
         }, indent=2))  # fmt: skip
-    ok = lost == 0 and dup == 0 and worst <= 1.0 + tpr / max(1, soak.budget.tokens)
+    ok = lost == 0 and expired == 0 and dup == 0 and worst <= 1.0 + tpr / max(1, soak.budget.tokens)
     return 0 if ok and soak.lag and soak.lag[-1][1] == 0 else 1
 
 
@@ -604,10 +644,24 @@ def main() -> int:
         default=True,
         help="the kills and the broker restart (--no-faults: the rate alone, to find what holds)",
     )
+    parser.add_argument(
+        "--retention",
+        type=float,
+        default=0.0,
+        help="minutes the interactions topic keeps (retention.ms; 0: everything; noida-db only)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=("earliest", "latest"),
+        default="earliest",
+        help="RAG_MONITOR_KAFKA_START of the replicas",
+    )
     parser.add_argument("--catch-up", type=float, default=300.0, help="the most to wait at the end")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--clean", action="store_true", help="remove the logs' directory after")
     args = parser.parse_args()
+    if args.retention and args.broker == "tansu":
+        parser.error("--retention: Tansu does not apply a topic's retention.ms (its log stays)")
     workdir = Path(tempfile.mkdtemp(prefix="rag-monitor-soak-"))
     # the producer's and watcher's clients log every refused connection of the broker restart
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

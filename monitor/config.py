@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     kafka_heartbeat_interval_ms: int = Field(default=3_000, gt=0)
     #: static membership (KIP-345): a restart with the same id takes over its old member
     kafka_group_instance_id: str | None = None
+    #: where a partition the group has no committed offset for is first read: its oldest
+    #: record, or only what arrives from now on
+    kafka_start: Literal["earliest", "latest"] = "earliest"
 
     # --- judge
     judge_base_url: str | None = None

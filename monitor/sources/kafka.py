@@ -157,6 +157,9 @@ class KafkaSource:
             # waiting for the broker to expire it (noida-db never expires a crashed member)
             group_instance_id=self.settings.kafka_group_instance_id or None,
             enable_auto_commit=False,
+            # a position out of range (records the broker deleted before they were read)
+            # goes to the oldest record left; a partition never committed starts where
+            # `kafka_start` says (`_start_at_end`)
             auto_offset_reset="earliest",
             # a partition fetch asks for one record's worth; larger batches still
             # arrive one at a time (the broker always returns the first batch)
@@ -380,6 +383,8 @@ class KafkaSource:
         for tp in assigned:
             self.tracker.assign(tp)
         member = self._member  # (the first assignment can come while `start` still waits)
+        if member is not None and self.settings.kafka_start == "latest":
+            await self._start_at_end(member, assigned)
         if member is not None and self.ledger is not None:
             # the budget learns what the new partitions' ledger entries say before any of
             # their records is scored (`assign` would overwrite spend settled earlier):
@@ -398,6 +403,28 @@ class KafkaSource:
         if self._consumer is not None:
             self.window.assigned(self._consumer)
         log.info("partitions assigned", partitions=sorted(p for _, p in assigned))
+
+    async def _start_at_end(self, member: AIOKafkaConsumer, assigned: list[Partition]) -> None:
+        """`kafka_start=latest`: a partition the group has never committed (or whose commit
+        the broker lost or expired) is read from its end, not replayed from its start; the
+        next checkpoint commits that end, so a restart goes on from it."""
+        fresh = []
+        for topic, partition in assigned:
+            tp = TopicPartition(topic, partition)
+            if await member.committed(tp) is None:
+                fresh.append(tp)
+        if not fresh:
+            return
+        # a definite position, not `seek_to_end`: the client may already be resetting these
+        # partitions to their start, and that answer would then satisfy a reset to the end
+        ends = await member.end_offsets(fresh)
+        for tp in fresh:
+            member.seek(tp, ends[tp])
+            self.tracker.begin_at((tp.topic, tp.partition), ends[tp])
+        log.info(
+            "no committed offset: reading from the end",
+            partitions=sorted(tp.partition for tp in fresh),
+        )
 
     def _held(self, tp: Partition) -> int:
         return self.held(tp) if self.held is not None else 0

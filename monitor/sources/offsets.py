@@ -39,6 +39,13 @@ class OffsetTracker:
         self._parts[tp] = _PartitionState(generation=self._generation)
         return self._generation
 
+    def begin_at(self, tp: Partition, offset: int) -> None:
+        """Reading of ``tp`` starts at ``offset`` with nothing committed there yet: the next
+        commit records it, so a restart goes on from it even if no record arrives."""
+        state = self._parts.get(tp)
+        if state is not None and state.next_offset is None:
+            state.next_offset = offset
+
     def revoke(self, tp: Partition) -> None:
         self._parts.pop(tp, None)
 

@@ -114,6 +114,53 @@ async def test_backpressure_bounds_in_flight_and_commits_only_finished(
     assert positions[first.partition] == first.offset
 
 
+async def _fetch_for(source: KafkaSource, seconds: float) -> list[SourceRecord]:
+    got: list[SourceRecord] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for record in await source.fetch(0.2):
+            got.append(record)
+            source.finish(record)
+    return got
+
+
+@pytest.mark.kafka
+async def test_kafka_start_latest_skips_what_came_before_only_where_nothing_was_committed(
+    broker: Broker, topic: Topic
+) -> None:
+    """`RAG_MONITOR_KAFKA_START=latest`: a group's first start reads from each partition's
+    end, so the 40 records already there are skipped and the 8 sent after it started are
+    read; once it has committed, a restart goes on from the commits and reads the 6 sent
+    while it was down (with `earliest`, every test here reads the 40). The 40 go one batch
+    each: Tansu answers a partition's end as one past its last batch's first record."""
+    settings = monitor_settings(broker, topic, None, kafka_start="latest")
+    before = [(f"k{i}".encode(), b"{}") for i in range(40)]
+    await produce(topic.bootstrap, topic.name, before, per_second=400)
+
+    async def run(sent_while_up: int) -> list[SourceRecord]:
+        source = KafkaSource(settings, Exporter())
+        await source.start()
+        try:
+            await wait_until(lambda: len(source.assignment) == 4, 30, "four partitions assigned")
+            got = await _fetch_for(source, 2.0)
+            await produce(
+                topic.bootstrap,
+                topic.name,
+                [(f"up{i}".encode(), b"{}") for i in range(sent_while_up)],
+            )
+            got += await _fetch_for(source, 3.0)
+            await source.commit()
+        finally:
+            await source.stop()
+        return got
+
+    first = await run(8)
+    assert sorted(r.key for r in first if r.key) == sorted(f"up{i}".encode() for i in range(8))
+    await produce(topic.bootstrap, topic.name, [(f"down{i}".encode(), b"{}") for i in range(6)])
+    again = await run(0)
+    assert sorted(r.key for r in again if r.key) == sorted(f"down{i}".encode() for i in range(6))
+
+
 @pytest.mark.kafka
 async def test_a_window_paused_longer_than_the_poll_interval_keeps_its_partitions(
     broker: Broker, topic: Topic

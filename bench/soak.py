@@ -486,11 +486,13 @@ class Soak:
 
 
 async def retain(lab: Lab, minutes: float) -> None:
-    """Give the interactions topic a retention of ``minutes``."""
+    """Give the interactions topic a retention of ``minutes``, in segments of a tenth of it
+    (a broker deletes whole segments: with one segment per partition, noida-db kept all)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=lab.broker.bootstrap, request_timeout_ms=10_000)
     await admin.start()
     try:
-        retention = {"retention.ms": str(int(minutes * 60_000))}
+        keep = int(minutes * 60_000)
+        retention = {"retention.ms": str(keep), "segment.ms": str(max(1000, keep // 10))}
         await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, lab.topic, retention)])
     finally:
         await admin.close()

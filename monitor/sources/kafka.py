@@ -384,7 +384,19 @@ class KafkaSource:
             self.tracker.assign(tp)
         member = self._member  # (the first assignment can come while `start` still waits)
         if member is not None and self.settings.kafka_start == "latest":
-            await self._start_at_end(member, assigned)
+            try:
+                await asyncio.wait_for(
+                    self._start_at_end(member, assigned),
+                    self.settings.kafka_session_timeout_ms / 1000,
+                )
+            except (KafkaError, TimeoutError) as exc:
+                # the ledger's part below must still run; these partitions then start where
+                # a commit says or, without one, at their oldest record
+                log.warning(
+                    "could not find where to start reading; a partition without a commit "
+                    "starts at its oldest record",
+                    error=type(exc).__name__,
+                )
         if member is not None and self.ledger is not None:
             # the budget learns what the new partitions' ledger entries say before any of
             # their records is scored (`assign` would overwrite spend settled earlier):

@@ -7,6 +7,7 @@ import tracemalloc
 
 import pytest
 from aiokafka.conn import AIOKafkaConnection
+from aiokafka.errors import KafkaConnectionError
 
 from monitor.app import build, serve
 from monitor.config import Settings
@@ -338,6 +339,26 @@ async def test_a_revoke_asks_the_pipeline_that_serves_the_hook_to_checkpoint() -
     source.tracker.assign(tp)
     await source._on_revoked([tp])
     assert len(asked) == 1, "the pipeline stopped serving it"
+
+
+async def test_a_broker_error_while_finding_the_end_leaves_the_assignment_whole() -> None:
+    """With `kafka_start=latest`, a broker that fails while the replica asks for its commits
+    must not cut the assignment short (the ledger's part comes after it): the partitions are
+    tracked and the source starts them where the client's default puts them. A stand-in
+    member raises the error: a broker dropping the connection at that moment cannot be
+    timed against a real one."""
+
+    class Failing:
+        async def committed(self, tp: object) -> int:
+            raise KafkaConnectionError("connection dropped")
+
+    settings = Settings(kafka_start="latest")
+    source = KafkaSource(settings, Exporter())
+    source._member = Failing()
+    tp = (source.topic, 3)
+    await source._on_assigned([tp])
+    assert source.assignment == [tp]
+    assert source.tracker.position(tp) is None, "no start position was made up"
 
 
 def _text(source: KafkaSource) -> str:

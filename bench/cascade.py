@@ -2,6 +2,8 @@
 
     python -m bench.cascade               # every pool, 200 seeded runs, judge errors 0/10/25 %
     python -m bench.cascade --pools demo --seeds 50
+    python -m bench.cascade --pools realistic-holdout --judge-url http://127.0.0.1:8080/v1 \
+        --judge-model qwen        # a real LLM judge instead of the label-answering server
 
 The long-answer pools read ``--long PATH``, else ``data/`` under ``$RAGMON_DEV_DATA``
 (`scripts.devdata`); without ``--pools`` they are left out, saying so, when neither is there.
@@ -25,7 +27,11 @@ weight_total` over `rag_monitor_scored_weight_total`) makes of the truth.
    labels, wrong on a set share of the answers (a hash of the answer's id, so the answers it
    errs on at 10 % are among those it errs on at 25 %): a hallucinated answer gets its last
    statement unsupported, a faithful one all supported. The record's verdict is the sidecar's
-   flag (`monitor.flags.is_hallucination`) and its cost the tokens the scorer spent.
+   flag (`monitor.flags.is_hallucination`) and its cost the tokens the scorer spent. With
+   ``--judge-url`` a real OpenAI-compatible endpoint judges instead (its key, if any, in
+   ``$RAGMON_CASCADE_JUDGE_KEY``), once: its verdicts and tokens are cached in
+   ``--judge-cache`` per pool, model and answer, and its error is whatever it is (the rows
+   say "real"; coverage is read against its own census).
 3. **Runs.** ``--seeds`` seeded runs per pool, base rate and error rate: ``--population``
    arrivals drawn with replacement from the pool, at its own base rate and with 5 % hallucinated
    (``--subsample``); then each sampler draws its sample at ``--rate`` of the expected tokens:
@@ -80,6 +86,8 @@ from tests.support.records import validate_record
 SAMPLERS = ("uniform", "risk", "risk at 5 %", "1 − support", "lexical")
 POOLS = ("demo", "realistic-holdout", "long-fit", "long-report")
 MODEL = "gpt-4o-mini"
+#: the judge error of a real judge's rows (it errs as it does): read "real" in the tables
+REAL_JUDGE = -1.0
 Array = npt.NDArray[np.float64]
 
 
@@ -248,6 +256,70 @@ async def judge_pool(
             v[k] = math.nan if flag is None else float(flag)
             tokens[k] = s.usage.prompt_tokens + s.usage.completion_tokens
         verdicts[error] = v
+    return tokens, verdicts
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A real LLM judge behind an OpenAI-compatible endpoint, and where its answers are kept."""
+
+    url: str
+    model: str
+    cache: Path
+    concurrency: int = 4
+
+
+async def judge_pool_real(
+    pool: str, items: Sequence[Item], ids: Sequence[str], endpoint: Endpoint
+) -> tuple[Array, Array]:
+    """Each answer's judge tokens and verdict from a real judge: the same scorer and flag as
+    `judge_pool`, each answer scored once and kept in ``endpoint.cache`` (the slow part: a
+    small local model takes seconds a call), so an interrupted run goes on where it was."""
+    import os
+
+    from pydantic import SecretStr
+
+    from monitor.judges.llm import OpenAIJudge
+    from monitor.scoring import ONLINE_METRICS
+
+    kept: dict[str, Any] = {}
+    if endpoint.cache.exists():
+        kept = json.loads(endpoint.cache.read_text())
+    mine: dict[str, list[float]] = kept.setdefault(f"{pool}/{endpoint.model}", {})
+    todo = [
+        (rid, interaction(item, k))
+        for k, (item, rid) in enumerate(zip(items, ids, strict=True))
+        if rid not in mine
+    ]
+    judge = OpenAIJudge(
+        base_url=endpoint.url,
+        model=endpoint.model,
+        api_key=SecretStr(os.environ.get("RAGMON_CASCADE_JUDGE_KEY", "none")),
+        embedding_model=endpoint.model,
+        max_retries=2,
+        concurrency=endpoint.concurrency,
+    )
+    scorer = Scorer(judge, ONLINE_METRICS, cache_size=0)
+    semaphore = asyncio.Semaphore(endpoint.concurrency)
+    done = 0
+
+    async def one(rid: str, record: Interaction) -> None:
+        nonlocal done
+        async with semaphore:
+            scored = await scorer.score(record)
+        flag = None if scored.error is not None else is_hallucination(scored, DEFAULT_THRESHOLDS)
+        spent = scored.usage.prompt_tokens + scored.usage.completion_tokens
+        mine[rid] = [math.nan if flag is None else float(flag), float(spent)]
+        done += 1
+        endpoint.cache.write_text(json.dumps(kept))
+        print(f"  judged {done}/{len(todo)} of {pool}", file=sys.stderr)
+
+    try:
+        await asyncio.gather(*(one(rid, record) for rid, record in todo))
+    finally:
+        await judge.aclose()
+    verdicts = np.array([mine[rid][0] for rid in ids], dtype=np.float64)
+    tokens = np.array([mine[rid][1] for rid in ids], dtype=np.float64)
     return tokens, verdicts
 
 
@@ -423,7 +495,7 @@ def report(
             cpu = s.lexical_cpu_per_answer if name == "lexical" else s.cpu_per_answer
             ratio = t.per_1k() / uniform if uniform else math.nan
             print(
-                f"| {variant} | {error:.0%} | {name} | {t.per_1k():.3f} | "
+                f"| {variant} | {_error_label(error)} | {name} | {t.per_1k():.3f} | "
                 f"{'**' if name == 'risk' else ''}{ratio:.2f}×{'**' if name == 'risk' else ''} "
                 f"| {t.tokens / t.runs:,.0f} | {np.mean(t.bias_labels):+.4f} "
                 f"| {np.mean(t.bias_census):+.4f} | {np.mean(t.width):.4f} "
@@ -463,7 +535,11 @@ def summary(
                 else "—"
             )
             census = [
-                " / ".join(f"{_census(results[(variant, e)][name]):.1%}" for e in errors if e > 0)
+                " / ".join(
+                    f"{_census(results[(variant, e)][name]):.1%}"
+                    for e in errors
+                    if e > 0 or e == REAL_JUDGE
+                )
                 for name in ("uniform", "risk")
             ]
             middle = results.get((variant, 0.1), first)
@@ -474,6 +550,10 @@ def summary(
                 f"| {width} | {risk.screened / risk.runs:.1%} "
                 f"| {s.cpu_per_answer * 1000:.0f} ms |"
             )
+
+
+def _error_label(error: float) -> str:
+    return "real" if error == REAL_JUDGE else f"{error:.0%}"
 
 
 def _census(t: Tally) -> float:
@@ -496,12 +576,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the screens' risks, computed once per tree",
     )
     parser.add_argument("--screen-only", action="store_true", help="stop after the screens")
+    parser.add_argument("--judge-url", help="a real OpenAI-compatible judge (replaces --errors)")
+    parser.add_argument("--judge-model", default="qwen", help="its chat and embedding model")
+    parser.add_argument(
+        "--judge-cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "rag-monitor-cascade-judge.json",
+        help="the real judge's verdicts and tokens, per pool, model and answer",
+    )
     args = parser.parse_args(argv)
     if args.pools is None:
         pools = within_reach(POOLS, long=args.long)
     else:
         pools = [p.strip() for p in args.pools.split(",") if p.strip()]
-    errors = [float(e) for e in args.errors.split(",")]
+    errors = [REAL_JUDGE] if args.judge_url else [float(e) for e in args.errors.split(",")]
+    endpoint = (
+        Endpoint(args.judge_url, args.judge_model, args.judge_cache) if args.judge_url else None
+    )
     print(
         f"python -m bench.cascade --pools {','.join(pools)} --seeds {args.seeds} "
         f"--population {args.population} --rate {args.rate} --errors {args.errors}; "
@@ -517,7 +608,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     rows = []
     for pool, (items, s) in screened.items():
-        tokens, verdicts = asyncio.run(judge_pool(items, s.ids, errors))
+        if endpoint is None:
+            tokens, verdicts = asyncio.run(judge_pool(items, s.ids, errors))
+        else:
+            tokens, real = asyncio.run(judge_pool_real(pool, items, s.ids, endpoint))
+            verdicts = {REAL_JUDGE: real}
         results: dict[tuple[str, float], dict[str, Tally]] = {}
         for variant, base in (("own", None), (f"{args.subsample:.0%}", args.subsample)):
             for error in errors:

@@ -5,12 +5,15 @@ bench screens the real pools with the shipped local judge (by hand)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from bench.cascade import Screened, label_answer, probabilities, run
+from bench.cascade import Endpoint, Screened, judge_pool_real, label_answer, probabilities, run
+from bench.harness import FAITHFUL, HALLUCINATED, Item
 from monitor.judges.steps import GROUNDING
 
 
@@ -64,3 +67,44 @@ def test_the_label_judge_flags_the_last_claim_of_what_it_judges_hallucinated() -
     honest = label_answer({inputs["answer"]: False})
     (out,) = honest(GROUNDING, inputs, 1)
     assert [v["verdict"] for v in out["statements"]] == [1, 1]
+
+
+async def test_a_real_judge_scores_each_answer_once_and_an_interrupted_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """`--judge-url`: the scorer against an OpenAI-compatible endpoint (here the judge server
+    answering from labels), each answer's verdict and tokens kept; a second run asks the
+    endpoint nothing for what is kept, and only the answers not kept yet."""
+    from tests.support.judge_server import JudgeServer
+
+    texts = {
+        "a": ("Refunds take 5 days.", False),
+        "b": ("Refunds take 5 days. Amounts over $500 need sign-off.", True),
+        "c": ("Shipping is free over $50.", False),
+    }
+    items = [
+        Item(
+            {
+                "id": rid,
+                "user_input": "What is the policy?",
+                "retrieved_contexts": ["Refunds take 5 days. Shipping is free over $50."],
+                "response": text,
+            },
+            HALLUCINATED if bad else FAITHFUL,
+            "test",
+        )
+        for rid, (text, bad) in texts.items()
+    ]
+    labels = {text: bad for text, bad in texts.values()}
+    cache = tmp_path / "judge.json"
+    with JudgeServer(answer=label_answer(labels)) as server:
+        endpoint = Endpoint(server.base_url, "gpt-4o-mini", cache)
+        tokens, verdicts = await judge_pool_real("p", items[:2], ["a", "b"], endpoint)
+        assert verdicts.tolist() == [0.0, 1.0] and (tokens > 0).all()
+        asked = server.stats.snapshot().chat_requests
+        tokens2, verdicts2 = await judge_pool_real("p", items, ["a", "b", "c"], endpoint)
+        assert verdicts2.tolist() == [0.0, 1.0, 0.0]
+        assert tokens2[:2].tolist() == tokens.tolist()
+        more = server.stats.snapshot().chat_requests - asked
+    assert 0 < more <= asked, "only the answer not kept was judged"
+    assert set(json.loads(cache.read_text())["p/gpt-4o-mini"]) == {"a", "b", "c"}

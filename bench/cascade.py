@@ -595,8 +595,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"python -m bench.cascade --pools {','.join(pools)} --seeds {args.seeds} "
-        f"--population {args.population} --rate {args.rate} --errors {args.errors}; "
-        f"{platform.processor() or platform.machine()}",
+        f"--population {args.population} --rate {args.rate} "
+        + (
+            f"--judge-url {args.judge_url} --judge-model {args.judge_model}; "
+            if args.judge_url
+            else f"--errors {args.errors}; "
+        )
+        + f"{platform.processor() or platform.machine()}",
         file=sys.stderr,
     )
     screened = {}

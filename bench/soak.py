@@ -493,7 +493,13 @@ async def retain(lab: Lab, minutes: float) -> None:
     try:
         keep = int(minutes * 60_000)
         retention = {"retention.ms": str(keep), "segment.ms": str(max(1000, keep // 10))}
-        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, lab.topic, retention)])
+        answers = await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, lab.topic, retention)]
+        )
+        for answer in answers:  # a refusal comes back as an error code, not an exception
+            for code, message, *_ in answer.resources:
+                if code:
+                    raise SystemExit(f"--retention: the broker refused it ({code}: {message})")
     finally:
         await admin.close()
 

@@ -62,6 +62,7 @@ import platform
 import resource
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,9 +253,7 @@ async def judge_pool(
         for k, s in enumerate(scored):
             if s.error is not None:
                 raise SystemExit(f"the judge failed on {records[k].id}: {s.error}")
-            flag = is_hallucination(s, DEFAULT_THRESHOLDS)
-            v[k] = math.nan if flag is None else float(flag)
-            tokens[k] = s.usage.prompt_tokens + s.usage.completion_tokens
+            v[k], tokens[k] = _verdict(s)
         verdicts[error] = v
     return tokens, verdicts
 
@@ -303,24 +302,43 @@ async def judge_pool_real(
     semaphore = asyncio.Semaphore(endpoint.concurrency)
     done = 0
 
+    failed: dict[str, str] = {}
+    spent: dict[str, list[float]] = {}  # this run's failures: no verdict, the tokens they cost
+
     async def one(rid: str, record: Interaction) -> None:
         nonlocal done
         async with semaphore:
             scored = await scorer.score(record)
-        flag = None if scored.error is not None else is_hallucination(scored, DEFAULT_THRESHOLDS)
-        spent = scored.usage.prompt_tokens + scored.usage.completion_tokens
-        mine[rid] = [math.nan if flag is None else float(flag), float(spent)]
         done += 1
-        endpoint.cache.write_text(json.dumps(kept))
+        if scored.error is not None:
+            # not kept: a judge that failed (a timeout, junk JSON) is asked again next run
+            failed[rid] = scored.error
+            spent[rid] = [math.nan, _verdict(scored)[1]]
+        else:
+            mine[rid] = list(_verdict(scored))
+            endpoint.cache.write_text(json.dumps(kept))
         print(f"  judged {done}/{len(todo)} of {pool}", file=sys.stderr)
 
     try:
         await asyncio.gather(*(one(rid, record) for rid, record in todo))
     finally:
         await judge.aclose()
-    verdicts = np.array([mine[rid][0] for rid in ids], dtype=np.float64)
-    tokens = np.array([mine[rid][1] for rid in ids], dtype=np.float64)
+    if failed:
+        kinds = Counter(error.split(":")[0] for error in failed.values())
+        print(f"  the judge could not score {len(failed)} of {len(ids)} answers of {pool} "
+              f"({dict(kinds)}); they count as unscoreable, and a rerun asks again",
+              file=sys.stderr)  # fmt: skip
+    got = {**spent, **mine}
+    verdicts = np.array([got[rid][0] for rid in ids], dtype=np.float64)
+    tokens = np.array([got[rid][1] for rid in ids], dtype=np.float64)
     return tokens, verdicts
+
+
+def _verdict(scored: ScoredRecord) -> tuple[float, float]:
+    """A scored record's hallucination flag (NaN: not decidable) and the judge tokens it cost."""
+    flag = is_hallucination(scored, DEFAULT_THRESHOLDS)
+    spent = scored.usage.prompt_tokens + scored.usage.completion_tokens
+    return math.nan if flag is None else float(flag), float(spent)
 
 
 async def _score_all(scorer: Scorer, records: Sequence[Interaction]) -> list[ScoredRecord]:

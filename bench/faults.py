@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -176,11 +177,59 @@ def run_to_the_end(run: Coroutine[Any, Any, int], workdir: Path, *, clean: bool)
 # --- the broker: restartable on its data (noida-db) --------------------------------------------
 
 
+class S3Store:
+    """An S3-compatible server on 127.0.0.1 (moto's, real HTTP; the dev extra installs it)
+    with one bucket, for Tansu's ``s3://`` storage engine: the log and the group's commits
+    live in this process, so a restart of the broker keeps them, as it does with the S3 or
+    Postgres a production Tansu stores in. It keeps the objects in its memory."""
+
+    BUCKET = "tansu"
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.logfile = workdir / "s3.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """What Tansu reads to reach it (the server takes any credentials)."""
+        return {"AWS_ENDPOINT": self.url, "AWS_ALLOW_HTTP": "true",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench"}  # fmt: skip
+
+    def start(self, within: float = 30.0) -> None:
+        if importlib.util.find_spec("moto") is None:
+            raise RuntimeError("tansu-s3 needs the moto S3 server: pip install -e '.[dev]'")
+        argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        self.process = spawn(argv, dict(os.environ), self.logfile)
+        deadline = time.monotonic() + within
+        create = urllib.request.Request(f"{self.url}/{self.BUCKET}", method="PUT")
+        while True:
+            try:
+                with urllib.request.urlopen(create, timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the S3 server did not start; see {self.logfile}") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_group(self.process)
+            self.process = None
+
+
 class BenchBroker:
-    """A noida-db or Tansu process; `restart` keeps the port and (noida-db) the data."""
+    """A noida-db or Tansu process; `restart` keeps the port and (noida-db, or Tansu on S3:
+    kind ``tansu-s3``) the data."""
 
     def __init__(self, kind: str, workdir: Path) -> None:
-        self.kind = kind
+        #: Tansu's log in an S3 server of its own (`S3Store`), not in the broker's memory
+        self.s3 = S3Store(workdir) if kind == "tansu-s3" else None
+        self.kind = "tansu" if self.s3 is not None else kind
         self.port = free_port()
         self.data = workdir / f"{kind}-data"
         self.data.mkdir(parents=True)
@@ -192,12 +241,24 @@ class BenchBroker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def keeps_its_log(self) -> bool:
+        """Whether a restart keeps the log (Tansu's memory storage does not)."""
+        return self.kind != "tansu" or self.s3 is not None
+
+    @property
     def session_timeout_ms(self) -> int:
         return 6000 if self.kind == "tansu" else 10000
 
     def start(self, within: float = 30.0) -> None:
         env = dict(os.environ)
-        self.process = spawn(broker_command(self.kind, self.port, self.data), env, self.logfile)
+        storage = "memory://tansu/"
+        if self.s3 is not None:
+            if self.s3.process is None:
+                self.s3.start()
+            env.update(self.s3.env())
+            storage = f"s3://{self.s3.BUCKET}/"
+        argv = broker_command(self.kind, self.port, self.data, tansu_storage=storage)
+        self.process = spawn(argv, env, self.logfile)
         deadline = time.monotonic() + within
         while True:
             try:
@@ -209,9 +270,15 @@ class BenchBroker:
                 time.sleep(0.1)
 
     def stop(self) -> None:
+        """The broker only (a restart starts it again on what its storage kept)."""
         if self.process is not None:
             stop_group(self.process)
             self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        if self.s3 is not None:
+            self.s3.stop()
 
 
 # --- the judge: the test server, counting tokens per clock minute ------------------------------
@@ -712,7 +779,7 @@ class Lab:
             with contextlib.suppress(Exception):
                 replica.stop()
         self.judge.stop()
-        self.broker.stop()
+        self.broker.close()
         with contextlib.suppress(Exception):
             conn = await asyncpg.connect(self.pg.dsn, timeout=10)
             try:

@@ -1,24 +1,26 @@
 """The sidecar at load for a long while, through kills and a broker restart: one row per interval.
 
-    python -m bench.soak --rate 10000 --minutes 60 [--broker noida|tansu] [--sample 0.01]
+    python -m bench.soak --rate 10000 --minutes 60 [--broker noida|tansu|tansu-s3] [--sample 0.01]
                          [--budget 200000/h] [--interval 300] [--kill-every 300]
                          [--restart-after 30] [--broker-down 15] [--no-faults]
                          [--retention MINUTES] [--start earliest|latest]
                          [--json FILE] [--clean]
 
-A fresh Kafka-protocol broker (noida-db or Tansu) with a topic of 4 partitions, its
-dead-letter and scores topics; a schema on an embedded Postgres; the test judge server
-(`tests.support.judge_server`, real HTTP, 0.2 s per request) behind the LLM path; two
-``python -m monitor run`` replicas (static members) with the production token budget
-(``--budget``, the sidecar's default) and ``RAG_MONITOR_BUDGET_FALLBACK=local``, so the
-records the budget cannot pay for are scored by the local judge, at ``--sample``.
+A fresh Kafka-protocol broker (noida-db; Tansu with its log in its memory; or, with
+``tansu-s3``, Tansu with its log in an S3 server of its own, moto's on 127.0.0.1) with a
+topic of 4 partitions, its dead-letter and scores topics; a schema on an embedded
+Postgres; the test judge server (`tests.support.judge_server`, real HTTP, 0.2 s per
+request) behind the LLM path; two ``python -m monitor run`` replicas (static members)
+with the production token budget (``--budget``, the sidecar's default) and
+``RAG_MONITOR_BUDGET_FALLBACK=local``, so the records the budget cannot pay for are
+scored by the local judge, at ``--sample``.
 
 A producer on loopback writes interactions at ``--rate`` records/s (a fifth of them
 answered with an invented fact, so they are flagged and queued in the backlog). Every
 ``--kill-every`` seconds one replica (r1, r0, r1, ...) is SIGKILLed and started again
 ``--restart-after`` seconds later; once, halfway between the two kills around the
 middle, the broker is stopped for ``--broker-down`` seconds and restarted on its data
-(noida-db only: Tansu keeps its log in memory, so a restart would empty it). After
+(not on ``tansu``: Tansu keeps that log in memory, so a restart would empty it). After
 ``--minutes`` the producer stops, the bench waits until the group has committed every
 record, stops the replicas and prints one row per interval:
 
@@ -209,7 +211,7 @@ class Soak:
         producer = AIOKafkaProducer(
             bootstrap_servers=self.lab.broker.bootstrap,
             acks="all",
-            linger_ms=5,
+            linger_ms=self.args.linger,
             max_request_size=MAX_REQUEST_BYTES,
             request_timeout_ms=5000,
             retry_backoff_ms=200,
@@ -391,8 +393,9 @@ class Soak:
             k * self.args.kill_every for k in range(1, int(minutes // self.args.kill_every) + 1)
         ]
         plan = [(t, "kill") for t in kills if t < minutes]
-        if self.lab.broker.kind == "tansu":
-            self.event("no broker restart: Tansu keeps its log in memory, a restart empties it")
+        if not self.lab.broker.keeps_its_log:
+            self.event("no broker restart: Tansu keeps its log in memory, a restart empties it "
+                       "(--broker tansu-s3 keeps it in an S3 server)")  # fmt: skip
         else:
             plan = sorted([*plan, (broker_at, "broker")])
         victim = 1
@@ -639,8 +642,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=10000.0, help="records/s produced")
     parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--broker", choices=("noida", "tansu"), default="noida")
+    parser.add_argument(
+        "--broker",
+        choices=("noida", "tansu", "tansu-s3"),
+        default="noida",
+        help="tansu-s3: Tansu with its log in an S3 server (moto's), so its restart keeps it",
+    )
     parser.add_argument("--sample", type=float, default=0.01, help="RAG_MONITOR_SAMPLE_RATE")
+    parser.add_argument(
+        "--linger",
+        type=int,
+        default=5,
+        help="the producer's linger.ms (how long it gathers a batch; a broker on S3 "
+        "stores one object per batch)",
+    )
     parser.add_argument("--budget", default="200000/h", help="RAG_MONITOR_TOKEN_BUDGET")
     parser.add_argument("--interval", type=float, default=300.0, help="seconds per row")
     parser.add_argument("--kill-every", type=float, default=300.0, help="seconds between kills")
@@ -668,7 +683,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--clean", action="store_true", help="remove the logs' directory after")
     args = parser.parse_args()
-    if args.retention and args.broker == "tansu":
+    if args.retention and args.broker.startswith("tansu"):
         parser.error("--retention: Tansu does not apply a topic's retention.ms (its log stays)")
     workdir = Path(tempfile.mkdtemp(prefix="rag-monitor-soak-"))
     # the producer's and watcher's clients log every refused connection of the broker restart

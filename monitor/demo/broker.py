@@ -39,9 +39,12 @@ def _package_file(package: str, *parts: str) -> Path:
     return path
 
 
-def broker_command(kind: str, port: int, data_dir: Path) -> list[str]:
+def broker_command(
+    kind: str, port: int, data_dir: Path, tansu_storage: str = "memory://tansu/"
+) -> list[str]:
     """The command line that runs a broker of ``kind`` on ``port`` (bench/faults.py runs it
-    itself, to kill and restart it)."""
+    itself, to kill and restart it; it also gives Tansu an ``s3://`` storage engine, whose
+    log outlives the broker's process)."""
     if kind == "noida":
         binary = _package_file(PACKAGES["noida"], "noida-db")
         return [str(binary), "start", "--only", "kafka", "--kafka-port", str(port),
@@ -50,7 +53,7 @@ def broker_command(kind: str, port: int, data_dir: Path) -> list[str]:
         binary = _package_file(PACKAGES["tansu"], "bin", "tansu")
         url = f"tcp://127.0.0.1:{port}"
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]  # fmt: skip
+                "--storage-engine", tansu_storage]  # fmt: skip
     raise BrokerError(f"unknown broker {kind!r}: expected one of {', '.join(KINDS)}")
 
 

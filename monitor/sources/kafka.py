@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
-from aiokafka.structs import OffsetAndMetadata
+from aiokafka.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
+from aiokafka.structs import OffsetAndMetadata, OffsetAndTimestamp
 
 from monitor.background import BackgroundTask
 from monitor.config import Settings
@@ -99,6 +99,10 @@ class KafkaSource:
             self.max_in_flight, self.tracker.in_flight, pause_after=pause_after_seconds
         )
         self._lag = ConsumerLag(exporter)
+        #: per partition, the newest record time (ms) this process fetched, kept through
+        #: reassignments (an older time only means reading more again): where reading goes
+        #: on after the broker lost records this replica had read (`_reposition`)
+        self._newest: dict[Partition, int] = {}
         #: called at the start of a revoke: the pipeline checkpoints what it finished
         self.on_revoke = on_revoke
         #: records of a partition held on purpose (spans of traces still being buffered):
@@ -157,10 +161,9 @@ class KafkaSource:
             # waiting for the broker to expire it (noida-db never expires a crashed member)
             group_instance_id=self.settings.kafka_group_instance_id or None,
             enable_auto_commit=False,
-            # a position out of range (records the broker deleted before they were read)
-            # goes to the oldest record left; a partition never committed starts where
-            # `kafka_start` says (`_start_at_end`)
-            auto_offset_reset="earliest",
+            # the client decides nothing about a partition without a usable position: a
+            # commit missing or out of range is `fetch`'s to settle (`_reposition`)
+            auto_offset_reset="none",
             # a partition fetch asks for one record's worth; larger batches still
             # arrive one at a time (the broker always returns the first batch)
             max_partition_fetch_bytes=max(1_048_576, self.settings.max_record_bytes + 65_536),
@@ -244,6 +247,9 @@ class KafkaSource:
             self.window.opened(consumer)
         try:
             batches = await consumer.getmany(timeout_ms=timeout_ms, max_records=room)
+        except (OffsetOutOfRangeError, NoOffsetForPartitionError) as exc:
+            await self._reposition(consumer, exc)
+            return []
         except KafkaError as exc:  # the client retries connections itself; report and go on
             log.warning("fetch failed", error=type(exc).__name__)
             await asyncio.sleep(wait_seconds)
@@ -255,6 +261,9 @@ class KafkaSource:
             generation = self.tracker.generation(key)
             if generation is None:
                 continue  # revoked while the fetch was in flight
+            newest = max((m.timestamp for m in messages), default=-1)
+            if newest >= 0:  # (-1: the broker keeps no time)
+                self._newest[key] = max(self._newest.get(key, -1), newest)
             for m in messages:
                 record = SourceRecord(
                     topic=tp.topic,
@@ -275,6 +284,16 @@ class KafkaSource:
             lambda tp: consumer.highwater(TopicPartition(*tp)),
             self.tracker.position,
         )
+        # a log that ends before what this replica has already read: the broker lost
+        # records (Tansu answers such a fetch with nothing, not with an error)
+        past = {}
+        for key in self.tracker.partitions():
+            tp = TopicPartition(*key)
+            high, at = consumer.highwater(tp), self.tracker.position(key)
+            if high is not None and at is not None and at > high:
+                past[tp] = at
+        if past:
+            await self._reposition(consumer, OffsetOutOfRangeError(past))
         return out
 
     def finish(self, record: SourceRecord) -> None:
@@ -391,10 +410,10 @@ class KafkaSource:
                 )
             except (KafkaError, TimeoutError) as exc:
                 # the ledger's part below must still run; these partitions then start where
-                # a commit says or, without one, at their oldest record
+                # a commit says or, without one, where `_reposition` puts them
                 log.warning(
                     "could not find where to start reading; a partition without a commit "
-                    "starts at its oldest record",
+                    "is settled at its first fetch",
                     error=type(exc).__name__,
                 )
         if member is not None and self.ledger is not None:
@@ -437,6 +456,83 @@ class KafkaSource:
             "no committed offset: reading from the end",
             partitions=sorted(tp.partition for tp in fresh),
         )
+
+    async def _reposition(
+        self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError | NoOffsetForPartitionError
+    ) -> None:
+        """Where a partition without a usable position is read from; the client is told to
+        decide nothing (``auto_offset_reset="none"``), so it asks here.
+
+        - No committed offset: where ``kafka_start`` says (`_start_at_end` has usually
+          settled it on assignment already).
+        - Before the log's start (the retention deleted records before they were read):
+          the oldest record left.
+        - Past the log's end: the broker lost records, ones this replica may have read
+          (noida-db's restart loses its log's tail), and gives their offsets to new
+          records. Reading goes on from the first record at or after the newest one this
+          replica fetched from the partition, found by time: nothing new is skipped and
+          the log is not replayed (the client's ``earliest`` replayed all of it, in one
+          answer on a broker that ignores the fetch limits). A replica that has fetched
+          nothing there since it started knows no time: ``kafka_start`` decides.
+
+        Past either end, the partition is then tracked afresh (its records in flight are
+        dropped), and the next checkpoint commits the new position.
+        """
+        if isinstance(exc, NoOffsetForPartitionError):
+            lost: dict[TopicPartition, int | None] = {exc.args[0]: None}
+        else:
+            lost = dict(exc.args[0])
+        mine = [tp for tp in lost if self.tracker.generation((tp.topic, tp.partition)) is not None]
+        if not mine:
+            return
+        latest = self.settings.kafka_start == "latest"
+        try:
+            starts = await consumer.beginning_offsets(mine)
+            ends = await consumer.end_offsets(mine)
+        except KafkaError as error:  # the next fetch raises the same again
+            log.warning("could not find where to read on", error=type(error).__name__)
+            await asyncio.sleep(0.5)
+            return
+        times = {
+            tp: self._newest[(tp.topic, tp.partition)]
+            for tp in mine
+            if lost[tp] is not None and (tp.topic, tp.partition) in self._newest
+        }
+        found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        if times:
+            try:
+                found = await consumer.offsets_for_times(times)
+            except KafkaError as error:  # a broker without the lookup: as if no time were known
+                log.warning("could not look a time up", error=type(error).__name__)
+                times = {}
+        for tp in mine:
+            key, was = (tp.topic, tp.partition), lost[tp]
+            at = found.get(tp)
+            if was is None:
+                why, target = "no committed offset", ends[tp] if latest else starts[tp]
+            elif was < starts[tp]:
+                why, target = "deleted before it was read", starts[tp]
+            elif tp in times:
+                why = "past the log's end: the broker lost records"
+                target = at.offset if at is not None else ends[tp]
+            else:
+                why = "past the log's end: the broker lost records"
+                target = ends[tp] if latest else starts[tp]
+            if was is not None:  # what was in flight there was read past the loss
+                self.tracker.assign(key)
+            if was is not None or latest:  # (`earliest` commits nothing before a record)
+                self.tracker.begin_at(key, target)
+            consumer.seek(tp, target)
+            (log.info if was is None else log.warning)(
+                "partition position not usable: reading from another offset",
+                partition=tp.partition,
+                reason=why,
+                position=was,
+                log_start=starts[tp],
+                log_end=ends[tp],
+                now_at=target,
+            )
+        self.window.freed()
 
     def _held(self, tp: Partition) -> int:
         return self.held(tp) if self.held is not None else 0

@@ -6,6 +6,7 @@ import time
 import tracemalloc
 
 import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import KafkaConnectionError
 
@@ -160,6 +161,63 @@ async def test_kafka_start_latest_skips_what_came_before_only_where_nothing_was_
     await produce(topic.bootstrap, topic.name, [(f"down{i}".encode(), b"{}") for i in range(6)])
     again = await run(0)
     assert sorted(r.key for r in again if r.key) == sorted(f"down{i}".encode() for i in range(6))
+
+
+@pytest.mark.kafka
+async def test_after_the_broker_lost_records_reading_goes_on_from_the_first_newer_one(
+    broker: Broker, topic: Topic
+) -> None:
+    """A broker that loses the tail of its log (noida-db in a restart) leaves a replica's
+    position past the log's end, and gives those offsets to new records. The source reads
+    on from the first record at or after the newest one it had fetched (by time): the new
+    records are read, the log is not replayed from its start (the client's `earliest`
+    did), and the next commit is the real position, not the lost one. The loss itself is
+    made by moving the source's client and its bookkeeping past the end: a broker cannot
+    be made to drop its tail on cue. noida-db answers the fetch past the end with
+    OffsetOutOfRange; Tansu with nothing, so there the source sees the loss in the
+    partition's high watermark, and Tansu answers the lookup by time with the log's
+    first offset (found here): on Tansu the old records are read again. None is
+    skipped on either."""
+    settings = monitor_settings(broker, topic, None)
+    base = int(time.time() * 1000) - 60_000
+    producer = AIOKafkaProducer(bootstrap_servers=topic.bootstrap)
+    await producer.start()
+    try:
+        for i in range(20):  # read before the loss, a millisecond apart
+            await producer.send_and_wait(
+                topic.name, b"{}", key=f"old{i}".encode(), partition=0, timestamp_ms=base + i
+            )
+        source = KafkaSource(settings, Exporter())
+        await source.start()
+        try:
+            await wait_until(lambda: len(source.assignment) == 4, 30, "four partitions assigned")
+            read = await _fetch_for(source, 3.0)
+            assert sorted(r.offset for r in read) == list(range(20))
+            for j in range(3):  # after the loss
+                await producer.send_and_wait(
+                    topic.name, b"{}", key=f"new{j}".encode(), partition=0,
+                    timestamp_ms=base + 1_000 + j,
+                )  # fmt: skip
+            # the replica had read up to 39 when the broker lost 20..39
+            key, tp = (topic.name, 0), TopicPartition(topic.name, 0)
+            generation = source.tracker.generation(key)
+            assert source._consumer is not None and generation is not None
+            for offset in range(20, 40):
+                source.tracker.start(key, offset, generation)
+                source.tracker.finish(key, offset, generation)
+            source._consumer.seek(tp, 40)
+            again = await _fetch_for(source, 4.0)
+            committed = await source.commit()
+        finally:
+            await source.stop()
+    finally:
+        await producer.stop()
+    keys = sorted((r.key or b"").decode() for r in again)
+    assert {"new0", "new1", "new2"} <= set(keys), keys
+    if broker.kind == "noida":
+        # the newest record read (old19) is the first at its time: read again, nothing older
+        assert keys == ["new0", "new1", "new2", "old19"], keys
+    assert committed[(topic.name, 0)] == 23
 
 
 @pytest.mark.kafka
@@ -344,7 +402,7 @@ async def test_a_revoke_asks_the_pipeline_that_serves_the_hook_to_checkpoint() -
 async def test_a_broker_error_while_finding_the_end_leaves_the_assignment_whole() -> None:
     """With `kafka_start=latest`, a broker that fails while the replica asks for its commits
     must not cut the assignment short (the ledger's part comes after it): the partitions are
-    tracked and the source starts them where the client's default puts them. A stand-in
+    tracked, and the first fetch settles where they start (`_reposition`). A stand-in
     member raises the error: a broker dropping the connection at that moment cannot be
     timed against a real one."""
 

@@ -177,6 +177,26 @@ def run_to_the_end(run: Coroutine[Any, Any, int], workdir: Path, *, clean: bool)
 # --- the broker: restartable on its data (noida-db) --------------------------------------------
 
 
+def wait_started(
+    process: subprocess.Popen[bytes],
+    answers: Callable[[], None],
+    within: float,
+    what: str,
+    logfile: Path,
+) -> None:
+    """Until ``answers()`` stops raising OSError; RuntimeError once ``process`` has exited
+    or ``within`` seconds have passed."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            answers()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start; see {logfile}") from None
+            time.sleep(0.1)
+
+
 class S3Store:
     """An S3-compatible server on 127.0.0.1 (moto's, real HTTP; the dev extra installs it)
     with one bucket, for Tansu's ``s3://`` storage engine: the log and the group's commits
@@ -205,16 +225,13 @@ class S3Store:
             raise RuntimeError("tansu-s3 needs the moto S3 server: pip install -e '.[dev]'")
         argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
         self.process = spawn(argv, dict(os.environ), self.logfile)
-        deadline = time.monotonic() + within
         create = urllib.request.Request(f"{self.url}/{self.BUCKET}", method="PUT")
-        while True:
-            try:
-                with urllib.request.urlopen(create, timeout=2):
-                    return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the S3 server did not start; see {self.logfile}") from None
-                time.sleep(0.2)
+
+        def bucket() -> None:
+            with urllib.request.urlopen(create, timeout=2):
+                pass
+
+        wait_started(self.process, bucket, within, "the S3 server", self.logfile)
 
     def stop(self) -> None:
         if self.process is not None:
@@ -259,15 +276,12 @@ class BenchBroker:
             storage = f"s3://{self.s3.BUCKET}/"
         argv = broker_command(self.kind, self.port, self.data, tansu_storage=storage)
         self.process = spawn(argv, env, self.logfile)
-        deadline = time.monotonic() + within
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.kind} did not start; see {self.logfile}") from None
-                time.sleep(0.1)
+
+        def listening() -> None:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                pass
+
+        wait_started(self.process, listening, within, self.kind, self.logfile)
 
     def stop(self) -> None:
         """The broker only (a restart starts it again on what its storage kept)."""

@@ -174,7 +174,7 @@ def run_to_the_end(run: Coroutine[Any, Any, int], workdir: Path, *, clean: bool)
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-# --- the broker: restartable on its data (noida-db) --------------------------------------------
+# --- the broker: restartable on its data (noida-db, or Tansu on S3) ----------------------------
 
 
 def wait_started(

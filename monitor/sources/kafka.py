@@ -247,8 +247,11 @@ class KafkaSource:
             self.window.opened(consumer)
         try:
             batches = await consumer.getmany(timeout_ms=timeout_ms, max_records=room)
-        except (OffsetOutOfRangeError, NoOffsetForPartitionError) as exc:
-            await self._reposition(consumer, exc)
+        except NoOffsetForPartitionError as exc:
+            await self._reposition(consumer, {exc.args[0]: None})
+            return []
+        except OffsetOutOfRangeError as exc:
+            await self._reposition(consumer, dict(exc.args[0]))
             return []
         except KafkaError as exc:  # the client retries connections itself; report and go on
             log.warning("fetch failed", error=type(exc).__name__)
@@ -286,14 +289,14 @@ class KafkaSource:
         )
         # a log that ends before what this replica has already read: the broker lost
         # records (Tansu answers such a fetch with nothing, not with an error)
-        past = {}
+        past: dict[TopicPartition, int | None] = {}
         for key in self.tracker.partitions():
             tp = TopicPartition(*key)
             high, at = consumer.highwater(tp), self.tracker.position(key)
             if high is not None and at is not None and at > high:
                 past[tp] = at
         if past:
-            await self._reposition(consumer, OffsetOutOfRangeError(past))
+            await self._reposition(consumer, past)
         return out
 
     def finish(self, record: SourceRecord) -> None:
@@ -458,10 +461,11 @@ class KafkaSource:
         )
 
     async def _reposition(
-        self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError | NoOffsetForPartitionError
+        self, consumer: AIOKafkaConsumer, lost: dict[TopicPartition, int | None]
     ) -> None:
-        """Where a partition without a usable position is read from; the client is told to
-        decide nothing (``auto_offset_reset="none"``), so it asks here.
+        """Where each partition of ``lost`` (its unusable position, None without a commit)
+        is read from; the client is told to decide nothing (``auto_offset_reset="none"``),
+        so it asks here.
 
         - No committed offset: where ``kafka_start`` says (`_start_at_end` has usually
           settled it on assignment already).
@@ -478,10 +482,6 @@ class KafkaSource:
         Past either end, the partition is then tracked afresh (its records in flight are
         dropped), and the next checkpoint commits the new position.
         """
-        if isinstance(exc, NoOffsetForPartitionError):
-            lost: dict[TopicPartition, int | None] = {exc.args[0]: None}
-        else:
-            lost = dict(exc.args[0])
         mine = [tp for tp in lost if self.tracker.generation((tp.topic, tp.partition)) is not None]
         if not mine:
             return

@@ -8,9 +8,11 @@ it over the window, `BudgetedScorer` the pipeline's scorer under it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from monitor.config import TokenBudgetSpec
@@ -25,6 +27,29 @@ BUDGET = BudgetExhausted.REASON
 
 #: the first field of a ledger entry
 LEDGER_TAG = "rag-monitor-tokens"
+
+
+class _Waiters:
+    """Tasks waiting for a change, woken all at once by a plain call (no await: code that
+    is being cancelled can still wake them); each looks again at what it waits for."""
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    async def wait(self) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._futures.append(future)
+        try:
+            await future
+        finally:
+            if future in self._futures:
+                self._futures.remove(future)
+
+    def wake(self) -> None:
+        futures, self._futures = self._futures, []
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -74,6 +99,8 @@ class TokenBudget:
         self._total = 1
         #: what `ledger` last gave each partition in this window
         self._written: dict[int, int] = {}
+        #: calls waiting in `room` for a reservation to end
+        self._released = _Waiters()
 
     @property
     def unlimited(self) -> bool:
@@ -193,6 +220,18 @@ class TokenBudget:
         self._roll()
         self._reserved = max(0, self._reserved - reserved)
         self._spent += used
+        self._released.wake()
+
+    async def room(self, tokens: int) -> None:
+        # a reservation is the call's whole answer cap, most of it given back when it ends:
+        # a call that would fail only for what others hold waits for one of them instead
+        # (they are in flight, none of them waits here: each ends, and wakes this)
+        while (
+            not self.unlimited
+            and self._reserved > 0
+            and self.remaining() < tokens <= self.allowance - self._spent
+        ):
+            await self._released.wait()
 
     # --- what the exporter and the sampler read
 
@@ -295,6 +334,14 @@ class BudgetedScorer:
     or when a judge call it needs cannot be reserved (`BudgetExhausted`); with a
     ``fallback`` (the zero-token local judge) such a record is scored by it instead. What
     a record cost teaches ``adaptive`` (the sampler's throttle) the tokens per record.
+
+    Under a limited budget a record starts only when what is left pays for it and for the
+    records already being scored, at the tokens a record has cost so far; otherwise it
+    waits for one of them to end. A record's judge calls are reserved one at a time, so
+    records started together would otherwise share out the last of a window and each be
+    cut short after spending part of it: tokens paid for no score. Until one record has
+    ended its cost is unknown, so the first is scored alone; when none is being scored, a
+    record always starts.
     """
 
     def __init__(
@@ -309,13 +356,45 @@ class BudgetedScorer:
         self.budget = budget
         self.fallback = fallback
         self.adaptive = adaptive if adaptive is not None else AdaptiveRate(budget)
+        self._scoring = 0
+        self._ended = False
+        #: records waiting for one being scored to end
+        self._ended_one = _Waiters()
 
     async def score(self, interaction: Interaction) -> ScoredRecord:
-        if self.budget.exhausted():
-            scored = ScoredRecord(interaction=interaction, error=BUDGET)
-        else:
-            scored = await self.scorer.score(interaction)
-            self.adaptive.spent(scored.usage.total_tokens)
+        async with self._turn():
+            if self.budget.exhausted():
+                scored = ScoredRecord(interaction=interaction, error=BUDGET)
+            else:
+                scored = await self.scorer.score(interaction)
+                self.adaptive.spent(scored.usage.total_tokens)
         if scored.error == BUDGET and self.fallback is not None:
             scored = await self.fallback.score(interaction)
         return scored
+
+    def _affordable(self) -> bool:
+        if self._scoring == 0 or self.budget.unlimited:
+            return True
+        if not self._ended:
+            return False
+        # a record that cost nothing (an answer the local judge settled, a judge that
+        # failed) teaches the average nothing: then nothing is known to be at risk
+        per_record = self.adaptive.tokens_per_record or 0.0
+        return self.budget.remaining() >= (self._scoring + 1) * per_record
+
+    @asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """One record's place among those being scored, once the budget can pay for it."""
+        if self.budget.exhausted():
+            yield  # nothing will be spent: no need to wait
+            return
+        while not self._affordable():
+            await self._ended_one.wait()
+        self._scoring += 1
+        try:
+            yield
+        finally:
+            # no await here: a cancelled record still gives its place back and wakes the rest
+            self._scoring -= 1
+            self._ended = True
+            self._ended_one.wake()

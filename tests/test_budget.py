@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -317,3 +318,113 @@ async def test_what_the_budget_cannot_pay_for_goes_to_the_fallback() -> None:
     scorer = BudgetedScorer(Spender(budget, 100), budget, fallback=fallback)
     assert [(await scorer.score(RECORD)).error for _ in range(3)] == [None, None, None]
     assert fallback.scored == 2  # the one cut short by BudgetExhausted, the one not started
+
+
+class Stepper:
+    """A scorer that makes ``calls`` judge calls of ``tokens`` each per record, reserving
+    each just before it and yielding to the loop between them (as a judge's HTTP calls
+    do); a call it cannot reserve cuts the record short with what it spent so far."""
+
+    def __init__(self, budget: TokenBudget, calls: int, tokens: int) -> None:
+        self.budget = budget
+        self.calls = calls
+        self.tokens = tokens
+        self.started = 0
+        self.scoring = 0
+        self.most = 0
+        self.wasted = 0  # tokens spent on records then cut short
+
+    async def score(self, interaction: Interaction) -> ScoredRecord:
+        self.started += 1
+        self.scoring += 1
+        self.most = max(self.most, self.scoring)
+        spent = 0
+        try:
+            for _ in range(self.calls):
+                try:
+                    self.budget.reserve(self.tokens)
+                except BudgetExhausted as exc:
+                    self.wasted += spent
+                    return ScoredRecord(interaction=interaction, error=exc.reason)
+                await asyncio.sleep(0.001)
+                self.budget.reconcile(self.tokens, self.tokens)
+                spent += self.tokens
+        finally:
+            self.scoring -= 1
+        return ScoredRecord(
+            interaction=interaction, usage=Usage(calls=self.calls, prompt_tokens=spent)
+        )
+
+
+async def test_records_started_together_do_not_share_out_the_last_of_the_window() -> None:
+    # 10 records of 3 calls × 100 tokens against 1,000 tokens: started all at once, each
+    # would reserve its first call and none its second (1,000 tokens for no score)
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=Clock())
+    judge = Stepper(budget, 3, 100)
+    scorer = BudgetedScorer(judge, budget)
+    outcomes = [s.error for s in await asyncio.gather(*(scorer.score(RECORD) for _ in range(10)))]
+    # the first alone (its cost unknown), then two together (700 left pays for 2 × 300),
+    # then one more alone with 100 left, cut short: the rest see a spent window
+    assert outcomes.count(None) == 3 and outcomes.count(BUDGET) == 7
+    assert judge.started == 4 and judge.most == 2
+    assert budget.spent == 1000 and judge.wasted == 100
+
+
+async def test_an_unlimited_budget_holds_no_record_back() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("0"))
+    judge = Stepper(budget, 3, 100)
+    scorer = BudgetedScorer(judge, budget)
+    outcomes = await asyncio.gather(*(scorer.score(RECORD) for _ in range(10)))
+    assert all(s.error is None for s in outcomes) and judge.most == 10
+
+
+class Hanger:
+    """A scorer whose first record never ends (a judge that hangs); the rest end at once."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    async def score(self, interaction: Interaction) -> ScoredRecord:
+        self.started += 1
+        if self.started == 1:
+            await asyncio.Event().wait()
+        return ScoredRecord(interaction=interaction, usage=Usage(calls=1, prompt_tokens=10))
+
+
+async def test_a_record_cancelled_while_scored_gives_its_place_back() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("100000/h"), clock=Clock())
+    judge = Hanger()
+    scorer = BudgetedScorer(judge, budget)
+    first = asyncio.create_task(scorer.score(RECORD))  # scored alone: its cost is unknown
+    second = asyncio.create_task(scorer.score(RECORD))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert judge.started == 1  # the second waits for the first to end
+    first.cancel()
+    assert (await asyncio.wait_for(second, 5)).error is None
+    assert first.cancelled() and judge.started == 2
+
+
+async def test_a_call_that_only_what_others_hold_keeps_out_waits_for_one_to_end() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=Clock())
+    budget.reserve(800)  # a call in flight, its whole answer cap reserved
+    waiting = asyncio.create_task(budget.room(500))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()  # 200 left now, but 700 once that call has ended
+    budget.reconcile(800, 300)
+    await asyncio.wait_for(waiting, 1)
+    budget.reserve(500)
+    assert budget.remaining() == 200
+
+
+async def test_room_does_not_wait_for_what_cannot_help() -> None:
+    budget = TokenBudget(TokenBudgetSpec.parse("1000/h"), clock=Clock())
+    await asyncio.wait_for(budget.room(5000), 1)  # beyond the window, whatever ends
+    budget.reserve(300)
+    budget.reconcile(300, 300)
+    await asyncio.wait_for(budget.room(900), 1)  # nothing held: `reserve` decides now
+    budget.reserve(600)
+    await asyncio.wait_for(budget.room(800), 1)  # 700 at most, even once 600 is given back
+    with pytest.raises(BudgetExhausted):
+        budget.reserve(800)

@@ -104,6 +104,11 @@ class TokenGate(Protocol):
     def reconcile(self, reserved: int, used: int) -> None:
         """Replace a reservation by what the call really used."""
 
+    async def room(self, tokens: int) -> None:
+        """Return once ``reserve(tokens)`` is worth trying: at once, unless it would fail
+        only for what calls in flight hold (they give back what they reserved beyond their
+        use when they end); then when one of them ends."""
+
 
 class Judge(Protocol):
     """Anything that can answer prompts and embed text.

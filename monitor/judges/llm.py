@@ -338,6 +338,8 @@ class OpenAIJudge:
         async with self._semaphore:
             with observed(self.observer) as request:
                 while True:
+                    if self.gate is not None:
+                        await self.gate.room(reserved)  # (no await between it and `reserve`)
                     with Reservation(self.gate, reserved) as reservation:
                         if wait:
                             await asyncio.sleep(wait)
